@@ -1,0 +1,210 @@
+"""Executors: run the selected clients' local training for one round.
+
+`train_sequential` trains clients one after another on the model's own parameters, updated in place
+with `torch._foreach_*` (the fastest path for small models on a CPU: no functional_call overhead).
+`train_vmap` trains all clients at once with `torch.func.vmap` over stacked parameters; clients with
+fewer steps or a short last batch are padded and masked, so each client follows exactly the same
+batches and arithmetic as in the sequential executor (equal up to float reassociation).
+
+Both apply the same update per step: d = algorithm.local_direction(p, grad, ...);
+d += weight_decay * p; buf = momentum * buf + d; p -= lr * buf.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad_and_value, vmap
+
+from fedlib.algorithms.base import Algorithm
+from fedlib.params import Params
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (output, target) -> per-sample losses
+
+
+def cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-sample cross-entropy, the default loss."""
+    return F.cross_entropy(output, target, reduction="none")
+
+
+def half_squared_error(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-sample 0.5 * (output - target)^2 for scalar regression (least-squares clients)."""
+    return 0.5 * (output.reshape(target.shape) - target) ** 2
+
+
+@dataclass
+class ClientJob:
+    client: int
+    indices: np.ndarray  # the client's training-set indices
+    batches: list[np.ndarray]  # positions into `indices`, one array per local step
+    state: dict[str, Any]  # the algorithm's persistent client state
+
+
+@dataclass
+class ClientOutcome:
+    params: Params
+    buffers: Params
+    loss: float  # mean mini-batch loss over the round
+    lr_sum: float
+
+
+def train_sequential(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    received: Params,
+    buffers: Params,
+    jobs: Sequence[ClientJob],
+    local: Any,
+    algorithm: Algorithm,
+    server_state: dict[str, Any],
+    round_: int,
+    loss_fn: LossFn = cross_entropy,
+) -> list[ClientOutcome]:
+    names = [n for n, _ in model.named_parameters()]
+    plist = [p for _, p in model.named_parameters()]
+    model.train()
+    outcomes = []
+    for job in jobs:
+        with torch.no_grad():
+            for p, n in zip(plist, names):
+                p.copy_(received[n])
+            for n, b in model.named_buffers():
+                b.copy_(buffers[n])
+        momentum_buf = [torch.zeros_like(p) for p in plist] if local.momentum else None
+        scratch: dict[str, Any] = {}
+        loss_sum = torch.zeros(())
+        lr_sum = 0.0
+        idx_all = torch.from_numpy(job.indices)
+        for k, pos in enumerate(job.batches):
+            idx = idx_all[torch.from_numpy(pos)]
+            xb, yb = x[idx], y[idx]
+            loss = loss_fn(model(xb), yb).mean()
+            grads = torch.autograd.grad(loss, plist)
+            lr = local.lr_at(round_, k)
+            with torch.no_grad():
+                loss_sum += loss.detach()
+                pdict = dict(zip(names, plist))
+                direction = algorithm.local_direction(
+                    pdict, dict(zip(names, grads)), received, job.state, server_state, scratch,
+                    _grad_at(model, loss_fn, xb, yb),
+                )
+                d = [direction[n] for n in names]
+                if local.weight_decay:
+                    d = torch._foreach_add(d, plist, alpha=local.weight_decay)
+                if momentum_buf is not None:
+                    torch._foreach_mul_(momentum_buf, local.momentum)
+                    torch._foreach_add_(momentum_buf, d)
+                    d = momentum_buf
+                torch._foreach_add_(plist, d, alpha=-lr)
+            lr_sum += lr
+        outcomes.append(ClientOutcome(
+            params={n: p.detach().clone() for n, p in zip(names, plist)},
+            buffers={n: b.detach().clone() for n, b in model.named_buffers()},
+            loss=float(loss_sum) / len(job.batches), lr_sum=lr_sum,
+        ))
+    return outcomes
+
+
+def _grad_at(model: nn.Module, loss_fn: LossFn, xb: torch.Tensor, yb: torch.Tensor) -> Callable[[Params], Params]:
+    """The current mini-batch's gradient at other parameters q (for methods like STEM)."""
+
+    def grad_at(q: Params) -> Params:
+        with torch.enable_grad():
+            leaves = {k: v.detach().requires_grad_() for k, v in q.items()}
+            loss = loss_fn(functional_call(model, leaves, (xb,)), yb).mean()
+            return dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values()))))
+
+    return grad_at
+
+
+def _stack(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Stack a list of (nested) tensor dicts along a new leading client dimension."""
+    out: dict[str, Any] = {}
+    for key, first in dicts[0].items():
+        if isinstance(first, torch.Tensor):
+            out[key] = torch.stack([d[key] for d in dicts])
+        elif isinstance(first, dict):
+            out[key] = _stack([d[key] for d in dicts])
+        else:
+            raise ValueError(f"the vmap executor can only stack tensor client state; {key!r} is {type(first).__name__}")
+    return out
+
+
+def train_vmap(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    received: Params,
+    buffers: Params,
+    jobs: Sequence[ClientJob],
+    local: Any,
+    algorithm: Algorithm,
+    server_state: dict[str, Any],
+    round_: int,
+    loss_fn: LossFn = cross_entropy,
+) -> list[ClientOutcome]:
+    model.train()
+    c = len(jobs)
+    bsz = local.batch_size
+    steps = [len(j.batches) for j in jobs]
+    p = {n: v.detach().unsqueeze(0).repeat(c, *([1] * v.dim())) for n, v in received.items()}
+    states = _stack([j.state for j in jobs]) if jobs[0].state else {}
+    momentum_buf = {n: torch.zeros_like(v) for n, v in p.items()} if local.momentum else None
+
+    def masked_loss(params: Params, xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
+        per_sample = loss_fn(functional_call(model, params, (xb,)), yb)
+        return (per_sample * wb).sum() / wb.sum().clamp_min(1.0)
+
+    grads_of = vmap(grad_and_value(masked_loss), randomness="different")
+
+    def direction_of(params: Params, grads: Params, state: dict[str, Any]) -> Params:
+        return algorithm.local_direction(params, grads, received, state, server_state, {}, _no_grad_at)
+
+    directions_of = vmap(direction_of)
+    loss_sum = torch.zeros(c)
+    lr_sum = torch.zeros(c, dtype=torch.float64)
+    for k in range(max(steps)):
+        idx = torch.zeros(c, bsz, dtype=torch.long)
+        wts = torch.zeros(c, bsz)
+        active = torch.tensor([k < s for s in steps])
+        for ci, job in enumerate(jobs):
+            if k < steps[ci]:
+                rows = job.indices[job.batches[k]]
+                idx[ci, : len(rows)] = torch.from_numpy(rows)
+                wts[ci, : len(rows)] = 1.0
+        grads, losses = grads_of(p, x[idx], y[idx], wts)
+        lr = local.lr_at(round_, k)
+        with torch.no_grad():
+            d = directions_of(p, grads, states) if _has_correction(algorithm) else grads
+            if local.weight_decay:
+                d = {n: d[n] + local.weight_decay * p[n] for n in p}
+            mask = {n: active.view(-1, *([1] * (v.dim() - 1))).to(v.dtype) for n, v in p.items()}
+            if momentum_buf is not None:
+                momentum_buf = {n: momentum_buf[n] * local.momentum + d[n] for n in p}
+                d = momentum_buf
+            p = {n: p[n] - lr * mask[n] * d[n] for n in p}
+            loss_sum += losses.detach() * active
+            lr_sum += lr * active
+    outcomes = []
+    for ci, job in enumerate(jobs):
+        outcomes.append(ClientOutcome(
+            params={n: v[ci].clone() for n, v in p.items()}, buffers={},
+            loss=float(loss_sum[ci]) / steps[ci], lr_sum=float(lr_sum[ci]),
+        ))
+    return outcomes
+
+
+def _has_correction(algorithm: Algorithm) -> bool:
+    return type(algorithm).local_direction is not Algorithm.local_direction or (
+        type(algorithm).correction is not Algorithm.correction
+    )
+
+
+def _no_grad_at(q: Params) -> Params:
+    raise RuntimeError("grad_at is not available under the vmap executor (set vmap_compatible = False)")
