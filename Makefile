@@ -1,0 +1,44 @@
+# The two commands a user types: `make reproduce` (the main job) and `make test`.
+# Every target installs what it needs first (a .venv in this folder).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.fedlib-installed
+# The CPU wheel of this version is what this project is tested with; on a GPU machine, set
+# TORCH_SPEC to the build you want (e.g. TORCH_SPEC="torch" for PyPI's CUDA build).
+TORCH_SPEC ?= torch==2.13.0
+PROFILE ?= cpu
+# Small models train fastest single-threaded on a 2-core CPU (make bench measures it).
+export OMP_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+
+.PHONY: setup test reproduce bench lab notebooks clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (fedlib)" > /dev/null
+	touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest
+
+reproduce: setup
+	$(PY) scripts/reproduce.py --profile $(PROFILE)
+
+bench: setup
+	$(PY) benchmarks/bench_round.py
+	$(PY) benchmarks/bench_mucsc.py
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks/
+
+# Rebuild the committed notebooks (quick profile, with outputs) from their jupytext sources.
+notebooks: setup
+	$(PY) scripts/build_notebooks.py
+
+clean:
+	rm -rf results .pytest_cache

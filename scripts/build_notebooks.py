@@ -1,0 +1,47 @@
+"""`make notebooks`: rebuild notebooks/<name>.ipynb from the jupytext source notebooks/<name>.py and
+execute it in place with the quick profile, so the committed notebook carries the outputs nbval checks.
+
+    python scripts/build_notebooks.py [name ...]
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import jupytext
+import nbformat
+import papermill
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
+
+
+def build(name: str) -> float:
+    source, target = NOTEBOOKS / f"{name}.py", NOTEBOOKS / f"{name}.ipynb"
+    nb = jupytext.read(source)
+    nb.metadata["kernelspec"] = KERNELSPEC
+    nb.metadata.pop("jupytext", None)
+    nbformat.write(nb, target)
+    start = time.perf_counter()
+    papermill.execute_notebook(str(target), str(target), kernel_name="python3", cwd=str(NOTEBOOKS),
+                               progress_bar=False)
+    executed = nbformat.read(target, as_version=4)
+    executed.metadata.pop("papermill", None)  # run timestamps would make every rebuild a diff
+    for cell in executed.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+    nbformat.write(executed, target)
+    return time.perf_counter() - start
+
+
+def main(names: list[str]) -> None:
+    sources = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
+    for name in names or sources:
+        if name not in sources:
+            raise SystemExit(f"no notebooks/{name}.py; sources: {sources}")
+        print(f"{name}: executed in {build(name):.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,1 @@
+"""Symbolic (sympy) statements of each paper's bounds, conditions and formulas, with checks against runs."""
