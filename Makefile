@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -q
 
 reproduce: setup
 	$(PY) scripts/reproduce.py --profile $(PROFILE)

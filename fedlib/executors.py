@@ -78,11 +78,11 @@ def train_sequential(
                 b.copy_(buffers[n])
         momentum_buf = [torch.zeros_like(p) for p in plist] if local.momentum else None
         scratch: dict[str, Any] = {}
-        loss_sum = torch.zeros(())
+        loss_sum = torch.zeros((), device=x.device)
         lr_sum = 0.0
         idx_all = torch.from_numpy(job.indices)
         for k, pos in enumerate(job.batches):
-            idx = idx_all[torch.from_numpy(pos)]
+            idx = idx_all[torch.from_numpy(pos)].to(x.device)
             xb, yb = x[idx], y[idx]
             loss = loss_fn(model(xb), yb).mean()
             grads = torch.autograd.grad(loss, plist)
@@ -167,7 +167,7 @@ def train_vmap(
         return algorithm.local_direction(params, grads, received, state, server_state, {}, _no_grad_at)
 
     directions_of = vmap(direction_of)
-    loss_sum = torch.zeros(c)
+    loss_sum = torch.zeros(c, device=x.device)
     lr_sum = torch.zeros(c, dtype=torch.float64)
     for k in range(max(steps)):
         idx = torch.zeros(c, bsz, dtype=torch.long)
@@ -178,18 +178,19 @@ def train_vmap(
                 rows = job.indices[job.batches[k]]
                 idx[ci, : len(rows)] = torch.from_numpy(rows)
                 wts[ci, : len(rows)] = 1.0
+        idx, wts, active_dev = idx.to(x.device), wts.to(x.device), active.to(x.device)
         grads, losses = grads_of(p, x[idx], y[idx], wts)
         lr = local.lr_at(round_, k)
         with torch.no_grad():
             d = directions_of(p, grads, states) if _has_correction(algorithm) else grads
             if local.weight_decay:
                 d = {n: d[n] + local.weight_decay * p[n] for n in p}
-            mask = {n: active.view(-1, *([1] * (v.dim() - 1))).to(v.dtype) for n, v in p.items()}
+            mask = {n: active_dev.view(-1, *([1] * (v.dim() - 1))).to(v.dtype) for n, v in p.items()}
             if momentum_buf is not None:
                 momentum_buf = {n: momentum_buf[n] * local.momentum + d[n] for n in p}
                 d = momentum_buf
             p = {n: p[n] - lr * mask[n] * d[n] for n in p}
-            loss_sum += losses.detach() * active
+            loss_sum += losses.detach() * active_dev
             lr_sum += lr * active
     outcomes = []
     for ci, job in enumerate(jobs):

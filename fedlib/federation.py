@@ -27,7 +27,7 @@ from torch import nn
 
 from fedlib import params as P
 from fedlib.algorithms.base import Algorithm, ClientResult, LocalRun
-from fedlib.channel import Link, LinkContext, transmit
+from fedlib.channel import Link, LinkContext, Transmission, transmit
 from fedlib.codecs.base import FLOAT_BITS, Codec
 from fedlib.data import Dataset
 from fedlib.executors import ClientJob, LossFn, cross_entropy, train_sequential, train_vmap
@@ -224,9 +224,15 @@ def run_federation(
     seed: int = 0,
     executor: str = "sequential",
     threads: int = 1,
+    device: str | torch.device = "cpu",
     progress: bool = True,
 ) -> RunResult:
-    """Simulate `rounds` rounds of federated training and return the tidy record."""
+    """Simulate `rounds` rounds of federated training and return the tidy record.
+
+    `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs always
+    encode on the CPU (their noise comes from CPU generator streams), so a run's compression is the
+    same on any device.
+    """
     local = local or LocalTraining()
     uplink = uplink or Link()
     downlink = downlink or Link(payload="weights")
@@ -245,13 +251,16 @@ def run_federation(
 
     seeds = Seeds(seed)
     ds = data.dataset
+    device = resolve_device(device)
+    x_train, y_train = ds.x_train.to(device), ds.y_train.to(device)
+    x_test, y_test = ds.x_test.to(device), ds.y_test.to(device)
     n_clients = data.num_clients
     sample = make_sampler(sampler, n_clients)
 
     with torch_threads(threads):
         with torch.random.fork_rng():
             torch.manual_seed(seeds.int("init"))
-            model = model_fn()
+            model = model_fn().to(device)
         if executor == "vmap" and len(list(model.buffers())) > 0:
             raise ValueError("the vmap executor needs a model without buffers (no BatchNorm); use executor='sequential'")
         w: Params = {k: v.detach().clone() for k, v in model.named_parameters()}
@@ -276,10 +285,10 @@ def run_federation(
             dctx = LinkContext(round=r, client=None, history=history)
             dcodec = downlink.codec_for(dctx)
             if downlink.payload == "weights":
-                dtx = transmit(dcodec, sent, downlink.granularity, seeds.torch("downlink", r))
+                dtx = _transmit(dcodec, sent, downlink.granularity, seeds.torch("downlink", r), device)
                 received = dtx.decoded
             else:
-                dtx = transmit(dcodec, P.sub(sent, held), downlink.granularity, seeds.torch("downlink", r))
+                dtx = _transmit(dcodec, P.sub(sent, held), downlink.granularity, seeds.torch("downlink", r), device)
                 held = P.add(held, dtx.decoded)
                 received = held
                 if not downlink.error_feedback:  # the server adopts what the clients now hold
@@ -295,7 +304,7 @@ def run_federation(
                                       batches=local.schedule(len(idx), seeds.numpy("batches", r, int(i))), state=state))
             t_train = time.perf_counter()
             train = train_sequential if executor == "sequential" else train_vmap
-            outcomes = train(model, ds.x_train, ds.y_train, received, global_buffers, jobs, local, algorithm,
+            outcomes = train(model, x_train, y_train, received, global_buffers, jobs, local, algorithm,
                              server_state, r, loss_fn)
             t_train = time.perf_counter() - t_train
 
@@ -313,7 +322,7 @@ def run_federation(
                 x = P.sub(upload, received) if uplink.payload == "update" else upload
                 if uplink.error_feedback:
                     x = P.add(x, residuals.get(i) or P.zeros_like(x))
-                utx = transmit(codec, x, uplink.granularity, seeds.torch("uplink", r, i))
+                utx = _transmit(codec, x, uplink.granularity, seeds.torch("uplink", r, i), device)
                 if uplink.error_feedback:
                     residuals[i] = P.sub(x, utx.decoded)
                 update = utx.decoded if uplink.payload == "update" else P.sub(utx.decoded, received)
@@ -348,8 +357,8 @@ def run_federation(
             receivers = len(ids) if downlink_receivers == "selected" else n_clients
             acc = loss = float("nan")
             if (r + 1) % eval_every == 0 or r + 1 == rounds:
-                acc, loss = evaluate(model, algorithm.eval_params(w, server_state), global_buffers, ds.x_test,
-                                     ds.y_test, loss_fn)
+                acc, loss = evaluate(model, algorithm.eval_params(w, server_state), global_buffers, x_test, y_test,
+                                     loss_fn)
             history.append({
                 "round": r + 1, "test_acc": acc, "test_loss": loss,
                 "train_loss": float(np.dot(wts, [res.loss for res in results])),
@@ -366,9 +375,28 @@ def run_federation(
     config = {"algorithm": repr(algorithm), "rounds": rounds, "local": {k: (v if not callable(v) else repr(v))
               for k, v in asdict(local).items()}, "sampler": repr(sampler), "uplink": repr(uplink),
               "downlink": repr(downlink), "aggregation_weights": aggregation_weights, "seed": seed,
-              "executor": executor, "threads": threads, "num_clients": n_clients, "dataset": ds.name}
+              "executor": executor, "threads": threads, "device": str(device), "num_clients": n_clients, "dataset": ds.name}
     return RunResult(rounds=pd.DataFrame(history), clients=pd.DataFrame(client_rows), params=w,
                      server_state=server_state, config=config)
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """"auto" picks CUDA when available; asking for CUDA without it is an error, not a fallback."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but torch sees no CUDA GPU here; use device='cpu' (or 'auto')")
+    return device
+
+
+def _transmit(codec: Codec, x: Params, granularity: str, gen: torch.Generator, device: torch.device) -> Transmission:
+    """Codecs run on CPU tensors; the decoded values come back to the training device."""
+    if device.type == "cpu":
+        return transmit(codec, x, granularity, gen)
+    tx = transmit(codec, {k: v.cpu() for k, v in x.items()}, granularity, gen)
+    tx.decoded = {k: v.to(device) for k, v in tx.decoded.items()}
+    return tx
 
 
 def _progress(total: int, desc: str, enabled: bool) -> Any:

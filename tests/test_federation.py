@@ -191,6 +191,17 @@ def test_bad_inputs_raise_clear_errors(digits_data):
         FederatedData(digits_data.dataset, [np.array([0, 1]), np.array([], dtype=int)])
     with pytest.raises(ValueError, match="mu"):
         FedProx(mu=-1)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            _run(digits_data, device="cuda")
+
+
+def test_auto_device_runs_and_matches_cpu(digits_data):
+    auto = _run(digits_data, device="auto", seed=4)
+    cpu = _run(digits_data, device="cpu", seed=4)
+    assert auto.config["device"] in ("cpu", "cuda")
+    if auto.config["device"] == "cpu":
+        assert torch.equal(auto.params["layers.0.weight"], cpu.params["layers.0.weight"])
 
 
 def test_sampler_draws_distinct_sorted_clients():
