@@ -1,0 +1,730 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # FedShift: mixed-precision aggregation with weight shifting — a reproduction companion
+#
+# **Paper.** J. Seo, M. Kim, C. Rong, *FedShift: Robust Federated Learning Aggregation Scheme in Resource
+# Constrained Environment via Weight Shifting*, arXiv 2402.01070 (v2).
+#
+# **The paper's claim.** When half of the clients ("inferior", slow links) upload their trained weights
+# quantized to 4–8 bits and the other half upload fp32, the aggregate is biased. FedShift subtracts, after
+# aggregation, a fraction (the inferior clients' share, |𝕀|/K) of each layer's mean weight:
+# ŵ = w − (|𝕀|/K)·mean(w)·𝟏 (Eq. 10). Across FedAvg (FedPAQ), FedProx, SCAFFOLD and Fed-EF this adds
+# +0.7 to +5.4 points of CIFAR-10 accuracy (Table I), holds for Dirichlet splits and both quantizers
+# (Table II), costs nothing to communicate, and comes with a convergence bound (Theorem 1) and a
+# divergence identity (Theorem 2).
+#
+# **What this notebook reproduces**, every number computed here (paper numbers are typed in and labelled):
+# Table III exactly from the codecs (CNN2 on CIFAR-10 shapes); Table I and Table II analogues at small
+# scale; Figure 7/8/9 analogues; the shift-only ablation (is the gain from correcting quantization, or
+# from centring weights?); Theorem 2 printed vs corrected, checked on every round of a real run;
+# Theorem 1's bound in sympy and where it turns negative; the fixed point at which FedShift stalls on a
+# quadratic, against a simulated run. Errata are listed at the end, then the claims table.
+#
+# **Profiles** (papermill `-f notebooks/profiles/fedshift/<name>.yaml`): `quick` (the committed outputs;
+# digits, 20 clients, 1 seed, ≈ 1–2 min on 2 CPU cores), `cpu` (`make reproduce`; digits, 3 seeds,
+# more rounds and bit widths, ≈ 5–8 min), `full` (the paper's scale: CIFAR-10 from local files,
+# 100 clients, 800 rounds, 3 seeds; needs a GPU and many GPU-hours).
+
+# %% tags=["parameters"]
+profile = "quick"
+seeds = [0]
+dataset = "digits"
+model = "mlp"
+model_kwargs = {"hidden": [64], "bias": False}
+num_clients = 20
+per_round_inferior = 2
+per_round_superior = 2
+rounds = 20
+local_epochs = 1.0
+batch_size = 16
+lr = 0.05
+momentum = 0.9
+fedprox_mu = 0.01
+scaffold_coef = "samples"
+algorithms = ["fedavg", "fedprox", "scaffold", "fedef"]
+bits_list = [2, 4, 8]
+quantizer = "kmeans"
+kmeans_init = "quantile"
+kmeans_iters = 50
+table2_alphas = [0.1, 0.5, 100.0]
+table2_bits = [2, 4]
+table2_quantizers = ["uniform", "kmeans"]
+sma_window = 5
+threads = 1
+results_root = None
+
+# %%
+import os
+import time
+import warnings
+
+warnings.simplefilter("ignore")
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import sympy as sp
+import torch
+
+from fedlib import FederatedData, LocalTraining, build_model, load_dataset, run_federation
+from fedlib.codecs.base import Identity
+from fedlib.codecs.weight_quant import weight_quantizer
+from fedlib.data import dirichlet, label_counts
+from fedlib.federation import evaluate
+from fedlib.fedshift import (
+    DivergenceMonitor,
+    FedShift,
+    PreShiftAccuracy,
+    StratifiedSampler,
+    algorithm_and_uplink,
+    inferior_clients,
+    parity_shards,
+    prediction_histogram,
+)
+from fedlib.report import Claims, results_dir
+from theory import fedshift as th
+
+sns.set_theme(style="whitegrid", context="notebook")
+pd.set_option("display.precision", 4)
+out_dir = results_dir("fedshift", results_root)
+t_start = time.perf_counter()
+ds = load_dataset(dataset)
+inferior = inferior_clients(num_clients)
+K = per_round_inferior + per_round_superior
+print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {num_clients} clients, "
+      f"{K} per round ({per_round_inferior} inferior + {per_round_superior} superior), {rounds} rounds, seeds {seeds}")
+
+# %% [markdown]
+# ## Setup
+#
+# The paper's setting next to ours. Inferior clients are the odd client ids (the reference code's
+# rule); every round selects a fixed number of inferior and superior clients (the code's "half-odd-even"
+# selection), so the shift coefficient is |𝕀_t|/K every round. Aggregation is uniform (1/K), as in Eq. 4
+# and the code, also for Dirichlet splits. The downlink is fp32; inferior clients upload their trained
+# **weights** quantized layer by layer.
+
+# %%
+setup = pd.DataFrame([
+    ("dataset", "CIFAR-10", dataset),
+    ("model", "CNN2 (2 conv + 2 fc, bias-free, 2,155,872 params)", f"{model} {model_kwargs}"),
+    ("clients N / per round K", "100 / 10 (5 inferior + 5 superior)", f"{num_clients} / {K} ({per_round_inferior} + {per_round_superior})"),
+    ("rounds", "800", str(rounds)),
+    ("local training", "10 epochs, batch 50, SGD lr 0.005, momentum 0.9", f"{local_epochs} epochs, batch {batch_size}, SGD lr {lr}, momentum {momentum}"),
+    ("partition (Table I)", "label parity shards: even labels on superior, odd on inferior", "same rule (parity_shards)"),
+    ("partition (Table II)", "Dirichlet alpha 0.1 / 0.5 / 100", f"Dirichlet alpha {table2_alphas}"),
+    ("inferior bits", "4, 5, 6, 7, 8", str(bits_list)),
+    ("quantizer", "layer-wise K-means (Table I), + uniform ASYM (Table II)", f"{quantizer} (init {kmeans_init}, {kmeans_iters} Lloyd iterations)"),
+    ("FedProx mu / SCAFFOLD", "0.01 / code: c_i uses 1/(n_i E lr)", f"{fedprox_mu} / coef={scaffold_coef!r}"),
+    ("Fed-EF", "adapted to weights (no details)", "FedAvg + error feedback on the quantized weights"),
+    ("seeds", "3", str(len(seeds))),
+], columns=["item", "paper", "this run"])
+setup
+
+
+# %%
+def client_split(kind: str, seed: int, alpha: float | None = None) -> list[np.ndarray]:
+    labels = ds.y_train.numpy()
+    if kind == "parity":
+        return parity_shards(labels, num_clients, seed)
+    return dirichlet(labels, num_clients, alpha, rng=seed, min_size=batch_size // 2)
+
+
+counts = label_counts(client_split("parity", seeds[0]), ds.y_train.numpy(), ds.num_classes)
+fig, ax = plt.subplots(figsize=(7, 4))
+sns.heatmap(counts, cmap="Blues", ax=ax, cbar_kws={"label": "samples"})
+ax.set_title("Parity-shard split (Fig. 6 analogue): odd client ids = inferior, odd labels")
+plt.show()
+
+# %% [markdown]
+# ## Table III: payload sizes from the codecs (CNN2 on CIFAR-10 shapes)
+#
+# The codecs encode every layer of `build_model("fedshift_cnn2", (3, 32, 32), 10)` and count bits: N bits
+# per weight, plus side information (uniform: min and max per layer; K-means: the 2^N-entry codebook per
+# layer) at 32 bits per float. Table III prints the weight size as whole KiB.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+cnn2 = build_model("fedshift_cnn2", (3, 32, 32), 10, init="kaiming_normal_fan_in", seed=0)
+layers = {k: v.detach().reshape(-1) for k, v in cnn2.named_parameters()}
+print("CNN2 layers:", {k: v.numel() for k, v in layers.items()}, "total", sum(v.numel() for v in layers.values()))
+rows, messages = [], {}
+for bits, kind in [(4, "uniform"), (4, "kmeans"), (8, "uniform"), (8, "kmeans"), (32, "none")]:
+    codec = Identity() if kind == "none" else weight_quantizer(kind, bits, **({"max_iter": kmeans_iters} if kind == "kmeans" else {}))
+    msgs = {k: codec.encode(v) for k, v in layers.items()}
+    messages[(bits, kind)] = (codec, msgs)
+    payload = sum(m.info.get("payload_bits", m.bits) for m in msgs.values())
+    side = sum(m.info.get("side_bits", 0) for m in msgs.values())
+    rows.append({"bits": bits, "quantization": kind, "weight_KiB": int(payload / 8 / 1024),
+                 "weight_KiB_exact": payload / 8 / 1024, "side_info_KiB": side / 8 / 1024})
+table3 = th.PAPER_TABLE3.merge(pd.DataFrame(rows), on=["bits", "quantization"])
+table3["weight_size_matches"] = table3["weight_KiB"] == table3["paper_weight_KB"]
+print(table3[["bits", "quantization", "paper_weight_KB", "weight_KiB", "weight_KiB_exact", "weight_size_matches",
+              "paper_aux_KB", "side_info_KiB"]].to_string(index=False))
+print(f"efficiency threshold ratio r = (8.421 - 0.179) / 1.059 = {th.threshold_ratio():.2f}  (paper: 7.78)")
+
+# %% [markdown]
+# The weight sizes match exactly. The auxiliary sizes do not: the raw side information is 0.03 KiB (4
+# layers × min/max) for uniform and 0.25 / 16 KiB (4 layers × 16 / 256 fp32 centroids) for K-means,
+# against the paper's 0.25 / 6.19 / 88.82 KB. The paper does not say how it measured them (serialized
+# objects, probably); they cannot be derived from the text. The computing overhead is machine-bound;
+# here is ours (the paper: Apple M1 Pro, 10 / 179 / 10 / 2,172 ms).
+
+# %%
+timing = []
+for (bits, kind), (codec, _) in messages.items():
+    if kind == "none":
+        continue
+    t0 = time.perf_counter()
+    for v in layers.values():
+        codec.quantize(v) if kind == "uniform" else codec.fit(v)
+    timing.append({"bits": bits, "quantization": kind, "measured_ms": 1000 * (time.perf_counter() - t0)})
+th.PAPER_TABLE3[["bits", "quantization", "paper_overhead_ms"]].merge(pd.DataFrame(timing), on=["bits", "quantization"])
+
+# %% [markdown]
+# ## Quantizers (Figs. 2-3, Eqs. 5-6, Algorithm 1)
+#
+# Uniform ASYM puts 2^N levels evenly between a layer's min and max; K-means puts them where the weights
+# are. On a trained-like bell-shaped layer K-means has far lower error, and — a property the paper does
+# not state — **K-means keeps each layer's mean exactly** (each centroid is its cluster's mean), while
+# uniform rounding shifts it. So under the paper's main (K-means) setting, quantization does not move the
+# very statistic FedShift corrects; this matters for reading Tables I-II.
+
+# %%
+gen = torch.Generator().manual_seed(0)
+samples = {
+    "CNN2 conv2 (Kaiming)": layers["conv2.weight"],
+    "heavy-tailed (t-like)": torch.randn(51200, generator=gen) / torch.rand(51200, generator=gen).sqrt() * 0.02,
+}
+qrows = []
+for name, x in samples.items():
+    for bits in range(1, 9):
+        for kind in ("uniform", "kmeans"):
+            codec = weight_quantizer(kind, bits, **({"max_iter": kmeans_iters} if kind == "kmeans" else {}))
+            info = codec.encode(x).info
+            qrows.append({"weights": name, "bits": bits, "quantizer": kind, "mse": info["mse"],
+                          "abs_mean_bias": abs(info["mean_bias"]), "mean_abs_weight": float(x.abs().mean())})
+qstudy = pd.DataFrame(qrows)
+fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+sns.lineplot(qstudy, x="bits", y="mse", hue="quantizer", style="weights", marker="o", ax=axes[0])
+axes[0].set_yscale("log")
+axes[0].set_title("quantization MSE")
+sns.lineplot(qstudy.assign(abs_mean_bias=qstudy.abs_mean_bias + 1e-12), x="bits", y="abs_mean_bias", hue="quantizer",
+             style="weights", marker="o", ax=axes[1], legend=False)
+axes[1].set_yscale("log")
+axes[1].set_title("|mean(DeQ(Q(w))) - mean(w)| (K-means: float rounding)")
+x = samples["CNN2 conv2 (Kaiming)"]
+for kind, color in (("uniform", "C0"), ("kmeans", "C1")):
+    codec = weight_quantizer(kind, 4)
+    axes[2].hist(codec.decode(codec.encode(x)).numpy(), bins=120, alpha=0.55, color=color, label=f"{kind} 4-bit")
+axes[2].hist(x.numpy(), bins=120, histtype="step", color="k", label="fp32")
+axes[2].set_yscale("log")
+axes[2].set_title("conv2 weights before/after 4-bit (Fig. 3 analogue)")
+axes[2].legend()
+plt.tight_layout()
+plt.show()
+
+
+# %% [markdown]
+# ## The runs
+#
+# One function runs a configuration; every run records per round the test accuracy of the (shifted)
+# global model, FedShift's per-layer statistics (the inputs of Theorem 2), Fig. 9's divergences and, for
+# FedShift runs, the accuracy of the aggregate before the shift. Runs are cached by configuration.
+
+# %%
+def make_local() -> LocalTraining:
+    return LocalTraining(lr=lr, batch_size=batch_size, epochs=local_epochs, momentum=momentum)
+
+
+def model_fn():
+    return build_model(model, ds.input_shape, ds.num_classes, init="kaiming_normal_fan_in", **model_kwargs)
+
+
+eval_model = model_fn()
+_runs: dict[tuple, object] = {}
+
+
+def run(algorithm: str, bits: int | None, shift: bool, seed: int, split: str = "parity", alpha: float | None = None,
+        kind: str = quantizer, scope: str = "layer", stratified: bool = True):
+    """bits=None is the all-fp32 ("32+32") uplink; shift=True adds the FedShift hook."""
+    key = (algorithm, bits, shift, seed, split, alpha, kind, scope, stratified)
+    if key in _runs:
+        return _runs[key]
+    codec = None if bits is None else weight_quantizer(kind, bits, **({"init": kmeans_init, "max_iter": kmeans_iters} if kind == "kmeans" else {}))
+    kwargs = {"fedprox": {"mu": fedprox_mu}, "scaffold": {"coef": scaffold_coef}}.get(algorithm, {})
+    algo, uplink = algorithm_and_uplink(algorithm, codec, inferior, **kwargs)
+    hooks = []
+    if shift:
+        pre = PreShiftAccuracy(lambda p: evaluate(eval_model, p, {}, ds.x_test, ds.y_test)[0])
+        hooks = [pre, FedShift(inferior, scope=scope)]
+    hooks.append(DivergenceMonitor())
+    sampler = StratifiedSampler(inferior, num_clients, per_round_inferior, per_round_superior) if stratified else K
+    res = run_federation(model_fn, FederatedData(ds, client_split(split, seed, alpha)), algo, rounds, local=make_local(),
+                         sampler=sampler, uplink=uplink, aggregation_weights="uniform", hooks=hooks, seed=seed,
+                         threads=threads, progress=False)
+    _runs[key] = res
+    return res
+
+
+def final_acc(res, last: int = 3) -> float:
+    """Mean test accuracy (%) of the global model over the last `last` rounds (damps round-to-round noise)."""
+    return 100 * float(res.rounds["test_acc"].tail(last).mean())
+
+
+t0 = time.perf_counter()
+grid = []
+for algorithm in algorithms:
+    for bits in bits_list:
+        for shift in (False, True):
+            for seed in seeds:
+                grid.append({"algorithm": algorithm, "bits": bits, "shift": shift, "seed": seed,
+                             "acc": final_acc(run(algorithm, bits, shift, seed))})
+for shift in (False, True):
+    for seed in seeds:
+        grid.append({"algorithm": "fedavg", "bits": 32, "shift": shift, "seed": seed, "acc": final_acc(run("fedavg", None, shift, seed))})
+grid = pd.DataFrame(grid)
+grid.to_csv(out_dir / "table1_runs.csv", index=False)
+print(f"{len(_runs)} runs in {time.perf_counter() - t0:.0f} s")
+
+# %% [markdown]
+# ## Table I analogue: four algorithms × bit widths × with/without FedShift
+#
+# Our accuracy is the mean over the last 3 rounds of the post-shift global model (mean ± std over seeds).
+# The paper's cells (CIFAR-10, 800 rounds, 3 seeds) are shown beside ours where the bit width matches.
+
+# %%
+PAPER_TABLE1 = pd.DataFrame(
+    [(a, b, s, v) for a, vals in {
+        "fedavg": [59.7, 62.5, 62.7, 66.9, 64.3, 69.3, 65.4, 70.2, 66.0, 70.4],
+        "fedef": [64.8, 65.5, 65.3, 67.0, 64.9, 68.8, 64.9, 70.3, 65.5, 70.1],
+        "fedprox": [60.1, 62.6, 63.5, 66.6, 65.2, 69.0, 66.4, 70.5, 66.6, 70.5],
+        "scaffold": [62.9, 65.9, 66.5, 67.9, 66.9, 68.8, 66.7, 69.7, 66.8, 69.6]}.items()
+     for (b, s), v in zip([(b, s) for b in (4, 5, 6, 7, 8) for s in (False, True)], vals)],
+    columns=["algorithm", "bits", "shift", "paper_acc"])
+PAPER_FP32_FEDAVG = 66.20
+
+
+def summarize(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    g = df.groupby(by)["acc"]
+    return g.agg(mean="mean", std="std", n="count").reset_index()
+
+
+t1 = summarize(grid, ["algorithm", "bits", "shift"])
+t1["ours"] = t1.apply(lambda r: f"{r['mean']:.1f}" + (f"±{r['std']:.1f}" if r["n"] > 1 else ""), axis=1)
+t1 = t1.merge(PAPER_TABLE1, on=["algorithm", "bits", "shift"], how="left")
+t1["setting"] = t1["bits"].map(lambda b: f"32+{b}") + t1["shift"].map({False: " base", True: " shift"})
+order = list(dict.fromkeys(t1.sort_values(["bits", "shift"])["setting"]))
+table1 = t1.pivot(index="algorithm", columns="setting", values="ours")[order]
+paper1 = t1.pivot(index="algorithm", columns="setting", values="paper_acc")[order].dropna(axis=1, how="all")
+table1.columns = pd.MultiIndex.from_product([["ours"], table1.columns])
+paper1.columns = pd.MultiIndex.from_product([["paper"], paper1.columns])
+pd.concat([table1, paper1], axis=1).fillna("")
+
+# %%
+per_seed = grid.pivot_table(index=["algorithm", "bits", "seed"], columns="shift", values="acc").reset_index()
+per_seed["gain"] = per_seed[True] - per_seed[False]
+gains = per_seed.groupby(["algorithm", "bits"])["gain"].mean().unstack("bits")
+paper_gains = PAPER_TABLE1.pivot_table(index=["algorithm", "bits"], columns="shift", values="paper_acc")
+paper_gains = (paper_gains[True] - paper_gains[False]).unstack("bits")
+print("FedShift - baseline, points (ours; the 32 column is the shift-only ablation at full precision):")
+display(gains.round(2))
+print("paper (Table I):")
+display(paper_gains.round(1))
+quant = per_seed[per_seed["bits"] < 32]
+gain_mean, gain_se = quant["gain"].mean(), quant["gain"].std(ddof=1) / np.sqrt(len(quant))
+cell_gains = quant.groupby(["algorithm", "bits"])["gain"].mean()
+print(f"mean gain over {len(quant)} quantized (algorithm, bits, seed) runs: {gain_mean:+.2f} ± {gain_se:.2f} (SE); "
+      f"cells with a positive mean gain: {(cell_gains > 0).mean():.0%}")
+
+# %% [markdown]
+# ## Figure 7 analogue: training curves (SMA), baseline vs FedShift, with FedShift's pre-shift model
+
+# %%
+curves = []
+for (algorithm, bits, shift, seed, split, alpha, kind, scope, stratified), res in _runs.items():
+    if split != "parity" or bits is None or scope != "layer" or not stratified:
+        continue
+    r = res.rounds
+    sma = lambda s: 100 * s.rolling(sma_window, min_periods=1).mean()
+    curves.append(pd.DataFrame({"round": r["round"], "acc": sma(r["test_acc"]), "algorithm": algorithm, "bits": bits,
+                                "model": "FedShift" if shift else "baseline", "seed": seed}))
+    if shift:
+        curves.append(pd.DataFrame({"round": r["round"], "acc": sma(r["pre_shift_acc"]), "algorithm": algorithm,
+                                    "bits": bits, "model": "FedShift, before shift", "seed": seed}))
+curves = pd.concat(curves, ignore_index=True)
+g = sns.relplot(curves, x="round", y="acc", hue="model", row="algorithm", col="bits", kind="line", height=2.2, aspect=1.4,
+                errorbar=None, facet_kws={"margin_titles": True})
+g.set_axis_labels("round", f"test acc % (SMA {sma_window})")
+plt.show()
+
+# %% [markdown]
+# ## Figure 8 analogue: predicted-label distribution
+#
+# The paper: without the shift, the mixed-precision global model over-predicts the labels of the
+# quantized (inferior, odd-label) clients; with it, predictions are more uniform. We measure, for FedAvg at
+# the lowest bit width, the share of test predictions falling in the inferior clients' (odd) classes
+# (ideal 0.5) and the KL divergence of the prediction histogram from uniform.
+
+# %%
+low = min(bits_list)
+odd = np.arange(ds.num_classes) % 2 == 1
+bias_rows, hist_rows = [], []
+for shift in (False, True):
+    for seed in seeds:
+        res = run("fedavg", low, shift, seed)
+        h = prediction_histogram(eval_model, res.params, ds.x_test, ds.num_classes)
+        kl = float(np.sum(h[h > 0] * np.log(h[h > 0] * ds.num_classes)))
+        bias_rows.append({"model": "FedShift" if shift else "baseline", "seed": seed, "share_inferior_classes": h[odd].sum(), "kl_to_uniform": kl})
+        hist_rows += [{"model": "FedShift" if shift else "baseline", "seed": seed, "label": c, "fraction": h[c]} for c in range(ds.num_classes)]
+label_bias = pd.DataFrame(bias_rows).groupby("model")[["share_inferior_classes", "kl_to_uniform"]].mean()
+display(label_bias)
+fig, ax = plt.subplots(figsize=(8, 3.5))
+sns.barplot(pd.DataFrame(hist_rows), x="label", y="fraction", hue="model", errorbar=None, ax=ax)
+ax.axhline(1 / ds.num_classes, color="k", ls=":")
+ax.set_title(f"FedAvg 32+{low}: predicted labels on the test set (odd labels = inferior clients)")
+plt.show()
+
+# %% [markdown]
+# ## Figure 9 analogue: layer-wise divergence, and Theorem 2 on every round
+#
+# Top: ‖w^t − w^{t−1}‖ per layer; bottom: mean over the selected clients of ‖w_k^t − w^{t−1}‖ — for FedAvg
+# at the lowest bit width, with and without the shift (two separate runs, as in Fig. 9).
+
+# %%
+div = []
+for shift in (False, True):
+    for seed in seeds:
+        r = run("fedavg", low, shift, seed).rounds
+        for col in [c for c in r.columns if c.startswith("div/")]:
+            _, what, layer = col.split("/", 2)
+            div.append(pd.DataFrame({"round": r["round"], "value": r[col], "what": what, "layer": layer,
+                                     "model": "FedShift" if shift else "baseline", "seed": seed}))
+div = pd.concat(div, ignore_index=True)
+g = sns.relplot(div, x="round", y="value", hue="model", row="what", col="layer", kind="line", height=2.6, aspect=1.4,
+                errorbar=None, facet_kws={"sharey": False, "margin_titles": True})
+plt.show()
+div_summary = div.groupby(["what", "model"])["value"].mean().unstack("model")
+div_summary
+
+# %% [markdown]
+# **Theorem 2** (appendix Eq. 30): for the same round's client updates, D_FA² − D_FS² =
+# (IP/K)(((K+S)/K)(m^{t+1})² − 2 m^t m^{t+1}), with D_FA = ‖w^{t+1} − ŵ^t‖ (no shift), D_FS = ‖ŵ^{t+1} − ŵ^t‖,
+# m^t the layer mean of the model the clients started from and m^{t+1} that of the aggregate. The main
+# text's Eq. 12 prints the last term as −2m^t/(m^{t+1})². The FedShift hook records these quantities every
+# round; we evaluate both forms on every (round, layer) of every FedShift run above.
+
+# %%
+t2 = pd.concat([th.check_theorem2(res.rounds).assign(run=str(key[:4])) for key, res in _runs.items() if key[2]],
+               ignore_index=True)
+t2.to_csv(out_dir / "theorem2_checks.csv", index=False)
+display(t2.groupby("layer")[["rel_err_corrected", "rel_err_printed"]].agg(["median", "max"]))
+t2.head(6)[["run", "round", "layer", "measured", "corrected", "printed", "rel_err_corrected", "rel_err_printed"]]
+
+# %%
+# NBVAL_CHECK_OUTPUT
+decidable = t2[t2["eq31_decidable"]]
+print(f"(round, layer) checks: {len(t2)}")
+print(f"corrected Eq. 30 holds (rel. error <= 1e-4) in all of them: {bool(t2['holds_corrected'].all())}")
+print(f"printed Eq. 12 holds in all of them: {bool(t2['holds_printed'].all())}")
+print(f"Eq. 31 predicts D_FS < D_FA exactly when observed (where the sign is above float noise): "
+      f"{bool((decidable['eq31_predicts_shorter'] == decidable['observed_shorter']).all())}")
+
+# %% [markdown]
+# How large is the shift? Its length per layer is c·|m^{t+1}|·√P; we compare it with the length of the
+# round's own update D_FA. A shift much shorter than the update cannot change training much.
+
+# %%
+print(f"printed Eq. 12 holds in {int(t2['holds_printed'].sum())} of {len(t2)} (round, layer); "
+      f"Eq. 31 decidable in {len(decidable)}; the shift shortened the step (D_FS < D_FA) in "
+      f"{decidable['observed_shorter'].mean():.0%} of those")
+t2["shift_over_update"] = t2["coef"] * t2["m_agg"].abs() * np.sqrt(t2["P"]) / np.sqrt(t2["dfa2"])
+t2.groupby("layer")["shift_over_update"].describe(percentiles=[0.5, 0.9])[["mean", "50%", "90%", "max"]]
+
+# %% [markdown]
+# ## Table II analogue: Dirichlet splits × quantizer × bit width (FedAvg)
+
+# %%
+t0 = time.perf_counter()
+rows2 = []
+for alpha in table2_alphas:
+    for kind in table2_quantizers:
+        for bits in table2_bits:
+            for shift in (False, True):
+                for seed in seeds:
+                    res = run("fedavg", bits, shift, seed, split="dirichlet", alpha=alpha, kind=kind)
+                    bias = res.clients.filter(like="mean_bias/").abs().to_numpy()
+                    rows2.append({"alpha": alpha, "quantizer": kind, "bits": bits, "shift": shift, "seed": seed,
+                                  "acc": final_acc(res), "upload_mean_bias": float(np.nanmean(bias))})
+grid2 = pd.DataFrame(rows2)
+grid2.to_csv(out_dir / "table2_runs.csv", index=False)
+print(f"Table II runs: {time.perf_counter() - t0:.0f} s")
+PAPER_TABLE2 = pd.DataFrame(
+    [(q, a, b, s, v) for (q, a), vals in {
+        ("uniform", 0.1): [None, None, 45.6, 58.3, 59.0, 61.5, 62.5, 64.3, 62.5, 64.7],
+        ("uniform", 0.5): [None, None, 43.2, 59.4, 67.3, 70.1, 68.9, 71.5, 68.8, 72.1],
+        ("uniform", 100.0): [None, None, 64.3, 67.4, 71.1, 74.1, 72.2, 75.5, 72.1, 75.5],
+        ("kmeans", 0.1): [53.3, 53.3, 57.3, 57.8, 60.1, 61.5, 61.5, 63.7, 62.1, 64.1],
+        ("kmeans", 0.5): [63.3, 65.2, 65.7, 66.6, 66.9, 70.0, 68.1, 71.4, 66.1, 71.7],
+        ("kmeans", 100.0): [68.5, 70.6, 70.2, 72.3, 71.1, 74.2, 71.7, 75.2, 71.9, 75.5]}.items()
+     for (b, s), v in zip([(b, s) for b in (4, 5, 6, 7, 8) for s in (False, True)], vals)],
+    columns=["quantizer", "alpha", "bits", "shift", "paper_acc"])
+t2s = summarize(grid2, ["quantizer", "alpha", "bits", "shift"]).merge(PAPER_TABLE2, how="left", on=["quantizer", "alpha", "bits", "shift"])
+table2 = t2s.pivot_table(index=["quantizer", "alpha", "bits"], columns="shift", values=["mean", "paper_acc"])
+table2.columns = [f"{'ours' if v == 'mean' else 'paper'} {'w/ shift' if s else 'w/o shift'}" for v, s in table2.columns]
+table2["ours Δ"] = table2["ours w/ shift"] - table2["ours w/o shift"]
+if "paper w/ shift" in table2:
+    table2["paper Δ"] = table2["paper w/ shift"] - table2["paper w/o shift"]
+display(table2.round(1))
+print("mean |upload mean bias| per quantizer (uniform shifts layer means, K-means does not):")
+grid2.groupby(["quantizer", "bits"])["upload_mean_bias"].mean().unstack("bits")
+
+# %% [markdown]
+# ## Mechanism ablations (ours; not in the paper)
+#
+# * **Shift-only at full precision** (32+32 with the shift, the 32 column of the gain table above): if the
+#   shift helps as much without any quantization, its gain comes from centring weights (a per-layer mean
+#   shrinkage), not from correcting quantization — and with K-means there is no mean error to correct.
+# * **One scalar mean for the whole model** instead of per layer.
+# * **Random (non-stratified) selection**, where |𝕀_t| varies from round to round.
+
+# %%
+abl = []
+for seed in seeds:
+    base = final_acc(run("fedavg", low, False, seed))
+    abl += [{"variant": f"FedAvg 32+{low} baseline", "seed": seed, "acc": base},
+            {"variant": f"FedAvg 32+{low} FedShift (per layer)", "seed": seed, "acc": final_acc(run("fedavg", low, True, seed))},
+            {"variant": f"FedAvg 32+{low} FedShift (whole-model mean)", "seed": seed, "acc": final_acc(run("fedavg", low, True, seed, scope="model"))},
+            {"variant": f"FedAvg 32+{low} random selection, baseline", "seed": seed, "acc": final_acc(run("fedavg", low, False, seed, stratified=False))},
+            {"variant": f"FedAvg 32+{low} random selection, FedShift", "seed": seed, "acc": final_acc(run("fedavg", low, True, seed, stratified=False))},
+            {"variant": "FedAvg 32+32 baseline", "seed": seed, "acc": final_acc(run("fedavg", None, False, seed))},
+            {"variant": "FedAvg 32+32 shift only", "seed": seed, "acc": final_acc(run("fedavg", None, True, seed))}]
+ablation = pd.DataFrame(abl).groupby("variant", sort=False)["acc"].agg(["mean", "std"])
+ablation
+
+# %%
+mean_traj = []
+for seed in seeds:
+    r = run("fedavg", low, True, seed).rounds
+    for col in [c for c in r.columns if c.startswith("shift/m_agg/")]:
+        mean_traj.append(pd.DataFrame({"round": r["round"], "layer mean": r[col], "layer": col.split("/", 2)[2], "seed": seed}))
+fig, ax = plt.subplots(figsize=(7, 3.2))
+sns.lineplot(pd.concat(mean_traj), x="round", y="layer mean", hue="layer", errorbar=None, ax=ax)
+ax.axhline(0, color="k", lw=0.8)
+ax.set_title(f"FedShift FedAvg 32+{low}: per-layer mean of the aggregate before each shift")
+plt.show()
+
+# %% [markdown]
+# ## Theory
+#
+# ### Eqs. 9-11 (sympy, symbolic client weights)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for K_, I_, P_ in [(4, 2, 3), (5, 2, 2)]:
+    ident = th.eq9_eq10_identity(K_, I_, P_)
+    print(f"K={K_}, I={I_}, P={P_}: Eq.9 - Eq.10 = {ident['eq9_minus_eq10']}, mean(w_hat) - (S/K) m = {ident['mean_minus_S_over_K_m']}")
+
+# %% [markdown]
+# ### Theorem 2: derivation, the printed form, condition (31)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+d2 = th.theorem2_derivation()
+print("derived D_FA^2 - D_FS^2 =", d2["derived"])
+print("derived - Eq. 30 (corrected) =", d2["derived_minus_corrected"])
+print("derived - Eq. 12 (printed)   =", sp.factor(d2["derived_minus_printed"]))
+print("Eq. 31: D_FS < D_FA  iff ", th.theorem2_condition(), "> 0;  threshold (K+S)/(2K) at I=S=K/2:",
+      sp.Rational(3, 4))
+
+# %% [markdown]
+# ### Theorem 1: the bound in sympy, and where it turns negative
+#
+# With the theorem's β = 2/μ, the denominator D(τ) = (1+1/ε)βμ − (τ+γ)/ε − 1 changes sign at τ + γ = ε + 2;
+# beyond it the "vanishes when M → 0" term tends to −εLB₂M/2 < 0, so the bound on 𝔼F − F* ≥ 0 goes negative.
+# The appendix's Eq. 20 writes a different second denominator (a missing 1/(τ+γ)) with a different limit.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+f1 = th.theorem1_facts()
+print("main text - proof's last step:", f1["main_minus_proof"])
+print("D(tau) with beta = 2/mu:", f1["D_tau"], "; zero at tau =", f1["D_tau_zero_at_tau"])
+print("tau -> oo limit of the M term, main text:", f1["limit_second_term_main"])
+print("tau -> oo limit of the M term, appendix Eq. 20:", f1["limit_second_term_eq20"])
+
+# %%
+taus = np.linspace(1, 60, 400)
+vals = dict(gamma=7.0, eps=20.0, beta=2.0, mu=1.0, L=1.0, B1=1.0, B2=1.0, M=0.01, Delta1=1.0)
+fig, ax = plt.subplots(figsize=(7, 3.2))
+ax.plot(taus, th.theorem1_bound(taus, *vals.values()))
+ax.axvline(vals["eps"] + 2 - vals["gamma"], color="r", ls=":", label="tau + gamma = eps + 2")
+ax.axhline(0, color="k", lw=0.8)
+ax.set_ylim(-5, 5)
+ax.set_xlabel("tau")
+ax.set_title("Theorem 1's right-hand side (mu = L = 1, eps = 20, gamma = 7, M = 0.01)")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ### Where FedShift stalls: a quadratic with mean(w*) ≠ 0
+#
+# Clients F_k(w) = ½‖w − c_k‖² (P = 50, N = 10, all participate, α = I/K = 0.5, 5 local GD steps). The per-round
+# shift pulls the iterate's mean to a fixed point m_fp = (1−α)(1−ρ)m*/(1−(1−α)ρ), ρ = (1−η)^E, so FedShift
+# converges to a point with gap F − F* = P(m_fp − m*)²/2 > 0, and with decaying steps to the mean-constrained
+# minimiser (gap P m*²/2). FedAvg converges to w*. "Vanishes when M → 0" really requires mean(w*) ≈ 0.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+P_q, m_star = 50, 0.264
+centers = th.quadratic_problem(P_q, 10, m_star, 0)
+qrows = []
+for lr_q in (0.1, 0.02):
+    sim = th.simulate_quadratic(centers, 3000, 5, lr_q, 0.5, shift=True)
+    pred = th.quadratic_fixed_point(m_star, P_q, 5, lr_q, 0.5)
+    qrows.append({"steps": f"constant lr {lr_q}", "predicted gap": pred["gap"], "simulated gap": sim["gap"].iloc[-1],
+                  "FedAvg gap": th.simulate_quadratic(centers, 3000, 5, lr_q, 0.5, shift=False)["gap"].iloc[-1],
+                  "constrained-minimiser gap": pred["constrained_gap"]})
+dec = th.simulate_quadratic(centers, 4000, 5, lambda t: 2 / (5 * t + 10), 0.5, shift=True)
+qrows.append({"steps": "lr 2/(5t+10)", "predicted gap": P_q * m_star**2 / 2, "simulated gap": dec["gap"].iloc[-1],
+              "FedAvg gap": th.simulate_quadratic(centers, 4000, 5, lambda t: 2 / (5 * t + 10), 0.5, shift=False)["gap"].iloc[-1],
+              "constrained-minimiser gap": P_q * m_star**2 / 2})
+quad = pd.DataFrame(qrows)
+shown = quad.assign(**{"FedAvg gap < 1e-9": quad["FedAvg gap"] < 1e-9}).drop(columns="FedAvg gap")
+print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3.2))
+for shift in (False, True):
+    s = th.simulate_quadratic(centers, 300, 5, 0.1, 0.5, shift=shift)
+    ax.semilogy(s["round"], s["gap"] + 1e-16, label="FedShift" if shift else "FedAvg")
+ax.axhline(th.quadratic_fixed_point(m_star, P_q, 5, 0.1, 0.5)["gap"], color="r", ls=":", label="predicted plateau")
+ax.set_xlabel("round")
+ax.set_ylabel("F(w) - F*")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## Errata and decisions
+#
+# * **Eq. 12 typo** (main text): the last term −2m^t/(m^{t+1})² must be −2m^t m^{t+1} (appendix Eq. 30).
+#   The printed form fails on every round of our runs; the corrected one holds to float precision.
+# * **Theorem 1**: the appendix's Eq. 20 and the main text differ in the second denominator; with β = 2/μ
+#   the bound is negative for τ + γ > ε + 2; the induction's contraction factor (1+1/ε)(1−η_τμ) exceeds 1
+#   for small η_τ, so O(1/T) is not established. Convergence to w* also needs mean(w*) ≈ 0 per layer
+#   (quadratic above). Lemma 1 writes w_k^* where w_k^τ is meant, drops a p_k, and ‖𝟏_P‖ = P should be ‖𝟏_P‖² = P.
+# * **Algorithm 2**: line 4 ("select 𝕂 from C·N clients" → select K = C·N of the N clients), line 17
+#   (w_k^t → w_k^{t+1}), line 21 (output ŵ^T).
+# * **Table II**: α = 0.5 non-uniform Δ printed +2.9 (4-bit) and +0.1 (6-bit); the printed means give +1.9
+#   and +3.1 (our `paper Δ` column recomputes them).
+# * **Table III**: the auxiliary sizes (0.25 / 6.19 / 88.82 KB) are not derivable; we count raw side
+#   information (min/max or codebook at 32 bits per float).
+# * **Decisions** (paper silent): stratified selection and odd-id inferior clients (reference code);
+#   uniform aggregation; per-tensor shift of every weight tensor (BN buffers never shifted); K-means =
+#   exact 1-D Lloyd from quantile init (the code uses a GPU library with random init); Fed-EF = FedAvg with
+#   error feedback on the quantized weights (server lr 1). SCAFFOLD's control variates use the reference
+#   code's 1/(n_i E η) (`scaffold_coef="samples"`): the standard 1/(#steps η) ("steps") made SCAFFOLD with
+#   momentum 0.9 diverge in our runs (the momentum inflates (x − y_i)/(#steps η) about 1/(1−0.9) = 10×).
+
+# %% [markdown]
+# ## Reading the results
+#
+# * The theory checks and Table III are exact and machine-independent.
+# * The accuracy tables are small-scale analogues (digits, an MLP, few rounds): compare signs and trends,
+#   not levels, with the paper. Seeds matter: the claims below use the seed mean and, for the headline,
+#   its standard error.
+# * The "how large is the shift" table explains most of what the accuracy tables show: where the shift is
+#   a tiny fraction of a round's update, FedShift and the baseline follow almost the same trajectory. With
+#   K-means uploads the layer means are unchanged by quantization (Table II's mean-bias table), so any gain
+#   there cannot come from correcting a quantization bias of the mean; the shift-only (32+32) row tests
+#   the alternative, mean shrinkage.
+
+# %% [markdown]
+# ## Claims
+
+# %%
+claims = Claims()
+lowest, highest = min(bits_list), max(bits_list)
+base = summarize(grid[~grid["shift"]], ["algorithm", "bits"]).set_index(["algorithm", "bits"])["mean"]
+drops = {a: base[(a, highest)] - base[(a, lowest)] for a in algorithms}
+n_drop = sum(v > 0 for v in drops.values())
+claims.add("C1: baseline accuracy falls as inferior bits fall (every algorithm)",
+           "59.7-64.8 at 32+4 vs 65.5-66.8 at 32+8",
+           f"32+{highest} minus 32+{lowest}: " + ", ".join(f"{a} {v:+.1f}" for a, v in drops.items()),
+           "reproduced" if n_drop == len(algorithms) else "partly reproduced" if n_drop >= len(algorithms) / 2 else "not reproduced")
+best_low = base.xs(lowest, level="bits").idxmax()
+claims.add(f"C2: Fed-EF is the best baseline at the lowest bit width (ours: 32+{lowest})", "Fed-EF 64.8 at 32+4",
+           "best: " + best_low + "; " + ", ".join(f"{a} {base[(a, lowest)]:.1f}" for a in algorithms),
+           "reproduced" if best_low == "fedef" else "not reproduced")
+frac_pos = float((cell_gains > 0).mean())
+claims.add("C3: FedShift improves every baseline at every bit width", "20/20 cells positive, mean +3.35 points",
+           f"{frac_pos:.0%} of {len(cell_gains)} cells positive, mean {gain_mean:+.2f} ± {gain_se:.2f} (SE)",
+           "reproduced" if frac_pos >= 0.8 and gain_mean > 2 * gain_se else "partly reproduced" if gain_mean > 0 else "not reproduced")
+fp32 = summarize(grid[(grid["bits"] == 32) & ~grid["shift"]], ["algorithm"])["mean"].iloc[0]
+high_cells = t1[t1["shift"] & (t1["bits"] >= 5) & (t1["bits"] < 32)]
+if len(high_cells):
+    beat = float((high_cells["mean"] > fp32).mean())
+    claims.add("C4: FedShift with >= 5-bit inferior clients beats full-precision FedAvg", f"all cells > {PAPER_FP32_FEDAVG}",
+               f"{beat:.0%} of {len(high_cells)} cells > our 32+32 FedAvg {fp32:.1f}",
+               "reproduced" if beat == 1 else "partly reproduced" if beat > 0 else "not reproduced")
+lb = label_bias
+base_share, shift_share = lb.loc["baseline", "share_inferior_classes"], lb.loc["FedShift", "share_inferior_classes"]
+biased = base_share > 0.55  # clearly more than half of the predictions in the inferior clients' classes
+fairer = abs(shift_share - 0.5) < abs(base_share - 0.5) - 0.02 and lb.loc["FedShift", "kl_to_uniform"] < lb.loc["baseline", "kl_to_uniform"]
+claims.add(f"C5: without the shift predictions lean to the inferior clients' labels; FedShift evens them (FedAvg 32+{low})",
+           "Fig. 8 (qualitative)", f"share in inferior classes {base_share:.2f} -> {shift_share:.2f}; KL to uniform "
+           f"{lb.loc['baseline', 'kl_to_uniform']:.3f} -> {lb.loc['FedShift', 'kl_to_uniform']:.3f}",
+           "reproduced" if biased and fairer else "partly reproduced" if biased or fairer else "not reproduced")
+lower = {w: div_summary.loc[w, "FedShift"] < 0.95 * div_summary.loc[w, "baseline"] for w in ("global", "drift")}  # >= 5% lower
+claims.add(f"C6: FedShift lowers layer-wise global divergence and client drift (FedAvg 32+{low})", "Fig. 9 (qualitative)",
+           ", ".join(f"{w}: {div_summary.loc[w, 'baseline']:.3f} -> {div_summary.loc[w, 'FedShift']:.3f}" for w in lower),
+           "reproduced" if all(lower.values()) else "partly reproduced" if any(lower.values()) else "not reproduced")
+g2 = grid2.pivot_table(index=["alpha", "quantizer", "bits"], columns="shift", values="acc")
+frac2 = float((g2[True] > g2[False]).mean())
+claims.add("C7: FedShift gains hold for Dirichlet alpha 0.1/0.5/100 and both quantizers", "28 of 29 printed cells positive",
+           f"{frac2:.0%} of {len(g2)} cells positive, mean {float((g2[True] - g2[False]).mean()):+.2f}",
+           "reproduced" if frac2 >= 0.8 else "partly reproduced" if frac2 >= 0.5 else "not reproduced")
+claims.add("C8a: Table III weight sizes (CNN2, CIFAR-10) from the codecs", "1,052 / 2,105 / 8,421 KB",
+           " / ".join(str(v) for v in table3.drop_duplicates("bits")["weight_KiB"]) + " KiB",
+           "reproduced" if table3["weight_size_matches"].all() else "not reproduced")
+aux = table3[table3["bits"] < 32]
+claims.add("C8b: Table III auxiliary sizes", "0.25 / 6.19 / 0.25 / 88.82 KB",
+           " / ".join(f"{v:.2f}" for v in aux["side_info_KiB"]) + " KiB (raw side information)",
+           "reproduced" if np.allclose(aux["side_info_KiB"], aux["paper_aux_KB"], atol=0.005) else "not reproduced")
+claims.add("C8c: efficiency threshold ratio", "7.78", f"{th.threshold_ratio():.2f}",
+           "reproduced" if round(th.threshold_ratio(), 2) == 7.78 else "not reproduced")
+claims.add("C9a: Theorem 2 divergence identity, appendix Eq. 30 (corrected)", "exact identity",
+           f"max rel. error {t2['rel_err_corrected'].max():.1e} over {len(t2)} (round, layer)",
+           "reproduced" if t2["holds_corrected"].all() else "not reproduced")
+claims.add("C9b: Theorem 2 as printed in Eq. 12", "exact identity",
+           f"holds in {int(t2['holds_printed'].sum())} of {len(t2)}; median rel. error {t2['rel_err_printed'].median():.1e}",
+           "reproduced" if t2["holds_printed"].all() else "not reproduced")
+bound_negative = bool(th.theorem1_bound(1e6, *vals.values()) < 0)
+stalls = bool(quad["simulated gap"].iloc[-1] > 1e3 * quad["FedAvg gap"].iloc[-1] + 1e-6)
+claims.add("C9c: Theorem 1, O(1/T) convergence when M -> 0", "bound vanishes as tau grows",
+           f"bound < 0 for tau + gamma > eps + 2 (limit {f1['limit_second_term_main']}); quadratic with mean(w*) = {m_star}: "
+           f"FedShift gap {quad['simulated gap'].iloc[-1]:.3f} vs FedAvg {quad['FedAvg gap'].iloc[-1]:.1e}",
+           "not reproduced" if bound_negative or stalls else "reproduced")
+gain_fp32 = float(gains[32].mean()) if 32 in gains else float("nan")
+if gain_mean > 0:
+    verdict = "reproduced" if gain_fp32 < gain_mean / 2 else "not reproduced"
+else:
+    verdict = "not testable at this scale"
+claims.add("Ablation (ours): the gain comes from compensating quantization, not from centring weights",
+           "implied by the paper's motivation (Sec. IV-A)",
+           f"shift-only gain at 32+32 {gain_fp32:+.2f} vs mean gain at quantized bits {gain_mean:+.2f}", verdict)
+claims.save(out_dir)
+print(f"total notebook run time: {time.perf_counter() - t_start:.0f} s")
+claims.table()
