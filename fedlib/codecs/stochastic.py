@@ -1,0 +1,195 @@
+"""The stochastic uniform (min-max) quantizer of FedAQ §II-B, Eq. (5), and its bit-length rules.
+
+With b bits the range [x_min, x_max] is cut into s = 2^b - 1 bins of width step = R / s; a value in
+the bin [h', h''] becomes h' with probability (h'' - x) / step and h'' otherwise, so E[Q(x)] = x and
+Var[Q(x_j)] = (h'' - x_j)(x_j - h') <= step^2 / 4.
+
+Three ways of choosing b, all sharing one quantizer:
+- `StochasticUniform(bits)`: a fixed bit-length (the paper's fixed 2/4/8/16-bit baselines).
+- `FedAQQuantizer(resolution)`: Eq. (26), b = ceil(log2(R / resolution)) from the range of the tensor
+  being sent, recomputed at every encode (uplink resolution alpha, downlink beta = alpha / sqrt(2n)).
+- `AdaQuantFL(s0)`: a per-round codec policy, s_k = ceil(sqrt(F_0 / F_k) * s0) bins from the training
+  losses in `LinkContext.history` (Jhunjhunwala et al., ICASSP 2021), used as `Link(codec=AdaQuantFL())`.
+
+Bits are exact: b index bits per value plus side information, x_min and x_max as fp32 (64 bits), and
+for the adaptive codec the bit-length itself (5 bits, b in 1..32). A constant tensor (R = 0) is sent
+as its side information only. The paper's energy model counts only the d*b index bits; the message
+info keeps `payload_bits` so both counts are available.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from fedlib.codecs.base import FLOAT_BITS, Message
+
+ROUNDINGS = ("stochastic", "nearest")
+RANGE_BITS = 2 * FLOAT_BITS  # x_min and x_max, fp32
+BITLENGTH_BITS = 5  # the adaptive codec sends b (1..32) with every message
+MAX_BITS = 32
+
+
+@dataclass(frozen=True)
+class QuantizedTensor:
+    """Bin indices in 0..2^b-1 and what the receiver needs to map them back."""
+
+    indices: torch.Tensor  # int64
+    x_min: float
+    step: float
+    dtype: torch.dtype
+
+
+def _check_bits(bits: int, name: str = "bits") -> int:
+    if int(bits) != bits or not 1 <= bits <= MAX_BITS:
+        raise ValueError(f"{name} must be an integer in 1..{MAX_BITS}, got {bits!r}")
+    return int(bits)
+
+
+def _check_rounding(rounding: str) -> str:
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
+    return rounding
+
+
+def value_range(x: torch.Tensor) -> float:
+    """R(x) = max(x) - min(x), computed from the fp32 values that are sent as side information."""
+    return float(x.max()) - float(x.min())
+
+
+def quantize(x: torch.Tensor, bits: int, rounding: str = "stochastic",
+             gen: torch.Generator | None = None) -> QuantizedTensor:
+    """Quantize a flat tensor to 2^bits levels spanning [min(x), max(x)] (Eq. 5)."""
+    bits = _check_bits(bits)
+    _check_rounding(rounding)
+    if x.numel() == 0:
+        raise ValueError("cannot quantize an empty tensor")
+    lo, hi = float(x.min()), float(x.max())
+    bins = 2**bits - 1
+    step = (hi - lo) / bins
+    if step == 0.0:
+        return QuantizedTensor(torch.zeros(x.shape, dtype=torch.int64), lo, 0.0, x.dtype)
+    u = (x.detach().to(torch.float64) - lo) / step  # position in bins, in [0, bins]
+    if rounding == "nearest":
+        k = torch.round(u)
+    else:
+        below = torch.floor(u)
+        k = below + (torch.rand(u.shape, generator=gen, dtype=torch.float64) < (u - below)).to(torch.float64)
+    return QuantizedTensor(k.clamp_(0, bins).to(torch.int64), lo, step, x.dtype)
+
+
+def dequantize(q: QuantizedTensor) -> torch.Tensor:
+    return (q.x_min + q.indices.to(torch.float64) * q.step).to(q.dtype)
+
+
+def _message(x: torch.Tensor, bits: int, rounding: str, gen: torch.Generator | None, side_bits: int,
+             info: dict[str, float]) -> Message:
+    q = quantize(x, bits, rounding, gen)
+    payload_bits = 0 if q.step == 0.0 else bits * x.numel()
+    info = {"bits_per_value": float(bits if payload_bits else 0), "range": value_range(x),
+            "payload_bits": float(payload_bits), **info}
+    return Message(payload=q, shape=x.shape, bits=payload_bits + side_bits, info=info)
+
+
+class StochasticUniform:
+    """Fixed-bit min-max quantizer: 2^bits - 1 bins, bits*d + 64 bits per message."""
+
+    def __init__(self, bits: int, rounding: str = "stochastic") -> None:
+        self.bits = _check_bits(bits)
+        self.rounding = _check_rounding(rounding)
+        self.name = f"{'sq' if rounding == 'stochastic' else 'nq'}{self.bits}"
+
+    def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
+        return _message(x, self.bits, self.rounding, gen, RANGE_BITS, {})
+
+    def decode(self, msg: Message) -> torch.Tensor:
+        return dequantize(msg.payload).view(msg.shape)
+
+    def __repr__(self) -> str:
+        return f"StochasticUniform(bits={self.bits}, rounding={self.rounding!r})"
+
+
+def fedaq_bits(r: float, resolution: float, b_min: int = 1, b_max: int = MAX_BITS) -> tuple[int, bool]:
+    """Eq. (26): b = ceil(log2(R / resolution)), clamped to [b_min, b_max]; returns (b, clamped)."""
+    if not resolution > 0:
+        raise ValueError(f"resolution must be > 0, got {resolution!r}")
+    if r <= 0:
+        return b_min, False  # a constant tensor costs no index bits at any b
+    raw = math.ceil(math.log2(r / resolution))
+    b = min(max(raw, b_min), b_max)
+    return b, b != raw
+
+
+class FedAQQuantizer:
+    """Adaptive-bit quantizer: the bit-length follows the range of the tensor being encoded (Eq. 26).
+
+    resolution is alpha on the uplink and beta = alpha / sqrt(2n) on the downlink; the step actually
+    used is R / (2^b - 1), within a factor R / (R - resolution) of the resolution when no clamp binds.
+    """
+
+    def __init__(self, resolution: float, b_min: int = 1, b_max: int = MAX_BITS, rounding: str = "stochastic") -> None:
+        if not resolution > 0:
+            raise ValueError(f"resolution must be > 0, got {resolution!r}")
+        self.b_min = _check_bits(b_min, "b_min")
+        self.b_max = _check_bits(b_max, "b_max")
+        if self.b_min > self.b_max:
+            raise ValueError(f"b_min ({b_min}) must not exceed b_max ({b_max})")
+        self.resolution = float(resolution)
+        self.rounding = _check_rounding(rounding)
+        self.name = "fedaq"
+
+    def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
+        bits, clamped = fedaq_bits(value_range(x), self.resolution, self.b_min, self.b_max)
+        return _message(x, bits, self.rounding, gen, RANGE_BITS + BITLENGTH_BITS, {"clamped": float(clamped)})
+
+    def decode(self, msg: Message) -> torch.Tensor:
+        return dequantize(msg.payload).view(msg.shape)
+
+    def __repr__(self) -> str:
+        return (f"FedAQQuantizer(resolution={self.resolution!r}, b_min={self.b_min}, b_max={self.b_max}, "
+                f"rounding={self.rounding!r})")
+
+
+class AdaQuantFL:
+    """AdaQuantFL's loss-driven schedule as a codec policy (the same min-max quantizer, b from s_k).
+
+    s_k = ceil(sqrt(F_0 / F_k) * s0) bins, b_k = ceil(log2(s_k + 1)), clamped to [b_min, b_max]. F_k is
+    the latest `loss_key` value in the history (the clients' mean local training loss of round k-1)
+    and F_0 the first; with no history yet, s = s0. Falling losses raise the bit-length.
+    """
+
+    def __init__(self, s0: int = 3, b_min: int = 1, b_max: int = MAX_BITS, loss_key: str = "train_loss",
+                 rounding: str = "stochastic") -> None:
+        if int(s0) != s0 or s0 < 1:
+            raise ValueError(f"s0 must be a positive integer number of bins, got {s0!r}")
+        self.s0 = int(s0)
+        self.b_min = _check_bits(b_min, "b_min")
+        self.b_max = _check_bits(b_max, "b_max")
+        self.loss_key = loss_key
+        self.rounding = _check_rounding(rounding)
+        self._codecs: dict[int, StochasticUniform] = {}
+
+    def levels(self, history: Sequence[dict[str, Any]]) -> int:
+        """s_k, the number of bins for the coming round."""
+        if not history:
+            return self.s0
+        if self.loss_key not in history[0]:
+            raise ValueError(f"AdaQuantFL needs {self.loss_key!r} in the round records; got {sorted(history[0])}")
+        f0, fk = float(history[0][self.loss_key]), float(history[-1][self.loss_key])
+        if not (f0 > 0 and fk > 0):
+            raise ValueError(f"AdaQuantFL needs positive losses, got F_0={f0}, F_k={fk}")
+        return math.ceil(math.sqrt(f0 / fk) * self.s0)
+
+    def bits(self, history: Sequence[dict[str, Any]]) -> int:
+        return min(max(math.ceil(math.log2(self.levels(history) + 1)), self.b_min), self.b_max)
+
+    def __call__(self, ctx: Any) -> StochasticUniform:
+        b = self.bits(ctx.history)
+        if b not in self._codecs:
+            self._codecs[b] = StochasticUniform(b, self.rounding)
+        return self._codecs[b]
+
+    def __repr__(self) -> str:
+        return f"AdaQuantFL(s0={self.s0}, b_min={self.b_min}, b_max={self.b_max}, loss_key={self.loss_key!r})"

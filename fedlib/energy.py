@@ -1,0 +1,88 @@
+"""Communication energy from exact bit counts (FedAQ's model, Eq. 10): energy = energy-per-bit x bits.
+
+Uplink: every client's message costs e_up per bit (transmit energy, summed over clients). Downlink: one
+broadcast message is received by every receiving client, each paying e_down per bit (receive energy), so
+it counts `receivers` times. The paper uses e_up = e_down = 1 pJ/bit and reports mJ (1 mJ = 1e9 pJ).
+
+`add_energy` reads a `RunResult.rounds` frame: bits_up (sum over the round's clients), bits_down (one
+broadcast message), receivers, and the full-precision extras bits_up_extra / bits_down_extra when present.
+`payload_bits` gives the paper's count (index bits d*b only, side information ignored) from the codec info.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+PJ_PER_MJ = 1e9
+LINKS = ("up", "down")
+
+
+def _check_links(links: tuple[str, ...]) -> tuple[str, ...]:
+    bad = [x for x in links if x not in LINKS]
+    if bad or not links:
+        raise ValueError(f"links must be a non-empty subset of {LINKS}, got {links!r}")
+    return tuple(links)
+
+
+def add_energy(rounds: pd.DataFrame, e_up_pj: float = 1.0, e_down_pj: float = 1.0,
+               links: tuple[str, ...] = LINKS) -> pd.DataFrame:
+    """A copy of `rounds` with energy_up_mJ, energy_down_mJ, energy_mJ and their cumulative cum_* columns.
+
+    Links not in `links` are not counted (zero energy), as in the paper's uplink-only and downlink-only
+    experiments, where only the quantized link's energy is reported.
+    """
+    links = _check_links(links)
+    if e_up_pj < 0 or e_down_pj < 0:
+        raise ValueError(f"energy per bit must be >= 0, got e_up={e_up_pj}, e_down={e_down_pj}")
+    missing = {"bits_up", "bits_down", "receivers"} - set(rounds.columns)
+    if missing:
+        raise ValueError(f"rounds frame lacks {sorted(missing)}; pass RunResult.rounds")
+    out = rounds.copy()
+    extra_up = out["bits_up_extra"] if "bits_up_extra" in out else 0
+    extra_down = out["bits_down_extra"] if "bits_down_extra" in out else 0
+    up = (out["bits_up"] + extra_up) * e_up_pj
+    down = (out["bits_down"] + extra_down) * out["receivers"] * e_down_pj
+    out["energy_up_mJ"] = (up if "up" in links else 0 * up) / PJ_PER_MJ
+    out["energy_down_mJ"] = (down if "down" in links else 0 * down) / PJ_PER_MJ
+    out["energy_mJ"] = out["energy_up_mJ"] + out["energy_down_mJ"]
+    for col in ("energy_up_mJ", "energy_down_mJ", "energy_mJ"):
+        out[f"cum_{col}"] = out[col].cumsum()
+    return out
+
+
+def payload_bits(rounds: pd.DataFrame, clients: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `rounds` whose bits_up/bits_down count only quantization indices (the paper's d*b).
+
+    Uses the `payload_bits/<layer>` info the stochastic codecs attach; messages without it (fp32) keep their
+    bits, and full-precision extras are dropped.
+    """
+    out = rounds.copy()
+    up_cols = [c for c in clients.columns if c.startswith("payload_bits/")]
+    if up_cols:
+        per_round = clients.groupby("round")[up_cols].sum(min_count=1).sum(axis=1, min_count=1)
+        up = out["round"].map(per_round)
+        out["bits_up"] = up.where(up.notna(), out["bits_up"])
+    dn_cols = [c for c in rounds.columns if c.startswith("down/payload_bits/")]
+    if dn_cols:
+        out["bits_down"] = rounds[dn_cols].sum(axis=1)
+    for col in ("bits_up_extra", "bits_down_extra"):
+        if col in out:
+            out[col] = 0
+    return out
+
+
+def energy_to_target(rounds: pd.DataFrame, target: float, acc: str = "test_acc",
+                     energy: str = "cum_energy_mJ") -> tuple[float, float]:
+    """(cumulative energy, round) at the first round whose accuracy reaches `target`; (nan, nan) if none does."""
+    hit = rounds.index[rounds[acc] >= target]
+    if len(hit) == 0:
+        return float("nan"), float("nan")
+    row = rounds.loc[hit[0]]
+    return float(row[energy]), float(row["round"])
+
+
+def saving(baseline: float, proposed: float) -> float:
+    """(E_base - E_prop) / E_base, the paper's "Energy Saving" (nan when either is missing)."""
+    if not np.isfinite(baseline) or not np.isfinite(proposed) or baseline <= 0:
+        return float("nan")
+    return (baseline - proposed) / baseline
