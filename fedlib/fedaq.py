@@ -100,13 +100,13 @@ def make_links(mode: str, scheme: str, num_clients: int, *, alpha: float = 0.005
 
 def run_scheme(model_fn: Callable[[], nn.Module], data: FederatedData, mode: str, scheme: str, rounds: int, *,
                local: LocalTraining | None = None, seed: int = 0, e_up: float = 1.0, e_down: float = 1.0,
-               progress: bool = False, **link_kwargs: object) -> RunResult:
+               threads: int = 1, device: str = "cpu", progress: bool = False, **link_kwargs: object) -> RunResult:
     """One FedAQ experiment: FedAvg with full participation over the mode's links; the rounds frame gains
     energy columns (only the mode's links count) and the `trends` columns."""
     uplink, downlink = make_links(mode, scheme, data.num_clients, e_up=e_up, e_down=e_down, **link_kwargs)
     result = run_federation(model_fn, data, FedAvg(), rounds, local=local or paper_local_training(), sampler=1.0,
                             uplink=uplink, downlink=downlink, downlink_receivers="all", seed=seed,
-                            progress=progress)
+                            threads=threads, device=device, progress=progress)
     rounds_df = add_energy(result.rounds, e_up, e_down, LINKS_OF_MODE[mode])
     dims = {k: v.numel() for k, v in result.params.items()}
     result.rounds = rounds_df.merge(trends(result.rounds, result.clients, dims), on="round")

@@ -245,4 +245,4 @@ def predictions(model: nn.Module, params: Params, x: torch.Tensor, batch_size: i
 def prediction_histogram(model: nn.Module, params: Params, x: torch.Tensor, num_classes: int) -> np.ndarray:
     """Fraction of test inputs predicted as each class (Fig. 8)."""
     counts = torch.bincount(predictions(model, params, x), minlength=num_classes).double()
-    return (counts / counts.sum()).numpy()
+    return (counts / counts.sum()).cpu().numpy()

@@ -63,6 +63,7 @@ paper_targets = None  # {"joint": acc, "up": acc, "down": acc} to use the paper'
 toy_rounds = 15
 mc_draws = 200
 threads = 1
+device = "cpu"
 data_root = None
 results_root = None
 
@@ -258,7 +259,8 @@ for seed in seeds:
         kw = {"alpha": alpha, "granularity": granularity, "b_min": b_min, **kw}
         t0 = time.perf_counter()
         res = run_scheme(model_fn, data, "joint" if mode == "alpha" else mode, scheme, rounds, local=local, seed=seed,
-                         e_up=e_up_pj, e_down=e_down_pj, progress=False, **kw)
+                         e_up=e_up_pj, e_down=e_down_pj, threads=threads, device=device,
+                         progress=False, **kw)
         runs[(mode, label, seed)] = res.rounds.assign(mode=mode, scheme=label, seed=seed)
         results[(mode, label, seed)] = res
         print(f"seed {seed} {mode:5s} {label:14s} final acc {res.final_accuracy:.3f}  energy "

@@ -63,6 +63,7 @@ table2_bits = [2, 4]
 table2_quantizers = ["uniform", "kmeans"]
 sma_window = 5
 threads = 1
+device = "cpu"
 results_root = None
 
 # %%
@@ -84,7 +85,7 @@ from fedlib import FederatedData, LocalTraining, build_model, load_dataset, run_
 from fedlib.codecs.base import Identity
 from fedlib.codecs.weight_quant import weight_quantizer
 from fedlib.data import dirichlet, label_counts
-from fedlib.federation import evaluate
+from fedlib.federation import evaluate, resolve_device
 from fedlib.fedshift import (
     DivergenceMonitor,
     FedShift,
@@ -254,7 +255,9 @@ def model_fn():
     return build_model(model, ds.input_shape, ds.num_classes, init="kaiming_normal_fan_in", **model_kwargs)
 
 
-eval_model = model_fn()
+device = resolve_device(device)  # "auto" -> cuda when available
+eval_model = model_fn().to(device)
+x_test_dev, y_test_dev = ds.x_test.to(device), ds.y_test.to(device)
 _runs: dict[tuple, object] = {}
 
 
@@ -269,13 +272,13 @@ def run(algorithm: str, bits: int | None, shift: bool, seed: int, split: str = "
     algo, uplink = algorithm_and_uplink(algorithm, codec, inferior, **kwargs)
     hooks = []
     if shift:
-        pre = PreShiftAccuracy(lambda p: evaluate(eval_model, p, {}, ds.x_test, ds.y_test)[0])
+        pre = PreShiftAccuracy(lambda p: evaluate(eval_model, p, {}, x_test_dev, y_test_dev)[0])
         hooks = [pre, FedShift(inferior, scope=scope)]
     hooks.append(DivergenceMonitor())
     sampler = StratifiedSampler(inferior, num_clients, per_round_inferior, per_round_superior) if stratified else K
     res = run_federation(model_fn, FederatedData(ds, client_split(split, seed, alpha)), algo, rounds, local=make_local(),
                          sampler=sampler, uplink=uplink, aggregation_weights="uniform", hooks=hooks, seed=seed,
-                         threads=threads, progress=False)
+                         threads=threads, device=device, progress=False)
     _runs[key] = res
     return res
 
@@ -386,7 +389,7 @@ bias_rows, hist_rows = [], []
 for shift in (False, True):
     for seed in seeds:
         res = run("fedavg", low, shift, seed)
-        h = prediction_histogram(eval_model, res.params, ds.x_test, ds.num_classes)
+        h = prediction_histogram(eval_model, res.params, x_test_dev, ds.num_classes)
         kl = float(np.sum(h[h > 0] * np.log(h[h > 0] * ds.num_classes)))
         bias_rows.append({"model": "FedShift" if shift else "baseline", "seed": seed, "share_inferior_classes": h[odd].sum(), "kl_to_uniform": kl})
         hist_rows += [{"model": "FedShift" if shift else "baseline", "seed": seed, "label": c, "fraction": h[c]} for c in range(ds.num_classes)]

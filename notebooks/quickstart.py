@@ -39,6 +39,7 @@ lr = 0.05
 mu = 0.01
 seeds = [0]
 executor = "sequential"
+device = "cpu"
 results_root = None
 
 # %%
@@ -102,7 +103,7 @@ for seed in seeds:
     data = FederatedData(ds, split(seed))
     for name, make in algorithms.items():
         res = run_federation(model_fn, data, make(), rounds, local=local, sampler=clients_per_round,
-                             seed=seed, executor=executor, progress=False)
+                             seed=seed, executor=executor, device=device, progress=False)
         records.append(res.rounds.assign(algorithm=name, seed=seed))
 record = pd.concat(records, ignore_index=True)
 record.to_csv(out / "rounds.csv", index=False)
