@@ -33,9 +33,10 @@ class Link:
     """One direction of the channel.
 
     payload: uplink "update" (trained - received) or "weights" (the trained weights themselves);
-             downlink "weights" (the model itself; the server keeps its full-precision copy) or
-             "update" (the change since what clients hold; without error feedback the server then
-             adopts the clients' model so that everyone holds the same weights).
+             downlink "weights" (the model itself, every round; the server keeps its full-precision
+             copy) or "update" (the change since what clients hold, sent right after aggregation;
+             without error feedback the server then adopts the clients' model, so that everyone,
+             and the evaluation, holds the same weights).
     error_feedback: keep the compression residual (per client on the uplink) and add it to the
              next message.
     """

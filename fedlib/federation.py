@@ -281,18 +281,21 @@ def run_federation(
             ids = np.sort(ids)
 
             # ---- downlink ----
-            sent = algorithm.broadcast(w, server_state)
-            dctx = LinkContext(round=r, client=None, history=history)
-            dcodec = downlink.codec_for(dctx)
+            # "weights": the model is sent every round. "update": the change is sent at the end of the
+            # previous round (below), so that what is evaluated is what the clients hold; only the initial
+            # model, which clients share by construction, needs no message unless broadcast() alters it.
+            down_sent: list[Transmission] = []
             if downlink.payload == "weights":
-                dtx = _transmit(dcodec, sent, downlink.granularity, seeds.torch("downlink", r), device)
+                dtx = _transmit(downlink.codec_for(LinkContext(round=r, client=None, history=history)),
+                                algorithm.broadcast(w, server_state), downlink.granularity,
+                                seeds.torch("downlink", r), device)
+                down_sent.append(dtx)
                 received = dtx.decoded
             else:
-                dtx = _transmit(dcodec, P.sub(sent, held), downlink.granularity, seeds.torch("downlink", r), device)
-                held = P.add(held, dtx.decoded)
+                if r == 0 and not _equal(algorithm.broadcast(w, server_state), held):
+                    w, held = _send_update(downlink, algorithm, w, held, server_state, r, history, seeds, device,
+                                           down_sent)
                 received = held
-                if not downlink.error_feedback:  # the server adopts what the clients now hold
-                    w = P.add(w, P.sub(held, sent))
             extras_down = algorithm.broadcast_extras(server_state)
 
             # ---- local training ----
@@ -353,6 +356,9 @@ def run_federation(
             for hook in hooks:
                 w, diag = hook(w, info)
                 row.update(diag)
+            if downlink.payload == "update":  # next round's model, sent now (see the downlink step)
+                w, held = _send_update(downlink, algorithm, w, held, server_state, r + 1, history, seeds, device,
+                                       down_sent)
 
             receivers = len(ids) if downlink_receivers == "selected" else n_clients
             acc = loss = float("nan")
@@ -362,10 +368,10 @@ def run_federation(
             history.append({
                 "round": r + 1, "test_acc": acc, "test_loss": loss,
                 "train_loss": float(np.dot(wts, [res.loss for res in results])),
-                "clients": len(ids), "bits_up": up_bits, "bits_down": dtx.bits, "receivers": receivers,
+                "clients": len(ids), "bits_up": up_bits, "bits_down": sum(t.bits for t in down_sent), "receivers": receivers,
                 "bits_up_extra": extra_bits, "bits_down_extra": _tensor_bits(extras_down),
                 "train_s": t_train, "wall_s": time.perf_counter() - t_round,
-                **{f"down/{k}": v for k, v in dtx.info.items()},
+                **{f"down/{k}": v for t in down_sent for k, v in t.info.items()},
                 **algorithm.diagnostics(server_state), **row,
             })
             bar.set_postfix(acc=f"{acc:.3f}" if acc == acc else "-")
@@ -388,6 +394,26 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' but torch sees no CUDA GPU here; use device='cpu' (or 'auto')")
     return device
+
+
+def _send_update(link: Link, algorithm: Algorithm, w: Params, held: Params, server_state: dict[str, Any], r: int,
+                 history: list[dict[str, Any]], seeds: Seeds, device: torch.device,
+                 sent_log: list[Transmission]) -> tuple[Params, Params]:
+    """Downlink payload "update": send broadcast(w) - held; clients add the decoded change. Without error
+    feedback the server adopts the clients' model (everyone holds the same weights); with it, the server
+    keeps w and the compression error is carried into the next message."""
+    sent = algorithm.broadcast(w, server_state)
+    codec = link.codec_for(LinkContext(round=r, client=None, history=history))
+    tx = _transmit(codec, P.sub(sent, held), link.granularity, seeds.torch("downlink", r), device)
+    sent_log.append(tx)
+    held = P.add(held, tx.decoded)
+    if not link.error_feedback:
+        w = P.add(w, P.sub(held, sent))
+    return w, held
+
+
+def _equal(a: Params, b: Params) -> bool:
+    return all(torch.equal(a[k], b[k]) for k in a)
 
 
 def _transmit(codec: Codec, x: Params, granularity: str, gen: torch.Generator, device: torch.device) -> Transmission:

@@ -1,7 +1,6 @@
 """Seeding streams, parameter-dict helpers, the identity codec, claims tables and the report."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
