@@ -1,0 +1,112 @@
+"""MUCSC theory: sympy statements, the strongly convex toy against Theorems 1-2, and the errata shown failing."""
+from __future__ import annotations
+
+import sympy as sp
+import pytest
+import torch
+
+from theory.mucsc import (
+    bound32_violations,
+    convergence_check,
+    downlink_bound_factor,
+    gamma_condition,
+    gradient_matches_eq9,
+    induction_step_identity,
+    jensen_step_check,
+    lemma4_check,
+    make_toy,
+    quarter_bound_gap,
+    rate_limit_mucsc,
+    run_toy,
+    theorem2_bound,
+    unbiasedness_residual,
+    uniform_density_optimum,
+    variance_residual,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_symbolic_statements():
+    assert unbiasedness_residual() == 0
+    assert variance_residual() == 0
+    u, r1, r2 = sp.symbols("u r_z r_{z+1}", real=True)
+    assert sp.simplify(quarter_bound_gap() - (u - (r1 + r2) / 2) ** 2) == 0
+    r_star, per_unit = uniform_density_optimum()
+    a, b, delta = sp.Symbol("a", real=True), sp.Symbol("b", real=True), sp.Symbol("Delta", positive=True)
+    assert sp.simplify(r_star - (a + b) / 2) == 0 and sp.simplify(per_unit - delta**2 / 6) == 0
+    t, g = sp.symbols("t gamma", positive=True)
+    assert sp.simplify(induction_step_identity() + 1 / ((t + g) ** 2 * (t + g + 1))) == 0
+    assert gradient_matches_eq9([0.1, 0.35, 0.5, 0.7, 0.95, 0.2, 0.4], [0.1, 0.3, 0.6, 0.95]) == sp.zeros(2, 1)
+
+
+def test_rate_limit():
+    h, kn, bu, bd = sp.symbols("h K/N b_U b_D", positive=True)
+    assert sp.simplify(rate_limit_mucsc() - 16 * h / (bu * kn + bd)) == 0
+
+
+@pytest.fixture(scope="module")
+def toy_runs():
+    toy = make_toy(seed=0)
+    runs = {name: run_toy(toy, 2500, zu=z, zd=z, seeds=12, seed=1) for name, z in
+            (("NC", None), ("MUCSC Z=4", 4), ("MUCSC Z=16", 16))}
+    return toy, runs
+
+
+def test_theorem2_holds_and_rate_is_one_over_t(toy_runs):
+    toy, runs = toy_runs
+    check = convergence_check(toy, runs)
+    assert check["holds"].all()
+    assert (check["measured_gap"] <= check["thm1_measured_psi"]).all()
+    assert check["loglog_slope"].between(-1.4, -0.7).all()  # O(1/T)
+    nc, z4 = check.set_index("run").loc[["NC", "MUCSC Z=4"], "measured_gap"]
+    assert z4 > nc  # compression noise costs accuracy at equal T
+
+
+def test_bound_is_vacuous_at_the_papers_scale():
+    toy = make_toy()
+    small = theorem2_bound(toy, 1000, G2=1.0, dist0=1.0, zu=16, zd=16)
+    # the d^2/(Z_D-1)^4 term with d = 10 is tiny; at d = 1.37e6 it is ~3.7e7 (spec §11.6.8)
+    assert 1.369738e6**2 / 15**4 > 3.7e7 and small < 1e3
+
+
+def test_lemma4_equality_by_monte_carlo():
+    toy = make_toy()
+    updates = 0.1 * torch.randn(10, 10, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    out = lemma4_check(updates, toy.p, zu=4, zd=4, draws=4000)
+    assert out["measured"] == pytest.approx(out["predicted"], abs=5 * out["stderr"])
+
+
+def test_errata_jensen_step_fails_where_printed():
+    out = jensen_step_check(torch.randn(40, dtype=torch.float64, generator=torch.Generator().manual_seed(1)), 10)
+    assert not out["paper_step_holds"] and out["jensen_holds"]
+
+
+def test_errata_downlink_factor():
+    p1 = [1.0]
+    assert downlink_bound_factor(100, 16, 16, p1, "printed") == pytest.approx(downlink_bound_factor(100, 16, 16, p1, "corrected"))
+    # Z_U < Z_D: the printed factor uses Z_D where Z_U belongs, and understates by ~5x here
+    assert downlink_bound_factor(100, 4, 16, p1, "corrected") > 5 * downlink_bound_factor(100, 4, 16, p1, "printed")
+    # ten equal clients: the printed sum p_i^2 = 0.1 understates by 10x even with Z_U = Z_D
+    ten = [0.1] * 10
+    assert downlink_bound_factor(100, 16, 16, ten, "corrected") == pytest.approx(
+        10 * downlink_bound_factor(100, 16, 16, ten, "printed"))
+    with pytest.raises(ValueError):
+        downlink_bound_factor(100, 4, 16, p1, "tight")
+
+
+def test_errata_gamma_condition():
+    assert gamma_condition(4.0, 5)["final_step_valid"]
+    assert not gamma_condition(0.5, 5)["final_step_valid"]  # E > 8 kappa: the stated gamma breaks the last step
+
+
+def test_errata_bound32_needs_uniform_levels():
+    out = bound32_violations(trials=25, n=200)
+    assert out["random_init_above_uniform"] > 0.2
+    assert out["uniform_init_best_above_uniform"] == 0.0
