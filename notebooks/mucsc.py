@@ -72,6 +72,7 @@ toy_steps = 2000
 toy_seeds = 10
 bench_encode = True
 threads = 1
+device = "cpu"
 data_root = None
 results_root = None
 
@@ -291,7 +292,7 @@ def run_one(method, part, seed, setup=setup, zu_split=None, tag=None):
     up, down = links(method, setup, zu_split=zu_split)
     res = run_federation(model_fn, fed[part], FedAvg(), rounds, local=local, sampler=clients_per_round, uplink=up,
                          downlink=down, downlink_receivers="all", eval_every=eval_every, seed=seed, threads=threads,
-                         progress=False)
+                         device=device, progress=False)
     comm = communication_time(res.rounds, res.clients, num_clients, download_max_over=download_max_over, seed=seed)
     r = res.rounds.merge(comm, on="round")
     r["up_mean_bits"] = res.clients.groupby("round")["bits_up"].mean().to_numpy()

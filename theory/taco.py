@@ -1,0 +1,371 @@
+"""TACO theory (specs/taco.md section 6): sympy statements, exact over-correction conditions on quadratics,
+checks against runs of the real code, and what Theorem 1 / Corollary 2 do and do not say.
+
+Quadratic model (section 6.7). Client i: f_i(w) = 1/2 (w - b_i)^T diag(h_i) (w - b_i); full-batch local GD
+with step eta for K steps; equal client sizes. Per coordinate j, with P_ij = 1 - (1 - eta h_ij)^K and
+r_ij = P_ij / (K eta h_ij):
+
+* TACO with a constant correction factor c_i = gamma (1 - alpha_i) (alpha held fixed) and weights p_i is a
+  linear recurrence on (w, Delta) whose per-coordinate matrix has characteristic polynomial
+      lambda^2 - (1 - s Pbar_j + m_j) lambda + m_j,  Pbar_j = sum_i p_i P_ij,  m_j = sum_i p_i c_i r_ij
+  (s = eta_g / (K eta)). Jury: stable iff m_j < 1 and 0 < s Pbar_j < 2 (1 + m_j) for every j. The
+  over-correction boundary of a uniform correction (c_i = gamma (1 - a)) is gamma* = 1 / ((1 - a) max_j sum_i p_i r_ij).
+* SCAFFOLD with a uniform coefficient a: the (N+1)-dimensional per-coordinate map on (w, c_1..c_N) is
+  derived symbolically below; with equal curvatures its client-drift part is e_i+ = (1 - a r) e_i + const,
+  so it over-corrects iff a >= 2 / r (about 2 for small steps). With unequal curvatures rho is numeric.
+
+Simulations use `fedlib.federation.run_federation` itself on a least-squares dataset whose client losses
+are exactly these quadratics (`fedlib.taco.quadratic_federation`), so the checks exercise the real TACO and
+SCAFFOLD code. "Diverges" is read from the measured growth rate of |w_{t+1} - w_t| over the run.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+import sympy as sp
+import torch
+
+from fedlib import params as P
+from fedlib.algorithms.base import Algorithm
+from fedlib.algorithms.taco import Taco, TacoScaffold
+from fedlib.executors import half_squared_error
+from fedlib.federation import LocalTraining, run_federation
+from fedlib.taco import quadratic_federation, step_norm_hook
+
+lam = sp.Symbol("lambda")  # no assumptions: charpoly builds its variable from the name
+Pbar, m, s = sp.symbols("Pbar m s", real=True)
+K_, eta, h = sp.symbols("K eta h", positive=True)
+
+
+# ------------------------------------------------------------------------------ E1: TACO, fixed alpha
+def taco_round_matrix() -> sp.Matrix:
+    """Per-coordinate linear part of one TACO round on the state (w, Delta) (Delta in per-step units)."""
+    return sp.Matrix([[1 - s * Pbar, -s * K_ * eta * m], [Pbar / (K_ * eta), m]])
+
+
+def taco_characteristic_polynomial() -> sp.Expr:
+    return sp.factor(taco_round_matrix().charpoly(lam).as_expr())
+
+
+def jury_conditions(poly: sp.Expr, var: sp.Symbol = lam) -> list[sp.Expr]:
+    """Schur stability of a monic quadratic lambda^2 + a1 lambda + a0: 1 - a0 > 0, 1 + a1 + a0 > 0, 1 - a1 + a0 > 0."""
+    a1, a0 = sp.Poly(poly, var).all_coeffs()[1:]
+    return [sp.simplify(1 - a0), sp.simplify(1 + a1 + a0), sp.simplify(1 - a1 + a0)]
+
+
+def local_contraction(h_: np.ndarray, K: int, eta_: float) -> tuple[np.ndarray, np.ndarray]:
+    """(P, r): P = 1 - (1 - eta h)^K and r = P / (K eta h), elementwise."""
+    P_ = 1.0 - (1.0 - eta_ * h_) ** K
+    return P_, P_ / (K * eta_ * h_)
+
+
+def taco_spectral_radius(h_: np.ndarray, p: np.ndarray, c: np.ndarray, K: int, eta_: float,
+                         server_lr: float = 1.0) -> float:
+    """max_j rho of the per-coordinate round matrix; h_ is N x d, p and c (= gamma (1 - alpha_i)) length N."""
+    P_, r = local_contraction(h_, K, eta_)
+    pbar, mj = p @ P_, (p * c) @ r
+    trace, det = 1.0 - server_lr * pbar + mj, mj
+    disc = np.sqrt((trace ** 2 - 4 * det).astype(complex))
+    return float(np.max(np.maximum(np.abs((trace + disc) / 2), np.abs((trace - disc) / 2))))
+
+
+def taco_critical_gamma(h_: np.ndarray, p: np.ndarray, uniform_alpha: float, K: int, eta_: float) -> float:
+    """gamma* where a uniform correction gamma (1 - a) starts to over-correct (m_j = 1), given 0 < Pbar < 2."""
+    P_, r = local_contraction(h_, K, eta_)
+    if np.any(p @ P_ <= 0) or np.any(p @ P_ >= 2):
+        raise ValueError("local GD itself is unstable here (eta h outside (0, 2)); the boundary is not m = 1")
+    return float(1.0 / ((1.0 - uniform_alpha) * np.max(p @ r)))
+
+
+# ------------------------------------------------------------------------------ E2: SCAFFOLD, coefficient a
+def scaffold_homogeneous() -> dict[str, sp.Expr]:
+    """Equal curvature h: the drift e_i = c_i - c obeys e+ = (1 - a r) e + const; threshold |1 - a r| = 1."""
+    a, e, db = sp.symbols("a e dbar", real=True)
+    P_ = 1 - (1 - eta * h) ** K_
+    r = P_ / (K_ * eta * h)
+    # one client's drift: Delta_i = P (w - b_i) - P a e_i / h; e_i+ = c_i+ - c+ with the mean removed
+    delta_dev = -P_ * db - P_ * a * e / h  # Delta_i - mean_j Delta_j, db = b_i - mean b
+    e_next = sp.expand(e + delta_dev / (K_ * eta))  # e_i+ = c_i+ - c+ = e_i + (Delta_i - mean_j Delta_j)/(K eta)
+    coeff = sp.simplify(sp.diff(e_next, e))
+    threshold = sp.solve(sp.Eq(coeff, -1), a)[0]
+    return {"drift_coefficient": coeff, "expected": sp.simplify(1 - a * r), "threshold_a": sp.simplify(threshold),
+            "small_step_threshold": sp.limit(sp.simplify(threshold), eta, 0)}
+
+
+@lru_cache(maxsize=8)
+def _scaffold_jacobian(n: int):
+    """Lambdified per-coordinate Jacobian of SCAFFOLD's round map for n clients (uniform weights)."""
+    a, w = sp.symbols("a w", real=True)
+    hs, cs, bs = sp.symbols(f"h0:{n}", positive=True), sp.symbols(f"c0:{n}", real=True), sp.symbols(f"b0:{n}")
+    c_mean = sum(cs) / n
+    Ps = [1 - (1 - eta * hi) ** K_ for hi in hs]
+    deltas = [Pi * (w - bi) + Pi * a * (c_mean - ci) / hi for Pi, bi, ci, hi in zip(Ps, bs, cs, hs)]
+    w_next = w - s * sum(deltas) / n
+    c_next = [ci - c_mean + di / (K_ * eta) for ci, di in zip(cs, deltas)]
+    jac = sp.Matrix([w_next, *c_next]).jacobian([w, *cs])
+    return sp.lambdify((hs, a, K_, eta, s), jac, "numpy")
+
+
+def scaffold_spectral_radius(h_: np.ndarray, a: float, K: int, eta_: float, server_lr: float = 1.0) -> float:
+    """max_j rho of SCAFFOLD's per-coordinate round Jacobian; h_ is N x d."""
+    jac = _scaffold_jacobian(h_.shape[0])
+    return float(max(np.max(np.abs(np.linalg.eigvals(np.array(jac(tuple(h_[:, j]), a, K, eta_, server_lr),
+                                                                   dtype=float)))) for j in range(h_.shape[1])))
+
+
+def scaffold_critical_coefficient(h_: np.ndarray, K: int, eta_: float, hi: float = 20.0) -> float:
+    """Smallest a > 0 with rho = 1 (bisection on a grid bracket)."""
+    grid = np.linspace(0.05, hi, 400)
+    rho = np.array([scaffold_spectral_radius(h_, a, K, eta_) for a in grid])
+    above = np.flatnonzero(rho >= 1.0)
+    if len(above) == 0:
+        raise ValueError(f"no over-correction found for a <= {hi}")
+    lo_a, hi_a = grid[max(above[0] - 1, 0)], grid[above[0]]
+    for _ in range(40):
+        mid = 0.5 * (lo_a + hi_a)
+        lo_a, hi_a = (mid, hi_a) if scaffold_spectral_radius(h_, mid, K, eta_) < 1.0 else (lo_a, mid)
+    return 0.5 * (lo_a + hi_a)
+
+
+# ------------------------------------------------------------------------------ simulations (real code)
+@dataclass(frozen=True)
+class QuadraticSetting:
+    name: str
+    num_clients: int
+    dim: int
+    K: int
+    eta: float
+    h_low: float = 0.2
+    h_high: float = 2.0
+    b_scale: float = 1.0
+    seed: int = 0
+
+    def instance(self) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(self.seed)
+        h_ = rng.uniform(self.h_low, self.h_high, size=(self.num_clients, self.dim))
+        b = rng.normal(size=(1, self.dim)) + self.b_scale * rng.normal(size=(self.num_clients, self.dim))
+        return h_, b
+
+
+def empirical_rate(step_norms: Sequence[float], window: int = 30) -> float:
+    """Geometric growth rate of |w_{t+1} - w_t| over the last `window` usable rounds.
+
+    Usable: finite and above 1e-5 of the first step (float32 round-off floor); the series is cut at the
+    first unusable value, so an overflow (divergence) or an underflow (convergence) ends it.
+    """
+    x = np.asarray(step_norms, dtype=float)
+    usable = np.isfinite(x) & (x > 1e-5 * x[0])
+    x = x[: len(x) if usable.all() else int(np.argmin(usable))]
+    if len(x) < 3:
+        raise ValueError("fewer than 3 usable rounds: lengthen the run or move away from the boundary")
+    tail = x[-min(window, len(x)):]
+    return float(np.exp(np.polyfit(np.arange(len(tail)), np.log(tail), 1)[0]))
+
+
+def simulate(setting: QuadraticSetting, algorithm, rounds: int) -> pd.DataFrame:
+    h_, b = setting.instance()
+    data, model_fn = quadratic_federation(h_, b)
+    res = run_federation(model_fn, data, algorithm, rounds,
+                         local=LocalTraining(lr=setting.eta, batch_size=setting.dim, epochs=None, steps=setting.K),
+                         aggregation_weights="uniform", hooks=[step_norm_hook], loss_fn=half_squared_error,
+                         progress=False)
+    return res.rounds
+
+
+def boundary_rows(setting: QuadraticSetting, method: str, factors: Sequence[float] = (0.8, 1.25),
+                  rounds: int = 150, uniform_alpha: float = 0.0) -> pd.DataFrame:
+    """Predicted vs simulated behaviour at `factors` times the predicted critical coefficient.
+
+    method "taco_uniform": TACO with alpha fixed to `uniform_alpha` for everyone (gamma varies);
+    method "scaffold": SCAFFOLD with a uniform coefficient a (a varies).
+    """
+    h_, _ = setting.instance()
+    p = np.full(setting.num_clients, 1.0 / setting.num_clients)
+    if method == "taco_uniform":
+        critical = taco_critical_gamma(h_, p, uniform_alpha, setting.K, setting.eta)
+    elif method == "scaffold":
+        critical = scaffold_critical_coefficient(h_, setting.K, setting.eta)
+    else:
+        raise ValueError(f"method must be 'taco_uniform' or 'scaffold', got {method!r}")
+    rows = []
+    for f in factors:
+        value = f * critical
+        if method == "taco_uniform":
+            c = np.full(setting.num_clients, value * (1.0 - uniform_alpha))
+            rho = taco_spectral_radius(h_, p, c, setting.K, setting.eta)
+            algo = Taco(gamma=value, correction="uniform", uniform_alpha=uniform_alpha, aggregation="uniform",
+                        output="w")
+        else:
+            rho = scaffold_spectral_radius(h_, value, setting.K, setting.eta)
+            algo = TacoScaffold(form="fixed", coefficient=value)
+        rate = empirical_rate(simulate(setting, algo, rounds)["step_norm"])
+        rows.append({"setting": setting.name, "method": method, "critical": critical, "factor": f, "coefficient": value,
+                     "predicted_rho": rho, "predicted": "diverges" if rho >= 1 else "converges",
+                     "measured_rate": rate, "simulated": "diverges" if rate >= 1 else "converges"})
+    out = pd.DataFrame(rows)
+    out["agree"] = out["predicted"] == out["simulated"]
+    return out
+
+
+def fixed_point_rows(setting: QuadraticSetting, rounds: int = 200) -> pd.DataFrame:
+    """Where FedAvg, TACO's tailored aggregation alone (gamma = 0) and TACO (gamma = 1/K) settle on the quadratic.
+
+    Prediction (section 6.7 E1): a stable run stops at w_fp = sum_i p_i P_i b_i / sum_i p_i P_i per coordinate,
+    whatever the correction, with p_i the final aggregation weights (uniform, or alpha_i / sum alpha for TACO's
+    tailored aggregation). Reported: |w_T - w_fp| (prediction error; meaningful only if the run settled),
+    |w_fp - w*| (bias), f(w_T) - f* (excess loss) and |w_T - w_{T-1}|. With adaptive alpha the weights can keep
+    switching (clients with a negative cosine drop to weight 0), and then the run does not settle at all.
+    """
+    h_, b = setting.instance()
+    n = setting.num_clients
+    P_, _ = local_contraction(h_, setting.K, setting.eta)
+    w_star = (h_ * b).sum(0) / h_.sum(0)
+    f_star = float(np.mean(0.5 * (h_ * (w_star - b) ** 2).sum(1)))
+    rows = []
+    for label, algo in (("FedAvg", Algorithm()),
+                        ("constant correction 0.5, uniform weights", Taco(gamma=0.5, correction="uniform",
+                                                                          aggregation="uniform", output="w")),
+                        ("tailored aggregation only (gamma=0)", Taco(gamma=0.0, output="w")),
+                        ("TACO (gamma=1/K)", Taco(gamma=1.0 / setting.K, output="w"))):
+        rec = ParamRecorder()
+        data, model_fn = quadratic_federation(h_, b)
+        res = run_federation(model_fn, data, algo, rounds,
+                             local=LocalTraining(lr=setting.eta, batch_size=setting.dim, epochs=None, steps=setting.K),
+                             aggregation_weights="uniform", hooks=[rec], loss_fn=half_squared_error, progress=False)
+        alpha = res.server_state.get("alpha")
+        tailored = isinstance(algo, Taco) and algo.aggregation == "tailored"
+        p = (alpha / alpha.sum()).numpy() if tailored else np.full(n, 1.0 / n)
+        w_fp = (p @ (P_ * b)) / (p @ P_)
+        w_T = rec.history[-1].numpy()
+        rows.append({"method": label, "prediction_error": float(np.linalg.norm(w_T - w_fp)),
+                     "bias_from_optimum": float(np.linalg.norm(w_fp - w_star)),
+                     "excess_loss": float(res.rounds["test_loss"].iloc[-1]) - f_star,
+                     "last_step": float(np.linalg.norm(rec.history[-1] - rec.history[-2]))})
+    out = pd.DataFrame(rows)
+    out["settled"] = out["last_step"] < 1e-5
+    return out
+
+
+# ------------------------------------------------------------------------------ Lemma 1 / Lemma 2
+def lemma2_printed_vs_corrected() -> dict[str, sp.Expr]:
+    """Heavy ball Delta_{t+1} = Dt + beta Delta_t (Lemma 1 with constant beta = gamma (1 - alpha), uniform weights).
+
+    Returns z_{t+1} - z_t for the paper's z_t = w_t + beta (w_t - w_{t-1}) and for the corrected
+    z_t = w_t + beta/(1 - beta) (w_t - w_{t-1}); Lemma 2 claims -eta_g Dt.
+    """
+    beta, eg, Dt, Dprev, w = sp.symbols("beta eta_g Dtilde_t Delta_t w_t", real=True)
+    w_prev = w + eg * Dprev  # w_t - w_{t-1} = -eta_g Delta_t
+    D_next = Dt + beta * Dprev
+    w_next = w - eg * D_next
+
+    def z(curr, prev, coef):
+        return curr + coef * (curr - prev)
+
+    printed = sp.factor(sp.expand(z(w_next, w, beta) - z(w, w_prev, beta)))
+    corrected = sp.factor(sp.expand(z(w_next, w, beta / (1 - beta)) - z(w, w_prev, beta / (1 - beta))))
+    return {"claimed": -eg * Dt, "printed_z": printed, "printed_gap": sp.factor(printed + eg * Dt),
+            "corrected_z": corrected}
+
+
+class ParamRecorder:
+    """Post-aggregation hook keeping the flattened global model of every round (w_0, w_1, ...)."""
+
+    def __init__(self) -> None:
+        self.history: list[torch.Tensor] = []
+
+    def __call__(self, w, info):
+        if not self.history:
+            self.history.append(P.flatten(info.before).double().cpu())
+        self.history.append(P.flatten(w).double().cpu())
+        return w, {}
+
+
+def lemma_checks(setting: QuadraticSetting, beta: float, rounds: int = 25) -> pd.DataFrame:
+    """Lemma 1 and Lemma 2 on a run of the real TACO code (constant factor beta: uniform alpha = 0, gamma = beta,
+    uniform weights, eta_g = K eta) on the quadratic clients.
+
+    Dtilde_t (the mean raw local gradient of round t) is recomputed independently in numpy by replaying each
+    client's local GD from the recorded w_t and Delta_t. Per round, relative residuals of
+      Lemma 1:            Delta_{t+1} = Dtilde_t + beta Delta_t
+      Lemma 2 (printed):  z_{t+1} - z_t = -eta_g Dtilde_t,        z_t = w_t + beta (w_t - w_{t-1})
+      Lemma 2 (corrected): z_{t+1} - z_t = -eta_g Dtilde_t / (1 - beta),  z_t = w_t + beta/(1-beta) (w_t - w_{t-1}).
+    """
+    rec = ParamRecorder()
+    h_, b = setting.instance()
+    data, model_fn = quadratic_federation(h_, b)
+    run_federation(model_fn, data, Taco(gamma=beta, correction="uniform", uniform_alpha=0.0, aggregation="uniform",
+                                        output="w"), rounds,
+                   local=LocalTraining(lr=setting.eta, batch_size=setting.dim, epochs=None, steps=setting.K),
+                   aggregation_weights="uniform", hooks=[rec], loss_fn=half_squared_error, progress=False)
+    w = torch.stack(rec.history).numpy()  # w_0 .. w_T
+    eg = setting.K * setting.eta
+    Delta = (w[:-1] - w[1:]) / eg  # Delta[t] = Delta_{t+1} = (w_t - w_{t+1}) / eta_g
+    rows = []
+    for t in range(1, len(Delta)):
+        grads = np.zeros_like(w[t])
+        for i in range(setting.num_clients):  # replay client i's local GD with the constant drift beta Delta_t
+            x = w[t].copy()
+            for _ in range(setting.K):
+                g = h_[i] * (x - b[i])
+                grads += g
+                x -= setting.eta * (g + beta * Delta[t - 1])
+        dtilde = grads / (setting.K * setting.num_clients)
+        z_p = [w[k] + beta * (w[k] - w[k - 1]) for k in (t, t + 1)]
+        z_c = [w[k] + beta / (1 - beta) * (w[k] - w[k - 1]) for k in (t, t + 1)]
+        scale = np.linalg.norm(eg * dtilde)
+        rows.append({"round": t,
+                     "lemma1_residual": (np.linalg.norm(Delta[t] - dtilde - beta * Delta[t - 1])
+                                         / np.linalg.norm(Delta[t])),
+                     "lemma2_printed_residual": np.linalg.norm(z_p[1] - z_p[0] + eg * dtilde) / scale,
+                     "lemma2_corrected_residual": np.linalg.norm(z_c[1] - z_c[0] + eg * dtilde / (1 - beta)) / scale})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ Theorem 1 / Corollary 2
+def y_term(n: int = 3) -> dict[str, sp.Expr]:
+    """Y_t of Theorem 1 and its alpha-gradient: identical for every client, so only sum_i (1 - alpha_i) matters."""
+    L, G, K, N, e = sp.symbols("L G K N eta_l", positive=True)
+    alphas = sp.symbols(f"alpha1:{n + 1}", real=True)
+    ratios = sp.symbols(f"q1:{n + 1}", positive=True)  # q_i = mu_i / c_i
+    Y = L ** 2 * G ** 2 / (K ** 2 * N ** 4 * e ** 2) * (sum(1 - a for a in alphas) * sum(ratios)) ** 2
+    grads = [sp.simplify(sp.diff(Y, a)) for a in alphas]
+    return {"Y": Y, "gradients": grads, "all_equal": all(sp.simplify(g - grads[0]) == 0 for g in grads)}
+
+
+def corollary2_lagrange(n: int = 3) -> dict[str, object]:
+    """Where 1 - alpha_i proportional to mu_i/c_i does come from: minimising sum_i x_i^2 / q_i subject to
+    sum_i x_i = sigma (Lagrange), which is the Cauchy-Schwarz equality case, not a minimiser of Y_t."""
+    xs = sp.symbols(f"x1:{n + 1}", positive=True)
+    qs = sp.symbols(f"q1:{n + 1}", positive=True)
+    sigma, mult = sp.symbols("sigma lambda_", positive=True)
+    lagr = sum(x ** 2 / q for x, q in zip(xs, qs)) - mult * (sum(xs) - sigma)
+    sol = sp.solve([sp.diff(lagr, x) for x in xs] + [sum(xs) - sigma], [*xs, mult], dict=True)[0]
+    ratios = [sp.simplify(sol[x] / q) for x, q in zip(xs, qs)]
+    return {"solution": {str(x): sol[x] for x in xs}, "x_over_q": ratios, "proportional": len(set(ratios)) == 1}
+
+
+def theorem_scope() -> pd.DataFrame:
+    """What Theorem 1 / Corollaries 1-2 imply and what they do not (specs/taco.md 6.3-6.5)."""
+    rows = [
+        ("Theorem 1", "implies", "A per-round descent inequality for f(z_t) under A1-A3 with UNIFORM 1/N aggregation, "
+         "equal D_i, unbiased gradients and gamma = 1 (the proof's setting)."),
+        ("Theorem 1", "does not imply", "Anything about Eq. (9)'s alpha-weighted aggregation: the proof substitutes "
+         "Delta_t = sum_i Delta_i / (K N eta_l)."),
+        ("Theorem 1", "does not imply", "The bound for the printed z_t: it rests on Lemma 2, false unless alpha = 1 "
+         "(lemma2_printed_vs_corrected); the corrected z uses beta/(1-beta) and step eta_g/(1-beta)."),
+        ("Theorem 1", "does not imply", "Step (h) E|sum Delta_i|^2 <= (sum E|Delta_i|)^2 for random vectors, nor "
+         "E|Delta_i| <= (mu_i/c_i)|grad f| (only |E Delta_i| follows from A2)."),
+        ("Corollary 1", "implies", "O(sqrt(L/T) + (Y/T^2)^(1/3)) for the averaged |grad f(z_t)|^2, once the dropped "
+         "2 L^2 eps_t client-drift term is assumed bounded."),
+        ("Corollary 2", "does not imply", "(1 - alpha_i) proportional to mu_i/c_i: Y_t depends on the alphas only "
+         "through sum_i (1 - alpha_i) (y_term), so every allocation with the same sum gives the same bound."),
+        ("Corollary 2", "implies (reinterpreted)", "Proportionality minimises sum_i (1-alpha_i)^2 / (mu_i/c_i) at a "
+         "fixed sum (corollary2_lagrange): the Cauchy-Schwarz equality case, a heuristic for Eq. (7)."),
+        ("Theory overall", "does not imply", "A divergence threshold: the paper gives none. On quadratics the exact "
+         "conditions are m_j < 1 (TACO, uniform factor) and a < 2/r (SCAFFOLD), derived here."),
+    ]
+    return pd.DataFrame(rows, columns=["result", "relation", "statement"])
