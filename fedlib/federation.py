@@ -150,6 +150,28 @@ def make_sampler(spec: Union[int, float, Sampler], num_clients: int) -> Sampler:
     return lambda r, n, rng: np.sort(rng.choice(n, size=k, replace=False))
 
 
+DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice at import (the core count)
+
+
+def _has_conv(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+
+
+def choose_executor(model: nn.Module, algorithm: Algorithm) -> str:
+    """vmap for small dense models (measured ~1.9x the sequential loop for an MLP on digits), sequential
+    for convolutional models (vmap measured ~1.8x slower for a small CNN), for models with buffers
+    (BatchNorm) and for algorithms with per-step state."""
+    if algorithm.vmap_compatible and not list(model.buffers()) and not _has_conv(model):
+        return "vmap"
+    return "sequential"
+
+
+def choose_threads(model: nn.Module) -> int:
+    """One thread for dense models (overhead-bound: extra threads only add synchronisation); torch's
+    default for convolutional models (compute-bound: two threads measured ~1.7x one on 2 cores)."""
+    return DEFAULT_THREADS if _has_conv(model) else 1
+
+
 @contextlib.contextmanager
 def torch_threads(n: int) -> Iterator[None]:
     """Run with n intra-op threads (1 is fastest for small models on 2 cores: see `make bench`)."""
@@ -222,12 +244,15 @@ def run_federation(
     loss_fn: LossFn = cross_entropy,
     eval_every: int = 1,
     seed: int = 0,
-    executor: str = "sequential",
-    threads: int = 1,
+    executor: str = "auto",
+    threads: Union[int, str] = "auto",
     device: str | torch.device = "cpu",
     progress: bool = True,
 ) -> RunResult:
     """Simulate `rounds` rounds of federated training and return the tidy record.
+
+    `executor` ("sequential", "vmap", "auto") and `threads` (an int or "auto") pick how clients are
+    trained; "auto" uses what `make bench` measured on a 2-core CPU (see `choose_executor`).
 
     `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs always
     encode on the CPU (their noise comes from CPU generator streams), so a run's compression is the
@@ -238,16 +263,16 @@ def run_federation(
     downlink = downlink or Link(payload="weights")
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
-    if executor not in ("sequential", "vmap"):
-        raise ValueError(f"executor must be 'sequential' or 'vmap', got {executor!r}")
+    if executor not in ("sequential", "vmap", "auto"):
+        raise ValueError(f"executor must be 'sequential', 'vmap' or 'auto', got {executor!r}")
+    if threads != "auto" and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive integer or 'auto', got {threads!r}")
     if downlink_receivers not in ("selected", "all"):
         raise ValueError(f"downlink_receivers must be 'selected' or 'all', got {downlink_receivers!r}")
     if aggregation_weights not in ("samples", "uniform"):
         raise ValueError(f"aggregation_weights must be 'samples' or 'uniform', got {aggregation_weights!r}")
     if eval_every < 1:
         raise ValueError(f"eval_every must be >= 1, got {eval_every}")
-    if executor == "vmap" and not algorithm.vmap_compatible:
-        raise ValueError(f"{algorithm.name} needs per-step state the vmap executor does not carry; use executor='sequential'")
 
     seeds = Seeds(seed)
     ds = data.dataset
@@ -257,12 +282,17 @@ def run_federation(
     n_clients = data.num_clients
     sample = make_sampler(sampler, n_clients)
 
+    with torch.random.fork_rng():
+        torch.manual_seed(seeds.int("init"))
+        model = model_fn().to(device)
+    executor = choose_executor(model, algorithm) if executor == "auto" else executor
+    threads = choose_threads(model) if threads == "auto" else threads
+    if executor == "vmap" and not algorithm.vmap_compatible:
+        raise ValueError(f"{algorithm.name} needs per-step state the vmap executor does not carry; use executor='sequential'")
+    if executor == "vmap" and len(list(model.buffers())) > 0:
+        raise ValueError("the vmap executor needs a model without buffers (no BatchNorm); use executor='sequential'")
+
     with torch_threads(threads):
-        with torch.random.fork_rng():
-            torch.manual_seed(seeds.int("init"))
-            model = model_fn().to(device)
-        if executor == "vmap" and len(list(model.buffers())) > 0:
-            raise ValueError("the vmap executor needs a model without buffers (no BatchNorm); use executor='sequential'")
         w: Params = {k: v.detach().clone() for k, v in model.named_parameters()}
         global_buffers: Params = {k: v.detach().clone() for k, v in model.named_buffers()}
         server_state = algorithm.init_server_state(w, n_clients)

@@ -178,10 +178,11 @@ def model_fn(data=ds, name=None, kwargs=None):
 
 
 def run(algorithm, parts, seed, *, steps=local_steps, T=rounds, data=ds, mfn=None, **kw):
+    # one executor for every algorithm, so that wall-clock comparisons measure the algorithms, not the executors
     return run_federation(mfn or model_fn(data), FederatedData(data, parts), algorithm, T,
                           local=LocalTraining(lr=lr, batch_size=batch_size, epochs=None, steps=steps),
-                          aggregation_weights="uniform", seed=seed, threads=threads, device=device,
-                          progress=False, **kw)
+                          aggregation_weights="uniform", seed=seed, executor="sequential", threads=threads,
+                          device=device, progress=False, **kw)
 
 
 def diverged(res) -> bool:

@@ -36,9 +36,10 @@ def _deterministic(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=[c for c in frame.columns if c.endswith("_s")])
 
 
-def test_same_seed_same_record_bitwise(digits_data):
-    a = _run(digits_data, Scaffold(), seed=7)
-    b = _run(digits_data, Scaffold(), seed=7)
+@pytest.mark.parametrize("executor", ["sequential", "vmap"])
+def test_same_seed_same_record_bitwise(digits_data, executor):
+    a = _run(digits_data, Scaffold(), seed=7, executor=executor)
+    b = _run(digits_data, Scaffold(), seed=7, executor=executor)
     pd.testing.assert_frame_equal(_deterministic(a.rounds), _deterministic(b.rounds), check_exact=True)
     pd.testing.assert_frame_equal(a.clients, b.clients, check_exact=True)
     for k in a.params:
@@ -199,6 +200,8 @@ def test_bad_inputs_raise_clear_errors(digits_data):
         make_sampler(1.5, 8)
     with pytest.raises(ValueError, match="executor"):
         _run(digits_data, executor="threads")
+    with pytest.raises(ValueError, match="threads"):
+        _run(digits_data, threads=0)
     with pytest.raises(ValueError, match="rounds"):
         _run(digits_data, rounds=0)
     with pytest.raises(ValueError, match="no samples"):
@@ -216,6 +219,21 @@ def test_auto_device_runs_and_matches_cpu(digits_data):
     assert auto.config["device"] in ("cpu", "cuda")
     if auto.config["device"] == "cpu":
         assert torch.equal(auto.params["layers.0.weight"], cpu.params["layers.0.weight"])
+
+
+def test_auto_picks_the_measured_executor_and_threads(digits_data):
+    from fedlib.algorithms import Algorithm
+    from fedlib.federation import DEFAULT_THREADS, choose_executor, choose_threads
+
+    class PerStep(Algorithm):
+        vmap_compatible = False
+
+    mlp, cnn = _mlp(digits_data)(), build_model("cnn", digits_data.dataset.input_shape, 10)
+    assert (choose_executor(mlp, FedAvg()), choose_threads(mlp)) == ("vmap", 1)
+    assert (choose_executor(cnn, FedAvg()), choose_threads(cnn)) == ("sequential", DEFAULT_THREADS)
+    assert choose_executor(mlp, PerStep()) == "sequential"
+    res = _run(digits_data, rounds=1)
+    assert (res.config["executor"], res.config["threads"]) == ("vmap", 1)
 
 
 def test_sampler_draws_distinct_sorted_clients():
