@@ -23,12 +23,6 @@ from fedlib.codecs.mucsc import (
 from theory.mucsc import is_unbiased, monte_carlo_rounding
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # the machine is shared; tiny tensors run fastest single-threaded
-    yield
-    torch.set_num_threads(before)
 
 
 def laplace(n: int, seed: int = 0, scale: float = 1e-2) -> torch.Tensor:

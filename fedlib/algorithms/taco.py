@@ -244,7 +244,34 @@ def output_model(w: Params, w_prev: Params, mean_alpha: float) -> Params:
 _FORMS = ("literal", "factor")
 
 
-class TacoFedProx(TailoredAlpha, FedProx):
+class TailoredPlugIn(TailoredAlpha):
+    """Mixin for a base algorithm whose correction is scaled per client by `correction_scale` (Fig. 6):
+    alpha bookkeeping on top of the base algorithm's own state, client uploads and aggregation."""
+
+    def correction_scale(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
+        raise NotImplementedError
+
+    def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
+        return self._init_alpha_state(super().init_server_state(params, num_clients), num_clients)  # type: ignore[misc]
+
+    def correction(self, p: Params, anchor: Params, client_state: dict[str, Any],
+                   server_state: dict[str, Any]) -> Params:
+        base = super().correction(p, anchor, client_state, server_state)  # type: ignore[misc]
+        return P.scale(base, self.correction_scale(client_state, server_state))
+
+    def finish_client(self, anchor: Params, trained: Params, client_state: dict[str, Any],
+                      server_state: dict[str, Any], run: LocalRun) -> dict[str, Any]:
+        self._store_delta(anchor, trained, client_state, server_state)
+        return super().finish_client(anchor, trained, client_state, server_state, run)  # type: ignore[misc]
+
+    def aggregate(self, params: Params, results: Sequence[ClientResult], weights: torch.Tensor,
+                  server_state: dict[str, Any]) -> Params:
+        self._update_alpha(results, server_state)
+        self._finish_round(server_state)
+        return super().aggregate(params, results, weights, server_state)  # type: ignore[misc]
+
+
+class TacoFedProx(TailoredPlugIn, FedProx):
     """FedProx with a per-client zeta_i^t from Eq. (7).
 
     "literal": zeta_i = alpha_i; "factor": zeta_i = zeta (1 - alpha_i).
@@ -259,31 +286,12 @@ class TacoFedProx(TailoredAlpha, FedProx):
         super().__init__(mu=1.0)  # unit proximal pull, scaled per client below
         self.form, self.zeta, self.alpha0 = form, zeta, alpha0
 
-    def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        return self._init_alpha_state(super().init_server_state(params, num_clients), num_clients)
-
-    def coefficient(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
+    def correction_scale(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
         alpha = self._cached_alpha(client_state, server_state)
         return alpha if self.form == "literal" else self.zeta * (1.0 - alpha)
 
-    def correction(self, p: Params, anchor: Params, client_state: dict[str, Any],
-                   server_state: dict[str, Any]) -> Params:
-        return P.scale(super().correction(p, anchor, client_state, server_state),
-                       self.coefficient(client_state, server_state))
 
-    def finish_client(self, anchor: Params, trained: Params, client_state: dict[str, Any],
-                      server_state: dict[str, Any], run: LocalRun) -> dict[str, Any]:
-        self._store_delta(anchor, trained, client_state, server_state)
-        return super().finish_client(anchor, trained, client_state, server_state, run)
-
-    def aggregate(self, params: Params, results: Sequence[ClientResult], weights: torch.Tensor,
-                  server_state: dict[str, Any]) -> Params:
-        self._update_alpha(results, server_state)
-        self._finish_round(server_state)
-        return super().aggregate(params, results, weights, server_state)
-
-
-class TacoScaffold(TailoredAlpha, Scaffold):
+class TacoScaffold(TailoredPlugIn, Scaffold):
     """SCAFFOLD whose correction c - c_i is scaled per client: "literal" alpha_i, "factor" (1 - alpha_i),
     or "fixed" a uniform `coefficient` (1.0 = plain SCAFFOLD; > 1 over-corrects, see theory/taco.py E2)."""
 
@@ -297,27 +305,8 @@ class TacoScaffold(TailoredAlpha, Scaffold):
         super().__init__(server_lr=server_lr)
         self.form, self.coefficient, self.alpha0 = form, coefficient, alpha0
 
-    def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        return self._init_alpha_state(super().init_server_state(params, num_clients), num_clients)
-
-    def scale(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
+    def correction_scale(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
         if self.form == "fixed":
             return self.coefficient
         alpha = self._cached_alpha(client_state, server_state)
         return alpha if self.form == "literal" else 1.0 - alpha
-
-    def correction(self, p: Params, anchor: Params, client_state: dict[str, Any],
-                   server_state: dict[str, Any]) -> Params:
-        base = super().correction(p, anchor, client_state, server_state)
-        return P.scale(base, self.scale(client_state, server_state))
-
-    def finish_client(self, anchor: Params, trained: Params, client_state: dict[str, Any],
-                      server_state: dict[str, Any], run: LocalRun) -> dict[str, Any]:
-        self._store_delta(anchor, trained, client_state, server_state)
-        return super().finish_client(anchor, trained, client_state, server_state, run)
-
-    def aggregate(self, params: Params, results: Sequence[ClientResult], weights: torch.Tensor,
-                  server_state: dict[str, Any]) -> Params:
-        self._update_alpha(results, server_state)
-        self._finish_round(server_state)
-        return super().aggregate(params, results, weights, server_state)
