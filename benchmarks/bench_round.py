@@ -126,7 +126,7 @@ def evaluate_once(model: torch.nn.Module, ds) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--workloads", nargs="*", default=[w.name for w in WORKLOADS])
     args = parser.parse_args()
     print(f"torch {torch.__version__}, default intra-op threads {DEFAULT_THREADS}, median of {args.reps} interleaved, shuffled runs\n")

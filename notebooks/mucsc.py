@@ -49,13 +49,13 @@ clients_per_round = 5
 partitions = ["iid", "noniid"]
 classes_per_client = 5
 rounds = 30
-local_steps = 10  # local SGD steps per round (the paper's "E = 5 local iterations" is read as epochs at full scale)
+local_steps = 10  # local SGD steps per round (at full scale the paper's 5 "local iterations" are read as epochs)
 local_epochs = None
 batch_size = 8
 lr0 = 0.1  # the paper's 0.5 diverges on these small MLPs; decay and floor are the paper's
 lr_decay = 400.0
 lr_floor = 0.01
-lr_t_per_round = 10  # the lr's iteration index t = round * lr_t_per_round + local step (ambiguity A2)
+lr_t_per_round = 10  # the lr's iteration index t is round * lr_t_per_round + local step (ambiguity A2)
 methods = ["nc", "mucsc", "qsgd", "ssgd", "bmucsc", "dgc", "stc"]
 zu = 16
 zd = 16
@@ -63,7 +63,7 @@ z_sweep = [4, 8, 16]
 zu_thirds = [4, 8, 16]
 bm_levels = 256
 bm_frac = 0.01
-target_frac = 0.97  # target accuracy = target_frac x NC's final accuracy, per partition
+target_frac = 0.97  # target accuracy: target_frac x final accuracy of NC, per partition
 download_max_over = "all"
 eval_every = 1
 mc_draws = 1000

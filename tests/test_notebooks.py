@@ -1,0 +1,55 @@
+"""Every notebook: a papermill-parseable parameters cell, cpu/full profiles naming only real parameters,
+and a committed .ipynb whose cells are exactly its jupytext source (so nbval checks what the source says)."""
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+import yaml
+from papermill.translators import PythonTranslator
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NAMES = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
+
+
+def _parameters(name: str) -> dict:
+    nb = jupytext.read(NOTEBOOKS / f"{name}.py")
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{name}: exactly one cell tagged 'parameters'"
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    logging.getLogger("papermill").addHandler(handler)
+    try:
+        params = {p.name: p for p in PythonTranslator.inspect(cells[0])}
+    finally:
+        logging.getLogger("papermill").removeHandler(handler)
+    assert not log.getvalue(), f"{name}: papermill cannot parse its parameters cell: {log.getvalue()}"
+    return params
+
+
+def test_there_are_notebooks():
+    assert {"quickstart", "fedshift", "taco", "fedaq", "mucsc"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parameters_and_profiles(name):
+    params = _parameters(name)
+    assert {"profile", "results_root", "device"} <= set(params)
+    for profile in ("cpu", "full"):
+        values = yaml.safe_load((NOTEBOOKS / "profiles" / name / f"{profile}.yaml").read_text())
+        unknown = set(values) - set(params)
+        assert not unknown, f"{name}/{profile}.yaml sets unknown parameters {sorted(unknown)}"
+        assert values["profile"] == profile
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_notebook_matches_its_source(name):
+    source = [c.source for c in jupytext.read(NOTEBOOKS / f"{name}.py").cells]
+    committed = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    assert [c.source for c in committed.cells] == source, f"run `make notebooks` to rebuild {name}.ipynb"
+    assert committed.metadata["kernelspec"]["name"] == "python3"
+    assert any(c.get("outputs") for c in committed.cells if c.cell_type == "code"), "committed without outputs"
