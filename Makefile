@@ -8,9 +8,8 @@ STAMP := $(VENV)/.fedlib-installed
 # TORCH_SPEC to the build you want (e.g. TORCH_SPEC="torch" for PyPI's CUDA build).
 TORCH_SPEC ?= torch==2.13.0
 PROFILE ?= cpu
-# Small models train fastest single-threaded on a 2-core CPU (make bench measures it).
-export OMP_NUM_THREADS ?= 1
-export MKL_NUM_THREADS ?= 1
+# Thread counts are chosen per run by fedlib (threads="auto", measured by `make bench`): do not pin
+# OMP_NUM_THREADS here, it would override that choice for every process.
 
 .PHONY: setup test reproduce bench lab notebooks clean
 
