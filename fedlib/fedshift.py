@@ -33,6 +33,7 @@ from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Link, LinkContext
 from fedlib.codecs.base import Codec, Identity
 from fedlib.data.partition import from_indices
+from fedlib import params as P
 from fedlib.params import Params
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
@@ -157,7 +158,7 @@ def _groups(params: Params, scope: str) -> dict[str, list[str]]:
 
 
 def _flat(params: Params, keys: Sequence[str]) -> torch.Tensor:
-    return torch.cat([params[k].reshape(-1).double() for k in keys])
+    return P.flatten({k: params[k] for k in keys}).double()
 
 
 class FedShift:
