@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from fedlib.codecs import BMUCSC, MUCSC, STC, TopK
-from fedlib.mucsc import D_CIFAR
+from fedlib.papers.mucsc import D_CIFAR
 
 
 def median_time(fn, repeats: int) -> float:

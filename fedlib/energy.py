@@ -6,7 +6,8 @@ it counts `receivers` times. The paper uses e_up = e_down = 1 pJ/bit and reports
 
 `add_energy` reads a `RunResult.rounds` frame: bits_up (sum over the round's clients), bits_down (one
 broadcast message), receivers, and the full-precision extras bits_up_extra / bits_down_extra when present.
-`payload_bits` gives the paper's count (index bits d*b only, side information ignored) from the codec info.
+`payload_bits` gives the paper's count (index bits d*b only, side information ignored) from the record's
+payload_bits_up / payload_bits_down columns.
 """
 from __future__ import annotations
 
@@ -50,21 +51,11 @@ def add_energy(rounds: pd.DataFrame, e_up_pj: float = 1.0, e_down_pj: float = 1.
     return out
 
 
-def payload_bits(rounds: pd.DataFrame, clients: pd.DataFrame) -> pd.DataFrame:
-    """A copy of `rounds` whose bits_up/bits_down count only quantization indices (the paper's d*b).
-
-    Uses the `payload_bits/<layer>` info the stochastic codecs attach; messages without it (fp32) keep their
-    bits, and full-precision extras are dropped.
-    """
+def payload_bits(rounds: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `rounds` whose bits_up/bits_down count only the codecs' payload bits (the paper's d*b:
+    quantization indices; side information and full-precision extras dropped)."""
     out = rounds.copy()
-    up_cols = [c for c in clients.columns if c.startswith("payload_bits/")]
-    if up_cols:
-        per_round = clients.groupby("round")[up_cols].sum(min_count=1).sum(axis=1, min_count=1)
-        up = out["round"].map(per_round)
-        out["bits_up"] = up.where(up.notna(), out["bits_up"])
-    dn_cols = [c for c in rounds.columns if c.startswith("down/payload_bits/")]
-    if dn_cols:
-        out["bits_down"] = rounds[dn_cols].sum(axis=1)
+    out["bits_up"], out["bits_down"] = out["payload_bits_up"], out["payload_bits_down"]
     for col in ("bits_up_extra", "bits_down_extra"):
         if col in out:
             out[col] = 0

@@ -6,13 +6,12 @@ with `torch._foreach_*` (the fastest path for small models on a CPU: no function
 fewer steps or a short last batch are padded and masked, so each client follows exactly the same
 batches and arithmetic as in the sequential executor (equal up to float reassociation).
 
-Both apply the same update per step: d = algorithm.local_direction(p, grad, ...);
-d += weight_decay * p; buf = momentum * buf + d; p -= lr * buf.
+Both apply the same update per step, `sgd_step`: d = algorithm.local_direction(p, grad, ...);
+d += weight_decay * p; buf = momentum * buf + d; p -= lr * buf (only for clients still active).
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,7 @@ from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
 from fedlib.algorithms.base import Algorithm
+from fedlib.contracts import ClientJob, ClientOutcome, LocalTraining
 from fedlib.params import Params
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (output, target) -> per-sample losses
@@ -37,20 +37,22 @@ def half_squared_error(output: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return 0.5 * (output.reshape(target.shape) - target) ** 2
 
 
-@dataclass
-class ClientJob:
-    client: int
-    indices: np.ndarray  # the client's training-set indices
-    batches: list[np.ndarray]  # positions into `indices`, one array per local step
-    state: dict[str, Any]  # the algorithm's persistent client state
+def sgd_step(p: list[torch.Tensor], d: list[torch.Tensor], momentum_buf: list[torch.Tensor] | None, lr: float,
+             local: LocalTraining, active: torch.Tensor | None = None) -> None:
+    """The local step, in place: d += weight_decay * p; buf = momentum * buf + d; p -= lr * buf.
 
-
-@dataclass
-class ClientOutcome:
-    params: Params
-    buffers: Params
-    loss: float  # mean mini-batch loss over the round
-    lr_sum: float
+    With stacked clients (the batched executor), `active` [clients] masks the parameter move of clients
+    that have finished their steps.
+    """
+    if local.weight_decay:
+        d = torch._foreach_add(d, p, alpha=local.weight_decay)
+    if momentum_buf is not None:
+        torch._foreach_mul_(momentum_buf, local.momentum)
+        torch._foreach_add_(momentum_buf, d)
+        d = momentum_buf
+    if active is not None and not bool(active.all()):
+        d = torch._foreach_mul(d, [active.view(-1, *([1] * (t.dim() - 1))).to(t.dtype) for t in d])
+    torch._foreach_add_(p, d, alpha=-lr)
 
 
 def train_sequential(
@@ -60,7 +62,7 @@ def train_sequential(
     received: Params,
     buffers: Params,
     jobs: Sequence[ClientJob],
-    local: Any,
+    local: LocalTraining,
     algorithm: Algorithm,
     server_state: dict[str, Any],
     round_: int,
@@ -94,14 +96,7 @@ def train_sequential(
                     pdict, dict(zip(names, grads)), received, job.state, server_state, scratch,
                     _grad_at(model, loss_fn, xb, yb),
                 )
-                d = [direction[n] for n in names]
-                if local.weight_decay:
-                    d = torch._foreach_add(d, plist, alpha=local.weight_decay)
-                if momentum_buf is not None:
-                    torch._foreach_mul_(momentum_buf, local.momentum)
-                    torch._foreach_add_(momentum_buf, d)
-                    d = momentum_buf
-                torch._foreach_add_(plist, d, alpha=-lr)
+                sgd_step(plist, [direction[n] for n in names], momentum_buf, lr, local)
             lr_sum += lr
         outcomes.append(ClientOutcome(
             params={n: p.detach().clone() for n, p in zip(names, plist)},
@@ -143,7 +138,7 @@ def train_vmap(
     received: Params,
     buffers: Params,
     jobs: Sequence[ClientJob],
-    local: Any,
+    local: LocalTraining,
     algorithm: Algorithm,
     server_state: dict[str, Any],
     round_: int,
@@ -155,7 +150,9 @@ def train_vmap(
     steps = [len(j.batches) for j in jobs]
     p = {n: v.detach().unsqueeze(0).repeat(c, *([1] * v.dim())) for n, v in received.items()}
     states = _stack([j.state for j in jobs]) if jobs[0].state else {}
-    momentum_buf = {n: torch.zeros_like(v) for n, v in p.items()} if local.momentum else None
+    names = list(p)
+    plist = [p[n] for n in names]
+    momentum_buf = [torch.zeros_like(v) for v in plist] if local.momentum else None
 
     def masked_loss(params: Params, xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
         per_sample = loss_fn(functional_call(model, params, (xb,)), yb)
@@ -177,15 +174,7 @@ def train_vmap(
         lr = local.lr_at(round_, k)
         with torch.no_grad():
             d = directions_of(p, grads, states) if use_direction else grads
-            if local.weight_decay:
-                d = {n: d[n] + local.weight_decay * p[n] for n in p}
-            if momentum_buf is not None:
-                momentum_buf = {n: momentum_buf[n] * local.momentum + d[n] for n in p}
-                d = momentum_buf
-            if bool(active.all()):
-                p = {n: p[n] - lr * d[n] for n in p}
-            else:  # clients that have finished their steps stay where they are
-                p = {n: p[n] - lr * active.view(-1, *([1] * (v.dim() - 1))).to(v.dtype) * d[n] for n, v in p.items()}
+            sgd_step(plist, [d[n] for n in names], momentum_buf, lr, local, active)
             loss_sum += losses.detach() * active
             lr_sum += lr * active.cpu()
     outcomes = []

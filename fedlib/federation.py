@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any, Union
 
 import numpy as np
@@ -26,112 +27,16 @@ import torch
 from torch import nn
 
 from fedlib import params as P
-from fedlib.algorithms.base import Algorithm, ClientResult, LocalRun
-from fedlib.channel import Link, LinkContext, Transmission, transmit
-from fedlib.codecs.base import FLOAT_BITS, Codec
-from fedlib.data import Dataset
-from fedlib.executors import ClientJob, LossFn, cross_entropy, train_sequential, train_vmap
+from fedlib.algorithms.base import Algorithm
+from fedlib.channel import Downlink, Link, Uplink
+from fedlib.codecs.base import FLOAT_BITS
+from fedlib.contracts import (ClientBehavior, ClientJob, ClientResult, FederatedData, Hook, LocalRun, LocalTraining,
+                              RoundContext, RoundInfo, RunResult)
+from fedlib.executors import LossFn, cross_entropy, train_sequential, train_vmap
 from fedlib.params import Params
 from fedlib.seeding import Seeds
 
 Sampler = Callable[[int, int, np.random.Generator], np.ndarray]
-
-
-@dataclass
-class LocalTraining:
-    """Client-side SGD. Exactly one of `epochs` and `steps` sets the amount of local work."""
-
-    lr: Union[float, Callable[[int, int], float]] = 0.05  # a constant, or lr(round, local_step)
-    batch_size: int = 32
-    epochs: float | None = 1.0
-    steps: int | None = None
-    momentum: float = 0.0  # heavy ball, as torch.optim.SGD (dampening 0); reset every round
-    weight_decay: float = 0.0
-
-    def __post_init__(self) -> None:
-        if (self.epochs is None) == (self.steps is None):
-            raise ValueError("LocalTraining needs exactly one of epochs=... or steps=... (set the other to None)")
-        if self.epochs is not None and self.epochs <= 0:
-            raise ValueError(f"epochs must be > 0, got {self.epochs}")
-        if self.steps is not None and self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if not callable(self.lr) and self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"momentum must be in [0, 1), got {self.momentum}")
-
-    def lr_at(self, round_: int, step: int) -> float:
-        return float(self.lr(round_, step)) if callable(self.lr) else float(self.lr)
-
-    def schedule(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
-        """The mini-batch index lists of one client for one round (reshuffled every epoch)."""
-        per_epoch = math.ceil(n / self.batch_size)
-        if self.steps is not None:
-            total, epochs = self.steps, math.ceil(self.steps / per_epoch)
-        else:
-            total, epochs = max(1, round(self.epochs * per_epoch)), math.ceil(self.epochs)
-        batches: list[np.ndarray] = []
-        for _ in range(epochs):
-            perm = rng.permutation(n)
-            batches += [perm[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
-        return batches[:total]
-
-
-@dataclass
-class FederatedData:
-    """A dataset and the training-set indices each client holds."""
-
-    dataset: Dataset
-    client_indices: list[np.ndarray]
-
-    def __post_init__(self) -> None:
-        if not self.client_indices:
-            raise ValueError("FederatedData needs at least one client")
-        n = len(self.dataset.y_train)
-        for i, idx in enumerate(self.client_indices):
-            if len(idx) == 0:
-                raise ValueError(f"client {i} holds no samples; use a partitioner with min_size >= 1")
-            if np.min(idx) < 0 or np.max(idx) >= n:
-                raise ValueError(f"client {i} has indices outside the training set (size {n})")
-        self.client_indices = [np.asarray(idx, dtype=np.int64) for idx in self.client_indices]
-
-    @property
-    def num_clients(self) -> int:
-        return len(self.client_indices)
-
-    @property
-    def sizes(self) -> np.ndarray:
-        return np.array([len(idx) for idx in self.client_indices])
-
-
-@dataclass
-class RoundInfo:
-    """What a post-aggregation hook sees."""
-
-    round: int
-    before: Params
-    results: list[ClientResult]
-    weights: torch.Tensor
-    client_codecs: list[Codec]
-    aggregated: Params
-
-
-Hook = Callable[[Params, RoundInfo], tuple[Params, dict[str, float]]]
-
-
-@dataclass
-class RunResult:
-    rounds: pd.DataFrame
-    clients: pd.DataFrame
-    params: Params
-    server_state: dict[str, Any]
-    config: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def final_accuracy(self) -> float:
-        return float(self.rounds["test_acc"].dropna().iloc[-1])
 
 
 def make_sampler(spec: Union[int, float, Sampler], num_clients: int) -> Sampler:
@@ -240,7 +145,7 @@ def run_federation(
     downlink_receivers: str = "selected",
     aggregation_weights: str = "samples",
     hooks: Sequence[Hook] = (),
-    client_behavior: Callable[[int, Params, Params, torch.Generator], Params] | None = None,
+    client_behavior: ClientBehavior | None = None,
     loss_fn: LossFn = cross_entropy,
     eval_every: int = 1,
     seed: int = 0,
@@ -253,156 +158,89 @@ def run_federation(
 
     `executor` ("sequential", "vmap", "auto") and `threads` (an int or "auto") pick how clients are
     trained; "auto" uses what `make bench` measured on a 2-core CPU (see `choose_executor`).
-
-    `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs always
-    encode on the CPU (their noise comes from CPU generator streams), so a run's compression is the
-    same on any device.
+    `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs encode on the CPU
+    with the run's keyed noise streams (see `fedlib.channel`), so compression is the same on any device.
+    A run whose loss turns non-finite is flagged: the record's `diverged` column is true from that round on.
     """
-    local = local or LocalTraining()
-    uplink = uplink or Link()
-    downlink = downlink or Link(payload="weights")
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
-    if executor not in ("sequential", "vmap", "auto"):
-        raise ValueError(f"executor must be 'sequential', 'vmap' or 'auto', got {executor!r}")
-    if threads != "auto" and (not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be a positive integer or 'auto', got {threads!r}")
-    if downlink_receivers not in ("selected", "all"):
-        raise ValueError(f"downlink_receivers must be 'selected' or 'all', got {downlink_receivers!r}")
-    if aggregation_weights not in ("samples", "uniform"):
-        raise ValueError(f"aggregation_weights must be 'samples' or 'uniform', got {aggregation_weights!r}")
-    if eval_every < 1:
-        raise ValueError(f"eval_every must be >= 1, got {eval_every}")
-
-    seeds = Seeds(seed)
-    ds = data.dataset
-    device = resolve_device(device)
-    x_train, y_train = ds.x_train.to(device), ds.y_train.to(device)
-    x_test, y_test = ds.x_test.to(device), ds.y_test.to(device)
-    n_clients = data.num_clients
-    sample = make_sampler(sampler, n_clients)
-
+    local, uplink, downlink = local or LocalTraining(), uplink or Link(), downlink or Link(payload="weights")
+    _check_options(rounds, executor, threads, downlink_receivers, aggregation_weights, eval_every)
+    seeds, device, n_clients = Seeds(seed), resolve_device(device), data.num_clients
+    ds, sample = data.dataset, make_sampler(sampler, n_clients)
+    x_train, y_train, x_test, y_test = (t.to(device) for t in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
     with torch.random.fork_rng():
         torch.manual_seed(seeds.int("init"))
         model = model_fn().to(device)
-    executor = choose_executor(model, algorithm) if executor == "auto" else executor
-    threads = choose_threads(model) if threads == "auto" else threads
-    if executor == "vmap" and not algorithm.vmap_compatible:
-        raise ValueError(f"{algorithm.name} needs per-step state the vmap executor does not carry; use executor='sequential'")
-    if executor == "vmap" and len(list(model.buffers())) > 0:
-        raise ValueError("the vmap executor needs a model without buffers (no BatchNorm); use executor='sequential'")
+    executor, threads = _resolve_executor(model, algorithm, executor, threads)
+    train = train_sequential if executor == "sequential" else train_vmap
 
     with torch_threads(threads):
         w: Params = {k: v.detach().clone() for k, v in model.named_parameters()}
-        global_buffers: Params = {k: v.detach().clone() for k, v in model.named_buffers()}
+        buffers: Params = {k: v.detach().clone() for k, v in model.named_buffers()}
         server_state = algorithm.init_server_state(w, n_clients)
         client_states: dict[int, dict[str, Any]] = {}
-        residuals: dict[int, Params] = {}
-        held = P.clone(w)  # what clients hold, for downlink payload "update"
+        up, down = Uplink(uplink, seeds, device), Downlink(downlink, seeds, device, w)
         history: list[dict[str, Any]] = []
         client_rows: list[dict[str, Any]] = []
-
         bar = _progress(rounds, algorithm.name, progress)
         for r in range(rounds):
-            t_round = time.perf_counter()
-            ids = np.asarray(sample(r, n_clients, seeds.numpy("sampling", r)), dtype=np.int64)
-            if len(ids) == 0 or len(np.unique(ids)) != len(ids) or ids.min() < 0 or ids.max() >= n_clients:
-                raise ValueError(f"sampler returned invalid client ids {ids!r} in round {r}")
-            ids = np.sort(ids)
-
-            # ---- downlink ----
-            # "weights": the model is sent every round. "update": the change is sent at the end of the
-            # previous round (below), so that what is evaluated is what the clients hold; only the initial
-            # model, which clients share by construction, needs no message unless broadcast() alters it.
-            down_sent: list[Transmission] = []
-            if downlink.payload == "weights":
-                dtx = _transmit(downlink.codec_for(LinkContext(round=r, client=None, history=history)),
-                                algorithm.broadcast(w, server_state), downlink.granularity,
-                                seeds.torch("downlink", r), device)
-                down_sent.append(dtx)
-                received = dtx.decoded
-            else:
-                if r == 0 and not _equal(algorithm.broadcast(w, server_state), held):
-                    w, held = _send_update(downlink, algorithm, w, held, server_state, r, history, seeds, device,
-                                           down_sent)
-                received = held
-            extras_down = algorithm.broadcast_extras(server_state)
-
-            # ---- local training ----
+            t_round, ctx = time.perf_counter(), RoundContext(r, n_clients)
+            ids = _sample_clients(sample, r, n_clients, seeds)
+            received, w = down.receive(algorithm.broadcast(w, server_state), w, r, history)
             jobs = []
             for i in ids:
                 state = client_states.setdefault(int(i), algorithm.init_client_state(w))
+                algorithm.start_client(state, server_state, ctx.for_client(int(i)))
                 idx = data.client_indices[i]
-                jobs.append(ClientJob(client=int(i), indices=idx,
-                                      batches=local.schedule(len(idx), seeds.numpy("batches", r, int(i))), state=state))
+                jobs.append(ClientJob(int(i), idx, local.schedule(len(idx), seeds.numpy("batches", r, int(i))), state))
             t_train = time.perf_counter()
-            train = train_sequential if executor == "sequential" else train_vmap
-            outcomes = train(model, x_train, y_train, received, global_buffers, jobs, local, algorithm,
-                             server_state, r, loss_fn)
+            outcomes = train(model, x_train, y_train, received, buffers, jobs, local, algorithm, server_state, r, loss_fn)
             t_train = time.perf_counter() - t_train
 
-            # ---- uplink ----
-            results, codecs, up_bits, extra_bits, trained_buffers = [], [], 0, 0, []
+            results, codecs, up_bits, up_payload, extra_bits = [], [], 0, 0, 0
             for job, out in zip(jobs, outcomes):
-                i, n_i = job.client, len(job.indices)
-                run = LocalRun(steps=len(job.batches), lr_sum=out.lr_sum, n_samples=n_i,
-                               epochs=len(job.batches) * local.batch_size / n_i if local.steps else float(local.epochs))
-                extras = algorithm.finish_client(received, out.params, job.state, server_state, run)
-                upload = out.params
-                if client_behavior is not None:
-                    upload = client_behavior(i, received, out.params, seeds.torch("behavior", r, i))
-                codec = uplink.codec_for(LinkContext(round=r, client=i, history=history))
-                x = P.sub(upload, received) if uplink.payload == "update" else upload
-                if uplink.error_feedback:
-                    x = P.add(x, residuals.get(i) or P.zeros_like(x))
-                utx = _transmit(codec, x, uplink.granularity, seeds.torch("uplink", r, i), device)
-                if uplink.error_feedback:
-                    residuals[i] = P.sub(x, utx.decoded)
-                update = utx.decoded if uplink.payload == "update" else P.sub(utx.decoded, received)
-                results.append(ClientResult(client=i, n_samples=n_i, steps=run.steps, update=update,
-                                            loss=out.loss, extras=extras))
-                codecs.append(codec)
+                cctx, n_i = ctx.for_client(job.client), len(job.indices)
+                run = LocalRun(len(job.batches), out.lr_sum, n_i, local.epochs_of(len(job.batches), n_i))
+                extras = algorithm.finish_client(received, out.params, job.state, server_state, run, cctx)
+                sent = out.params if client_behavior is None else client_behavior(
+                    cctx, received, out.params, seeds.torch("behavior", r, job.client))
+                update, tx = up.upload(sent, received, r, job.client, history)
+                results.append(ClientResult(job.client, n_i, run.steps, update, out.loss, extras))
+                codecs.append(tx.codec)
                 bits_extra = _tensor_bits(extras) + _tensor_bits(out.buffers)
-                up_bits += utx.bits
-                extra_bits += bits_extra
-                trained_buffers.append(out.buffers)
-                client_rows.append({"round": r + 1, "client": i, "n_samples": n_i, "steps": run.steps,
-                                    "loss": out.loss, "bits_up": utx.bits, "bits_up_extra": bits_extra,
-                                    "codec": getattr(codec, "name", type(codec).__name__),
-                                    **{k: v for k, v in extras.items() if isinstance(v, (int, float))},
-                                    **utx.info})
+                up_bits, up_payload, extra_bits = up_bits + tx.bits, up_payload + tx.payload_bits, extra_bits + bits_extra
+                client_rows.append({"round": r + 1, "client": job.client, "n_samples": n_i, "steps": run.steps,
+                                    "loss": out.loss, "bits_up": tx.bits, "payload_bits_up": tx.payload_bits,
+                                    "bits_up_extra": bits_extra, "codec": getattr(tx.codec, "name", type(tx.codec).__name__),
+                                    **{k: v for k, v in extras.items() if isinstance(v, (int, float))}, **tx.info})
 
-            # ---- server ----
-            sizes = np.array([res.n_samples for res in results], dtype=np.float64)
-            wts = sizes / sizes.sum() if aggregation_weights == "samples" else np.full(len(results), 1 / len(results))
+            wts = _aggregation_weights(results, aggregation_weights)
             weights = torch.tensor(wts, dtype=torch.float64)
-            aggregated = algorithm.aggregate(w, results, weights, server_state)
-            if global_buffers:
-                global_buffers = _average_buffers(trained_buffers, wts.tolist())
-            info = RoundInfo(round=r + 1, before=w, results=results, weights=weights, client_codecs=codecs,
-                             aggregated=aggregated)
-            w = aggregated
-            row: dict[str, Any] = {}
+            aggregated = algorithm.aggregate(w, results, weights, server_state, ctx)
+            if buffers:
+                buffers = _average_buffers([o.buffers for o in outcomes], wts.tolist())
+            info = RoundInfo(ctx, w, results, weights, codecs, aggregated)
+            w, diagnostics = aggregated, {}
             for hook in hooks:
                 w, diag = hook(w, info)
-                row.update(diag)
-            if downlink.payload == "update":  # next round's model, sent now (see the downlink step)
-                w, held = _send_update(downlink, algorithm, w, held, server_state, r + 1, history, seeds, device,
-                                       down_sent)
+                diagnostics.update(diag)
+            w = down.publish(algorithm.broadcast(w, server_state), w, r + 1, history)
 
-            receivers = len(ids) if downlink_receivers == "selected" else n_clients
             acc = loss = float("nan")
-            if (r + 1) % eval_every == 0 or r + 1 == rounds:
-                acc, loss = evaluate(model, algorithm.eval_params(w, server_state), global_buffers, x_test, y_test,
-                                     loss_fn)
+            due = (r + 1) % eval_every == 0 or r + 1 == rounds
+            if due:
+                evaluated = algorithm.eval_params(down.clients_model(w), server_state)
+                acc, loss = evaluate(model, evaluated, buffers, x_test, y_test, loss_fn)
+            train_loss = float(np.dot(wts, [res.loss for res in results]))
             history.append({
-                "round": r + 1, "test_acc": acc, "test_loss": loss,
-                "train_loss": float(np.dot(wts, [res.loss for res in results])),
-                "clients": len(ids), "bits_up": up_bits, "bits_down": sum(t.bits for t in down_sent), "receivers": receivers,
-                "bits_up_extra": extra_bits, "bits_down_extra": _tensor_bits(extras_down),
+                "round": r + 1, "test_acc": acc, "test_loss": loss, "train_loss": train_loss,
+                "diverged": _diverged(history, train_loss, loss, due, r + 1),
+                "clients": len(ids), "bits_up": up_bits, "payload_bits_up": up_payload,
+                "bits_down": sum(t.bits for t in down.sent), "payload_bits_down": sum(t.payload_bits for t in down.sent),
+                "receivers": len(ids) if downlink_receivers == "selected" else n_clients,
+                "bits_up_extra": extra_bits, "bits_down_extra": _tensor_bits(algorithm.broadcast_extras(server_state)),
                 "train_s": t_train, "wall_s": time.perf_counter() - t_round,
-                **{f"down/{k}": v for t in down_sent for k, v in t.info.items()},
-                **algorithm.diagnostics(server_state), **row,
+                **{f"down/{k}": v for t in down.sent for k, v in t.info.items()},
+                **algorithm.diagnostics(server_state), **diagnostics,
             })
             bar.set_postfix(acc=f"{acc:.3f}" if acc == acc else "-")
             bar.update()
@@ -416,6 +254,57 @@ def run_federation(
                      server_state=server_state, config=config)
 
 
+def _check_options(rounds: int, executor: str, threads: Union[int, str], downlink_receivers: str,
+                   aggregation_weights: str, eval_every: int) -> None:
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
+        raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
+    if executor not in ("sequential", "vmap", "auto"):
+        raise ValueError(f"executor must be 'sequential', 'vmap' or 'auto', got {executor!r}")
+    if threads != "auto" and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive integer or 'auto', got {threads!r}")
+    if downlink_receivers not in ("selected", "all"):
+        raise ValueError(f"downlink_receivers must be 'selected' or 'all', got {downlink_receivers!r}")
+    if aggregation_weights not in ("samples", "uniform"):
+        raise ValueError(f"aggregation_weights must be 'samples' or 'uniform', got {aggregation_weights!r}")
+    if isinstance(eval_every, bool) or not isinstance(eval_every, (int, np.integer)) or eval_every < 1:
+        raise ValueError(f"eval_every must be an integer >= 1, got {eval_every!r}")
+
+
+def _resolve_executor(model: nn.Module, algorithm: Algorithm, executor: str, threads: Union[int, str]) -> tuple[str, int]:
+    executor = choose_executor(model, algorithm) if executor == "auto" else executor
+    if executor == "vmap" and not algorithm.vmap_compatible:
+        raise ValueError(f"{algorithm.name} needs per-step state the vmap executor does not carry; use executor='sequential'")
+    if executor == "vmap" and len(list(model.buffers())) > 0:
+        raise ValueError("the vmap executor needs a model without buffers (no BatchNorm); use executor='sequential'")
+    return executor, choose_threads(model) if threads == "auto" else int(threads)
+
+
+def _sample_clients(sample: Sampler, r: int, n_clients: int, seeds: Seeds) -> np.ndarray:
+    ids = np.asarray(sample(r, n_clients, seeds.numpy("sampling", r)), dtype=np.int64)
+    if len(ids) == 0 or len(np.unique(ids)) != len(ids) or ids.min() < 0 or ids.max() >= n_clients:
+        raise ValueError(f"sampler returned invalid client ids {ids!r} in round {r}")
+    return np.sort(ids)
+
+
+def _aggregation_weights(results: Sequence[ClientResult], rule: str) -> np.ndarray:
+    if rule == "uniform":
+        return np.full(len(results), 1 / len(results))
+    sizes = np.array([res.n_samples for res in results], dtype=np.float64)
+    return sizes / sizes.sum()
+
+
+def _diverged(history: Sequence[dict[str, Any]], train_loss: float, test_loss: float, evaluated: bool,
+              round_: int) -> bool:
+    """True from the first round with a non-finite training or test loss on; warns once, at that round."""
+    if history and history[-1]["diverged"]:
+        return True
+    if math.isfinite(train_loss) and (not evaluated or math.isfinite(test_loss)):
+        return False
+    warnings.warn(f"the run diverged at round {round_}: non-finite loss (train {train_loss}, test {test_loss}); "
+                  "later rounds are flagged diverged=True in the record", RuntimeWarning, stacklevel=3)
+    return True
+
+
 def resolve_device(device: str | torch.device) -> torch.device:
     """"auto" picks CUDA when available; asking for CUDA without it is an error, not a fallback."""
     if str(device) == "auto":
@@ -424,35 +313,6 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' but torch sees no CUDA GPU here; use device='cpu' (or 'auto')")
     return device
-
-
-def _send_update(link: Link, algorithm: Algorithm, w: Params, held: Params, server_state: dict[str, Any], r: int,
-                 history: list[dict[str, Any]], seeds: Seeds, device: torch.device,
-                 sent_log: list[Transmission]) -> tuple[Params, Params]:
-    """Downlink payload "update": send broadcast(w) - held; clients add the decoded change. Without error
-    feedback the server adopts the clients' model (everyone holds the same weights); with it, the server
-    keeps w and the compression error is carried into the next message."""
-    sent = algorithm.broadcast(w, server_state)
-    codec = link.codec_for(LinkContext(round=r, client=None, history=history))
-    tx = _transmit(codec, P.sub(sent, held), link.granularity, seeds.torch("downlink", r), device)
-    sent_log.append(tx)
-    held = P.add(held, tx.decoded)
-    if not link.error_feedback:
-        w = P.add(w, P.sub(held, sent))
-    return w, held
-
-
-def _equal(a: Params, b: Params) -> bool:
-    return all(torch.equal(a[k], b[k]) for k in a)
-
-
-def _transmit(codec: Codec, x: Params, granularity: str, gen: torch.Generator, device: torch.device) -> Transmission:
-    """Codecs run on CPU tensors; the decoded values come back to the training device."""
-    if device.type == "cpu":
-        return transmit(codec, x, granularity, gen)
-    tx = transmit(codec, {k: v.cpu() for k, v in x.items()}, granularity, gen)
-    tx.decoded = {k: v.to(device) for k, v in tx.decoded.items()}
-    return tx
 
 
 def _progress(total: int, desc: str, enabled: bool) -> Any:

@@ -84,9 +84,9 @@ from scipy.stats import spearmanr
 
 from fedlib import FederatedData, build_model, load_dataset
 from fedlib.codecs.base import Identity
-from fedlib.codecs.stochastic import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, StochasticUniform
+from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
 from fedlib.energy import add_energy, energy_to_target, payload_bits, saving
-from fedlib.fedaq import downlink_resolution, equal_shards, layer_ranges, paper_local_training, run_scheme, target_table
+from fedlib.papers.fedaq import downlink_resolution, equal_shards, layer_ranges, paper_local_training, run_scheme, target_table
 from fedlib.models import count_parameters
 from fedlib.report import Claims, repo_root, results_dir
 from theory import fedaq as th
@@ -143,7 +143,7 @@ pd.DataFrame({"paper": PAPER_SETUP, "this run": ours})
 # %%
 # NBVAL_CHECK_OUTPUT
 x_demo = torch.linspace(-1.0, 1.0, 1001)
-for codec in (StochasticUniform(8), FedAQQuantizer(alpha), FedAQQuantizer(beta)):
+for codec in (UniformQuantizer(8, rounding="stochastic"), FedAQQuantizer(alpha), FedAQQuantizer(beta)):
     m = codec.encode(x_demo, torch.Generator().manual_seed(0))
     print(f"{codec!r}: R = 2.0, b = {int(m.info['bits_per_value'])}, bits = {m.bits} "
           f"= 1001*{int(m.info['bits_per_value'])} + {m.bits - int(m.info['payload_bits'])}")
@@ -267,7 +267,7 @@ for seed in seeds:
               f"{res.rounds['cum_energy_mJ'].iloc[-1]:.4f} mJ  ({time.perf_counter() - t0:.1f} s)")
 record = pd.concat(runs.values(), ignore_index=True)
 fa0 = results[("joint", "fedaq", seeds[0])]
-paper_count = add_energy(payload_bits(fa0.rounds, fa0.clients), e_up_pj, e_down_pj)
+paper_count = add_energy(payload_bits(fa0.rounds), e_up_pj, e_down_pj)
 side_share = 1 - paper_count["cum_energy_mJ"].iloc[-1] / fa0.rounds["cum_energy_mJ"].iloc[-1]
 print(f"side information is {100 * side_share:.2f}% of the joint FedAQ run's energy (the paper's count leaves it out)")
 record.drop(columns=[c for c in record.columns if "/" in c]).to_csv(out_dir / "rounds.csv", index=False)
@@ -456,8 +456,8 @@ toy_clients = equal_shards(len(digits.y_train), 10, np.random.default_rng(seeds[
 L_toy = th.softmax_smoothness(digits.x_train)
 eta_toy, tau_toy = 0.12 / L_toy, 5
 cond40 = float(th.step_size_condition().subs({th.L: L_toy, th.eta: eta_toy, th.tau: tau_toy}))
-toy_codecs = {"fp32": (Identity(), Identity()), "fixed2": (StochasticUniform(2), StochasticUniform(2)),
-              "fixed8": (StochasticUniform(8), StochasticUniform(8)),
+toy_codecs = {"fp32": (Identity(), Identity()), "fixed2": (UniformQuantizer(2, rounding="stochastic"), UniformQuantizer(2, rounding="stochastic")),
+              "fixed8": (UniformQuantizer(8, rounding="stochastic"), UniformQuantizer(8, rounding="stochastic")),
               "fedaq": (FedAQQuantizer(0.002), FedAQQuantizer(0.002 / np.sqrt(20)))}
 curves, lemma3 = [], []
 for name, (up_c, dn_c) in toy_codecs.items():

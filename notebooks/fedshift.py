@@ -83,10 +83,10 @@ import torch
 
 from fedlib import FederatedData, LocalTraining, build_model, load_dataset, run_federation
 from fedlib.codecs.base import Identity
-from fedlib.codecs.weight_quant import weight_quantizer
+from fedlib.codecs.kmeans import weight_quantizer
 from fedlib.data import dirichlet, label_counts
 from fedlib.federation import evaluate, resolve_device
-from fedlib.fedshift import (
+from fedlib.papers.fedshift import (
     DivergenceMonitor,
     FedShift,
     PreShiftAccuracy,
@@ -167,8 +167,8 @@ for bits, kind in [(4, "uniform"), (4, "kmeans"), (8, "uniform"), (8, "kmeans"),
     codec = Identity() if kind == "none" else weight_quantizer(kind, bits, **({"max_iter": kmeans_iters} if kind == "kmeans" else {}))
     msgs = {k: codec.encode(v) for k, v in layers.items()}
     messages[(bits, kind)] = (codec, msgs)
-    payload = sum(m.info.get("payload_bits", m.bits) for m in msgs.values())
-    side = sum(m.info.get("side_bits", 0) for m in msgs.values())
+    payload = sum(m.payload_bits for m in msgs.values())
+    side = sum(m.side_bits for m in msgs.values())
     rows.append({"bits": bits, "quantization": kind, "weight_KiB": int(payload / 8 / 1024),
                  "weight_KiB_exact": payload / 8 / 1024, "side_info_KiB": side / 8 / 1024})
 table3 = th.PAPER_TABLE3.merge(pd.DataFrame(rows), on=["bits", "quantization"])

@@ -96,7 +96,7 @@ from fedlib.codecs import MUCSC, Identity
 from fedlib.data import by_group, iid, labels_per_client, load_dataset
 from fedlib.federation import FederatedData, LocalTraining, run_federation
 from fedlib.models import build_model, count_parameters
-from fedlib.mucsc import (
+from fedlib.papers.mucsc import (
     D_CIFAR, D_FEMNIST, LABELS, MIB, PAPER_TIME, LevelSplit, PaperLR, Setup, communication_time, links,
     message_bits, table2, target_summary, traffic_tables,
 )

@@ -106,7 +106,7 @@ from fedlib import FederatedData, LocalTraining, build_model, load_dataset, make
 from fedlib.data import dirichlet
 from fedlib.federation import evaluate, resolve_device
 from fedlib.report import Claims, results_dir
-from fedlib.taco import (Freeloaders, alpha_table, client_groups, detection_rates, offline_expulsion,
+from fedlib.papers.taco import (Freeloaders, alpha_table, client_groups, detection_rates, offline_expulsion,
                          plant_freeloaders, rounds_to_target, time_per_100_updates, time_to_target)
 from theory import taco as th
 

@@ -1,4 +1,4 @@
-"""fedlib.fedaq and fedlib.energy: the paper's setup as Links, energy accounting against the per-message record."""
+"""fedlib.papers.fedaq and fedlib.energy: the paper's setup as Links, energy accounting against the per-message record."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 
 from fedlib.codecs.base import Identity
-from fedlib.codecs.stochastic import RANGE_BITS, AdaQuantFL, FedAQQuantizer, StochasticUniform
+from fedlib.codecs.uniform import RANGE_BITS, AdaQuantFL, FedAQQuantizer, UniformQuantizer
 from fedlib.data import load_dataset
 from fedlib.energy import add_energy, energy_to_target, payload_bits, saving
-from fedlib.fedaq import (
+from fedlib.papers.fedaq import (
     downlink_resolution,
     equal_shards,
     layer_ranges,
@@ -52,7 +52,7 @@ def test_links_per_mode_and_scheme():
     assert (up.payload, down.payload) == ("update", "weights")
     assert up.codec.resolution == 0.004 and down.codec.resolution == pytest.approx(0.004 / np.sqrt(20))
     up, down = make_links("up", "fixed8", 10)
-    assert isinstance(up.codec, StochasticUniform) and up.codec.bits == 8 and isinstance(down.codec, Identity)
+    assert isinstance(up.codec, UniformQuantizer) and up.codec.bits == 8 and isinstance(down.codec, Identity)
     up, down = make_links("down", "fedaq", 10, beta=0.01)
     assert isinstance(up.codec, Identity) and isinstance(down.codec, FedAQQuantizer) and down.codec.resolution == 0.01
     up, _ = make_links("up", "adaquantfl", 10, s0=7)
@@ -113,7 +113,7 @@ def test_fixed8_energy_is_n_d_8_per_link_plus_side_information(data):
     layers, n = len(res.params), data.num_clients
     per_message = 8 * d + RANGE_BITS * layers
     np.testing.assert_allclose(res.rounds["energy_mJ"], (E_UP + E_DOWN) * n * per_message / 1e9)
-    paper = add_energy(payload_bits(res.rounds, res.clients), E_UP, E_DOWN)
+    paper = add_energy(payload_bits(res.rounds), E_UP, E_DOWN)
     np.testing.assert_allclose(paper["energy_mJ"], (E_UP + E_DOWN) * n * 8 * d / 1e9)
 
 
@@ -121,10 +121,8 @@ def test_fedaq_trend_columns_match_the_record(data):
     res = _run(data, "joint", "fedaq", alpha=0.002)
     d = sum(v.numel() for v in res.params.values())
     n = data.num_clients
-    payload_up = res.clients.filter(like="payload_bits/").sum(axis=1).groupby(res.clients["round"]).sum()
-    np.testing.assert_allclose(res.rounds["up_bits"], payload_up.to_numpy() / (n * d))
-    payload_down = res.rounds.filter(like="down/payload_bits/").sum(axis=1)
-    np.testing.assert_allclose(res.rounds["down_bits"], payload_down / d)
+    np.testing.assert_allclose(res.rounds["up_bits"], res.rounds["payload_bits_up"] / (n * d))
+    np.testing.assert_allclose(res.rounds["down_bits"], res.rounds["payload_bits_down"] / d)
     ranges = layer_ranges(res)
     assert set(ranges["link"]) == {"uplink update", "downlink weights"}
     assert set(ranges["layer"]) == set(res.params)

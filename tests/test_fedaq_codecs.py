@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from fedlib.channel import LinkContext, transmit
-from fedlib.codecs.stochastic import (
+from fedlib.codecs.uniform import (
     BITLENGTH_BITS,
     RANGE_BITS,
     AdaQuantFL,
     FedAQQuantizer,
-    StochasticUniform,
+    UniformQuantizer,
     fedaq_bits,
     quantize,
 )
@@ -46,15 +46,15 @@ def _bin_moments(x: torch.Tensor, bits: int) -> tuple[torch.Tensor, float]:
 @pytest.mark.parametrize("bits", [1, 2, 3, 8])
 def test_fixed_bits_are_exact(bits):
     x = _x(777)
-    msg = StochasticUniform(bits).encode(x, torch.Generator().manual_seed(0))
+    msg = UniformQuantizer(bits, rounding="stochastic").encode(x, torch.Generator().manual_seed(0))
     assert msg.bits == 777 * bits + RANGE_BITS
-    assert msg.info["payload_bits"] == 777 * bits
+    assert msg.payload_bits == 777 * bits
     assert msg.info["range"] == pytest.approx(float(x.max() - x.min()))
 
 
 def test_decoded_values_lie_on_the_levels_and_keep_the_extremes():
     x, bits = _x(1000), 3
-    codec = StochasticUniform(bits)
+    codec = UniformQuantizer(bits, rounding="stochastic")
     y = codec.decode(codec.encode(x, torch.Generator().manual_seed(0))).to(torch.float64)
     lo, hi = float(x.min()), float(x.max())
     k = (y - lo) / ((hi - lo) / 7)
@@ -66,7 +66,7 @@ def test_decoded_values_lie_on_the_levels_and_keep_the_extremes():
 @pytest.mark.parametrize("bits", [1, 2, 4])
 def test_unbiased_by_monte_carlo(bits):
     x, m = _x(400), 4000
-    draws = _draws(StochasticUniform(bits), x, m)
+    draws = _draws(UniformQuantizer(bits, rounding="stochastic"), x, m)
     var, step = _bin_moments(x, bits)
     err = draws.mean(0) - x.to(torch.float64)
     slack = 1e-6 * float(x.max() - x.min())  # fp32 decoding
@@ -79,7 +79,7 @@ def test_unbiased_by_monte_carlo(bits):
 @pytest.mark.parametrize("bits", [1, 3, 6])
 def test_variance_matches_exact_formula_and_bounds(bits):
     x, m = _x(400, seed=3), 3000
-    draws = _draws(StochasticUniform(bits), x, m, seed=4)
+    draws = _draws(UniformQuantizer(bits, rounding="stochastic"), x, m, seed=4)
     sq = ((draws - x.to(torch.float64)) ** 2).sum(1)  # ||Q(x) - x||^2, one per draw
     var, step = _bin_moments(x, bits)
     exact = float(var.sum())
@@ -92,7 +92,7 @@ def test_variance_matches_exact_formula_and_bounds(bits):
 def test_biased_rounding_fails_the_unbiasedness_check():
     """The Monte Carlo check can fail: round-to-nearest is deterministic and biased, error <= step/2."""
     x, bits, m = _x(400), 2, 200
-    draws = _draws(StochasticUniform(bits, rounding="nearest"), x, m)
+    draws = _draws(UniformQuantizer(bits, rounding="nearest"), x, m)
     var, step = _bin_moments(x, bits)
     err = draws.mean(0) - x.to(torch.float64)
     assert torch.equal(draws[0], draws[-1])
@@ -102,14 +102,14 @@ def test_biased_rounding_fails_the_unbiasedness_check():
 
 def test_constant_tensor_costs_side_information_only():
     x = torch.full((50,), 0.3)
-    for codec, side in ((StochasticUniform(4), RANGE_BITS), (FedAQQuantizer(0.01), RANGE_BITS + BITLENGTH_BITS)):
+    for codec, side in ((UniformQuantizer(4, rounding="stochastic"), RANGE_BITS), (FedAQQuantizer(0.01), RANGE_BITS + BITLENGTH_BITS)):
         msg = codec.encode(x)
         assert msg.bits == side and msg.info["bits_per_value"] == 0
         assert torch.equal(codec.decode(msg), x)
 
 
 def test_same_generator_seed_same_message():
-    x, codec = _x(300), StochasticUniform(3)
+    x, codec = _x(300), UniformQuantizer(3, rounding="stochastic")
     a = codec.decode(codec.encode(x, torch.Generator().manual_seed(5)))
     b = codec.decode(codec.encode(x, torch.Generator().manual_seed(5)))
     assert torch.equal(a, b)
@@ -141,7 +141,8 @@ def test_layer_granularity_sums_bits_over_layers():
     tx = transmit(FedAQQuantizer(0.01), params, "layer", torch.Generator().manual_seed(0))
     per = [FedAQQuantizer(0.01).encode(t.reshape(-1)).bits for t in params.values()]
     assert tx.bits == sum(per)
-    assert set(tx.info) >= {"bits_per_value/a", "range/b", "payload_bits/a", "clamped/b"}
+    assert tx.payload_bits == sum(FedAQQuantizer(0.01).encode(t.reshape(-1)).payload_bits for t in params.values())
+    assert set(tx.info) >= {"bits_per_value/a", "range/b", "clamped/b"}
 
 
 def test_adaquantfl_schedule():
@@ -157,8 +158,8 @@ def test_adaquantfl_schedule():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: StochasticUniform(0), lambda: StochasticUniform(33), lambda: StochasticUniform(2.5),
-    lambda: StochasticUniform(4, rounding="floor"), lambda: FedAQQuantizer(0.0),
+    lambda: UniformQuantizer(0, rounding="stochastic"), lambda: UniformQuantizer(33, rounding="stochastic"), lambda: UniformQuantizer(2.5, rounding="stochastic"),
+    lambda: UniformQuantizer(4, rounding="floor"), lambda: FedAQQuantizer(0.0),
     lambda: FedAQQuantizer(0.01, b_min=5, b_max=4), lambda: AdaQuantFL(s0=0),
 ])
 def test_bad_parameters_raise(make):

@@ -10,9 +10,9 @@ import sympy as sp
 import torch
 
 from fedlib.codecs.base import Identity
-from fedlib.codecs.stochastic import FedAQQuantizer, StochasticUniform
+from fedlib.codecs.uniform import FedAQQuantizer, UniformQuantizer
 from fedlib.data import load_dataset
-from fedlib.fedaq import equal_shards
+from fedlib.papers.fedaq import equal_shards
 from theory import fedaq as th
 
 
@@ -133,7 +133,7 @@ def test_theorem1_holds_along_a_measured_curve(toy, scheme):
     tau_ = 5
     cond = float(th.step_size_condition().subs({th.L: L_, th.eta: eta_, th.tau: tau_}))
     assert cond >= 0  # Eq. (40), the theorem's hidden hypothesis
-    codecs = {"fp32": (Identity(), Identity()), "fixed8": (StochasticUniform(8), StochasticUniform(8)),
+    codecs = {"fp32": (Identity(), Identity()), "fixed8": (UniformQuantizer(8, rounding="stochastic"), UniformQuantizer(8, rounding="stochastic")),
               "fedaq": (FedAQQuantizer(0.002), FedAQQuantizer(0.002 / math.sqrt(20)))}[scheme]
     run = th.convex_toy_run(ds.x_train, ds.y_train, 10, clients, rounds=15, tau=tau_, eta=eta_, batch=16,
                             uplink=codecs[0], downlink=codecs[1])
@@ -148,7 +148,7 @@ def test_lemma3_holds_on_average_and_fails_if_the_downlink_term_is_dropped(toy):
     without its downlink term the bound is too small when the downlink is coarse."""
     ds, clients, L_, eta_ = toy
     run = th.convex_toy_run(ds.x_train, ds.y_train, 10, clients, rounds=10, tau=5, eta=eta_, batch=16,
-                            uplink=StochasticUniform(3), downlink=StochasticUniform(4))
+                            uplink=UniformQuantizer(3, rounding="stochastic"), downlink=UniformQuantizer(4, rounding="stochastic"))
     later = run.iloc[1:]  # round 0 broadcasts w_0 = 0 (R = 0, exact)
     assert later["lemma3_lhs"].mean() <= later["lemma3_rhs"].mean()
     uplink_only = [650 * sum((r / 7) ** 2 for r in row) / 100 for row in later["R_up"]]

@@ -104,7 +104,7 @@ class HalfSignCodec:
     name = "sign"
 
     def encode(self, x, gen=None):
-        return Message(payload=(torch.sign(x), x.abs().mean()), shape=x.shape, bits=x.numel() + 32)
+        return Message(payload=(torch.sign(x), x.abs().mean()), shape=x.shape, payload_bits=x.numel(), side_bits=32)
 
     def decode(self, msg):
         sign, scale = msg.payload
@@ -158,11 +158,11 @@ def test_post_aggregation_hook_sees_the_round(digits_data):
     seen = []
 
     def hook(params, info):
-        seen.append((info.round, len(info.results), float(info.weights.sum())))
+        seen.append((info.ctx.round, info.ctx.num_clients, len(info.results), float(info.weights.sum())))
         return {k: v * 0 for k, v in params.items()}, {"zeroed": 1.0}
 
     res = _run(digits_data, hooks=[hook], rounds=2)
-    assert seen == [(1, 4, pytest.approx(1.0)), (2, 4, pytest.approx(1.0))]
+    assert seen == [(0, 8, 4, pytest.approx(1.0)), (1, 8, 4, pytest.approx(1.0))]
     assert (res.rounds["zeroed"] == 1.0).all()
     assert all(float(v.abs().sum()) == 0 for v in res.params.values())
 
@@ -173,17 +173,25 @@ def test_local_schedule_epochs_and_steps():
     assert [len(b) for b in batches] == [4, 4, 2, 4, 4, 2]
     assert sorted(np.concatenate(batches[:3])) == list(range(10))
     assert len(LocalTraining(batch_size=4, epochs=None, steps=7).schedule(10, rng)) == 7
+    assert len(LocalTraining(batch_size=4, steps=7).schedule(10, rng)) == 7  # steps alone
+    assert LocalTraining().epochs == 1.0
     assert len(LocalTraining(batch_size=4, epochs=0.5).schedule(10, rng)) == 2
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(epochs=None, steps=None), "exactly one"),
-        (dict(epochs=1, steps=3), "exactly one"),
-        (dict(batch_size=0), "batch_size"),
-        (dict(lr=-1.0), "lr"),
+        (dict(epochs=1, steps=3), "epochs or steps, not both"),
+        (dict(batch_size=0), "batch_size must be >= 1"),
+        (dict(batch_size=2.5), "batch_size must be an integer"),
+        (dict(steps=2.5), "steps must be an integer"),
+        (dict(lr=-1.0), "lr must be a finite number"),
+        (dict(lr=float("nan")), "lr must be a finite number"),
+        (dict(lr=float("inf")), "lr must be a finite number"),
+        (dict(lr="0.1"), "lr must be a real number"),
         (dict(momentum=1.0), "momentum"),
+        (dict(weight_decay=-1), "weight_decay"),
+        (dict(epochs=float("nan")), "epochs"),
     ],
 )
 def test_local_training_rejects_bad_parameters(kwargs, message):

@@ -62,8 +62,8 @@ def test_check_theorem2_can_fail() -> None:
 
 def test_check_theorem2_on_a_real_run() -> None:
     from fedlib import FederatedData, LocalTraining, build_model, load_dataset, run_federation
-    from fedlib.codecs.weight_quant import KMeansQuantizer
-    from fedlib.fedshift import FedShift, StratifiedSampler, algorithm_and_uplink, inferior_clients, parity_shards
+    from fedlib.codecs.kmeans import KMeansQuantizer
+    from fedlib.papers.fedshift import FedShift, StratifiedSampler, algorithm_and_uplink, inferior_clients, parity_shards
 
     ds = load_dataset("digits")
     inf = inferior_clients(10)

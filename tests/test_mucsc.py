@@ -13,7 +13,7 @@ from fedlib.codecs import BMUCSC, MUCSC, QSGD, STC, Identity, SignSGD, TopK
 from fedlib.data import iid, load_dataset
 from fedlib.federation import FederatedData, LocalTraining, run_federation
 from fedlib.models import build_model, count_parameters
-from fedlib.mucsc import (
+from fedlib.papers.mucsc import (
     D_CIFAR,
     METHODS,
     PAPER_TABLE2,

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from fedlib import FederatedData, LocalTraining, build_model, load_dataset, make_algorithm, run_federation
-from fedlib.algorithms.base import ClientResult, LocalRun
+from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.algorithms.fedacg import FedACG
 from fedlib.algorithms.foolsgold import FoolsGold, foolsgold_weights, taco_paper_weights
 from fedlib.algorithms.scaffold import Scaffold
 from fedlib.algorithms.stem import Stem
 from fedlib.algorithms.taco import Taco, TacoFedProx, TacoScaffold, output_model, tailored_alpha
-from fedlib.taco import (Freeloaders, client_groups, detection_rates, offline_expulsion, plant_freeloaders,
+from fedlib.papers.taco import (Freeloaders, client_groups, detection_rates, offline_expulsion, plant_freeloaders,
                          quadratic_federation, rounds_to_target)
 
 SQ5 = math.sqrt(5.0)
@@ -32,6 +32,17 @@ def _results(deltas: torch.Tensor, lr_sum: float = 0.5, clients=None) -> list[Cl
     clients = range(len(deltas)) if clients is None else clients
     return [ClientResult(client=c, n_samples=10, steps=5, update=_p(-d), loss=0.0, extras={"lr_sum": lr_sum})
             for c, d in zip(clients, deltas)]
+
+
+def _ctx(round_: int = 0, client: int | None = None, n: int = 3) -> RoundContext:
+    return RoundContext(round_, n, client)
+
+
+def _started(algo, state, client: int, round_: int = 1, n: int = 3) -> dict:
+    """A client state after start_client (what the correction reads)."""
+    cs = algo.init_client_state(state.get("global_grad", {}))
+    algo.start_client(cs, state, _ctx(round_, client, n))
+    return cs
 
 
 def _uniform(n: int) -> torch.Tensor:
@@ -62,18 +73,19 @@ def test_taco_aggregation_correction_and_output_by_hand():
     algo = Taco(gamma=0.5, output="z")
     params = _p([1.0, 1.0])
     state = algo.init_server_state(params, 3)
-    clients = [algo.init_client_state(params) for _ in range(3)]
-    for cs, d in zip(clients, DELTAS):
-        algo.finish_client(params, _p(params["w"] - d), cs, state, LocalRun(5, 0.5, 10, 1.0))
-    new = algo.aggregate(params, _results(DELTAS), _uniform(3), state)
+    cs = algo.init_client_state(params)
+    algo.start_client(cs, state, _ctx(0, 0))
+    assert algo.finish_client(params, _p(params["w"] - DELTAS[0]), cs, state, LocalRun(5, 0.5, 10, 1.0),
+                              _ctx(0, 0)) == {"lr_sum": 0.5}
+    new = algo.aggregate(params, _results(DELTAS), _uniform(3), state, _ctx())
     a1, a2 = 0.625 / SQ5, 1.0 / SQ5
     moved = torch.tensor([3 * a1, 4 * a2], dtype=torch.float64) / (a1 + a2)  # sum_i p_i Delta_i, Eq. (9)
     torch.testing.assert_close(new["w"], (torch.tensor([1.0, 1.0], dtype=torch.float64) - moved).float())
     torch.testing.assert_close(state["global_grad"]["w"], (moved / 0.5).float())  # Delta_{t+1} = . / (K eta_l)
-    # round 1: each client re-derives alpha_i^1 exactly as the server computed it
-    for i, cs in enumerate(clients):
-        assert algo.client_alpha(cs, state) == pytest.approx(float(ALPHA[i]), abs=1e-6)
-    corr = algo.correction(new, new, clients[1], state)  # gamma (1 - alpha_2) Delta_1
+    # round 1: each client uses alpha_i^1 as the server computed it
+    for i in range(3):
+        assert algo.client_alpha(state, i) == pytest.approx(float(ALPHA[i]), abs=1e-6)
+    corr = algo.correction(new, new, _started(algo, state, 1), state)  # gamma (1 - alpha_2) Delta_1
     torch.testing.assert_close(corr["w"], (0.5 * (1 - a2) * moved / 0.5).float())
     z = algo.eval_params(new, state)  # Eq. (15) with alpha_t = mean of (a1, a2, 0)
     torch.testing.assert_close(z["w"], new["w"] + (1 - (a1 + a2) / 3) * (new["w"] - params["w"]))
@@ -84,20 +96,20 @@ def test_taco_round_zero_has_no_correction_and_gamma_one_over_k():
     algo = Taco()  # gamma = 1/K
     params = _p([0.0, 0.0])
     state = algo.init_server_state(params, 3)
-    cs = algo.init_client_state(params)
-    assert algo.correction(params, params, cs, state) is None  # Delta_0 = 0 and K unknown
-    algo.aggregate(params, _results(DELTAS), _uniform(3), state)
+    assert algo.client_alpha(state, 0) == pytest.approx(0.1)  # before its first upload: alpha0
+    corr = algo.correction(params, params, _started(algo, state, 0, round_=0), state)
+    assert torch.equal(corr["w"], torch.zeros(2))  # Delta_0 = 0 and K unknown (gamma 0)
+    algo.aggregate(params, _results(DELTAS), _uniform(3), state, _ctx())
     assert algo.gamma_value(state) == pytest.approx(1 / 5)
-    assert algo.client_alpha(cs, state) == pytest.approx(0.1)  # a client without a previous upload: alpha0
 
 
 def test_taco_uniform_aggregation_and_uniform_correction():
     algo = Taco(gamma=0.4, aggregation="uniform", correction="uniform", uniform_alpha=0.25)
     params = _p([0.0, 0.0])
     state = algo.init_server_state(params, 3)
-    new = algo.aggregate(params, _results(DELTAS), _uniform(3), state)
+    new = algo.aggregate(params, _results(DELTAS), _uniform(3), state, _ctx())
     torch.testing.assert_close(new["w"], -DELTAS.mean(0))
-    corr = algo.correction(new, new, algo.init_client_state(params), state)
+    corr = algo.correction(new, new, _started(algo, state, 0), state)
     torch.testing.assert_close(corr["w"], 0.4 * 0.75 * DELTAS.mean(0) / 0.5)
 
 
@@ -105,17 +117,17 @@ def test_taco_freeloader_expulsion_and_full_participation():
     algo = Taco(gamma=0.1, kappa=0.3, expel_after=2)  # alpha_2 = 0.447 >= 0.3, alpha_1 = 0.280 < 0.3
     params = _p([0.0, 0.0])
     state = algo.init_server_state(params, 3)
-    for _ in range(2):
-        algo.aggregate(params, _results(DELTAS), _uniform(3), state)
+    for r in range(2):
+        algo.aggregate(params, _results(DELTAS), _uniform(3), state, _ctx(r))
     assert state["expelled"].tolist() == [False, True, False]
     assert state["flags"].tolist() == [0, 2, 0]
     assert state["expelled_round"] == {1: 1}
     # the expelled client's upload is ignored: alphas are recomputed over clients 0 and 2 only
-    algo.aggregate(params, _results(DELTAS), _uniform(3), state)
+    algo.aggregate(params, _results(DELTAS), _uniform(3), state, _ctx(2))
     expected = tailored_alpha(DELTAS[[0, 2]])
     torch.testing.assert_close(state["alpha"][[0, 2]], expected)
     with pytest.raises(ValueError, match="full participation"):
-        algo.aggregate(params, _results(DELTAS[:1]), _uniform(1), state)
+        algo.aggregate(params, _results(DELTAS[:1]), _uniform(1), state, _ctx(3))
 
 
 @pytest.mark.parametrize("kwargs", [dict(gamma=-1.0), dict(gamma="1/N"), dict(correction="both"),
@@ -130,7 +142,7 @@ def test_correction_units_model_delta():
     algo = Taco(gamma=1.0, correction_units="model_delta", server_lr=0.5)
     params = _p([0.0, 0.0])
     state = algo.init_server_state(params, 3)
-    new = algo.aggregate(params, _results(DELTAS), _uniform(3), state)
+    new = algo.aggregate(params, _results(DELTAS), _uniform(3), state, _ctx())
     torch.testing.assert_close(state["global_grad"]["w"], params["w"] - new["w"])
 
 
@@ -141,7 +153,7 @@ def test_taco_fedprox_coefficients():
     for form, expected in (("literal", 0.1), ("factor", 0.3 * (1 - 0.1))):  # alpha0 = 0.1 before any upload
         algo = TacoFedProx(form=form, zeta=0.3)
         state = algo.init_server_state(params, 2)
-        corr = algo.correction(p, params, algo.init_client_state(params), state)
+        corr = algo.correction(p, params, _started(algo, state, 0, n=2), state)
         torch.testing.assert_close(corr["w"], expected * (p["w"] - params["w"]))
 
 
@@ -152,8 +164,10 @@ def test_scaffold_single_step_by_hand():
         state = algo.init_server_state(anchor, 2)
         state["c"] = {"w": c.clone()}
         cs = {"c_i": {"w": c_i.clone()}}
+        algo.start_client(cs, state, _ctx(0, 0, 2))
         torch.testing.assert_close(algo.correction(anchor, anchor, cs, state)["w"], coef * torch.tensor([0.5, 3.0]))
-        extras = algo.finish_client(anchor, trained, cs, state, LocalRun(steps=5, lr_sum=0.5, n_samples=10, epochs=1.0))
+        extras = algo.finish_client(anchor, trained, cs, state, LocalRun(steps=5, lr_sum=0.5, n_samples=10, epochs=1.0),
+                                    _ctx(0, 0, 2))
         # c_i+ = c_i - c + (x - y_i) / (K eta) = (0.5 - 1 + 2, -1 - 2 - 4)
         torch.testing.assert_close(cs["c_i"]["w"], torch.tensor([1.5, -7.0]))
         torch.testing.assert_close(extras["delta_c"]["w"], torch.tensor([1.0, -6.0]))
@@ -184,7 +198,7 @@ def test_foolsgold_aggregate_uses_weights():
     algo = FoolsGold()
     params = _p([0.0, 0.0])
     state = algo.init_server_state(params, 3)
-    new = algo.aggregate(params, _results(DELTAS), _uniform(3), state)
+    new = algo.aggregate(params, _results(DELTAS), _uniform(3), state, _ctx())
     rho = torch.tensor([1 / SQ5, 2 / SQ5, 0.0])
     torch.testing.assert_close(new["w"], -(rho[:, None] * DELTAS).sum(0) / rho.sum())
     with pytest.raises(ValueError):
@@ -210,9 +224,9 @@ def test_stem_steps_by_hand():
     w1 = _p([0.9])  # w_0 - 0.1 v_0
     v1 = algo.local_direction(w1, grad_at_for(1)(w1), w0, cs, state, scratch, grad_at_for(1))
     torch.testing.assert_close(v1["w"], torch.tensor([1.2]))  # 2.8 + 0.8 (1 - 3)
-    extras = algo.finish_client(w0, _p([0.78]), cs, state, LocalRun(2, 0.2, 10, 1.0))
+    extras = algo.finish_client(w0, _p([0.78]), cs, state, LocalRun(2, 0.2, 10, 1.0), _ctx(0, 0, 1))
     torch.testing.assert_close(extras["v"]["w"], torch.tensor([1.2]))
-    new = algo.aggregate(w0, [ClientResult(0, 10, 2, _p([-0.22]), 0.0, extras)], _uniform(1), state)
+    new = algo.aggregate(w0, [ClientResult(0, 10, 2, _p([-0.22]), 0.0, extras)], _uniform(1), state, _ctx())
     torch.testing.assert_close(new["w"], torch.tensor([0.78]))
     # round 1, k = 0 starts from v_bar = 1.2 and the client's last iterate 0.78: v = 3 + 0.8 (1.2 - (2*0.78 + 1))
     scratch = {}
@@ -225,7 +239,7 @@ def test_stem_server_extra():
         algo = Stem(server_extra=mode)
         state = algo.init_server_state(_p([0.0]), 1)
         extras = {"v": _p([1.2]), "lr": 0.1}
-        new = algo.aggregate(_p([1.0]), [ClientResult(0, 10, 2, _p([-0.22]), 0.0, extras)], _uniform(1), state)
+        new = algo.aggregate(_p([1.0]), [ClientResult(0, 10, 2, _p([-0.22]), 0.0, extras)], _uniform(1), state, _ctx())
         assert float(new["w"]) == pytest.approx(expected)
 
 
@@ -242,7 +256,7 @@ def test_fedacg_round_by_hand():
     half = FedACG(beta=0.1, lam=0.5, prox_half=True)
     torch.testing.assert_close(half.correction(p, sent, {}, state)["w"], 0.1 * (p["w"] - sent["w"]))
     res = [ClientResult(0, 10, 5, _p([1.0, 0.0]), 0.0), ClientResult(1, 10, 5, _p([0.0, 2.0]), 0.0)]
-    new = algo.aggregate(theta, res, _uniform(2), state)
+    new = algo.aggregate(theta, res, _uniform(2), state, _ctx())
     torch.testing.assert_close(state["m"]["w"], torch.tensor([1.0, 1.5]))  # 0.5 m + mean update
     torch.testing.assert_close(new["w"], torch.tensor([2.0, 2.5]))  # = mean of the local models
     with pytest.raises(ValueError):
@@ -264,11 +278,13 @@ def test_freeloader_behaviour_uploads_previous_global_update():
     fl = Freeloaders([1])
     gen = torch.Generator()
     w0, w1 = _p([1.0, 1.0]), _p([0.5, 2.0])
-    assert torch.equal(fl(1, w0, _p([9.0, 9.0]), gen)["w"], w0["w"])  # round 0: delta 0
-    assert torch.equal(fl(0, w0, _p([9.0, 9.0]), gen)["w"], torch.tensor([9.0, 9.0]))  # honest client
-    up = fl(1, w1, _p([9.0, 9.0]), gen)
+    assert torch.equal(fl(_ctx(0, 1), w0, _p([9.0, 9.0]), gen)["w"], w0["w"])  # round 0: delta 0
+    assert torch.equal(fl(_ctx(0, 0), w0, _p([9.0, 9.0]), gen)["w"], torch.tensor([9.0, 9.0]))  # honest client
+    up = fl(_ctx(1, 1), w1, _p([9.0, 9.0]), gen)
     torch.testing.assert_close(w1["w"] - up["w"], w0["w"] - w1["w"])  # Delta_i = w_{t-1} - w_t
-    assert torch.equal(Freeloaders([0], "global_model")(0, w1, _p([9.0, 9.0]), gen)["w"], w1["w"])
+    # a new run starts afresh: round 0 again means no previous global update, whatever ran before
+    assert torch.equal(fl(_ctx(0, 1), w1, _p([9.0, 9.0]), gen)["w"], w1["w"])
+    assert torch.equal(Freeloaders([0], "global_model")(_ctx(0, 0), w1, _p([9.0, 9.0]), gen)["w"], w1["w"])
     with pytest.raises(ValueError):
         Freeloaders([0], "lazy")
 
@@ -316,7 +332,7 @@ def test_run_record_helpers():
     import pandas as pd
 
     from fedlib.federation import RunResult
-    from fedlib.taco import alpha_table, time_per_100_updates, time_to_target
+    from fedlib.papers.taco import alpha_table, time_per_100_updates, time_to_target
 
     rounds = pd.DataFrame({"round": [1, 2, 3], "test_acc": [0.5, 0.8, 0.9], "train_s": [9.0, 2.0, 4.0]})
     clients = pd.DataFrame({"round": [1, 1, 2, 2, 3, 3], "client": [0, 1] * 3, "steps": [10] * 6})

@@ -30,7 +30,7 @@ import torch
 from scipy.optimize import minimize
 
 from fedlib.codecs.base import Codec
-from fedlib.codecs.stochastic import quantize
+from fedlib.codecs.uniform import quantize
 
 # ---------------------------------------------------------------------------------------- symbols
 L, d, n, K, tau, eta, e1, e2, E, lam, sigma2, gap = sp.symbols("L d n K tau eta e1 e2 E lambda sigma2 gap", positive=True)

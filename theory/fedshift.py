@@ -71,7 +71,7 @@ theorem2_printed = sp.lambdify(_T2_ARGS, THEOREM2_PRINTED, "numpy")
 
 def theorem2_records(rounds: pd.DataFrame) -> pd.DataFrame:
     """Long table (round, layer, P, I, K, coef, m_prev, m_agg, dfa2, dfs2) from a run's rounds record
-    with `fedlib.fedshift.FedShift` diagnostics (columns shift/<quantity>/<layer>)."""
+    with `fedlib.papers.fedshift.FedShift` diagnostics (columns shift/<quantity>/<layer>)."""
     layers = [c.split("/", 2)[2] for c in rounds.columns if c.startswith("shift/dfa2/")]
     if not layers:
         raise ValueError("no shift/dfa2/<layer> columns: run with hooks=[FedShift(...)]")

@@ -1,51 +1,33 @@
 """The algorithm contract.
 
-An algorithm never sees codecs or executors. The round loop (`fedlib.federation`) calls, per round:
+An algorithm never sees codecs or executors. The round loop (`fedlib.federation`) calls, per round t
+(`ctx` is the `fedlib.contracts.RoundContext`: round, number of clients, and the client where one applies):
 
     sent = algo.broadcast(global, server_state)                  # what the downlink carries
     for each selected client i (client_state created by init_client_state on first use):
+        algo.start_client(client_state, server_state, ctx_i)     # per-round per-client values, as tensors
         every local step:  d = algo.local_direction(p, grad, anchor=received, ...)
                            p <- p - lr * momentum_buffer(d + weight_decay * p)
-        extras_i = algo.finish_client(anchor, trained, client_state, server_state, run)
-    global = algo.aggregate(global, results, weights, server_state)  # results carry decoded updates
+        extras_i = algo.finish_client(anchor, trained, client_state, server_state, run, ctx_i)
+    global = algo.aggregate(global, results, weights, server_state, ctx)  # results carry decoded updates
 
 `local_direction` defaults to `grad + correction(...)`, so FedProx/SCAFFOLD-style methods only define
-`correction`. Methods that need more per step (STEM) override `local_direction`, using the per-round
+`correction`. The batched executor vmaps `local_direction` over the clients' stacked states, so a
+per-client quantity the correction needs (TACO's alpha_i) is put into client_state by `start_client` as a
+tensor. Methods that need more per step (STEM) override `local_direction`, using the per-round
 `scratch` dict and `grad_at(q)` (the gradient of the current mini-batch at other parameters q); those
 set `vmap_compatible = False`.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from fedlib import params as P
+from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
-
-
-@dataclass(frozen=True)
-class LocalRun:
-    """Facts about one client's local training in one round."""
-
-    steps: int  # local SGD steps taken (K in SCAFFOLD)
-    lr_sum: float  # sum of the step sizes used (K * lr for a constant rate)
-    n_samples: int  # the client's training-set size
-    epochs: float  # passes over the local data
-
-
-@dataclass
-class ClientResult:
-    """What the server holds from one client after the uplink."""
-
-    client: int
-    n_samples: int
-    steps: int
-    update: Params  # decoded (sent weights - received weights), as the server reconstructs it
-    loss: float  # mean local training loss over the round's steps
-    extras: dict[str, Any] = field(default_factory=dict)  # algorithm uploads sent at full precision
 
 
 class Algorithm:
@@ -54,10 +36,13 @@ class Algorithm:
 
     # ---- state ---------------------------------------------------------------------------------
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        return {"num_clients": num_clients}
+        return {}
 
     def init_client_state(self, params: Params) -> dict[str, Any]:
         return {}
+
+    def start_client(self, client_state: dict[str, Any], server_state: dict[str, Any], ctx: RoundContext) -> None:
+        """Before client ctx.client trains in round ctx.round: store what its correction needs (tensors only)."""
 
     # ---- downlink ------------------------------------------------------------------------------
     def broadcast(self, params: Params, server_state: dict[str, Any]) -> Params:
@@ -97,6 +82,7 @@ class Algorithm:
         client_state: dict[str, Any],
         server_state: dict[str, Any],
         run: LocalRun,
+        ctx: RoundContext,
     ) -> dict[str, Any]:
         """Update client_state in place after local training; return extras to upload."""
         return {}
@@ -108,6 +94,7 @@ class Algorithm:
         results: Sequence[ClientResult],
         weights: torch.Tensor,
         server_state: dict[str, Any],
+        ctx: RoundContext,
     ) -> Params:
         """Default: params + sum_i w_i * update_i (weights already normalised over the selected)."""
         step = P.weighted_sum([r.update for r in results], weights.tolist())

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from fedlib import params as P
-from fedlib.algorithms.base import Algorithm, ClientResult
+from fedlib.algorithms.base import Algorithm
+from fedlib.contracts import ClientResult, RoundContext
 from fedlib.params import Params
 
 
@@ -32,7 +33,7 @@ class FedACG(Algorithm):
         self.prox_half = prox_half
 
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        return {"num_clients": num_clients, "m": P.zeros_like(params)}
+        return {"m": P.zeros_like(params)}
 
     def broadcast(self, params: Params, server_state: dict[str, Any]) -> Params:
         return P.add(params, server_state["m"], alpha=self.lam)
@@ -43,7 +44,7 @@ class FedACG(Algorithm):
         return {k: coef * (p[k] - anchor[k]) for k in p}
 
     def aggregate(self, params: Params, results: Sequence[ClientResult], weights: torch.Tensor,
-                  server_state: dict[str, Any]) -> Params:
+                  server_state: dict[str, Any], ctx: RoundContext) -> Params:
         mean_update = P.weighted_sum([r.update for r in results], weights.tolist())
         server_state["m"] = P.add(P.scale(server_state["m"], self.lam), mean_update)
         return P.add(params, server_state["m"])

@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from fedlib import params as P
-from fedlib.algorithms.base import Algorithm, ClientResult
+from fedlib.algorithms.base import Algorithm
+from fedlib.contracts import ClientResult, RoundContext
 from fedlib.params import Params
 
 
@@ -41,7 +42,7 @@ def foolsgold_weights(histories: torch.Tensor, kappa: float = 1.0) -> torch.Tens
     n = histories.shape[0]
     if n < 2:
         raise ValueError("FoolsGold needs at least 2 clients")
-    cs = _cosine_matrix(histories.double()) - torch.eye(n, dtype=torch.float64)
+    cs = _cosine_matrix(histories.double()) - torch.eye(n, dtype=torch.float64, device=histories.device)
     v = cs.max(dim=1).values
     pardon = v[:, None] / torch.where(v[None, :] != 0, v[None, :], torch.ones_like(v[None, :]))
     cs = torch.where(v[None, :] > v[:, None], cs * pardon, cs)
@@ -68,11 +69,11 @@ class FoolsGold(Algorithm):
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
         d = sum(v.numel() for v in params.values())
         device = next(iter(params.values())).device
-        return {"num_clients": num_clients, "history": torch.zeros(num_clients, d, dtype=torch.float64, device=device),
+        return {"history": torch.zeros(num_clients, d, dtype=torch.float64, device=device),
                 "last_weights": None}
 
     def aggregate(self, params: Params, results: Sequence[ClientResult], weights: torch.Tensor,
-                  server_state: dict[str, Any]) -> Params:
+                  server_state: dict[str, Any], ctx: RoundContext) -> Params:
         deltas = torch.stack([-P.flatten(r.update).double() for r in results])
         if self.variant == "taco_paper":
             rho = taco_paper_weights(deltas)

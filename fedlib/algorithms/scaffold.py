@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from fedlib import params as P
-from fedlib.algorithms.base import Algorithm, ClientResult, LocalRun
+from fedlib.algorithms.base import Algorithm
+from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
 
 
@@ -28,7 +29,7 @@ class Scaffold(Algorithm):
         self.coef = coef
 
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        return {"num_clients": num_clients, "c": P.zeros_like(params)}
+        return {"c": P.zeros_like(params)}
 
     def init_client_state(self, params: Params) -> dict[str, Any]:
         return {"c_i": P.zeros_like(params)}
@@ -49,6 +50,7 @@ class Scaffold(Algorithm):
         client_state: dict[str, Any],
         server_state: dict[str, Any],
         run: LocalRun,
+        ctx: RoundContext,
     ) -> dict[str, Any]:
         if self.coef == "steps":
             denom = run.lr_sum
@@ -66,9 +68,10 @@ class Scaffold(Algorithm):
         results: Sequence[ClientResult],
         weights: torch.Tensor,
         server_state: dict[str, Any],
+        ctx: RoundContext,
     ) -> Params:
         step = P.weighted_sum([r.update for r in results], weights.tolist())
-        frac = len(results) / server_state["num_clients"]
+        frac = len(results) / ctx.num_clients
         mean_dc = P.weighted_sum([r.extras["delta_c"] for r in results], [1.0 / len(results)] * len(results))
         server_state["c"] = P.add(server_state["c"], mean_dc, alpha=frac)
         return P.add(params, step, alpha=self.server_lr)

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from fedlib import params as P
-from fedlib.algorithms.base import Algorithm, ClientResult, LocalRun
+from fedlib.algorithms.base import Algorithm
+from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
 
 
@@ -34,7 +35,7 @@ class Stem(Algorithm):
         self.server_extra = server_extra
 
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        return {"num_clients": num_clients, "v_bar": None}
+        return {"v_bar": None}
 
     def local_direction(self, p: Params, grad: Params, anchor: Params, client_state: dict[str, Any],
                         server_state: dict[str, Any], scratch: dict[str, Any],
@@ -55,12 +56,12 @@ class Stem(Algorithm):
         return v
 
     def finish_client(self, anchor: Params, trained: Params, client_state: dict[str, Any],
-                      server_state: dict[str, Any], run: LocalRun) -> dict[str, Any]:
+                      server_state: dict[str, Any], run: LocalRun, ctx: RoundContext) -> dict[str, Any]:
         client_state["last_iterate"] = P.clone(trained)
         return {"v": client_state["v_last"], "lr": run.lr_sum / run.steps}
 
     def aggregate(self, params: Params, results: Sequence[ClientResult], weights: torch.Tensor,
-                  server_state: dict[str, Any]) -> Params:
+                  server_state: dict[str, Any], ctx: RoundContext) -> Params:
         w = weights.tolist()
         v_bar = P.weighted_sum([r.extras["v"] for r in results], w)
         server_state["v_bar"] = v_bar

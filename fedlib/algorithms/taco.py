@@ -10,11 +10,11 @@ Per round t (Algorithm 2 of the paper; specs/taco.md section 2):
     output:    z_t = w_t + (1 - mean_i alpha_i^t) (w_t - w_{t-1})                                 (Eq. 15)
 with eta_g = K eta_l by default (`server_lr=1`), so w_{t+1} is the alpha-weighted average of the local models.
 
-The algorithm contract does not tell a client its id, so each client re-derives its own alpha_i^t from its
-previous upload and the two numbers the server publishes for Eq. (7): the mean upload and the sum of the
-upload norms. With a lossless uplink this equals the server's alpha_i^t exactly (tests check it); under a
-lossy uplink the client would use its pre-compression delta. The paper runs full participation and so must
-this implementation (the server raises otherwise).
+The server computes alpha_i^{t+1} from the decoded uploads and sends each client its own (one scalar); a
+client starts its round with the latest alpha the server holds for it (alpha0 before its first upload).
+`start_client` stores the client's correction factor as a tensor in its state, so the batched executor
+runs TACO like any other method. The paper runs full participation and so must `Taco` (the server raises
+otherwise).
 
 `TacoFedProx` and `TacoScaffold` plug the same alpha_i^t into FedProx's zeta and SCAFFOLD's coefficient
 (the paper's Fig. 6; the formula is not given, so both readings of specs/taco.md A10 are offered).
@@ -28,9 +28,10 @@ from typing import Any
 import torch
 
 from fedlib import params as P
-from fedlib.algorithms.base import Algorithm, ClientResult, LocalRun
+from fedlib.algorithms.base import Algorithm
 from fedlib.algorithms.fedprox import FedProx
 from fedlib.algorithms.scaffold import Scaffold
+from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
 
 
@@ -54,39 +55,25 @@ def tailored_alpha(deltas: torch.Tensor) -> torch.Tensor:
 
 
 class TailoredAlpha:
-    """Mixin: the server computes alpha_i^{t+1} (Eq. 7) from each round's uploads; clients re-derive theirs.
+    """Mixin: the server computes alpha_i^{t+1} (Eq. 7) from each round's uploads; each client reads its own.
 
-    Server state: "alpha" (per client, initial `alpha0`), "alpha_history" (one array per round), the
-    published "alpha_mean_delta" / "alpha_norm_sum", and "round". Client state: its previous delta.
+    Server state: "alpha" (per client, initial `alpha0`, on the CPU), "alpha_history" (one array per round)
+    and "device" (where clients train). `client_alpha` is what client i uses in the coming round.
     """
 
     alpha0: float = 0.1
 
-    def _init_alpha_state(self, state: dict[str, Any], num_clients: int) -> dict[str, Any]:
-        state.update(alpha=torch.full((num_clients,), float(self.alpha0), dtype=torch.float64),
-                     alpha_history=[], alpha_mean_delta=None, alpha_norm_sum=0.0, round=0)
+    def _init_alpha_state(self, state: dict[str, Any], params: Params, num_clients: int) -> dict[str, Any]:
+        state.update(alpha=torch.full((num_clients,), float(self.alpha0), dtype=torch.float64), alpha_history=[],
+                     device=next(iter(params.values())).device)
         return state
 
-    def client_alpha(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
-        """alpha_i^t as client i computes it at the start of round t (alpha0 before its first upload)."""
-        prev = client_state.get("prev_delta")
-        if prev is None or client_state["prev_round"] != server_state["round"] - 1:
-            return float(self.alpha0)
-        mean = server_state["alpha_mean_delta"]
-        pieces = [float(prev.norm()), float(prev @ mean), float(mean.norm()), server_state["alpha_norm_sum"]]
-        return float(_alpha(*torch.tensor(pieces, dtype=torch.float64)))
+    def client_alpha(self, server_state: dict[str, Any], client: int) -> float:
+        return float(server_state["alpha"][client])
 
-    def _cached_alpha(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
-        """client_alpha, computed once per round (the correction is asked for at every local step)."""
-        if client_state.get("alpha_round") != server_state["round"]:
-            client_state["alpha_value"] = self.client_alpha(client_state, server_state)
-            client_state["alpha_round"] = server_state["round"]
-        return client_state["alpha_value"]
-
-    def _store_delta(self, anchor: Params, trained: Params, client_state: dict[str, Any],
-                     server_state: dict[str, Any]) -> None:
-        client_state["prev_delta"] = P.flatten(P.sub(anchor, trained)).double()
-        client_state["prev_round"] = server_state["round"]
+    def _client_scalar(self, value: float, server_state: dict[str, Any]) -> torch.Tensor:
+        """A per-client factor as a 0-d tensor on the training device (stackable by the batched executor)."""
+        return torch.tensor(value, dtype=torch.float32, device=server_state["device"])
 
     def _update_alpha(self, results: Sequence[ClientResult], server_state: dict[str, Any]) -> torch.Tensor:
         """Eq. (7) over `results` (the clients still in the federation); stores and returns their alphas."""
@@ -95,12 +82,7 @@ class TailoredAlpha:
         ids = torch.tensor([r.client for r in results])
         server_state["alpha"][ids] = alpha
         server_state["alpha_history"].append(server_state["alpha"].clone())
-        server_state["alpha_mean_delta"] = deltas.mean(dim=0)
-        server_state["alpha_norm_sum"] = float(deltas.norm(dim=1).sum())
         return alpha
-
-    def _finish_round(self, server_state: dict[str, Any]) -> None:
-        server_state["round"] += 1
 
 
 class Taco(TailoredAlpha, Algorithm):
@@ -117,7 +99,6 @@ class Taco(TailoredAlpha, Algorithm):
     """
 
     name = "taco"
-    vmap_compatible = False
 
     def __init__(self, gamma: float | str = "1/K", kappa: float = 0.6, expel_after: int | None = None,
                  alpha0: float = 0.1, correction: str = "tailored", uniform_alpha: float = 0.0,
@@ -153,10 +134,10 @@ class Taco(TailoredAlpha, Algorithm):
 
     # ---- state ---------------------------------------------------------------------------------
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        state = {"num_clients": num_clients, "global_grad": P.zeros_like(params), "prev": None, "steps": None,
+        state = {"global_grad": P.zeros_like(params), "prev": None, "steps": None,
                  "flags": torch.zeros(num_clients, dtype=torch.int64),
                  "expelled": torch.zeros(num_clients, dtype=torch.bool), "expelled_round": {}}
-        return self._init_alpha_state(state, num_clients)
+        return self._init_alpha_state(state, params, num_clients)
 
     def gamma_value(self, server_state: dict[str, Any]) -> float:
         if self.gamma != "1/K":
@@ -164,32 +145,31 @@ class Taco(TailoredAlpha, Algorithm):
         steps = server_state["steps"]
         return 0.0 if steps is None else 1.0 / steps  # round 0 has Delta_0 = 0, so gamma does not matter yet
 
-    def correction_factor(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
+    def correction_factor(self, server_state: dict[str, Any], client: int) -> float:
         """gamma (1 - alpha_i^t): the multiple of Delta_t added to every local gradient (Eq. 8)."""
         if self.correction_mode == "none":
             return 0.0
-        if self.correction_mode == "uniform":
-            alpha = self.uniform_alpha
-        else:
-            alpha = self._cached_alpha(client_state, server_state)
+        alpha = self.uniform_alpha if self.correction_mode == "uniform" else self.client_alpha(server_state, client)
         return self.gamma_value(server_state) * (1.0 - alpha)
 
     # ---- client --------------------------------------------------------------------------------
+    def start_client(self, client_state: dict[str, Any], server_state: dict[str, Any], ctx: RoundContext) -> None:
+        assert ctx.client is not None
+        client_state["factor"] = self._client_scalar(self.correction_factor(server_state, ctx.client), server_state)
+
     def correction(self, p: Params, anchor: Params, client_state: dict[str, Any],
                    server_state: dict[str, Any]) -> Params | None:
-        factor = self.correction_factor(client_state, server_state)
-        if factor == 0.0:
+        if self.correction_mode == "none":
             return None
-        return P.scale(server_state["global_grad"], factor)
+        return P.scale(server_state["global_grad"], client_state["factor"])
 
     def finish_client(self, anchor: Params, trained: Params, client_state: dict[str, Any],
-                      server_state: dict[str, Any], run: LocalRun) -> dict[str, Any]:
-        self._store_delta(anchor, trained, client_state, server_state)
+                      server_state: dict[str, Any], run: LocalRun, ctx: RoundContext) -> dict[str, Any]:
         return {"lr_sum": run.lr_sum}
 
     # ---- server --------------------------------------------------------------------------------
     def aggregate(self, params: Params, results: Sequence[ClientResult], weights: torch.Tensor,
-                  server_state: dict[str, Any]) -> Params:
+                  server_state: dict[str, Any], ctx: RoundContext) -> Params:
         expelled = server_state["expelled"]
         keep = [j for j, r in enumerate(results) if not expelled[r.client]]
         active = [results[j] for j in keep]
@@ -216,10 +196,9 @@ class Taco(TailoredAlpha, Algorithm):
         if self.expel_after is not None:
             newly = ids[server_state["flags"][ids] >= self.expel_after]
             for c in newly.tolist():
-                server_state["expelled_round"][c] = server_state["round"]
+                server_state["expelled_round"][c] = ctx.round
             expelled[newly] = True
         server_state["prev"] = params
-        self._finish_round(server_state)
         return new
 
     def eval_params(self, params: Params, server_state: dict[str, Any]) -> Params:
@@ -248,27 +227,26 @@ class TailoredPlugIn(TailoredAlpha):
     """Mixin for a base algorithm whose correction is scaled per client by `correction_scale` (Fig. 6):
     alpha bookkeeping on top of the base algorithm's own state, client uploads and aggregation."""
 
-    def correction_scale(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
+    def correction_scale(self, alpha: float) -> float:
         raise NotImplementedError
 
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        return self._init_alpha_state(super().init_server_state(params, num_clients), num_clients)  # type: ignore[misc]
+        return self._init_alpha_state(super().init_server_state(params, num_clients), params, num_clients)  # type: ignore[misc]
+
+    def start_client(self, client_state: dict[str, Any], server_state: dict[str, Any], ctx: RoundContext) -> None:
+        assert ctx.client is not None
+        scale = self.correction_scale(self.client_alpha(server_state, ctx.client))
+        client_state["scale"] = self._client_scalar(scale, server_state)
 
     def correction(self, p: Params, anchor: Params, client_state: dict[str, Any],
                    server_state: dict[str, Any]) -> Params:
         base = super().correction(p, anchor, client_state, server_state)  # type: ignore[misc]
-        return P.scale(base, self.correction_scale(client_state, server_state))
-
-    def finish_client(self, anchor: Params, trained: Params, client_state: dict[str, Any],
-                      server_state: dict[str, Any], run: LocalRun) -> dict[str, Any]:
-        self._store_delta(anchor, trained, client_state, server_state)
-        return super().finish_client(anchor, trained, client_state, server_state, run)  # type: ignore[misc]
+        return P.scale(base, client_state["scale"])
 
     def aggregate(self, params: Params, results: Sequence[ClientResult], weights: torch.Tensor,
-                  server_state: dict[str, Any]) -> Params:
+                  server_state: dict[str, Any], ctx: RoundContext) -> Params:
         self._update_alpha(results, server_state)
-        self._finish_round(server_state)
-        return super().aggregate(params, results, weights, server_state)  # type: ignore[misc]
+        return super().aggregate(params, results, weights, server_state, ctx)  # type: ignore[misc]
 
 
 class TacoFedProx(TailoredPlugIn, FedProx):
@@ -278,7 +256,6 @@ class TacoFedProx(TailoredPlugIn, FedProx):
     """
 
     name = "taco_fedprox"
-    vmap_compatible = False
 
     def __init__(self, form: str = "literal", zeta: float = 0.1, alpha0: float = 0.1) -> None:
         if form not in _FORMS:
@@ -286,8 +263,7 @@ class TacoFedProx(TailoredPlugIn, FedProx):
         super().__init__(mu=1.0)  # unit proximal pull, scaled per client below
         self.form, self.zeta, self.alpha0 = form, zeta, alpha0
 
-    def correction_scale(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
-        alpha = self._cached_alpha(client_state, server_state)
+    def correction_scale(self, alpha: float) -> float:
         return alpha if self.form == "literal" else self.zeta * (1.0 - alpha)
 
 
@@ -296,7 +272,6 @@ class TacoScaffold(TailoredPlugIn, Scaffold):
     or "fixed" a uniform `coefficient` (1.0 = plain SCAFFOLD; > 1 over-corrects, see theory/taco.py E2)."""
 
     name = "taco_scaffold"
-    vmap_compatible = False
 
     def __init__(self, form: str = "literal", coefficient: float = 1.0, alpha0: float = 0.1,
                  server_lr: float = 1.0) -> None:
@@ -305,8 +280,7 @@ class TacoScaffold(TailoredPlugIn, Scaffold):
         super().__init__(server_lr=server_lr)
         self.form, self.coefficient, self.alpha0 = form, coefficient, alpha0
 
-    def correction_scale(self, client_state: dict[str, Any], server_state: dict[str, Any]) -> float:
+    def correction_scale(self, alpha: float) -> float:
         if self.form == "fixed":
             return self.coefficient
-        alpha = self._cached_alpha(client_state, server_state)
         return alpha if self.form == "literal" else 1.0 - alpha

@@ -1,11 +1,20 @@
 """The codec contract: every compressor/quantizer is `encode(x, gen) -> Message` and `decode(msg) -> x`.
 
 A codec works on one flat-or-shaped tensor; `fedlib.channel.Link` applies it per layer or to the
-whole model and sums the bits. `Message.bits` is the exact size of what crosses the link, counted the
-way the paper being reproduced counts it (payload plus side information such as min/max or centroids).
+whole model and sums the bits. A `Message` carries its exact size in two typed parts, counted the way
+the paper being reproduced counts them: `payload_bits` (the per-element data: indices, signs, kept
+values with their positions) and `side_bits` (per-message side information: min/max, codebooks, norms).
+
+Codecs register themselves with `register_codec(name, examples=...)`: `make_codec(name, **kwargs)`
+builds one by name (so `Link(codec="stc")` works) and the conformance battery (tests/test_conformance.py)
+runs every registered codec on its example configurations. A codec class states what it promises:
+`unbiased` (E[decode(encode(x))] = x over the codec's randomness) and `deterministic`.
 """
 from __future__ import annotations
 
+import inspect
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -14,14 +23,26 @@ import torch
 FLOAT_BITS = 32
 
 
+def id_bits(count: int) -> int:
+    """ceil(log2 count): bits of an index into `count` things (at least 1)."""
+    if count < 1:
+        raise ValueError(f"need at least one thing to index, got {count}")
+    return max(1, math.ceil(math.log2(count)))
+
+
 @dataclass
 class Message:
     """What one encode produces: an opaque payload, the tensor shape, and its exact size in bits."""
 
     payload: Any
     shape: torch.Size
-    bits: int
-    info: dict[str, float] = field(default_factory=dict)  # diagnostics, e.g. {"bits_per_value": 4}
+    payload_bits: int
+    side_bits: int = 0
+    info: dict[str, float] = field(default_factory=dict)  # diagnostics only, e.g. {"mse": ...}
+
+    @property
+    def bits(self) -> int:
+        return self.payload_bits + self.side_bits
 
 
 @runtime_checkable
@@ -33,16 +54,58 @@ class Codec(Protocol):
     def decode(self, msg: Message) -> torch.Tensor: ...
 
 
+@dataclass(frozen=True)
+class CodecEntry:
+    """A registered codec: how to build it and the configurations the conformance battery runs."""
+
+    factory: Callable[..., Codec]
+    examples: tuple[Mapping[str, Any], ...]
+
+
+CODECS: dict[str, CodecEntry] = {}
+
+
+def register_codec(name: str, examples: Sequence[Mapping[str, Any]] = ({},)) -> Callable[[type], type]:
+    """Class decorator: make the codec buildable by name and part of the conformance battery."""
+
+    def add(cls: type) -> type:
+        if name in CODECS:
+            raise ValueError(f"codec name {name!r} is registered twice ({CODECS[name].factory} and {cls})")
+        CODECS[name] = CodecEntry(cls, tuple(dict(e) for e in examples))
+        return cls
+
+    return add
+
+
+def make_codec(name: str, **kwargs: Any) -> Codec:
+    """Build a registered codec by name; says which names exist and which arguments a codec needs."""
+    if name not in CODECS:
+        raise ValueError(f"unknown codec {name!r}; registered codecs: {', '.join(sorted(CODECS))}")
+    factory = CODECS[name].factory
+    try:
+        inspect.signature(factory).bind(**kwargs)
+    except TypeError as err:
+        raise ValueError(f"codec {name!r} ({factory.__name__}{inspect.signature(factory)}): {err}; pass "
+                         f"make_codec({name!r}, ...) or a {factory.__name__}(...) object") from None
+    return factory(**kwargs)
+
+
+@register_codec("fp32")
 class Identity:
     """Full precision: 32 bits per value, no side information."""
 
     name = "fp32"
+    unbiased = True
+    deterministic = True
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
-        return Message(payload=x.detach().clone(), shape=x.shape, bits=FLOAT_BITS * x.numel())
+        return Message(payload=x.detach().clone(), shape=x.shape, payload_bits=FLOAT_BITS * x.numel())
 
     def decode(self, msg: Message) -> torch.Tensor:
         return msg.payload
+
+    def __repr__(self) -> str:
+        return "Identity()"
 
 
 def roundtrip(codec: Codec, x: torch.Tensor, gen: torch.Generator | None = None) -> tuple[torch.Tensor, Message]:

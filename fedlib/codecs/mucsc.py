@@ -19,16 +19,9 @@ import math
 import numpy as np
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message
+from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
 
 LEVEL_METHODS = ("paper", "uniform", "optimal")
-
-
-def id_bits(count: int) -> int:
-    """ceil(log2 count): bits of an index into `count` things (at least 1)."""
-    if count < 1:
-        raise ValueError(f"need at least one thing to index, got {count}")
-    return max(1, math.ceil(math.log2(count)))
 
 
 # ------------------------------------------------------------------------------ the error J and its gradient
@@ -232,6 +225,7 @@ def bmucsc_bits(d: int, num_levels: int, frac: float) -> int:
     return bmucsc_kept(d, frac) * (id_bits(num_levels) + id_bits(d)) + FLOAT_BITS * (num_levels + 1)
 
 
+@register_codec("mucsc", examples=({"num_levels": 4}, {"num_levels": 16}, {"num_levels": 8, "levels": "uniform"}))
 class MUCSC:
     """The MUCSC codec. levels: "paper" (Algorithm 1), "uniform" (no tuning) or "optimal" (exact DP, small d)."""
 
@@ -246,6 +240,9 @@ class MUCSC:
         self.num_levels, self.levels, self.iters, self.alpha = num_levels, levels, iters, alpha
         self.init, self.sweep, self.keep_best = init, sweep, keep_best
         self.name = f"mucsc{num_levels}" + ("" if levels == "paper" else f"-{levels}")
+
+    unbiased = True
+    deterministic = False
 
     def fit_levels(self, x: torch.Tensor, gen: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
         """The Z levels this codec sends for x (float32) and diagnostics (J of the float64 levels)."""
@@ -265,17 +262,23 @@ class MUCSC:
         flat = x.detach().reshape(-1)
         levels, info = self.fit_levels(flat, gen)
         ids = stochastic_round(levels, flat, gen).to(_id_dtype(self.num_levels))
-        return Message(payload=(levels, ids), shape=x.shape, bits=mucsc_bits(flat.numel(), self.num_levels),
-                       info={**info, "bits_per_value": id_bits(self.num_levels)})
+        return Message(payload=(levels, ids), shape=x.shape, payload_bits=id_bits(self.num_levels) * flat.numel(),
+                       side_bits=FLOAT_BITS * self.num_levels, info={**info, "bits_per_value": id_bits(self.num_levels)})
 
     def decode(self, msg: Message) -> torch.Tensor:
         levels, ids = msg.payload
         return levels[ids.long()].reshape(msg.shape)
 
+    def pack(self, msg: Message) -> bytes:
+        """The message as bytes: Z float32 levels, then the bit-packed ids (its size is msg.bits, rounded up)."""
+        levels, ids = msg.payload
+        return levels.float().numpy().tobytes() + pack_ids(ids, id_bits(self.num_levels)).tobytes()
+
     def __repr__(self) -> str:
         return f"MUCSC({self.num_levels}, levels={self.levels!r}, iters={self.iters}, init={self.init!r})"
 
 
+@register_codec("bmucsc", examples=({"num_levels": 16, "frac": 0.1}, {}))
 class BMUCSC:
     """B-MUCSC: MUCSC (Z levels) on the top `frac` of |U|, the rest sent as their mean (one float)."""
 
@@ -285,6 +288,9 @@ class BMUCSC:
         self.inner = MUCSC(num_levels, **mucsc_kwargs)  # type: ignore[arg-type]
         self.num_levels, self.frac = num_levels, frac
         self.name = f"bmucsc{num_levels}"
+
+    unbiased = False  # per coordinate; the sum is unbiased
+    deterministic = False
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)
@@ -297,8 +303,8 @@ class BMUCSC:
         levels, info = self.inner.fit_levels(values, gen)
         ids = stochastic_round(levels, values, gen).to(_id_dtype(self.num_levels))
         payload = (index.to(torch.int32), levels, ids, torch.tensor(mean_rest, dtype=x.dtype))
-        return Message(payload=payload, shape=x.shape, bits=bmucsc_bits(d, self.num_levels, self.frac),
-                       info={**info, "kept": kept, "mean_rest": mean_rest})
+        return Message(payload=payload, shape=x.shape, payload_bits=kept * (id_bits(self.num_levels) + id_bits(d)),
+                       side_bits=FLOAT_BITS * (self.num_levels + 1), info={**info, "kept": kept, "mean_rest": mean_rest})
 
     def decode(self, msg: Message) -> torch.Tensor:
         index, levels, ids, mean_rest = msg.payload

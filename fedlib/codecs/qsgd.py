@@ -10,8 +10,7 @@ import math
 
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message
-from fedlib.codecs.mucsc import id_bits
+from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
 
 
 def qsgd_bits(d: int, levels: int, bucket: int | None) -> int:
@@ -25,6 +24,7 @@ def sign_bits(d: int) -> int:
     return d + FLOAT_BITS
 
 
+@register_codec("qsgd", examples=({"levels": 7}, {"levels": 1, "bucket": None}, {"levels": 3, "bucket": 5}))
 class QSGD:
     """Unbiased stochastic quantization Q_s(v_i) = ||v||_2 sgn(v_i) xi_i / s per bucket (None: one bucket)."""
 
@@ -36,6 +36,9 @@ class QSGD:
         self.levels, self.bucket = levels, bucket
         self.name = f"qsgd{levels}"
 
+    unbiased = True
+    deterministic = False
+
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)
         d = flat.numel()
@@ -46,7 +49,8 @@ class QSGD:
         low = scaled.floor()
         level = low + (torch.rand(scaled.shape, generator=gen, dtype=scaled.dtype) < scaled - low)
         signed = (torch.sign(rows) * level).to(torch.int8)
-        return Message(payload=(signed, norms), shape=x.shape, bits=qsgd_bits(d, self.levels, self.bucket))
+        return Message(payload=(signed, norms), shape=x.shape, payload_bits=d * (1 + id_bits(self.levels + 1)),
+                       side_bits=FLOAT_BITS * rows.shape[0])
 
     def decode(self, msg: Message) -> torch.Tensor:
         signed, norms = msg.payload
@@ -56,14 +60,18 @@ class QSGD:
         return f"QSGD(levels={self.levels}, bucket={self.bucket})"
 
 
+@register_codec("sign")
 class SignSGD:
     """x -> mean|x| * sign(x) (zeros map to +; one bit cannot say 0)."""
 
     name = "sign"
+    unbiased = False
+    deterministic = True
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)
-        return Message(payload=(flat >= 0, flat.abs().mean()), shape=x.shape, bits=sign_bits(flat.numel()))
+        return Message(payload=(flat >= 0, flat.abs().mean()), shape=x.shape, payload_bits=flat.numel(),
+                       side_bits=FLOAT_BITS)
 
     def decode(self, msg: Message) -> torch.Tensor:
         positive, scale = msg.payload

@@ -11,8 +11,7 @@ import math
 
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message
-from fedlib.codecs.mucsc import id_bits
+from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
 
 
 def kept_count(d: int, frac: float) -> int:
@@ -42,6 +41,7 @@ def stc_bits(d: int, frac: float) -> int:
     return kept_count(d, frac) * (1 + id_bits(d)) + FLOAT_BITS
 
 
+@register_codec("topk", examples=({"frac": 0.1}, {"frac": 1.0}))
 class TopK:
     """Keep the k largest |x| exactly (float32), zero the rest. DGC = TopK(0.01) + error feedback."""
 
@@ -50,11 +50,14 @@ class TopK:
         self.frac = frac
         self.name = f"top{frac:g}"
 
+    unbiased = False
+    deterministic = True
+
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)
         index = _top_indices(flat, kept_count(flat.numel(), self.frac))
         return Message(payload=(index.to(torch.int32), flat[index].clone()), shape=x.shape,
-                       bits=topk_bits(flat.numel(), self.frac), info={"kept": float(index.numel())})
+                       payload_bits=topk_bits(flat.numel(), self.frac), info={"kept": float(index.numel())})
 
     def decode(self, msg: Message) -> torch.Tensor:
         index, values = msg.payload
@@ -64,6 +67,7 @@ class TopK:
         return f"TopK(frac={self.frac})"
 
 
+@register_codec("stc", examples=({"frac": 0.1}, {}))
 class STC:
     """Sparse Ternary Compression (Sattler et al.): top-k entries become mu * sign, mu = mean |top-k|."""
 
@@ -72,13 +76,17 @@ class STC:
         self.frac = frac
         self.name = f"stc{frac:g}"
 
+    unbiased = False
+    deterministic = True
+
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)
         index = _top_indices(flat, kept_count(flat.numel(), self.frac))
         values = flat[index]
         mu = values.abs().mean()
         return Message(payload=(index.to(torch.int32), values > 0, mu), shape=x.shape,
-                       bits=stc_bits(flat.numel(), self.frac), info={"kept": float(index.numel()), "mu": float(mu)})
+                       payload_bits=kept_count(flat.numel(), self.frac) * (1 + id_bits(flat.numel())),
+                       side_bits=FLOAT_BITS, info={"kept": float(index.numel()), "mu": float(mu)})
 
     def decode(self, msg: Message) -> torch.Tensor:
         index, positive, mu = msg.payload

@@ -1,35 +1,43 @@
-"""The stochastic uniform (min-max) quantizer of FedAQ §II-B, Eq. (5), and its bit-length rules.
+"""The uniform min-max quantizer, shared by FedShift (nearest rounding) and FedAQ (stochastic rounding).
 
-With b bits the range [x_min, x_max] is cut into s = 2^b - 1 bins of width step = R / s; a value in
-the bin [h', h''] becomes h' with probability (h'' - x) / step and h'' otherwise, so E[Q(x)] = x and
-Var[Q(x_j)] = (h'' - x_j)(x_j - h') <= step^2 / 4.
+With b bits the range [x_min, x_max] is cut into s = 2^b - 1 bins of width step = R / s (2^b evenly
+spaced levels from x_min to x_max inclusive):
+- rounding="nearest": FedShift's ASYM quantizer, Eqs. 5-6: Q(x) = round((x - x_min) / step) (half to even).
+- rounding="stochastic": FedAQ Sec. II-B, Eq. (5): a value in the bin [h', h''] becomes h' with probability
+  (h'' - x) / step and h'' otherwise, so E[Q(x)] = x and Var[Q(x_j)] = (h'' - x_j)(x_j - h') <= step^2 / 4.
 
-Three ways of choosing b, all sharing one quantizer:
-- `StochasticUniform(bits)`: a fixed bit-length (the paper's fixed 2/4/8/16-bit baselines).
+Three ways of choosing b, all sharing this one quantizer:
+- `UniformQuantizer(bits)`: a fixed bit-length (FedShift's uniform uploads; FedAQ's fixed 2/4/8/16 bits).
 - `FedAQQuantizer(resolution)`: Eq. (26), b = ceil(log2(R / resolution)) from the range of the tensor
   being sent, recomputed at every encode (uplink resolution alpha, downlink beta = alpha / sqrt(2n)).
 - `AdaQuantFL(s0)`: a per-round codec policy, s_k = ceil(sqrt(F_0 / F_k) * s0) bins from the training
   losses in `LinkContext.history` (Jhunjhunwala et al., ICASSP 2021), used as `Link(codec=AdaQuantFL())`.
 
-Bits are exact: b index bits per value plus side information, x_min and x_max as fp32 (64 bits), and
-for the adaptive codec the bit-length itself (5 bits, b in 1..32). A constant tensor (R = 0) is sent
-as its side information only. The paper's energy model counts only the d*b index bits; the message
-info keeps `payload_bits` so both counts are available.
+Bits are exact: payload b index bits per value; side information x_min and x_max as fp32 (64 bits), and
+for the adaptive codec the bit-length itself (5 bits, b in 1..32). A constant tensor (R = 0) is sent as
+its side information only (the receiver sees x_min = x_max and needs no index). FedAQ's energy model
+counts only the payload bits (`Message.payload_bits`).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message
+from fedlib.codecs.base import FLOAT_BITS, Message, register_codec
 
 ROUNDINGS = ("stochastic", "nearest")
 RANGE_BITS = 2 * FLOAT_BITS  # x_min and x_max, fp32
 BITLENGTH_BITS = 5  # the adaptive codec sends b (1..32) with every message
 MAX_BITS = 32
+
+
+class LinkContextLike(Protocol):
+    """What a codec policy reads of `fedlib.channel.LinkContext` (codecs do not import the channel)."""
+
+    history: Sequence[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -88,27 +96,33 @@ def _message(x: torch.Tensor, bits: int, rounding: str, gen: torch.Generator | N
              info: dict[str, float]) -> Message:
     q = quantize(x, bits, rounding, gen)
     payload_bits = 0 if q.step == 0.0 else bits * x.numel()
+    err = dequantize(q).double() - x.detach().double()
     info = {"bits_per_value": float(bits if payload_bits else 0), "range": value_range(x),
-            "payload_bits": float(payload_bits), **info}
-    return Message(payload=q, shape=x.shape, bits=payload_bits + side_bits, info=info)
+            "mean_bias": float(err.mean()), "mse": float((err**2).mean()), **info}
+    return Message(payload=q, shape=x.shape, payload_bits=payload_bits, side_bits=side_bits, info=info)
 
 
-class StochasticUniform:
-    """Fixed-bit min-max quantizer: 2^bits - 1 bins, bits*d + 64 bits per message."""
+def _decode(msg: Message) -> torch.Tensor:
+    return dequantize(msg.payload).view(msg.shape)
 
-    def __init__(self, bits: int, rounding: str = "stochastic") -> None:
+
+@register_codec("uniform", examples=({"bits": 2}, {"bits": 4, "rounding": "stochastic"}, {"bits": 8}))
+class UniformQuantizer:
+    """Fixed-bit min-max quantizer: 2^bits - 1 bins, bits*d + 64 bits per message (see the module doc)."""
+
+    def __init__(self, bits: int, rounding: str = "nearest") -> None:
         self.bits = _check_bits(bits)
         self.rounding = _check_rounding(rounding)
-        self.name = f"{'sq' if rounding == 'stochastic' else 'nq'}{self.bits}"
+        self.unbiased, self.deterministic = rounding == "stochastic", rounding == "nearest"
+        self.name = f"{'uniform' if rounding == 'nearest' else 'sq'}{self.bits}"
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         return _message(x, self.bits, self.rounding, gen, RANGE_BITS, {})
 
-    def decode(self, msg: Message) -> torch.Tensor:
-        return dequantize(msg.payload).view(msg.shape)
+    decode = staticmethod(_decode)
 
     def __repr__(self) -> str:
-        return f"StochasticUniform(bits={self.bits}, rounding={self.rounding!r})"
+        return f"UniformQuantizer(bits={self.bits}, rounding={self.rounding!r})"
 
 
 def fedaq_bits(r: float, resolution: float, b_min: int = 1, b_max: int = MAX_BITS) -> tuple[int, bool]:
@@ -122,6 +136,7 @@ def fedaq_bits(r: float, resolution: float, b_min: int = 1, b_max: int = MAX_BIT
     return b, b != raw
 
 
+@register_codec("fedaq", examples=({"resolution": 1e-2}, {"resolution": 1e-3, "b_max": 4}))
 class FedAQQuantizer:
     """Adaptive-bit quantizer: the bit-length follows the range of the tensor being encoded (Eq. 26).
 
@@ -138,14 +153,14 @@ class FedAQQuantizer:
             raise ValueError(f"b_min ({b_min}) must not exceed b_max ({b_max})")
         self.resolution = float(resolution)
         self.rounding = _check_rounding(rounding)
+        self.unbiased, self.deterministic = rounding == "stochastic", rounding == "nearest"
         self.name = "fedaq"
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         bits, clamped = fedaq_bits(value_range(x), self.resolution, self.b_min, self.b_max)
         return _message(x, bits, self.rounding, gen, RANGE_BITS + BITLENGTH_BITS, {"clamped": float(clamped)})
 
-    def decode(self, msg: Message) -> torch.Tensor:
-        return dequantize(msg.payload).view(msg.shape)
+    decode = staticmethod(_decode)
 
     def __repr__(self) -> str:
         return (f"FedAQQuantizer(resolution={self.resolution!r}, b_min={self.b_min}, b_max={self.b_max}, "
@@ -169,7 +184,7 @@ class AdaQuantFL:
         self.b_max = _check_bits(b_max, "b_max")
         self.loss_key = loss_key
         self.rounding = _check_rounding(rounding)
-        self._codecs: dict[int, StochasticUniform] = {}
+        self._codecs: dict[int, UniformQuantizer] = {}
 
     def levels(self, history: Sequence[dict[str, Any]]) -> int:
         """s_k, the number of bins for the coming round."""
@@ -185,10 +200,10 @@ class AdaQuantFL:
     def bits(self, history: Sequence[dict[str, Any]]) -> int:
         return min(max(math.ceil(math.log2(self.levels(history) + 1)), self.b_min), self.b_max)
 
-    def __call__(self, ctx: Any) -> StochasticUniform:
+    def __call__(self, ctx: LinkContextLike) -> UniformQuantizer:
         b = self.bits(ctx.history)
         if b not in self._codecs:
-            self._codecs[b] = StochasticUniform(b, self.rounding)
+            self._codecs[b] = UniformQuantizer(b, self.rounding)
         return self._codecs[b]
 
     def __repr__(self) -> str:

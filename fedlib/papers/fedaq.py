@@ -21,7 +21,7 @@ from torch import nn
 from fedlib.algorithms import FedAvg
 from fedlib.channel import Link
 from fedlib.codecs.base import Codec, Identity
-from fedlib.codecs.stochastic import MAX_BITS, AdaQuantFL, FedAQQuantizer, StochasticUniform
+from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL, FedAQQuantizer, UniformQuantizer
 from fedlib.energy import add_energy, energy_to_target, saving
 from fedlib.federation import FederatedData, LocalTraining, RunResult, run_federation
 
@@ -79,7 +79,7 @@ def make_links(mode: str, scheme: str, num_clients: int, *, alpha: float = 0.005
     if scheme == "fp32":
         pass
     elif bits is not None:
-        up_codec = down_codec = StochasticUniform(bits, rounding)
+        up_codec = down_codec = UniformQuantizer(bits, rounding)
     elif scheme == "fedaq":
         beta = beta if beta is not None else downlink_resolution(alpha, num_clients, beta_rule, e_up, e_down)
         up_codec = FedAQQuantizer(alpha, b_min, b_max, rounding)

@@ -1,12 +1,7 @@
-"""Deterministic weight quantizers of FedShift (Seo et al., arXiv 2402.01070, section III-C).
+"""FedShift's weight quantizers (Seo et al., arXiv 2402.01070, section III-C): K-means, and the uniform one.
 
-Both act on one tensor (a layer) at a time and are deterministic (`gen` is used only by the random
-and k-means++ initialisations of `KMeansQuantizer`).
-
-* `UniformQuantizer` is the range-based asymmetric "ASYM" quantizer, Eqs. 5-6:
-      Q(w) = round((w - w_min) / (w_max - w_min) * (2^N - 1)),   DeQ(q) = q * (w_max - w_min) / (2^N - 1) + w_min,
-  i.e. 2^N evenly spaced levels from w_min to w_max inclusive; rounding is half-to-even (`torch.round`).
-  Side information: w_min and w_max in fp32.
+* The range-based asymmetric "ASYM" quantizer of Eqs. 5-6 is `fedlib.codecs.uniform.UniformQuantizer`
+  with nearest rounding (2^N evenly spaced levels from w_min to w_max; w_min, w_max sent in fp32).
 * `KMeansQuantizer` is Algorithm 1: 1-D K-means with k = 2^N centroids; Q(w) = index of a weight's
   centroid, the codebook (k fp32 values) is the side information. We run an exact 1-D Lloyd iteration
   on the sorted values (boundaries at centroid midpoints, cluster sums from prefix sums), so one
@@ -15,71 +10,26 @@ and k-means++ initialisations of `KMeansQuantizer`).
 Bits are counted as Table III counts the weight payload, N bits per value, plus the side information
 at 32 bits per float: 2 floats per tensor for uniform, 2^N floats per tensor for K-means. Table III's
 own "auxiliary data" sizes (0.25 KB, 6.19 KB, 88.82 KB) cannot be derived from the paper's text and
-are not what we count (see notebooks/fedshift.py).
+are not what we count (see notebooks/fedshift.py). K-means is deterministic (`gen` is used only by the
+random and k-means++ initialisations).
 """
 from __future__ import annotations
 
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message
+from fedlib.codecs.base import FLOAT_BITS, Message, register_codec
+from fedlib.codecs.uniform import UniformQuantizer
 
 KMEANS_INITS = ("quantile", "random", "kmeans++")
 
 
 def _check_bits(bits: int) -> int:
     if int(bits) != bits or not 1 <= bits <= 16:
-        raise ValueError(f"bits must be an integer in [1, 16], got {bits!r}")
+        raise ValueError(f"K-means bits must be an integer in [1, 16] (2^bits centroids), got {bits!r}")
     return int(bits)
 
 
-def _info(x: torch.Tensor, decoded: torch.Tensor, payload_bits: int, side_bits: int) -> dict[str, float]:
-    err = decoded.double() - x.double()
-    return {
-        "payload_bits": float(payload_bits),
-        "side_bits": float(side_bits),
-        "mean_bias": float(err.mean()) if x.numel() else 0.0,
-        "mse": float((err**2).mean()) if x.numel() else 0.0,
-    }
-
-
-class UniformQuantizer:
-    """ASYM min-max quantizer (Eqs. 5-6) with `bits` bits per value; min/max sent as two fp32 values."""
-
-    def __init__(self, bits: int) -> None:
-        self.bits = _check_bits(bits)
-        self.levels = 2**self.bits - 1
-        self.name = f"uniform{self.bits}"
-
-    def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, float, float]:
-        """Eq. 5: integer indices in [0, 2^N - 1] plus (w_min, w_max)."""
-        x64 = x.detach().reshape(-1).double()
-        if x64.numel() == 0:
-            return torch.zeros(0, dtype=torch.int64), 0.0, 0.0
-        lo, hi = float(x64.min()), float(x64.max())
-        if hi == lo:  # a constant tensor: every index 0 decodes to the constant
-            return torch.zeros(x64.numel(), dtype=torch.int64), lo, hi
-        q = torch.round((x64 - lo) / (hi - lo) * self.levels).to(torch.int64)
-        return q, lo, hi
-
-    def dequantize(self, q: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
-        """Eq. 6, in float64 so that index 0 gives w_min and index 2^N - 1 gives w_max exactly."""
-        return (q.double() * ((hi - lo) / self.levels) + lo).float()
-
-    def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
-        q, lo, hi = self.quantize(x)
-        payload_bits, side_bits = self.bits * x.numel(), 2 * FLOAT_BITS
-        msg = Message(payload=(q, lo, hi), shape=x.shape, bits=payload_bits + side_bits)
-        msg.info = _info(x.reshape(-1), self.dequantize(q, lo, hi), payload_bits, side_bits)
-        return msg
-
-    def decode(self, msg: Message) -> torch.Tensor:
-        q, lo, hi = msg.payload
-        return self.dequantize(q, lo, hi).view(msg.shape)
-
-    def __repr__(self) -> str:
-        return f"UniformQuantizer(bits={self.bits})"
-
-
+@register_codec("kmeans", examples=({"bits": 2}, {"bits": 4}, {"bits": 3, "init": "kmeans++"}))
 class KMeansQuantizer:
     """Algorithm 1: per-tensor 1-D K-means with 2^bits centroids; the codebook is sent as 2^bits fp32 values.
 
@@ -91,6 +41,9 @@ class KMeansQuantizer:
     the codebook. At convergence each index is also the nearest centroid (Algorithm 1, line 3).
     """
 
+    unbiased = False
+    deterministic = True  # for the default quantile init
+
     def __init__(self, bits: int, init: str = "quantile", max_iter: int = 300) -> None:
         self.bits = _check_bits(bits)
         if init not in KMEANS_INITS:
@@ -100,6 +53,7 @@ class KMeansQuantizer:
         self.k = 2**self.bits
         self.init = init
         self.max_iter = int(max_iter)
+        self.deterministic = init == "quantile"
         self.name = f"kmeans{self.bits}"
 
     def _initial_centroids(self, xs: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
@@ -153,10 +107,11 @@ class KMeansQuantizer:
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         centroids, indices, iters = self.fit(x, gen)
         codebook = centroids.float()
-        payload_bits, side_bits = self.bits * x.numel(), self.k * FLOAT_BITS
-        msg = Message(payload=(indices, codebook), shape=x.shape, bits=payload_bits + side_bits)
-        msg.info = _info(x.reshape(-1), codebook[indices], payload_bits, side_bits) | {"lloyd_iters": float(iters)}
-        return msg
+        err = codebook[indices].double() - x.detach().reshape(-1).double()
+        info = {"mean_bias": float(err.mean()) if x.numel() else 0.0,
+                "mse": float((err**2).mean()) if x.numel() else 0.0, "lloyd_iters": float(iters)}
+        return Message(payload=(indices, codebook), shape=x.shape, payload_bits=self.bits * x.numel(),
+                       side_bits=self.k * FLOAT_BITS, info=info)
 
     def decode(self, msg: Message) -> torch.Tensor:
         indices, codebook = msg.payload
@@ -171,7 +126,7 @@ def weight_quantizer(kind: str, bits: int, **kwargs: object) -> UniformQuantizer
     if kind == "uniform":
         if kwargs:
             raise ValueError(f"the uniform quantizer takes no options, got {sorted(kwargs)}")
-        return UniformQuantizer(bits)
+        return UniformQuantizer(bits, rounding="nearest")
     if kind == "kmeans":
         return KMeansQuantizer(bits, **kwargs)  # type: ignore[arg-type]
     raise ValueError(f"unknown weight quantizer {kind!r}; choose 'uniform' or 'kmeans'")

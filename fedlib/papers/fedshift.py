@@ -34,6 +34,7 @@ from fedlib.channel import Link, LinkContext
 from fedlib.codecs.base import Codec, Identity
 from fedlib.data.partition import from_indices
 from fedlib import params as P
+from fedlib.contracts import RoundInfo
 from fedlib.params import Params
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
@@ -192,7 +193,7 @@ class FedShift:
                 out[k] = (params[k].double() - coef * mean).to(params[k].dtype)
         return out
 
-    def __call__(self, params: Params, info: Any) -> tuple[Params, dict[str, float]]:
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
         clients = [r.client for r in info.results]
         coef = self.coefficient(clients, info.weights)
         shifted = self.shift(params, coef) if coef else params
@@ -215,7 +216,7 @@ class DivergenceMonitor:
     earlier hook, against the round's starting model) and div/drift/<layer> = mean over the selected
     clients of ||w_k^t - w^{t-1}|| (the decoded uploads). Returns the parameters unchanged."""
 
-    def __call__(self, params: Params, info: Any) -> tuple[Params, dict[str, float]]:
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
         diag = {}
         for k in _groups(params, "layer"):
             diag[f"div/global/{k}"] = float((params[k].double() - info.before[k].double()).norm())
@@ -230,7 +231,7 @@ class PreShiftAccuracy:
     def __init__(self, evaluate: Callable[[Params], float]):
         self.evaluate = evaluate
 
-    def __call__(self, params: Params, info: Any) -> tuple[Params, dict[str, float]]:
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
         return params, {"pre_shift_acc": float(self.evaluate(info.aggregated))}
 
 

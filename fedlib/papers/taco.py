@@ -24,7 +24,7 @@ from torch import nn
 
 from fedlib import params as P
 from fedlib.data import Dataset, labels_per_client
-from fedlib.federation import FederatedData, RunResult
+from fedlib.contracts import FederatedData, RoundContext, RoundInfo, RunResult
 from fedlib.params import Params
 
 GROUP_NAMES = ("A", "B", "C")
@@ -55,7 +55,11 @@ def plant_freeloaders(num_clients: int, count: int, rng: np.random.Generator | i
 
 
 class Freeloaders:
-    """client_behavior(client, received, trained, gen) -> the weights a freeloader uploads instead of `trained`."""
+    """A `ClientBehavior`: the weights a freeloader uploads instead of what it trained.
+
+    "previous_update" needs w_{t-1}: the behaviour keeps the model received in the previous round (it is
+    called for every selected client of every round, and starts afresh at round 0, so no state crosses runs).
+    """
 
     MODES = ("previous_update", "global_model", "noise")
 
@@ -65,26 +69,26 @@ class Freeloaders:
         self.clients = {int(c) for c in clients}
         self.mode = mode
         self.noise_std = noise_std
-        self._current: Params | None = None  # w_t (the model received this round)
-        self._previous: Params | None = None  # w_{t-1}
+        self._received: dict[int, Params] = {}  # round -> the global model clients received (last two rounds)
 
-    def _track(self, received: Params) -> None:
-        if self._current is None or any(not torch.equal(received[k], self._current[k]) for k in received):
-            self._previous, self._current = self._current, P.clone(received)
-
-    def __call__(self, client: int, received: Params, trained: Params, gen: torch.Generator) -> Params:
-        self._track(received)
-        if client not in self.clients:
+    def __call__(self, ctx: RoundContext, received: Params, trained: Params, gen: torch.Generator) -> Params:
+        if ctx.round == 0:
+            self._received.clear()
+        if ctx.round not in self._received:
+            self._received = {r: w for r, w in self._received.items() if r == ctx.round - 1}
+            self._received[ctx.round] = P.clone(received)
+        if ctx.client not in self.clients:
             return trained
         if self.mode == "global_model":
             return P.clone(received)
         if self.mode == "noise":
             return {k: v + self.noise_std * torch.randn(v.shape, generator=gen, dtype=v.dtype).to(v.device)
                     for k, v in received.items()}
-        if self._previous is None:  # round 0: there is no previous global update, Delta = 0
+        previous = self._received.get(ctx.round - 1)
+        if previous is None:  # round 0: there is no previous global update, Delta = 0
             return P.clone(received)
         # upload weights u with received - u = w_{t-1} - w_t, i.e. u = 2 w_t - w_{t-1}
-        return {k: 2.0 * received[k] - self._previous[k] for k in received}
+        return {k: 2.0 * received[k] - previous[k] for k in received}
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,6 @@ def quadratic_federation(h: np.ndarray, b: np.ndarray) -> tuple[FederatedData, C
     return data, model_fn
 
 
-def step_norm_hook(w: Params, info) -> tuple[Params, dict[str, float]]:
+def step_norm_hook(w: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
     """Post-aggregation hook logging |w_{t+1} - w_t| (the global step), for divergence-rate checks."""
     return w, {"step_norm": P.sq_norm(P.sub(w, info.before)) ** 0.5}

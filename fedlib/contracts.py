@@ -1,0 +1,221 @@
+"""The round's contracts: the typed values the round loop, the executors, the algorithms and the hooks exchange.
+
+    LocalTraining   how clients train (SGD settings; exactly one of epochs/steps)
+    FederatedData   a dataset and the training-set indices each client holds
+    RoundContext    where in the run a call happens: round, number of clients, client id where one applies
+    ClientJob       one client's work in a round (its batches, its persistent state)
+    ClientOutcome   what local training returns (trained parameters, buffers, loss)
+    LocalRun        facts about that training the algorithm may need (steps, sum of step sizes, ...)
+    ClientResult    what the server holds from a client after the uplink
+    RoundInfo       what a post-aggregation hook sees
+    Hook, ClientBehavior   the two plug-in protocols of the loop
+    RunResult       the tidy record of a run
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union
+
+import numpy as np
+import pandas as pd
+import torch
+
+from fedlib.data import Dataset
+from fedlib.params import Params
+
+LearningRate = Union[float, Callable[[int, int], float]]  # a constant, or lr(round, local_step)
+
+
+def _real(name: str, value: object, *, low: float, low_inclusive: bool, high: float = math.inf) -> float:
+    """A finite real number in the stated range, or a ValueError naming the parameter."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    above = v >= low if low_inclusive else v > low
+    if not math.isfinite(v) or not above or not v < high:
+        bounds = f"{'[' if low_inclusive else '('}{low:g}, {high:g})"
+        raise ValueError(f"{name} must be a finite number in {bounds}, got {value!r}")
+    return v
+
+
+def _count(name: str, value: object, *, low: int = 1) -> int:
+    """An integer >= low (numpy integers too; 2.0 is accepted, 2.5 is not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or float(value) != int(value):
+        raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    if int(value) < low:
+        raise ValueError(f"{name} must be >= {low}, got {value!r}")
+    return int(value)
+
+
+@dataclass
+class LocalTraining:
+    """Client-side SGD. `epochs` or `steps` sets the amount of local work (one epoch if neither is given)."""
+
+    lr: LearningRate = 0.05
+    batch_size: int = 32
+    epochs: float | None = None
+    steps: int | None = None
+    momentum: float = 0.0  # heavy ball, as torch.optim.SGD (dampening 0); reset every round
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.epochs is not None and self.steps is not None:
+            raise ValueError(f"LocalTraining takes epochs or steps, not both (got epochs={self.epochs!r}, "
+                             f"steps={self.steps!r})")
+        if self.steps is None:
+            self.epochs = 1.0 if self.epochs is None else _real("epochs", self.epochs, low=0, low_inclusive=False)
+        else:
+            self.steps = _count("steps", self.steps)
+        self.batch_size = _count("batch_size", self.batch_size)
+        if not callable(self.lr):
+            self.lr = _real("lr", self.lr, low=0, low_inclusive=False)
+        self.momentum = _real("momentum", self.momentum, low=0, low_inclusive=True, high=1)
+        self.weight_decay = _real("weight_decay", self.weight_decay, low=0, low_inclusive=True)
+
+    def lr_at(self, round_: int, step: int) -> float:
+        if not callable(self.lr):
+            return self.lr
+        value = float(self.lr(round_, step))
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"the learning-rate schedule returned {value!r} at round {round_}, step {step}")
+        return value
+
+    def schedule(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+        """The mini-batch index lists of one client for one round (reshuffled every epoch)."""
+        per_epoch = math.ceil(n / self.batch_size)
+        if self.steps is not None:
+            total, epochs = self.steps, math.ceil(self.steps / per_epoch)
+        else:
+            assert self.epochs is not None
+            total, epochs = max(1, round(self.epochs * per_epoch)), math.ceil(self.epochs)
+        batches: list[np.ndarray] = []
+        for _ in range(epochs):
+            perm = rng.permutation(n)
+            batches += [perm[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
+        return batches[:total]
+
+    def epochs_of(self, steps: int, n_samples: int) -> float:
+        """Passes over a client's data that `steps` local steps make."""
+        return steps * self.batch_size / n_samples if self.steps is not None else float(self.epochs or 0.0)
+
+
+@dataclass
+class FederatedData:
+    """A dataset and the training-set indices each client holds."""
+
+    dataset: Dataset
+    client_indices: list[np.ndarray]
+
+    def __post_init__(self) -> None:
+        if not self.client_indices:
+            raise ValueError("FederatedData needs at least one client")
+        n = len(self.dataset.y_train)
+        for i, idx in enumerate(self.client_indices):
+            if len(idx) == 0:
+                raise ValueError(f"client {i} holds no samples; use a partitioner with min_size >= 1")
+            if np.min(idx) < 0 or np.max(idx) >= n:
+                raise ValueError(f"client {i} has indices outside the training set (size {n})")
+        self.client_indices = [np.asarray(idx, dtype=np.int64) for idx in self.client_indices]
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.client_indices)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([len(idx) for idx in self.client_indices])
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """Where a call happens: `round` counts from 0 (record rows are numbered round + 1); `client` is set for
+    per-client calls (start/finish of local training, client behaviours) and None for server-side ones."""
+
+    round: int
+    num_clients: int
+    client: int | None = None
+
+    def for_client(self, client: int) -> RoundContext:
+        return RoundContext(self.round, self.num_clients, client)
+
+
+@dataclass
+class ClientJob:
+    client: int
+    indices: np.ndarray  # the client's training-set indices
+    batches: list[np.ndarray]  # positions into `indices`, one array per local step
+    state: dict[str, Any]  # the algorithm's persistent client state
+
+
+@dataclass
+class ClientOutcome:
+    params: Params
+    buffers: Params
+    loss: float  # mean mini-batch loss over the round
+    lr_sum: float
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """Facts about one client's local training in one round."""
+
+    steps: int  # local SGD steps taken (K in SCAFFOLD)
+    lr_sum: float  # sum of the step sizes used (K * lr for a constant rate)
+    n_samples: int  # the client's training-set size
+    epochs: float  # passes over the local data
+
+
+@dataclass
+class ClientResult:
+    """What the server holds from one client after the uplink."""
+
+    client: int
+    n_samples: int
+    steps: int
+    update: Params  # decoded (sent weights - received weights), as the server reconstructs it
+    loss: float  # mean local training loss over the round's steps
+    extras: dict[str, Any] = field(default_factory=dict)  # algorithm uploads sent at full precision
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """What a post-aggregation hook sees."""
+
+    ctx: RoundContext
+    before: Params  # the global model at the start of the round
+    results: list[ClientResult]
+    weights: torch.Tensor  # the round loop's aggregation weights of `results`
+    client_codecs: list[Any]  # the uplink codec each result went through
+    aggregated: Params  # the algorithm's aggregate, before any hook
+
+
+class Hook(Protocol):
+    """Post-aggregation hook: transforms the new global model, returns diagnostics for the record row."""
+
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]: ...
+
+
+class ClientBehavior(Protocol):
+    """Replaces what a client uploads (freeloaders, attackers): returns the weights it sends instead of `trained`."""
+
+    def __call__(self, ctx: RoundContext, received: Params, trained: Params, gen: torch.Generator) -> Params: ...
+
+
+@dataclass
+class RunResult:
+    rounds: pd.DataFrame
+    clients: pd.DataFrame
+    params: Params
+    server_state: dict[str, Any]
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def final_accuracy(self) -> float:
+        return float(self.rounds["test_acc"].dropna().iloc[-1])
+
+    @property
+    def diverged(self) -> bool:
+        return bool(self.rounds["diverged"].any()) if "diverged" in self.rounds else False

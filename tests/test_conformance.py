@@ -1,0 +1,185 @@
+"""The conformance battery: every registered algorithm and every exported codec, tested the same way.
+
+A new `ALGORITHMS` entry or a new `register_codec` class is picked up here without editing this file.
+Algorithms: two rounds on a tiny model under every executor they support; batched == sequential within
+1e-5; the same seed gives a bitwise-identical record. Codecs: shapes and dtypes, exact bit fields, bits ==
+packed size where a codec packs, all-zero and constant tensors, unbiasedness by Monte Carlo where a codec
+claims it, determinism where it claims it; each codec through the round loop with both payloads, with and
+without error feedback. The same tests run with device="cuda" under the `gpu` marker (skipped without one).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import fedlib.codecs as codecs
+from fedlib.algorithms import ALGORITHMS, make_algorithm
+from fedlib.channel import Link
+from fedlib.codecs import CODECS, make_codec
+from fedlib.contracts import FederatedData, LocalTraining
+from fedlib.data import Dataset
+from fedlib.federation import run_federation
+
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA GPU here")])]
+TIMING = ["train_s", "wall_s"]
+
+
+@pytest.fixture(scope="module")
+def data() -> FederatedData:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(120, 8, generator=gen)
+    y = (x[:, :3].argmax(1) + (x[:, 3] > 1).long()) % 3
+    ds = Dataset("tiny", x[:96], y[:96], x[96:], y[96:], num_classes=3)
+    sizes = [30, 26, 22, 18]  # uneven, so the batched executor pads and masks
+    bounds = np.cumsum([0, *sizes])
+    return FederatedData(ds, [np.arange(bounds[i], bounds[i + 1]) for i in range(len(sizes))])
+
+
+def tiny_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 6), nn.Tanh(), nn.Linear(6, 3))
+
+
+def run(data: FederatedData, name: str, executor: str, device: str = "cpu", seed: int = 0, **kwargs):
+    local = LocalTraining(lr=0.1, batch_size=8, epochs=1, momentum=0.5, weight_decay=1e-3)
+    return run_federation(tiny_model, data, make_algorithm(name), rounds=2, local=local, executor=executor,
+                          device=device, seed=seed, progress=False, **kwargs)
+
+
+def executors_of(name: str) -> list[str]:
+    return ["sequential", "vmap"] if make_algorithm(name).vmap_compatible else ["sequential"]
+
+
+ALGO_EXECUTORS = [(name, ex) for name in ALGORITHMS for ex in executors_of(name)]
+
+
+# ---------------------------------------------------------------------------------------------- algorithms
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,executor", ALGO_EXECUTORS)
+def test_algorithm_runs_two_rounds(data, name, executor, device):
+    res = run(data, name, executor, device)
+    assert list(res.rounds["round"]) == [1, 2]
+    assert np.isfinite(res.rounds["test_loss"]).all() and not res.diverged
+    assert res.clients.groupby("round").size().tolist() == [4, 4]
+    assert all(v.device.type == device for v in res.params.values())
+
+
+@pytest.mark.parametrize("name,executor", ALGO_EXECUTORS)
+def test_same_seed_same_record_bitwise(data, name, executor):
+    a, b = run(data, name, executor), run(data, name, executor)
+    pd.testing.assert_frame_equal(a.rounds.drop(columns=TIMING), b.rounds.drop(columns=TIMING), check_exact=True)
+    assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
+    c = run(data, name, executor, seed=1)
+    assert not all(torch.equal(a.params[k], c.params[k]) for k in a.params)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", [n for n in ALGORITHMS if make_algorithm(n).vmap_compatible])
+def test_batched_equals_sequential(data, name, device):
+    seq, bat = run(data, name, "sequential", device), run(data, name, "vmap", device)
+    for k in seq.params:
+        torch.testing.assert_close(bat.params[k], seq.params[k], atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(bat.rounds["test_loss"], seq.rounds["test_loss"], atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(bat.clients["loss"], seq.clients["loss"], atol=1e-5, rtol=1e-5)
+
+
+def test_every_algorithm_is_registered_and_buildable_with_defaults():
+    import fedlib.algorithms as algorithms
+    exported = {obj for obj in vars(algorithms).values()
+                if inspect.isclass(obj) and issubclass(obj, algorithms.Algorithm) and obj is not algorithms.Algorithm}
+    assert exported <= set(ALGORITHMS.values()), f"not in ALGORITHMS: {exported - set(ALGORITHMS.values())}"
+    for name in ALGORITHMS:
+        assert make_algorithm(name).name == name
+
+
+# ---------------------------------------------------------------------------------------------- codecs
+CODEC_CASES = [pytest.param(name, kw, id=f"{name}-{i}") for name, entry in CODECS.items()
+               for i, kw in enumerate(entry.examples)]
+
+
+def test_every_exported_codec_is_registered():
+    exported = [getattr(codecs, n) for n in codecs.__all__]
+    codec_classes = {obj for obj in exported if inspect.isclass(obj) and obj is not codecs.Codec
+                     and hasattr(obj, "encode") and hasattr(obj, "decode")}
+    registered = {entry.factory for entry in CODECS.values()}
+    assert codec_classes and codec_classes <= registered, f"unregistered codecs: {codec_classes - registered}"
+
+
+@pytest.mark.parametrize("name,kwargs", CODEC_CASES)
+def test_codec_shapes_dtypes_and_bit_fields(name, kwargs):
+    codec = make_codec(name, **kwargs)
+    x = torch.randn(3, 17, generator=torch.Generator().manual_seed(1))
+    msg = codec.encode(x, torch.Generator().manual_seed(2))
+    y = codec.decode(msg)
+    assert y.shape == x.shape and y.dtype == x.dtype and torch.isfinite(y).all()
+    assert isinstance(msg.payload_bits, int) and isinstance(msg.side_bits, int)
+    assert msg.payload_bits >= 0 and msg.side_bits >= 0 and msg.bits == msg.payload_bits + msg.side_bits
+    if hasattr(codec, "pack"):
+        packed = codec.pack(msg)
+        assert msg.bits <= 8 * len(packed) < msg.bits + 16, (len(packed), msg.bits)
+
+
+@pytest.mark.parametrize("name,kwargs", CODEC_CASES)
+@pytest.mark.parametrize("value", [0.0, 0.25, -3.0])
+def test_codec_zero_and_constant_tensors(name, kwargs, value):
+    codec = make_codec(name, **kwargs)
+    x = torch.full((40,), value)
+    y = codec.decode(codec.encode(x, torch.Generator().manual_seed(0)))
+    assert torch.isfinite(y).all() and y.shape == x.shape
+    if value == 0.0:
+        assert torch.equal(y, torch.zeros_like(x)), "an all-zero tensor must decode to zeros"
+
+
+@pytest.mark.parametrize("name,kwargs", [c for c in CODEC_CASES if getattr(make_codec(c.values[0], **c.values[1]), "unbiased", False)])
+def test_unbiased_codecs_by_monte_carlo(name, kwargs):
+    """E[decode(encode(x))] = x: every element's mean over m draws within 5 standard errors, and the
+    standardized mean error over all elements consistent with N(0, 1/d)."""
+    codec = make_codec(name, **kwargs)
+    x = torch.randn(24, generator=torch.Generator().manual_seed(3))
+    m = 3000
+    draws = torch.stack([codec.decode(codec.encode(x, torch.Generator().manual_seed(s))) for s in range(m)]).double()
+    mean, se = draws.mean(0), draws.std(0) / math.sqrt(m)
+    exact = se < 1e-12  # elements the codec sends exactly (min/max levels)
+    assert torch.allclose(mean[exact], x.double()[exact], atol=1e-6)
+    z = (mean[~exact] - x.double()[~exact]) / se[~exact]
+    if len(z) == 0:  # lossless
+        return
+    assert z.abs().max() < 5, z
+    assert abs(float(z.mean())) < 5 / math.sqrt(len(z))
+
+
+@pytest.mark.parametrize("name,kwargs", [c for c in CODEC_CASES if getattr(make_codec(c.values[0], **c.values[1]), "deterministic", False)])
+def test_deterministic_codecs_ignore_the_generator(name, kwargs):
+    codec = make_codec(name, **kwargs)
+    x = torch.randn(50, generator=torch.Generator().manual_seed(4))
+    a = codec.decode(codec.encode(x, torch.Generator().manual_seed(0)))
+    b = codec.decode(codec.encode(x, torch.Generator().manual_seed(1)))
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(CODECS))
+@pytest.mark.parametrize("payload,error_feedback", [("update", False), ("update", True), ("weights", False),
+                                                    ("weights", True)])
+def test_codec_through_the_round_loop(data, name, payload, error_feedback, device):
+    codec = make_codec(name, **CODECS[name].examples[0])
+    uplink = Link(codec=codec, payload=payload, error_feedback=error_feedback)
+    down = Link(codec=codec, payload="update", error_feedback=error_feedback)
+    res = run(data, "fedavg", "sequential", device, uplink=uplink, downlink=down)
+    assert (res.clients["bits_up"] > 0).all() and (res.rounds["bits_down"] > 0).all()
+    assert (res.rounds["payload_bits_up"] <= res.rounds["bits_up"]).all()
+    assert np.isfinite(res.rounds["test_loss"]).all()
+
+
+def test_link_resolves_codec_names_and_says_what_to_pass():
+    assert Link(codec="stc").codec.name == make_codec("stc").name
+    with pytest.raises(ValueError, match="bits"):
+        Link(codec="uniform")
+    with pytest.raises(ValueError, match="registered codecs"):
+        Link(codec="qsgdd")
