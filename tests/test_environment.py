@@ -1,7 +1,9 @@
-"""environment.yml (conda) and pyproject.toml (pip) declare the same packages with the same lower bounds."""
+"""environment.yml (conda) and pyproject.toml (pip) declare the same packages with the same lower bounds
+and the same Python floor as the README."""
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -22,8 +24,20 @@ def test_environment_yml_matches_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pip = dict(_parse(r) for r in project["dependencies"] + project["optional-dependencies"]["vision"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    conda = dict(_parse(r) for r in env["dependencies"] if isinstance(r, str) and not r.startswith("python="))
+    conda = dict(_parse(r) for r in env["dependencies"] if isinstance(r, str) and _parse(r)[0] != "python")
     assert conda == pip
+
+
+def test_python_floor_is_the_same_everywhere_and_holds_here():
+    floor = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    version = re.fullmatch(r">=(\d+)\.(\d+)\.(\d+)", floor)
+    assert version, f"requires-python {floor!r} is not of the form >=X.Y.Z"
+    numbers = tuple(int(v) for v in version.groups())
+    assert numbers >= (3, 11), "the tests import tomllib, new in Python 3.11"
+    assert sys.version_info[:3] >= numbers, "the tests run on a Python the project does not claim"
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert f"python{floor},<{numbers[0]}.{numbers[1] + 1}" in env["dependencies"]
+    assert f"Python ≥ {floor[2:]}" in (ROOT / "README.md").read_text()
 
 
 def test_design_card_packages_are_declared():
@@ -31,3 +45,4 @@ def test_design_card_packages_are_declared():
     declared = {_parse(r)[0] for r in project["dependencies"] + project["optional-dependencies"]["vision"]}
     card = {"jupyterlab", "papermill", "torch", "torchvision", "numpy", "seaborn", "nbval", "sympy"}
     assert card <= declared
+
