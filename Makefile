@@ -15,6 +15,8 @@ PROFILE ?= cpu
 
 setup: $(STAMP)
 
+# The kernel name and display name below are the kernelspec the committed notebooks carry
+# (scripts/build_notebooks.py, KERNELSPEC; tests/test_environment.py keeps them equal).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
@@ -32,8 +34,9 @@ bench: setup
 	$(PY) benchmarks/bench_round.py
 	$(PY) benchmarks/bench_mucsc.py
 
+# Jupyter refuses to start as root without --allow-root (containers often run as root).
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Rebuild the committed notebooks (quick profile, with outputs) from their jupytext sources.
 notebooks: setup

@@ -1,8 +1,10 @@
-"""environment.yml (conda) and pyproject.toml (pip) declare the same packages with the same lower bounds
-and the same Python floor as the README."""
+"""environment.yml (conda) and pyproject.toml (pip) declare the same packages with the same lower bounds,
+the same Python floor as the README, and the Makefile's setup works as root and for JupyterLab."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -46,3 +48,27 @@ def test_design_card_packages_are_declared():
     card = {"jupyterlab", "papermill", "torch", "torchvision", "numpy", "seaborn", "nbval", "sympy"}
     assert card <= declared
 
+
+def test_committed_notebooks_carry_the_kernelspec_make_installs():
+    """JupyterLab writes the running kernel's spec into a notebook it opens: a difference marks the
+    notebook as modified before the reader touched it."""
+    import importlib.util
+    import json
+
+    install = re.search(r"ipykernel install .*--name (\S+) --display-name \"([^\"]+)\"",
+                        (ROOT / "Makefile").read_text())
+    assert install, "Makefile no longer installs a named kernel"
+    installed = {"name": install.group(1), "display_name": install.group(2), "language": "python"}
+    spec = importlib.util.spec_from_file_location("build_notebooks", ROOT / "scripts" / "build_notebooks.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    assert builder.KERNELSPEC == installed
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert json.loads(notebook.read_text())["metadata"]["kernelspec"] == installed, notebook.name
+
+
+def test_make_lab_allows_root_exactly_when_run_as_root():
+    dry_run = subprocess.run(["make", "-n", "-o", ".venv/.fedlib-installed", "lab"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.strip().splitlines()
+    assert dry_run[-1].split()[1:3] == ["lab", "notebooks/"]
+    assert dry_run[-1].endswith("--allow-root") == (os.geteuid() == 0)
