@@ -444,6 +444,36 @@ def test_cifar_unpickler_reads_numpy_arrays_of_every_protocol(tmp_path, protocol
     assert y.tolist() == [4, 2]
 
 
+class Python2Pickler(pickle._Pickler):
+    """Writes str and bytes as Python 2 str (BINSTRING), as the pickles on the CIFAR page are."""
+
+    dispatch = pickle._Pickler.dispatch.copy()
+
+    def save_python2_str(self, obj: str | bytes) -> None:
+        data = obj.encode("latin1") if isinstance(obj, str) else obj
+        self.write(pickle.BINSTRING + struct.pack("<i", len(data)) + data)
+        self.memoize(obj)
+
+    dispatch[bytes] = save_python2_str
+    dispatch[str] = save_python2_str
+
+
+def test_cifar_unpickler_reads_the_python2_batches_of_the_cifar_page(tmp_path):
+    import io
+
+    data = np.arange(2 * 3072).astype(np.uint8).reshape(2, 3072)
+    buffer = io.BytesIO()
+    Python2Pickler(buffer, protocol=2).dump({"batch_label": "training batch 1 of 5", "labels": [3, 7],
+                                             "data": data, "filenames": ["a.png", "b.png"]})
+    # numpy 1.x, which wrote the real files, names the reconstructor numpy.core.multiarray
+    python2 = buffer.getvalue().replace(b"numpy._core.multiarray\n", b"numpy.core.multiarray\n")
+    assert b"cnumpy.core.multiarray\n_reconstruct\n" in python2 and b"X\x04\x00\x00\x00data" not in python2
+    (tmp_path / "b").write_bytes(python2)
+    x, y = read_cifar_batch(tmp_path / "b")
+    np.testing.assert_array_equal(x.reshape(2, -1), data)
+    assert y.tolist() == [3, 7]
+
+
 def cifar_pickle(n_images: int, n_labels: int, width: int = 3072) -> bytes:
     return pickle.dumps({b"data": np.zeros((n_images, width), np.uint8), b"labels": [0] * n_labels})
 
