@@ -4,9 +4,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.fedlib-installed
-# The CPU wheel of this version is what this project is tested with; on a GPU machine, set
-# TORCH_SPEC to the build you want (e.g. TORCH_SPEC="torch" for PyPI's CUDA build).
+# The CPU wheel of this version is what this project is tested with, but on Linux plain pip resolves
+# torch==2.13.0 to PyPI's CUDA build (several GB with its nvidia-* packages) unless pip is configured
+# with a CPU-wheel source. `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` gets the CPU
+# build (README, "Installing"). On a GPU machine, set TORCH_SPEC to the build you want.
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 PROFILE ?= cpu
 # Thread counts are chosen per run by fedlib (threads="auto", measured by `make bench`): do not pin
 # OMP_NUM_THREADS here, it would override that choice for every process.
@@ -15,9 +18,11 @@ PROFILE ?= cpu
 
 setup: $(STAMP)
 
+# The kernel name and display name below are the kernelspec the committed notebooks carry
+# (scripts/build_notebooks.py, KERNELSPEC; tests/test_environment.py keeps them equal).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (fedlib)" > /dev/null
 	touch $(STAMP)
@@ -32,8 +37,9 @@ bench: setup
 	$(PY) benchmarks/bench_round.py
 	$(PY) benchmarks/bench_mucsc.py
 
+# Jupyter refuses to start as root without --allow-root (containers often run as root).
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Rebuild the committed notebooks (quick profile, with outputs) from their jupytext sources.
 notebooks: setup

@@ -68,6 +68,11 @@ data_root = None
 results_root = None
 
 # %%
+from fedlib.notebook_params import check_notebook_parameters
+
+check_notebook_parameters("fedaq", globals())  # a mistyped -p / profile name stops here
+
+# %%
 import os
 import time
 import warnings

@@ -67,6 +67,11 @@ device = "cpu"
 results_root = None
 
 # %%
+from fedlib.notebook_params import check_notebook_parameters
+
+check_notebook_parameters("fedshift", globals())  # a mistyped -p / profile name stops here
+
+# %%
 import os
 import time
 import warnings

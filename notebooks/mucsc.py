@@ -77,6 +77,11 @@ data_root = None
 results_root = None
 
 # %%
+from fedlib.notebook_params import check_notebook_parameters
+
+check_notebook_parameters("mucsc", globals())  # a mistyped -p / profile name stops here
+
+# %%
 import os
 import time
 import warnings

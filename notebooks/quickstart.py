@@ -43,6 +43,11 @@ device = "cpu"
 results_root = None
 
 # %%
+from fedlib.notebook_params import check_notebook_parameters
+
+check_notebook_parameters("quickstart", globals())  # a mistyped -p / profile name stops here
+
+# %%
 import os
 import warnings
 

@@ -90,6 +90,11 @@ device = "cpu"  # "auto" uses a CUDA GPU when there is one
 results_root = None
 
 # %%
+from fedlib.notebook_params import check_notebook_parameters
+
+check_notebook_parameters("taco", globals())  # a mistyped -p / profile name stops here
+
+# %%
 import os
 import time
 import warnings

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import pickle
+import re
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -314,11 +317,21 @@ def test_unknown_name_and_bad_options():
 
 # --- download=True, against a local file:// mirror (no network in tests) -----------------------
 
-def test_download_idx_from_mirror(tmp_path, monkeypatch):
+def sha256(path: Path) -> tuple[str, str]:
+    return "sha256", hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def mirror(monkeypatch, name: str, folder: Path) -> None:
+    """Point dataset `name`'s downloads at `folder` and its digests at the files there."""
     from fedlib.data import datasets
 
+    monkeypatch.setitem(datasets._URLS, name, folder.as_uri() + "/")
+    monkeypatch.setitem(datasets._DIGESTS, name, {f: sha256(folder / f) for f in datasets._DIGESTS[name]})
+
+
+def test_download_idx_from_mirror(tmp_path, monkeypatch):
     xtr, ytr, _, _ = write_idx_set(tmp_path / "mirror", gz=True)
-    monkeypatch.setitem(datasets._URLS, "mnist", (tmp_path / "mirror").as_uri() + "/")
+    mirror(monkeypatch, "mnist", tmp_path / "mirror")
     with pytest.raises(FileNotFoundError):
         load_dataset("mnist", root=tmp_path / "data")  # nothing fetched unless asked
     ds = load_dataset("mnist", root=tmp_path / "data", download=True)
@@ -329,13 +342,330 @@ def test_download_idx_from_mirror(tmp_path, monkeypatch):
 def test_download_cifar_archive_from_mirror(tmp_path, monkeypatch):
     import tarfile
 
-    from fedlib.data import datasets
-
     batches = write_cifar(tmp_path / "src")
-    archive = tmp_path / "cifar-10-python.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
+    (tmp_path / "mirror").mkdir()
+    with tarfile.open(tmp_path / "mirror" / "cifar-10-python.tar.gz", "w:gz") as tar:
         tar.add(tmp_path / "src" / "cifar-10-batches-py", arcname="cifar-10-batches-py")
-    monkeypatch.setitem(datasets._URLS, "cifar10", archive.as_uri())
+    mirror(monkeypatch, "cifar10", tmp_path / "mirror")
     ds = load_dataset("cifar10", root=tmp_path / "data", download=True)
     assert ds.y_test.tolist() == batches["test_batch"][1]
     assert not (tmp_path / "data" / "cifar-10-python.tar.gz").exists()
+
+
+def test_download_urls_are_https_with_a_digest_for_every_file():
+    from fedlib.data import datasets
+
+    assert all(url.startswith("https://") for url in datasets._URLS.values())
+    assert set(datasets._DIGESTS) == set(datasets._URLS)
+    for files in datasets._DIGESTS.values():
+        for algorithm, digest in files.values():
+            assert re.fullmatch(f"[0-9a-f]{{{2 * hashlib.new(algorithm).digest_size}}}", digest)
+
+
+def test_download_checksum_mismatch_keeps_nothing(tmp_path, monkeypatch):
+    from fedlib.data import DatasetFileError, datasets
+
+    write_idx_set(tmp_path / "mirror", gz=True)  # not the real MNIST: its MD5s cannot match
+    monkeypatch.setitem(datasets._URLS, "mnist", (tmp_path / "mirror").as_uri() + "/")
+    with pytest.raises(DatasetFileError) as err:
+        load_dataset("mnist", root=tmp_path / "data", download=True)
+    actual = hashlib.md5((tmp_path / "mirror" / "train-images-idx3-ubyte.gz").read_bytes()).hexdigest()
+    msg = str(err.value)
+    assert "train-images-idx3-ubyte.gz" in msg and "f68b3c2dcbeaaa9fbdd348bbdeb94873" in msg and actual in msg
+    assert list((tmp_path / "data" / "MNIST" / "raw").iterdir()) == []  # no file, no .part
+
+
+def test_plain_http_download_is_refused(tmp_path, monkeypatch):
+    from fedlib.data import datasets
+
+    monkeypatch.setitem(datasets._URLS, "svhn", "http://ufldl.stanford.edu/housenumbers/")
+    with pytest.raises(ValueError, match=r"refusing to download http://ufldl.*only https"):
+        load_dataset("svhn", root=tmp_path, download=True)
+    assert not (tmp_path / "svhn").exists() or list((tmp_path / "svhn").iterdir()) == []
+
+
+def test_redirect_to_plain_http_is_refused():
+    import urllib.request
+
+    from fedlib.data.datasets import _SecureRedirects
+
+    req = urllib.request.Request("https://example.org/a")
+    with pytest.raises(ValueError, match="refusing to download http://example.org/b"):
+        _SecureRedirects().redirect_request(req, None, 302, "Found", {}, "http://example.org/b")
+
+
+# --- untrusted and broken files: every format fails naming the file and the problem ------------
+
+class RunsCommand:
+    """Unpickling this calls os.system: what a malicious CIFAR batch would do."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (self.command,)
+
+
+def test_crafted_cifar_pickle_does_not_execute(tmp_path):
+    write_cifar(tmp_path)
+    marker = tmp_path / "pwned"
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_1"
+    batch.write_bytes(pickle.dumps({b"data": RunsCommand(f"touch {marker}"), b"labels": [1]}))
+    from fedlib.data import DatasetFileError
+
+    with pytest.raises(DatasetFileError) as err:
+        load_dataset("cifar10", root=tmp_path)
+    assert not marker.exists()
+    msg = str(err.value)
+    assert str(batch) in msg and "posix.system" in msg and "refusing to unpickle" in msg
+
+
+@pytest.mark.parametrize("forbidden,args", [(eval, ("1",)), (getattr, (1, "real")), (__import__, ("os",))])
+def test_cifar_unpickler_refuses_any_other_global(tmp_path, forbidden, args):
+    from fedlib.data import DatasetFileError
+
+    class Calls:
+        def __reduce__(self):
+            return forbidden, args
+
+    (tmp_path / "b").write_bytes(pickle.dumps({b"data": Calls(), b"labels": []}))
+    with pytest.raises(DatasetFileError, match=f"'builtins.{forbidden.__name__}'"):
+        read_cifar_batch(tmp_path / "b")
+
+
+@pytest.mark.parametrize("protocol", [3, 4, 5])
+def test_cifar_unpickler_reads_numpy_arrays_of_every_protocol(tmp_path, protocol):
+    data = np.arange(2 * 3072).astype(np.uint8).reshape(2, 3072)
+    (tmp_path / "b").write_bytes(pickle.dumps({b"data": data, b"labels": np.array([4, 2])}, protocol=protocol))
+    x, y = read_cifar_batch(tmp_path / "b")
+    np.testing.assert_array_equal(x.reshape(2, -1), data)
+    assert y.tolist() == [4, 2]
+
+
+class Python2Pickler(pickle._Pickler):
+    """Writes str and bytes as Python 2 str (BINSTRING), as the pickles on the CIFAR page are."""
+
+    dispatch = pickle._Pickler.dispatch.copy()
+
+    def save_python2_str(self, obj: str | bytes) -> None:
+        data = obj.encode("latin1") if isinstance(obj, str) else obj
+        self.write(pickle.BINSTRING + struct.pack("<i", len(data)) + data)
+        self.memoize(obj)
+
+    dispatch[bytes] = save_python2_str
+    dispatch[str] = save_python2_str
+
+
+def test_cifar_unpickler_reads_the_python2_batches_of_the_cifar_page(tmp_path):
+    import io
+
+    data = np.arange(2 * 3072).astype(np.uint8).reshape(2, 3072)
+    buffer = io.BytesIO()
+    Python2Pickler(buffer, protocol=2).dump({"batch_label": "training batch 1 of 5", "labels": [3, 7],
+                                             "data": data, "filenames": ["a.png", "b.png"]})
+    # numpy 1.x, which wrote the real files, names the reconstructor numpy.core.multiarray
+    python2 = buffer.getvalue().replace(b"numpy._core.multiarray\n", b"numpy.core.multiarray\n")
+    assert b"cnumpy.core.multiarray\n_reconstruct\n" in python2 and b"X\x04\x00\x00\x00data" not in python2
+    (tmp_path / "b").write_bytes(python2)
+    x, y = read_cifar_batch(tmp_path / "b")
+    np.testing.assert_array_equal(x.reshape(2, -1), data)
+    assert y.tolist() == [3, 7]
+
+
+def cifar_pickle(n_images: int, n_labels: int, width: int = 3072) -> bytes:
+    return pickle.dumps({b"data": np.zeros((n_images, width), np.uint8), b"labels": [0] * n_labels})
+
+
+@pytest.mark.parametrize("content,problem", [
+    (cifar_pickle(3, 3)[:-40], "truncated or corrupt pickle (UnpicklingError: pickle data was truncated)"),
+    (b"", "truncated or corrupt pickle (EOFError"),
+    (b"\x80\x04garbage" + bytes(range(40)), "truncated or corrupt pickle"),
+    (cifar_pickle(3, 2), "3 images but 2 labels"),
+    (cifar_pickle(3, 3, width=100), "'data' has shape (3, 100)"),
+    (pickle.dumps({b"data": np.zeros((1, 3072), np.uint8)}), "lacks ['labels']"),
+    (pickle.dumps([1, 2]), "this pickle holds a list"),
+])
+def test_bad_cifar_batch_is_named(tmp_path, content, problem):
+    from fedlib.data import DatasetFileError
+
+    write_cifar(tmp_path)
+    bad = tmp_path / "cifar-10-batches-py" / "test_batch"
+    bad.write_bytes(content)
+    with pytest.raises(DatasetFileError) as err:
+        load_dataset("cifar10", root=tmp_path)
+    assert str(err.value).startswith(f"{bad}: ") and problem in str(err.value)
+
+
+def test_truncated_and_corrupt_gzip_are_named(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    write_idx_set(tmp_path / "MNIST" / "raw", gz=True)
+    path = tmp_path / "MNIST" / "raw" / "train-images-idx3-ubyte.gz"
+    good = path.read_bytes()
+    path.write_bytes(good[: len(good) // 2])
+    with pytest.raises(DatasetFileError, match=rf"^{path}: truncated gzip"):
+        load_dataset("mnist", root=tmp_path)
+    path.write_bytes(good[:-8] + b"\0" * 8)  # CRC and length trailer zeroed
+    with pytest.raises(DatasetFileError, match=rf"^{path}: corrupt gzip"):
+        read_idx(path)
+
+
+def test_idx_labels_that_do_not_match_images_are_named(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    folder = tmp_path / "mnist"
+    write_idx_set(folder, gz=False, n_train=50)
+    labels = folder / "train-labels-idx1-ubyte"
+    labels.write_bytes(idx_bytes(np.zeros(49, np.uint8)))
+    with pytest.raises(DatasetFileError) as err:
+        load_dataset("mnist", root=tmp_path)
+    msg = str(err.value)
+    assert "50 images but 49 labels" in msg and str(folder / "train-images-idx3-ubyte") in msg and str(labels) in msg
+
+
+def test_idx_files_of_the_wrong_rank_are_named(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    folder = tmp_path / "mnist"
+    write_idx_set(folder, gz=False)
+    (folder / "t10k-labels-idx1-ubyte").write_bytes(idx_bytes(np.zeros((12, 2), np.uint8)))
+    with pytest.raises(DatasetFileError, match=r"t10k-labels-idx1-ubyte: labels have shape \(12, 2\)"):
+        load_dataset("mnist", root=tmp_path)
+    write_idx_set(folder, gz=False)
+    (folder / "t10k-images-idx3-ubyte").write_bytes(idx_bytes(np.zeros((12, 14, 14), np.uint8)))
+    with pytest.raises(DatasetFileError, match=r"t10k-images-idx3-ubyte: test images are \(14, 14\)"):
+        load_dataset("mnist", root=tmp_path)
+
+
+def test_idx_header_shorter_than_its_dimensions(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    (tmp_path / "h").write_bytes(bytes([0, 0, 0x08, 3, 0, 0]))
+    with pytest.raises(DatasetFileError, match="truncated IDX header: 3 dimensions need 16 bytes"):
+        read_idx(tmp_path / "h")
+
+
+def write_svhn_pair(folder: Path) -> None:
+    from scipy.io import savemat
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for stem, n in (("train_32x32.mat", 5), ("test_32x32.mat", 3)):
+        savemat(folder / stem, {"X": np.zeros((32, 32, 3, n), np.uint8), "y": np.ones((n, 1), np.uint8)})
+
+
+@pytest.mark.parametrize("variables,problem", [
+    ({"X": np.zeros((32, 32, 3, 5), np.uint8), "y": np.ones((4, 1))}, "5 images but 4 labels"),
+    ({"X": np.zeros((32, 32, 5), np.uint8), "y": np.ones((5, 1))}, "X has shape (32, 32, 5)"),
+    ({"X": np.zeros((32, 32, 3, 5), np.uint8)}, "missing variable(s) ['y']"),
+])
+def test_inconsistent_svhn_mat_is_named(tmp_path, variables, problem):
+    from scipy.io import savemat
+
+    from fedlib.data import DatasetFileError
+
+    write_svhn_pair(tmp_path / "svhn")
+    bad = tmp_path / "svhn" / "train_32x32.mat"
+    savemat(bad, variables)
+    with pytest.raises(DatasetFileError) as err:
+        load_dataset("svhn", root=tmp_path)
+    assert str(err.value).startswith(f"{bad}: ") and problem in str(err.value)
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.0])
+def test_truncated_svhn_mat_is_named(tmp_path, cut):
+    from fedlib.data import DatasetFileError
+
+    write_svhn_pair(tmp_path / "svhn")
+    bad = tmp_path / "svhn" / "test_32x32.mat"
+    bad.write_bytes(bad.read_bytes()[: int(cut * bad.stat().st_size)])
+    with pytest.raises(DatasetFileError, match=rf"^{bad}: truncated or corrupt \.mat file"):
+        load_dataset("svhn", root=tmp_path)
+
+
+def write_femnist(root: Path, train_shard: object) -> Path:
+    rng = np.random.default_rng(0)
+    for split in ("train", "test"):
+        (root / "femnist" / split).mkdir(parents=True)
+    (root / "femnist" / "test" / "t.json").write_text(json.dumps(leaf_shard({"u1": [1]}, rng)))
+    path = root / "femnist" / "train" / "a.json"
+    path.write_text(train_shard if isinstance(train_shard, str) else json.dumps(train_shard))
+    return path
+
+
+def good_shard() -> dict:
+    return leaf_shard({"u1": [1, 2], "u2": [3]}, np.random.default_rng(1))
+
+
+def drop_user_data(shard: dict) -> dict:
+    del shard["user_data"]["u1"]
+    return shard
+
+
+def set_user(user: str, **record) -> Callable[[dict], dict]:
+    def edit(shard: dict) -> dict:
+        shard["user_data"][user].update(record)
+        return shard
+    return edit
+
+
+@pytest.mark.parametrize("edit,problem", [
+    (lambda s: json.dumps(s)[:-30], "invalid JSON"),
+    (drop_user_data, "missing key 'user_data' for user 'u1'"),
+    (lambda s: {"users": s["users"]}, "keys 'users' and 'user_data' (found ['users'])"),
+    (lambda s: [s], "(found list)"),
+    (set_user("u2", y=[3, 4]), "user 'u2' has 1 samples but 2 labels"),
+    (set_user("u1", x=[[0.0] * 784, [0.0] * 10]), "user 'u1': 'x' or 'y' is not a rectangular numeric array"),
+    (set_user("u2", x=[[0.0] * 10]), "user 'u2' has 10 features per sample, earlier users have 784"),
+    (lambda s: {**s, "user_data": {u: {"x": [], "y": []} for u in s["users"]}}, "no user with samples"),
+])
+def test_bad_femnist_json_is_named(tmp_path, edit, problem):
+    from fedlib.data import DatasetFileError
+
+    path = write_femnist(tmp_path, edit(good_shard()))
+    with pytest.raises(DatasetFileError) as err:
+        load_dataset("femnist", root=tmp_path)
+    assert str(path) in str(err.value) and problem in str(err.value)
+
+
+def test_femnist_samples_that_are_not_28x28_are_named(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    shard = {"users": ["u1"], "num_samples": [1], "user_data": {"u1": {"x": [[0.5] * 100], "y": [3]}}}
+    write_femnist(tmp_path, shard)
+    with pytest.raises(DatasetFileError, match=r"femnist/train: samples have 100 features, FEMNIST images need 784"):
+        load_dataset("femnist", root=tmp_path)
+
+
+@pytest.mark.parametrize("content,problem", [
+    (gzip.compress(b"1,2,3\n4,5\n"), "not a CSV of integers 0-255"),
+    (gzip.compress(b"1,2,300\n"), "not a CSV of integers 0-255"),
+    (gzip.compress(b"1,2,3\n")[:-5], "truncated gzip"),
+    (gzip.compress(b""), "empty CSV"),
+])
+def test_bad_bundled_csv_is_named(tmp_path, content, problem):
+    from fedlib.data import DatasetFileError, read_csv_gz
+
+    (tmp_path / "t.csv.gz").write_bytes(content)
+    with pytest.raises(DatasetFileError, match=rf"^{tmp_path / 't.csv.gz'}: {re.escape(problem)}"):
+        read_csv_gz(tmp_path / "t.csv.gz")
+
+
+def test_bundled_csv_with_the_wrong_width_is_named(tmp_path, monkeypatch):
+    from fedlib.data import DatasetFileError, datasets
+
+    (tmp_path / "digits.csv.gz").write_bytes(gzip.compress(b"1,2,3\n4,5,6\n"))
+    monkeypatch.setattr(datasets, "_package_file", lambda package, relative: tmp_path / "digits.csv.gz")
+    with pytest.raises(DatasetFileError, match=r"digits.csv.gz: rows have 3 columns, expected 64 pixels \(1 x 8 x 8\)"):
+        datasets._load_digits(tmp_path)
+
+
+def test_labels_out_of_range_name_the_dataset_and_root(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    folder = tmp_path / "mnist"
+    write_idx_set(folder, gz=False)
+    (folder / "train-labels-idx1-ubyte").write_bytes(idx_bytes(np.full(30, 12, np.uint8)))
+    with pytest.raises(DatasetFileError, match=rf"dataset 'mnist' under {tmp_path}: train labels span \[12, 12\]"):
+        load_dataset("mnist", root=tmp_path)

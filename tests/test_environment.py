@@ -1,7 +1,11 @@
-"""environment.yml (conda) and pyproject.toml (pip) declare the same packages with the same lower bounds."""
+"""environment.yml (conda) and pyproject.toml (pip) declare the same packages with the same lower bounds,
+the same Python floor as the README, and the Makefile's setup works as root and for JupyterLab."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -22,8 +26,20 @@ def test_environment_yml_matches_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pip = dict(_parse(r) for r in project["dependencies"] + project["optional-dependencies"]["vision"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    conda = dict(_parse(r) for r in env["dependencies"] if isinstance(r, str) and not r.startswith("python="))
+    conda = dict(_parse(r) for r in env["dependencies"] if isinstance(r, str) and _parse(r)[0] != "python")
     assert conda == pip
+
+
+def test_python_floor_is_the_same_everywhere_and_holds_here():
+    floor = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    version = re.fullmatch(r">=(\d+)\.(\d+)\.(\d+)", floor)
+    assert version, f"requires-python {floor!r} is not of the form >=X.Y.Z"
+    numbers = tuple(int(v) for v in version.groups())
+    assert numbers >= (3, 11), "the tests import tomllib, new in Python 3.11"
+    assert sys.version_info[:3] >= numbers, "the tests run on a Python the project does not claim"
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert f"python{floor},<{numbers[0]}.{numbers[1] + 1}" in env["dependencies"]
+    assert f"Python ≥ {floor[2:]}" in (ROOT / "README.md").read_text()
 
 
 def test_design_card_packages_are_declared():
@@ -31,3 +47,28 @@ def test_design_card_packages_are_declared():
     declared = {_parse(r)[0] for r in project["dependencies"] + project["optional-dependencies"]["vision"]}
     card = {"jupyterlab", "papermill", "torch", "torchvision", "numpy", "seaborn", "nbval", "sympy"}
     assert card <= declared
+
+
+def test_committed_notebooks_carry_the_kernelspec_make_installs():
+    """JupyterLab writes the running kernel's spec into a notebook it opens: a difference marks the
+    notebook as modified before the reader touched it."""
+    import importlib.util
+    import json
+
+    install = re.search(r"ipykernel install .*--name (\S+) --display-name \"([^\"]+)\"",
+                        (ROOT / "Makefile").read_text())
+    assert install, "Makefile no longer installs a named kernel"
+    installed = {"name": install.group(1), "display_name": install.group(2), "language": "python"}
+    spec = importlib.util.spec_from_file_location("build_notebooks", ROOT / "scripts" / "build_notebooks.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    assert builder.KERNELSPEC == installed
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert json.loads(notebook.read_text())["metadata"]["kernelspec"] == installed, notebook.name
+
+
+def test_make_lab_allows_root_exactly_when_run_as_root():
+    dry_run = subprocess.run(["make", "-n", "-o", ".venv/.fedlib-installed", "lab"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.strip().splitlines()
+    assert dry_run[-1].split()[1:3] == ["lab", "notebooks/"]
+    assert dry_run[-1].endswith("--allow-root") == (os.geteuid() == 0)

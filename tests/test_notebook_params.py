@@ -1,0 +1,138 @@
+"""Unknown notebook parameters are rejected before a notebook runs: in the notebook itself (the plain
+papermill path) and in scripts/reproduce.py (profiles and -p options)."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import jupytext
+import papermill
+import pytest
+import yaml
+
+from fedlib.notebook_params import (
+    UnknownParameterError,
+    check_notebook_parameters,
+    check_parameters,
+    declared_parameters,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+NAMES = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
+
+
+def parameters_namespace(name: str) -> dict:
+    """The kernel namespace right after the parameters cell ran (without IPython's own names)."""
+    cell = next(c for c in jupytext.read(NOTEBOOKS / f"{name}.py").cells if "parameters" in c.metadata.get("tags", []))
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    del namespace["__builtins__"]
+    return namespace
+
+
+def test_declared_parameters_reads_the_parameters_cell(tmp_path):
+    source = tmp_path / "nb.py"
+    source.write_text('# %%\nx = 0\n\n# %% tags=["parameters"]\nlr = 0.1  # step\nseeds: list = [0]\n'
+                      'model_kwargs = {\n    "hidden": [64],\n}\n\n# %%\ny = lr * 2\n')
+    assert declared_parameters(source) == ["lr", "seeds", "model_kwargs"]
+    (tmp_path / "none.py").write_text("# %%\nx = 0\n")
+    with pytest.raises(ValueError, match="none.py: expected exactly one cell tagged 'parameters', found 0"):
+        declared_parameters(tmp_path / "none.py")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_notebook_checks_its_parameters_right_after_the_parameters_cell(name):
+    cells = jupytext.read(NOTEBOOKS / f"{name}.py").cells
+    i = next(i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", []))
+    assert f'check_notebook_parameters("{name}", globals())' in cells[i + 1].source
+    assert {"profile", "results_root", "device"} <= set(declared_parameters(NOTEBOOKS / f"{name}.py"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_check_passes_declared_and_rejects_injected_typo(name):
+    namespace = parameters_namespace(name)
+    check_notebook_parameters(name, namespace)  # defaults, as in the committed run
+    namespace["profile"] = "cpu"  # a declared parameter injected by papermill
+    check_notebook_parameters(name, namespace)
+    namespace["lrr"] = 0.1
+    with pytest.raises(UnknownParameterError) as err:
+        check_notebook_parameters(name, namespace)
+    msg = str(err.value)
+    assert msg.startswith(f"notebook '{name}': unknown parameter(s) lrr")
+    assert "Valid parameters: " in msg and all(p in msg for p in namespace if p != "lrr")
+
+
+def test_notebook_check_ignores_names_the_notebook_binds_later():
+    """Re-running the check cell in a live session, after later cells defined more names, is fine."""
+    namespace = {**parameters_namespace("quickstart"), "np": object(), "check_notebook_parameters": object(),
+                 "records": [], "_private": 1}
+    check_notebook_parameters("quickstart", namespace)
+
+
+def test_check_parameters_suggests_the_closest_name():
+    with pytest.raises(UnknownParameterError, match=r"^nb: unknown parameter\(s\) lrr \(did you mean lr\?\), "
+                                                    r"zzz\. Valid parameters: lr, rounds\."):
+        check_parameters(["lr", "zzz", "lrr"], ["rounds", "lr"], "nb")
+    check_parameters(["lr"], ["rounds", "lr"], "nb")
+
+
+def test_plain_papermill_run_with_a_typo_fails_in_the_check_cell(tmp_path):
+    """`papermill nb.ipynb out.ipynb -p lrr 0.1` only warns; the notebook's check cell stops the run."""
+    nb = jupytext.read(NOTEBOOKS / "quickstart.py")
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    jupytext.write(nb, tmp_path / "quickstart.ipynb")
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        papermill.execute_notebook(str(tmp_path / "quickstart.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters={"lrr": 0.1}, kernel_name="python3", progress_bar=False)
+    assert err.value.ename == "UnknownParameterError"
+    assert "unknown parameter(s) lrr (did you mean lr?)" in err.value.evalue
+    executed = jupytext.read(tmp_path / "out.ipynb")
+    assert not any(c.get("execution_count") for c in executed.cells[executed.cells.index(
+        next(c for c in executed.cells if "check_notebook_parameters(" in c.source)) + 1:])  # nothing ran after
+
+
+@pytest.fixture
+def reproduce(tmp_path, monkeypatch):
+    """scripts/reproduce.py over a copy of the quickstart notebook, with papermill forbidden to start."""
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    notebooks = tmp_path / "notebooks"
+    (notebooks / "profiles" / "quickstart").mkdir(parents=True)
+    shutil.copy(NOTEBOOKS / "quickstart.ipynb", notebooks)
+    monkeypatch.setattr(module, "NOTEBOOKS", notebooks)
+
+    def no_execution(*args, **kwargs):
+        raise AssertionError("papermill started although a parameter is unknown")
+
+    monkeypatch.setattr(papermill, "execute_notebook", no_execution)
+    return module, notebooks / "profiles" / "quickstart" / "cpu.yaml"
+
+
+def test_reproduce_rejects_unknown_profile_key_before_executing(reproduce, tmp_path, capsys):
+    module, profile = reproduce
+    profile.write_text(yaml.safe_dump({"profile": "cpu", "lrr": 0.1, "rounds": 3}))
+    with pytest.raises(SystemExit) as exit_:
+        module.main(["--profile", "cpu", "--results", str(tmp_path / "results")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"notebook 'quickstart', {profile}: unknown parameter(s) lrr (did you mean lr?)" in err
+    assert "Valid parameters: alpha, batch_size" in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_reproduce_rejects_unknown_override_before_executing(reproduce, tmp_path, capsys):
+    module, profile = reproduce
+    profile.write_text(yaml.safe_dump({"profile": "cpu", "rounds": 3}))
+    with pytest.raises(SystemExit):
+        module.main(["--profile", "cpu", "-p", "round", "5", "--results", str(tmp_path / "results")])
+    assert "notebook 'quickstart', -p option: unknown parameter(s) round (did you mean rounds?)" in capsys.readouterr().err
+
+
+def test_reproduce_passes_profile_and_overrides_to_papermill(reproduce, tmp_path):
+    module, profile = reproduce
+    profile.write_text(yaml.safe_dump({"profile": "cpu", "rounds": 3}))
+    assert module.run_parameters("quickstart", "cpu", {"seeds": [0, 1]}, tmp_path) == {
+        "profile": "cpu", "rounds": 3, "seeds": [0, 1], "results_root": str(tmp_path)}
