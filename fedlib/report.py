@@ -8,6 +8,7 @@ claim, paper_value, measured, criterion, evidence, verdict; `collect_report` gat
 Rules:
 - `paired_gain`: mean gain across paired seeds/cells, one-sided Wilcoxon signed-rank or paired t test.
 - `paired_equivalence`: |difference| within a margin, two one-sided paired t tests (TOST).
+- `proportion_above`: a proportion above a reference value, one-sided exact binomial test.
 - `reaches_sooner`: rounds (or cost) to a target per paired seed; a run that never arrives
   (`fedlib.targets.NEVER`) is counted as worse than any finite value, never dropped.
 - `within_tolerance`: a measured value against the paper's, relative/absolute tolerance stated.
@@ -159,6 +160,17 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(d)} pairs; the test needs >= 2"))
     p = max(_p_greater(d, -margin, "t"), _p_greater(-d, -margin, "t"))
     stat = f"mean difference {d.mean():+.3g}{unit} +/- {d.std(ddof=1) / math.sqrt(len(d)):.2g} (SE) over {len(d)} pairs, p = {p:.2g}"
+    return Judgement(REPRODUCED if p < alpha else NOT_REPRODUCED, criterion, _join(evidence, stat))
+
+
+def proportion_above(successes: int, trials: int, p0: float, *, alpha: float = 0.05, evidence: str = "") -> Judgement:
+    """Is a proportion (e.g. of test predictions falling in some classes) larger than `p0`?
+
+    reproduced: a one-sided exact binomial test rejects "proportion <= p0" at `alpha`; not reproduced otherwise.
+    """
+    p = float(stats.binomtest(int(successes), int(trials), p0, alternative="greater").pvalue)
+    criterion = f"proportion > {p0:.3g} by a one-sided exact binomial test at alpha = {alpha:g}"
+    stat = f"{int(successes)}/{int(trials)} = {successes / trials:.3f}, p = {p:.2g}"
     return Judgement(REPRODUCED if p < alpha else NOT_REPRODUCED, criterion, _join(evidence, stat))
 
 

@@ -113,6 +113,13 @@ def test_paired_equivalence():
     assert R.paired_equivalence([0.0], margin=0.02).verdict == R.NOT_TESTABLE
 
 
+def test_proportion_above():
+    # 0.55 of 360 predictions against a true share of 0.5: p ~ 0.03; 0.504 (FedShift C5's case) is noise
+    assert R.proportion_above(198, 360, 0.5).verdict == R.REPRODUCED
+    assert R.proportion_above(181, 360, 0.5).verdict == R.NOT_REPRODUCED
+    assert R.proportion_above(198, 360, 0.55).verdict == R.NOT_REPRODUCED  # the reference is the null
+
+
 # ------------------------------------------------------------------------- tolerance / arithmetic / rest
 def test_within_tolerance_states_its_tolerance():
     j = R.within_tolerance([14.54, 196.6], [14.54, 196.57], rtol=0.001)
