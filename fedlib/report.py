@@ -176,10 +176,11 @@ def proportion_above(successes: int, trials: int, p0: float, *, alpha: float = 0
 
 def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, str] = ("A", "B"),
                    quantity: str = "rounds to target", evidence: str = "") -> Judgement:
-    """Does method A reach the target sooner (fewer rounds, less energy, ...) than B, paired by seed?
+    """Does method A reach the target sooner (fewer rounds, less energy, ...) than B, pair by pair?
 
-    `a[i]`, `b[i]` are the two methods' values on seed i, `fedlib.targets.NEVER` (inf) where a run never
-    reached the target: it counts as worse than any finite value, and never vs never is a tie.
+    `a[i]`, `b[i]` are the two methods' values on pair i (the same seed, and target where several are
+    compared), `fedlib.targets.NEVER` (inf) where a run never reached the target: it counts as worse than
+    any finite value, and never vs never is a tie.
     reproduced: A is lower in more than half of the pairs; partly reproduced: A is lower in more pairs
     than it is higher, but not in most; not reproduced otherwise.
     """
@@ -188,12 +189,12 @@ def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, 
         raise ValueError(f"a and b must be paired (same length), got {len(x)} and {len(y)}")
     n = len(x)
     na, nb = names
-    criterion = (f"{quantity} per paired seed, never reached counted as worse than any value: {na} lower in more than "
+    criterion = (f"{quantity}, paired by seed, never reached counted as worse than any value: {na} lower in more than "
                  f"half of the pairs (partly: in more pairs than {nb})")
     if n == 0:
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, "no runs"))
     wins, losses = int((x < y).sum()), int((x > y).sum())
-    stat = (f"{na} reached in {int(np.isfinite(x).sum())}/{n} seeds, {nb} in {int(np.isfinite(y).sum())}/{n}; "
+    stat = (f"{na} reached it in {int(np.isfinite(x).sum())}/{n}, {nb} in {int(np.isfinite(y).sum())}/{n}; "
             f"{na} lower in {wins}, higher in {losses}, tied in {n - wins - losses} of {n} pairs")
     verdict = REPRODUCED if wins > n / 2 else PARTLY if wins > losses else NOT_REPRODUCED
     return Judgement(verdict, criterion, _join(evidence, stat))

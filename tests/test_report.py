@@ -53,7 +53,7 @@ def test_runs_that_never_arrive_are_counted_not_dropped():
     assert np.mean([v for v in a if v < NEVER]) < np.mean(b)
     j = R.reaches_sooner(a, b, names=("A", "B"))
     assert j.verdict == R.NOT_REPRODUCED
-    assert "A reached in 1/3 seeds, B in 3/3" in j.evidence and "A lower in 1, higher in 2, tied in 0 of 3" in j.evidence
+    assert "A reached it in 1/3, B in 3/3" in j.evidence and "A lower in 1, higher in 2, tied in 0 of 3" in j.evidence
 
 
 def test_taco_c3_case_from_the_issue():
