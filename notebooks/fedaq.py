@@ -90,9 +90,10 @@ from scipy.stats import spearmanr
 from fedlib import FederatedData, build_model, load_dataset
 from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
-from fedlib.energy import add_energy, energy_to_target, payload_bits, saving
+from fedlib.energy import add_energy, payload_bits, saving
 from fedlib.papers.fedaq import downlink_resolution, equal_shards, layer_ranges, paper_local_training, run_scheme, target_table
 from fedlib.models import count_parameters
+from fedlib import report, targets
 from fedlib.report import Claims, repo_root, results_dir
 from theory import fedaq as th
 
@@ -381,7 +382,8 @@ sweep = []
 for s in fixed + ["fedaq", "fp32"]:
     for seed in seeds:
         for t in sweep_targets:
-            sweep.append({"scheme": s, "seed": seed, "target_acc": t, "energy_mJ": energy_to_target(runs[("joint", s, seed)], t)[0],
+            sweep.append({"scheme": s, "seed": seed, "target_acc": t,
+                          "energy_mJ": targets.cost_to_target(runs[("joint", s, seed)], t, "cum_energy_mJ", cumulative=True),
                           "final_acc": runs[("joint", s, seed)]["test_acc"].iloc[-1]})
 sweep = pd.DataFrame(sweep).groupby(["target_acc", "scheme"], as_index=False).mean(numeric_only=True).drop(columns="seed")
 sweep_wide = sweep.pivot(index="scheme", columns="target_acc", values="energy_mJ")
@@ -398,7 +400,8 @@ sweep_wide
 
 # %%
 alpha_rows = [{"alpha": float(lbl.split("=")[1]), "seed": sd, "final_acc": df["test_acc"].iloc[-1],
-               "energy_to_target_mJ": energy_to_target(df, sweep_targets[len(sweep_targets) // 2])[0],
+               "energy_to_target_mJ": targets.cost_to_target(df, sweep_targets[len(sweep_targets) // 2], "cum_energy_mJ",
+                                                             cumulative=True),
                "mean up bits": df["up_bits"].mean(), "mean down bits": df["down_bits"].mean()}
               for (mode, lbl, sd), df in runs.items() if mode == "alpha"]
 alpha_table = (pd.DataFrame(alpha_rows).groupby("alpha", as_index=False).mean(numeric_only=True).drop(columns="seed")
@@ -513,76 +516,99 @@ plt.show()
 # ## Claims
 
 # %%
+# Verdicts come from the rules in fedlib.report (criterion and evidence columns). Energy and rounds to a target
+# are compared seed by seed with fedlib.targets: a run that never reaches the target counts as worse, not dropped.
 claims = Claims()
 jt, ut, dt = tables["joint"], tables["up"], tables["down"]
 
 
-def verdict_from_savings(savings: pd.Series) -> str:
-    """reproduced: a saving at every target; partly: at the highest target (the paper's protocol, a target
-    close to the final accuracy) but not at all; not reproduced: no saving at the highest target."""
-    s = savings.dropna()
-    if s.empty:
-        return "not testable at this scale"
-    if (s > 0).all():
-        return "reproduced"
-    return "partly reproduced" if s.iloc[-1] > 0 else "not reproduced"
+def to_target(mode: str, scheme: str, target: float, cost: str | None) -> list[float]:
+    """Per seed: energy (mJ, cost="cum_energy_mJ") or rounds (cost=None) to `target`; inf where never reached."""
+    return [targets.rounds_to_target(runs[(mode, scheme, sd)], target) if cost is None else
+            targets.cost_to_target(runs[(mode, scheme, sd)], target, cost, cumulative=True) for sd in seeds]
+
+
+def energy_judgement(mode: str, baseline: str, proposed: str, table: pd.DataFrame) -> report.Judgement:
+    """Less energy than the baseline to each target of `table`, one pair per (seed, target)."""
+    ts = [float(t) for t in table["target_acc"]]
+    prop = [e for t in ts for e in to_target(mode, proposed, t, "cum_energy_mJ")]
+    base = [e for t in ts for e in to_target(mode, baseline, t, "cum_energy_mJ")]
+    return report.reaches_sooner(prop, base, names=(proposed, baseline), quantity=f"energy (mJ) to each target {ts}",
+                                 evidence=f"{mode} mode, {len(seeds)} seed(s) x {len(ts)} targets, {rounds} rounds")
+
+
+def savings_text(table: pd.DataFrame) -> str:
+    return ", ".join(f"{t:.3f}: {s:.1f}%" for t, s in zip(table["target_acc"], table["saving_%"])) + " (seed-mean energies)"
 
 
 headline_measured = f"best joint saving here {jt['saving_%'].max():.1f}% ({dataset}/{model}, targets {list(jt['target_acc'])})"
 if paper_row == "ResNet-18 on CIFAR-10":
-    s = jt["saving_%"].iloc[-1]
-    headline_verdict = "not testable at this scale" if np.isnan(s) else (
-        "reproduced" if s >= 0.9 * 66.7 else "partly reproduced" if s > 0 else "not reproduced")
+    headline = report.within_tolerance(jt["saving_%"].iloc[-1], 66.7, rtol=0.1, evidence=f"seeds {seeds}, highest target")
 else:
-    headline_verdict = "not testable at this scale"
-    headline_measured += "; ResNet-18/CIFAR-10 not run in this profile"
+    headline = report.not_testable(f"the paper's headline is ResNet-18 on CIFAR-10; this profile runs {paper_row}")
 claims.add("Up to 66.7% energy saving, joint FedAQ vs fixed 8-bit (Table II, ResNet-18/CIFAR-10, 86%)", "66.7%",
-           headline_measured, headline_verdict)
+           headline_measured, headline)
 claims.add(f"Joint FedAQ needs less energy than fixed 8-bit to reach the same accuracy (Table II; {paper_row})",
-           f"{PAPER_TABLES['joint'][paper_row][3]}% (25.6-66.7% over rows)",
-           ", ".join(f"{t:.3f}: {s:.1f}%" for t, s in zip(jt["target_acc"], jt["saving_%"])), verdict_from_savings(jt["saving_%"]))
-rb, rp = jt["fixed8_round"], jt["fedaq_round"]
-rel = ((rp - rb) / rb).dropna()
+           f"{PAPER_TABLES['joint'][paper_row][3]}% (25.6-66.7% over rows)", savings_text(jt),
+           energy_judgement("joint", BASELINE["joint"], "fedaq", jt))
+round_pairs = [(p_, b_) for t in jt["target_acc"] for p_, b_ in zip(to_target("joint", "fedaq", t, None),
+                                                                    to_target("joint", BASELINE["joint"], t, None))]
+similar = [p_ == b_ or abs(p_ - b_) <= 0.2 * b_ for p_, b_ in round_pairs]
 claims.add("Similar number of rounds to the target as fixed 8-bit (no loss of convergence speed)", "similar",
-           f"rounds FedAQ/fixed8: {', '.join(f'{a:.0f}/{b:.0f}' for a, b in zip(rp, rb))}",
-           "not testable at this scale" if rel.empty else "reproduced" if (rel.abs() <= 0.2).all() else "not reproduced")
+           "rounds FedAQ/fixed8 per seed and target: " + ", ".join(f"{a:g}/{b:g}" for a, b in round_pairs),
+           report.criterion_met("FedAQ's rounds to each target within 20% of fixed 8-bit's on every seed (never reached "
+                                "by one of the two counts as not similar; by both, as similar)", all(similar),
+                                evidence=f"{len(round_pairs)} (seed, target) pairs, targets {list(jt['target_acc'])}"))
 rho = dict(zip(trend["quantity"], trend["spearman rho vs round"]))
 claims.add("Uplink bits decrease and downlink bits increase over rounds (Fig. 3)", "decreasing / increasing",
            f"Spearman rho: up {rho['up_bits']:.2f}, down {rho['down_bits']:.2f}",
-           "reproduced" if rho["up_bits"] < 0 and rho["down_bits"] > 0 else
-           "partly reproduced" if rho["up_bits"] < 0 or rho["down_bits"] > 0 else "not reproduced")
+           report.criterion_met("Spearman rho vs round < 0 for uplink bits and > 0 for downlink bits (partly: one of the two)",
+                                rho["up_bits"] < 0 and rho["down_bits"] > 0, partly=rho["up_bits"] < 0 or rho["down_bits"] > 0))
 claims.add("Update ranges shrink, global-weight ranges grow (Fig. 2)", "decreasing / increasing",
            f"Spearman rho: update range {rho['up_range']:.2f}, weight range {rho['down_range']:.2f}",
-           "reproduced" if rho["up_range"] < 0 and rho["down_range"] > 0 else
-           "partly reproduced" if rho["up_range"] < 0 or rho["down_range"] > 0 else "not reproduced")
+           report.criterion_met("Spearman rho vs round < 0 for the update range and > 0 for the weight range (partly: one "
+                                "of the two)", rho["up_range"] < 0 and rho["down_range"] > 0,
+                                partly=rho["up_range"] < 0 or rho["down_range"] > 0))
 claims.add(f"Uplink-only FedAQ saves energy vs AdaQuantFL (Table III; {paper_row})",
-           f"{PAPER_TABLES['up'][paper_row][3]}% (18.6-64.5%)",
-           ", ".join(f"{t:.3f}: {s:.1f}%" for t, s in zip(ut["target_acc"], ut["saving_%"])), verdict_from_savings(ut["saving_%"]))
+           f"{PAPER_TABLES['up'][paper_row][3]}% (18.6-64.5%)", savings_text(ut), energy_judgement("up", BASELINE["up"], "fedaq", ut))
 claims.add(f"Downlink-only FedAQ saves energy vs fixed 8-bit (Table IV; {paper_row}; beta = alpha/sqrt(2n))",
-           f"{PAPER_TABLES['down'][paper_row][3]}% (13.3-66.0%)",
-           ", ".join(f"{t:.3f}: {s:.1f}%" for t, s in zip(dt["target_acc"], dt["saving_%"])), verdict_from_savings(dt["saving_%"]))
+           f"{PAPER_TABLES['down'][paper_row][3]}% (13.3-66.0%)", savings_text(dt),
+           energy_judgement("down", BASELINE["down"], "fedaq", dt))
 coarser = [s for s in record.loc[record["mode"] == "down", "scheme"].unique() if s.startswith("fedaq β×")]
 if coarser:
     dt_best = comparison("down", "fixed8", coarser[-1])
     claims.add(f"(ours) Downlink-only FedAQ with a coarser beta = {coarser[-1].split('×')[1]} alpha/sqrt(2n) saves vs fixed 8-bit",
-               "no beta given for this mode",
-               ", ".join(f"{t:.3f}: {s:.1f}%" for t, s in zip(dt_best["target_acc"], dt_best["saving_%"])),
-               verdict_from_savings(dt_best["saving_%"]))
+               "no beta given for this mode", savings_text(dt_best), energy_judgement("down", "fixed8", coarser[-1], dt_best))
 claims.add("8-bit is the best fixed bit-length of {2, 4, 8, 16}", "8 bits",
            f"lowest energy to the middle target among {fixed}: {best_fixed}",
-           "reproduced" if best_fixed == "fixed8" else "not reproduced")
+           report.criterion_met(f"fixed 8-bit has the lowest mean energy over seeds to the middle target {sweep_targets[len(sweep_targets) // 2]} "
+                                f"among {fixed} (a seed that never reaches it makes the mean infinite)", best_fixed == "fixed8",
+                                evidence=f"seeds {seeds}, joint mode"))
 eq22 = alloc.set_index(["e1", "e2"])["Eq.22 excess"]
 claims.add("beta = alpha/sqrt(2n) (Eq. 22) is the optimal downlink resolution", "optimal",
            f"KKT optimum beta/alpha = sqrt(e2/(2n e1)); Eq. 22 exact at e1 = e2 (excess {eq22[(1, 1)]:.1e}), "
-           f"{100 * eq22[(1, 3)]:.1f}% worse at e2 = 3 e1", "partly reproduced")
+           f"{100 * eq22[(1, 3)]:.1f}% worse at e2 = 3 e1",
+           report.criterion_met("Eq. 22's objective within 1e-6 (relative) of the KKT optimum at every tested link-cost "
+                                "ratio e2/e1 (partly: at e1 = e2 only)", bool((eq22.abs() <= 1e-6).all()),
+                                partly=abs(eq22[(1, 1)]) <= 1e-6, evidence=f"{len(eq22)} (e1, e2) pairs, KKT checked by SLSQP"))
 ok_mc = bool(mc["unbiased"].all() and mc["variance_ok"].all())
 claims.add("Quantizer is unbiased with E||Q(w)-w||^2 <= q_s R^2 (Assumption 1)", "holds",
            f"{mc['unbiased'].sum()}/{len(mc)} unbiased, {mc['variance_ok'].sum()}/{len(mc)} variance within bound; "
            f"exact/bound {mc['exact_over_A1'].min():.3f}-{mc['exact_over_A1'].max():.3f}",
-           "reproduced" if ok_mc else "not reproduced")
-claims.add("Theorem 1's bound holds (checked on a convex toy with known L, sigma^2)", "bound (9)",
-           f"holds at {int(curves['holds'].sum())}/{len(curves)} prefixes over {list(toy_codecs)}",
-           "reproduced" if curves["holds"].all() else "not reproduced")
+           report.criterion_met("Monte Carlo bias within its tolerance and variance within q_s R^2 for every tested "
+                                "vector and bit width", ok_mc, evidence=f"{len(mc)} cases, {mc_draws} draws each"))
+# The bound is informative about quantization only where the measured side exceeds its other terms (the initial
+# gap and the SGD noise): there the uplink/downlink terms are what keeps it above the measurement.
+informative = curves["lhs"] > curves["initial_gap"] + curves["sgd_noise"]
+fa = last.loc["fedaq"]
+claims.add("Theorem 1's bound holds and its quantization terms matter (convex toy with known L, sigma^2)", "bound (9)",
+           f"holds at {int(curves['holds'].sum())}/{len(curves)} prefixes over {list(toy_codecs)}; FedAQ at K = {toy_rounds}: "
+           f"initial-gap term {fa['initial_gap']:.3g} of a {fa['rhs']:.3g} bound vs {fa['lhs']:.3g} measured",
+           report.criterion_met("the bound holds at every prefix, and at some prefix the measured side exceeds the "
+                                "initial-gap + SGD-noise terms, so the quantization terms are tested (partly: it holds, "
+                                "but by those terms alone)", bool(curves["holds"].all() and informative.any()),
+                                partly=bool(curves["holds"].all()),
+                                evidence=f"softmax regression on digits, {len(toy_codecs)} schemes, {toy_rounds} rounds"))
 claims.save(out_dir)
 print(f"total notebook time {time.perf_counter() - t_start:.0f} s; claims saved to {out_dir / 'claims.csv'}")
 claims.table()

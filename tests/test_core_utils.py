@@ -1,4 +1,4 @@
-"""Seeding streams, parameter-dict helpers, the identity codec, claims tables and the report."""
+"""Seeding streams, parameter-dict helpers and the identity codec (claims tables: test_report.py)."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +7,6 @@ import torch
 from fedlib import params as P
 from fedlib.channel import Link, transmit
 from fedlib.codecs import Identity, roundtrip
-from fedlib.report import Claims, collect_report
 from fedlib.seeding import Seeds
 
 
@@ -50,15 +49,3 @@ def test_identity_codec_and_transmit_bits():
     with pytest.raises(ValueError, match="payload"):
         Link(payload="gradient")
 
-
-def test_claims_table_and_report(tmp_path):
-    claims = Claims()
-    claims.add("a | b", 1, 2, "reproduced")
-    with pytest.raises(ValueError, match="verdict"):
-        claims.add("x", 1, 2, "maybe")
-    (tmp_path / "nb").mkdir()
-    claims.save(tmp_path / "nb")
-    report = collect_report(tmp_path)
-    assert "## nb" in report and "a \\| b" in report and "reproduced: 1" in report
-    with pytest.raises(FileNotFoundError, match="make reproduce"):
-        collect_report(tmp_path / "empty")
