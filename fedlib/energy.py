@@ -62,18 +62,8 @@ def payload_bits(rounds: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def energy_to_target(rounds: pd.DataFrame, target: float, acc: str = "test_acc",
-                     energy: str = "cum_energy_mJ") -> tuple[float, float]:
-    """(cumulative energy, round) at the first round whose accuracy reaches `target`; (nan, nan) if none does."""
-    hit = rounds.index[rounds[acc] >= target]
-    if len(hit) == 0:
-        return float("nan"), float("nan")
-    row = rounds.loc[hit[0]]
-    return float(row[energy]), float(row["round"])
-
-
 def saving(baseline: float, proposed: float) -> float:
-    """(E_base - E_prop) / E_base, the paper's "Energy Saving" (nan when either is missing)."""
+    """(E_base - E_prop) / E_base, the paper's "Energy Saving" (nan when either never reached the target)."""
     if not np.isfinite(baseline) or not np.isfinite(proposed) or baseline <= 0:
         return float("nan")
     return (baseline - proposed) / baseline

@@ -152,7 +152,7 @@ x_demo = torch.linspace(-1.0, 1.0, 1001)
 for codec in (UniformQuantizer(8, rounding="stochastic"), FedAQQuantizer(alpha), FedAQQuantizer(beta)):
     m = codec.encode(x_demo, torch.Generator().manual_seed(0))
     print(f"{codec!r}: R = 2.0, b = {int(m.info['bits_per_value'])}, bits = {m.bits} "
-          f"= 1001*{int(m.info['bits_per_value'])} + {m.bits - int(m.info['payload_bits'])}")
+          f"= 1001*{int(m.info['bits_per_value'])} + {m.side_bits}")
 print(f"side information per layer: {RANGE_BITS} bits (fixed), {RANGE_BITS + BITLENGTH_BITS} bits (adaptive)")
 PAPER_MODELS = {  # paper row -> (model, input shape, clients, Table II fixed-8 mJ, Table IV fixed-8 mJ)
     "LeNet-300-100 on MNIST": ("lenet_300_100", (1, 28, 28), 10, 0.90, 0.60),

@@ -113,7 +113,7 @@ from fedlib.federation import evaluate, resolve_device
 from fedlib import report, targets
 from fedlib.report import Claims, results_dir
 from fedlib.papers.taco import (Freeloaders, alpha_table, client_groups, detection_rates, offline_expulsion,
-                         plant_freeloaders, rounds_to_target, time_per_100_updates, time_to_target)
+                         plant_freeloaders, time_per_100_updates)
 from theory import taco as th
 
 sns.set_theme(style="whitegrid", context="notebook")

@@ -1,4 +1,4 @@
-"""fedlib.codecs.stochastic: exact bits, unbiasedness and variance by Monte Carlo, Eq. (26), AdaQuantFL's schedule.
+"""fedlib.codecs.uniform: exact bits, unbiasedness and variance by Monte Carlo, Eq. (26), AdaQuantFL's schedule.
 
 Monte Carlo tolerances are 5 standard errors (fixed seeds). Many independent draws come from ONE encode of
 x repeated M times: repetition leaves min and max, hence the levels, unchanged.

@@ -22,7 +22,8 @@ from fedlib.algorithms import FedAvg
 from fedlib.channel import Link
 from fedlib.codecs.base import Codec, Identity
 from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL, FedAQQuantizer, UniformQuantizer
-from fedlib.energy import add_energy, energy_to_target, saving
+from fedlib.energy import add_energy, saving
+from fedlib.targets import cost_to_target, rounds_to_target
 from fedlib.federation import FederatedData, LocalTraining, RunResult, run_federation
 
 MODES = ("joint", "up", "down")
@@ -165,8 +166,8 @@ def target_table(runs: dict[str, pd.DataFrame], baseline: str, proposed: str, ta
     """Energy (mJ) and round at which each scheme first reaches each target accuracy, and the saving."""
     rows = []
     for t in targets:
-        eb, rb = energy_to_target(runs[baseline], t)
-        ep, rp = energy_to_target(runs[proposed], t)
+        eb, rb = cost_to_target(runs[baseline], t, "cum_energy_mJ", cumulative=True), rounds_to_target(runs[baseline], t)
+        ep, rp = cost_to_target(runs[proposed], t, "cum_energy_mJ", cumulative=True), rounds_to_target(runs[proposed], t)
         rows.append({"target_acc": t, f"{baseline}_mJ": eb, f"{proposed}_mJ": ep, f"{baseline}_round": rb,
                      f"{proposed}_round": rp, "saving_%": 100 * saving(eb, ep)})
     return pd.DataFrame(rows)

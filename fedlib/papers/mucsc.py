@@ -19,6 +19,7 @@ import pandas as pd
 
 from fedlib.channel import Link, LinkContext
 from fedlib.codecs.base import FLOAT_BITS, Codec, Identity
+from fedlib.targets import NEVER, rounds_to_target
 from fedlib.codecs.mucsc import BMUCSC, MUCSC, bmucsc_bits, id_bits, mucsc_bits
 from fedlib.codecs.qsgd import QSGD, SignSGD, qsgd_bits, sign_bits
 from fedlib.codecs.sparse import STC, TopK, stc_bits, topk_bits
@@ -254,17 +255,12 @@ def communication_time(rounds: pd.DataFrame, clients: pd.DataFrame, num_clients:
     return pd.DataFrame(out)
 
 
-def rounds_to_target(rounds: pd.DataFrame, target: float) -> int | None:
-    """The first round whose test accuracy reaches `target` (None if never)."""
-    hit = rounds.loc[rounds["test_acc"] >= target, "round"]
-    return int(hit.iloc[0]) if len(hit) else None
-
-
 def target_summary(rounds: pd.DataFrame, clients: pd.DataFrame, target: float, comm: pd.DataFrame) -> dict[str, float]:
-    """Traffic (convention B: mean upload + download per round, MiB) and time to reach `target`."""
+    """Traffic (convention B: mean upload + download per round, MiB) and time to reach `target`; every
+    entry is `fedlib.targets.NEVER` if the run never reaches it."""
     r = rounds_to_target(rounds, target)
-    if r is None:
-        return {"rounds": math.nan, "traffic_MB": math.nan, "comm_s": math.nan, "comp_s": math.nan}
+    if r == NEVER:
+        return {"rounds": NEVER, "traffic_MB": NEVER, "comm_s": NEVER, "comp_s": NEVER}
     up = clients[clients["round"] <= r].groupby("round")["bits_up"].mean()
     down = rounds.loc[rounds["round"] <= r, "bits_down"]
     return {"rounds": r, "traffic_MB": float(up.sum() + down.sum()) / MIB,

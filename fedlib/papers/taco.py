@@ -7,7 +7,8 @@
   previous global update w_{t-1} - w_t as its delta ("previous_update", the paper's definition), the
   global model itself ("global_model": delta 0) or the global model plus Gaussian noise ("noise").
 * `detection_rates`, `offline_expulsion`: TPR/FPR of Eq. (10) from a run, or replayed from alpha traces.
-* `time_per_100_updates`: Table I's unit (process CPU time on a CPU, synchronised wall time on a GPU).
+* `time_per_100_updates`: Table I's unit (process CPU time on a CPU, synchronised wall time on a GPU);
+  rounds and time to a target come from `fedlib.targets`.
 * `quadratic_federation`: clients with f_i(w) = 1/2 (w - b_i)^T diag(h_i) (w - b_i) as a least-squares
   dataset, so run_federation itself runs the quadratic checks of theory/taco.py with exact gradients.
 """
@@ -90,6 +91,13 @@ class Freeloaders:
         # upload weights u with received - u = w_{t-1} - w_t, i.e. u = 2 w_t - w_{t-1}
         return {k: 2.0 * received[k] - previous[k] for k in received}
 
+    def state_dict(self) -> dict[int, Params]:
+        """What a checkpoint keeps: the models received in the last two rounds."""
+        return dict(self._received)
+
+    def load_state_dict(self, state: dict[int, Params]) -> None:
+        self._received = dict(state)
+
 
 @dataclass(frozen=True)
 class Detection:
@@ -153,18 +161,6 @@ def time_per_100_updates(run: Callable[[], RunResult], clock: str = "process") -
     result = run()
     sync()
     return 100.0 * (timer() - start) / float(result.clients["steps"].sum())
-
-
-def rounds_to_target(rounds: pd.DataFrame, target: float, column: str = "test_acc") -> float:
-    """First round whose accuracy reaches `target` (NaN if never)."""
-    hit = rounds.loc[rounds[column] >= target, "round"]
-    return float(hit.iloc[0]) if len(hit) else float("nan")
-
-
-def time_to_target(rounds: pd.DataFrame, target: float, column: str = "test_acc") -> float:
-    """Cumulative client training time (train_s) up to the first round reaching `target` (NaN if never)."""
-    first = rounds_to_target(rounds, target, column)
-    return float("nan") if first != first else float(rounds.loc[rounds["round"] <= first, "train_s"].sum())
 
 
 # ---------------------------------------------------------------------------------- quadratic clients
