@@ -9,6 +9,7 @@
     ClientResult    what the server holds from a client after the uplink
     RoundInfo       what a post-aggregation hook sees
     Hook, ClientBehavior   the two plug-in protocols of the loop
+    Checkpoint      where a run saves and finds its state
     RunResult       the tidy record of a run
 """
 from __future__ import annotations
@@ -202,6 +203,19 @@ class ClientBehavior(Protocol):
     """Replaces what a client uploads (freeloaders, attackers): returns the weights it sends instead of `trained`."""
 
     def __call__(self, ctx: RoundContext, received: Params, trained: Params, gen: torch.Generator) -> Params: ...
+
+
+class Checkpoint(Protocol):
+    """Where a run saves its state and finds it again (`fedlib.runs.store` gives one).
+
+    The state is a dict of tensors, dicts, lists and strings (no arbitrary objects), so loading it needs
+    no code execution (`torch.load(..., weights_only=True)`)."""
+
+    every: int
+
+    def load(self) -> dict[str, Any] | None: ...
+
+    def save(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass

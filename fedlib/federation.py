@@ -14,6 +14,7 @@ pure function of its arguments; the sequential executor is bitwise reproducible.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import time
 import warnings
@@ -30,7 +31,7 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Downlink, Link, Uplink
 from fedlib.codecs.base import FLOAT_BITS
-from fedlib.contracts import (ClientBehavior, ClientJob, ClientResult, FederatedData, Hook, LocalRun, LocalTraining,
+from fedlib.contracts import (Checkpoint, ClientBehavior, ClientJob, ClientResult, FederatedData, Hook, LocalRun, LocalTraining,
                               RoundContext, RoundInfo, RunResult)
 from fedlib.executors import LossFn, cross_entropy, train_sequential, train_vmap
 from fedlib.params import Params
@@ -153,6 +154,7 @@ def run_federation(
     threads: Union[int, str] = "auto",
     device: str | torch.device = "cpu",
     progress: bool = True,
+    checkpoint: Checkpoint | None = None,
 ) -> RunResult:
     """Simulate `rounds` rounds of federated training and return the tidy record.
 
@@ -161,6 +163,8 @@ def run_federation(
     `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs encode on the CPU
     with the run's keyed noise streams (see `fedlib.channel`), so compression is the same on any device.
     A run whose loss turns non-finite is flagged: the record's `diverged` column is true from that round on.
+    `checkpoint` (see `Checkpoint`) saves the run's state every `checkpoint.every` rounds and resumes from
+    the last save: every draw is keyed by (purpose, round, client), so the continuation is exact.
     """
     local, uplink, downlink = local or LocalTraining(), uplink or Link(), downlink or Link(payload="weights")
     _check_options(rounds, executor, threads, downlink_receivers, aggregation_weights, eval_every)
@@ -181,8 +185,15 @@ def run_federation(
         up, down = Uplink(uplink, seeds, device), Downlink(downlink, seeds, device, w)
         history: list[dict[str, Any]] = []
         client_rows: list[dict[str, Any]] = []
-        bar = _progress(rounds, algorithm.name, progress)
-        for r in range(rounds):
+        saved = checkpoint.load() if checkpoint is not None else None
+        if saved is not None:
+            w, buffers, server_state, client_states = saved["w"], saved["buffers"], saved["server_state"], saved["clients"]
+            up.residuals, down.held = saved["residuals"], saved["held"]
+            history, client_rows = json.loads(saved["history"]), json.loads(saved["client_rows"])
+            if client_behavior is not None and hasattr(client_behavior, "load_state_dict"):
+                client_behavior.load_state_dict(saved["behavior"])
+        bar = _progress(rounds, algorithm.name, progress, initial=len(history))
+        for r in range(len(history), rounds):
             t_round, ctx = time.perf_counter(), RoundContext(r, n_clients)
             ids = _sample_clients(sample, r, n_clients, seeds)
             received, w = down.receive(algorithm.broadcast(w, server_state), w, r, history)
@@ -244,6 +255,11 @@ def run_federation(
             })
             bar.set_postfix(acc=f"{acc:.3f}" if acc == acc else "-")
             bar.update()
+            if checkpoint is not None and (r + 1) % checkpoint.every == 0 and r + 1 < rounds:
+                checkpoint.save({"w": w, "buffers": buffers, "server_state": server_state, "clients": client_states,
+                                 "residuals": up.residuals, "held": down.held, "history": _json(history),
+                                 "client_rows": _json(client_rows),
+                                 "behavior": getattr(client_behavior, "state_dict", dict)()})
         bar.close()
 
     config = {"algorithm": repr(algorithm), "rounds": rounds, "local": {k: (v if not callable(v) else repr(v))
@@ -315,7 +331,13 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return device
 
 
-def _progress(total: int, desc: str, enabled: bool) -> Any:
+def _progress(total: int, desc: str, enabled: bool, initial: int = 0) -> Any:
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=False)
+    return tqdm(total=total, initial=initial, desc=desc, disable=not enabled, leave=False)
+
+
+def _json(rows: list[dict[str, Any]]) -> str:
+    """Record rows as JSON (numpy scalars as Python numbers; NaN and infinities kept)."""
+    return json.dumps(rows, default=lambda v: v.item() if isinstance(v, np.generic) else str(v))
+

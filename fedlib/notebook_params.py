@@ -71,6 +71,20 @@ def declared_parameters(notebook: str | Path) -> list[str]:
     return names
 
 
+def parameter_defaults(notebook: str | Path) -> dict[str, object]:
+    """The parameters cell's values (literals only: `ast.literal_eval`, nothing is executed)."""
+    cells = [c for c in _code_cells(Path(notebook)) if "parameters" in c.metadata.get("tags", [])]
+    names = declared_parameters(notebook)
+    values: dict[str, object] = {}
+    for statement in ast.parse(cells[0].source).body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            try:
+                values[statement.targets[0].id] = ast.literal_eval(statement.value)
+            except ValueError as err:
+                raise ValueError(f"{notebook}: parameter {statement.targets[0].id} is not a literal ({err})") from err
+    return {k: values[k] for k in names if k in values}
+
+
 def check_parameters(given: Iterable[str], declared: Iterable[str], where: str) -> None:
     """Raise `UnknownParameterError` if a name in `given` is not in `declared`; `where` names the notebook."""
     valid = sorted(declared)
@@ -100,9 +114,10 @@ def _kernel_names() -> set[str]:
 
 
 def check_notebook_parameters(name: str, namespace: Mapping[str, object],
-                              notebooks: Path = NOTEBOOKS) -> None:
+                              notebooks: Path = NOTEBOOKS) -> dict[str, object]:
     """Raise `UnknownParameterError` when `namespace` (the notebook's `globals()`) holds a name that
-    papermill injected but the notebook `notebooks/<name>.py` does not declare.
+    papermill injected but the notebook `notebooks/<name>.py` does not declare; otherwise return the
+    declared parameters with their values (what the paper's `experiments(params)` reads).
 
     Call it in the cell right after the parameters cell. Private names (`_x`), IPython's own names
     and names any cell of the notebook binds (so re-running the cell later in a live session is
@@ -117,3 +132,4 @@ def check_notebook_parameters(name: str, namespace: Mapping[str, object],
     ignored = _kernel_names() | (bound - set(declared))
     given = [k for k in namespace if not k.startswith("_") and k not in ignored]
     check_parameters(given, declared, f"notebook '{name}'")
+    return {k: namespace[k] for k in declared}

@@ -279,8 +279,8 @@ class Claims:
 
 
 def collect_report(results: Path) -> str:
-    """Markdown with every `results/*/claims.csv`, one section per notebook."""
-    parts = ["# Reproduction report", ""]
+    """Markdown with every `<results>/*/claims.csv`, one section per notebook."""
+    parts = []
     files = sorted(results.glob("*/claims.csv"))
     if not files:
         raise FileNotFoundError(f"no claims.csv under {results}: run `make reproduce` first")

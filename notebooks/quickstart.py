@@ -40,12 +40,16 @@ mu = 0.01
 seeds = [0]
 executor = "sequential"
 device = "cpu"
+data_root = None
+runs_root = None
+runner = "local"
+ray_address = None
 results_root = None
 
 # %%
 from fedlib.notebook_params import check_notebook_parameters
 
-check_notebook_parameters("quickstart", globals())  # a mistyped -p / profile name stops here
+params = check_notebook_parameters("quickstart", globals())  # a mistyped -p / profile name stops here
 
 # %%
 import os
@@ -59,30 +63,33 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from fedlib.algorithms import FedAvg, FedProx, Scaffold
-from fedlib.data import dirichlet, label_counts, load_dataset
-from fedlib.federation import FederatedData, LocalTraining, run_federation
+from fedlib.data import label_counts, load_dataset
 from fedlib.models import build_model, count_parameters
+from fedlib.papers.quickstart import experiments
+from fedlib.runs import RunStore, build_run, run_specs
 from fedlib import report
 from fedlib.report import Claims, results_dir
-from fedlib.seeding import Seeds
 
 out = results_dir("quickstart", results_root)
-ds = load_dataset(dataset)
+ds = load_dataset(dataset, root=data_root)
 print(f"{dataset}: {len(ds.y_train)} train / {len(ds.y_test)} test, input {ds.input_shape}, {ds.num_classes} classes")
 
 # %% [markdown]
+# ## The runs, as data
+# The grid is a list of run specs (frozen, JSON-serializable: data, split, model, algorithm, local
+# training, rounds, seed), one per (seed, algorithm), built from this notebook's parameters by
+# `fedlib.papers.quickstart.experiments`. `run_specs` executes them and keeps every finished run in the
+# store under `results/runs/`: executing the notebook again recomputes nothing, an interrupted run
+# resumes from its checkpoint, and `runner="ray"` runs them as Ray tasks.
+#
 # ## The split
 # One Dirichlet(α) draw per seed (the partition stream of the master seed). With α = 0.1 most
 # clients hold one or two classes.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-def split(seed: int):
-    return dirichlet(ds.y_train.numpy(), num_clients, alpha, Seeds(seed).numpy("partition"), min_size=min_size)
-
-
-counts = label_counts(split(seeds[0]), ds.y_train.numpy(), ds.num_classes)
+specs = experiments(params)
+counts = label_counts(build_run(specs[0], data_root).data.client_indices, ds.y_train.numpy(), ds.num_classes)
 print("samples per client:", counts.sum(axis=1).tolist())
 print("classes holding >= 80% of each client's data:",
       [int((np.sort(r)[::-1].cumsum() < 0.8 * r.sum()).sum() + 1) for r in counts.values])
@@ -103,19 +110,11 @@ plt.show()
 # or whose final accuracy is at chance cannot support a claim: the claims below then read "diverged".
 
 # %%
-algorithms = {"FedAvg": lambda: FedAvg(), "FedProx": lambda: FedProx(mu=mu), "SCAFFOLD": lambda: Scaffold()}
-local = LocalTraining(lr=lr, batch_size=batch_size, epochs=local_epochs)
-model_fn = lambda: build_model(model, ds.input_shape, ds.num_classes, **model_kwargs)  # noqa: E731
-print(f"model {model}: {count_parameters(model_fn()):,} parameters")
-
-records = []
-for seed in seeds:
-    data = FederatedData(ds, split(seed))
-    for name, make in algorithms.items():
-        res = run_federation(model_fn, data, make(), rounds, local=local, sampler=clients_per_round,
-                             seed=seed, executor=executor, device=device, progress=False)
-        records.append(res.rounds.assign(algorithm=name, seed=seed))
-record = pd.concat(records, ignore_index=True)
+print(f"model {model}: {count_parameters(build_model(model, ds.input_shape, ds.num_classes, **model_kwargs)):,} parameters; "
+      f"{len(specs)} runs")
+records = run_specs(specs, store=RunStore.at(runs_root), executor=runner, ray_address=ray_address, root=data_root,
+                    progress=False)
+record = records["rounds"]
 record.to_csv(out / "rounds.csv", index=False)
 
 # %%

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-CONDA_TO_PIP = {"pytorch": "torch"}
+CONDA_TO_PIP = {"pytorch": "torch", "ray-core": "ray"}
 
 
 def _parse(requirement: str) -> tuple[str, str]:
@@ -24,7 +24,8 @@ def _parse(requirement: str) -> tuple[str, str]:
 
 def test_environment_yml_matches_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pip = dict(_parse(r) for r in project["dependencies"] + project["optional-dependencies"]["vision"])
+    pip = dict(_parse(r) for r in project["dependencies"] + project["optional-dependencies"]["vision"]
+                    + project["optional-dependencies"]["ray"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda = dict(_parse(r) for r in env["dependencies"] if isinstance(r, str) and _parse(r)[0] != "python")
     assert conda == pip

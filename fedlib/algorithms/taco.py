@@ -65,7 +65,7 @@ class TailoredAlpha:
 
     def _init_alpha_state(self, state: dict[str, Any], params: Params, num_clients: int) -> dict[str, Any]:
         state.update(alpha=torch.full((num_clients,), float(self.alpha0), dtype=torch.float64), alpha_history=[],
-                     device=next(iter(params.values())).device)
+                     device=str(next(iter(params.values())).device))
         return state
 
     def client_alpha(self, server_state: dict[str, Any], client: int) -> float:

@@ -24,6 +24,7 @@ from typing import IO
 import numpy as np
 import torch
 
+from fedlib.data.roots import data_root
 from fedlib.data.formats import (
     DatasetFileError,
     read_cifar_batch,
@@ -359,11 +360,12 @@ def _download(name: str, root: Path) -> None:
                 _fetch(name, file, root / "svhn" / file)
 
 
-def load_dataset(name: str, root: str | Path = "data", download: bool = False, **kwargs: object) -> Dataset:
+def load_dataset(name: str, root: str | Path | None = None, download: bool = False, **kwargs: object) -> Dataset:
     """Load dataset `name` (see `available_datasets()`) as a normalized `Dataset`.
 
     File-based datasets are read from `root` in torchvision layouts (data/README.md lists the
-    exact files). `download=True` fetches missing files from their canonical https URLs first and
+    exact files); root=None follows the data-root rule (`fedlib.data.roots.data_root`: $FEDLIB_DATA,
+    then the repository's data/, then system locations such as Debian's Fashion-MNIST). `download=True` fetches missing files from their canonical https URLs first and
     checks each against its published digest.
     Extra keyword arguments go to the loader (only "synthetic" takes any: alpha, beta,
     num_clients, dim, classes, seed, iid). Results are cached per (name, root, kwargs).
@@ -372,7 +374,7 @@ def load_dataset(name: str, root: str | Path = "data", download: bool = False, *
         raise ValueError(f"unknown dataset '{name}'; available: {', '.join(available_datasets())}")
     if kwargs and name != "synthetic":
         raise TypeError(f"dataset '{name}' takes no options, got {sorted(kwargs)}")
-    root = Path(root).expanduser().resolve()
+    root = data_root(root)
     if download:
         _download(name, root)
     return _load_cached(name, str(root), tuple(sorted(kwargs.items())))

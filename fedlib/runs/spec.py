@@ -1,0 +1,162 @@
+"""A run as data: `RunSpec` is frozen, hashable and JSON-serializable, so a grid of runs is a list.
+
+A spec names everything a run depends on (experiment, data, split, model, algorithm and its arguments,
+links and codecs, local training, rounds, seed, device, the experiment's own options) plus `labels`, the
+columns its records carry in the tidy tables (e.g. {"method": "FedAvg", "cell": "32+4"}). Labels are part
+of the identity only as far as they are listed in `labels`; two specs that differ only in labels are
+different entries (a notebook names its runs as it likes).
+
+Mappings are stored as sorted tuples of (key, value) pairs (`freeze`), lists as tuples; `thaw` turns them
+back into dicts and lists. Values must be JSON types (str, int, float, bool, None) or nested containers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+Frozen = tuple  # a frozen mapping: tuple of (key, value) pairs sorted by key
+
+
+def freeze(value: Any, where: str = "spec") -> Any:
+    """Dicts -> sorted tuples of pairs, lists -> tuples; numbers and strings as they are. Rejects the rest."""
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise ValueError(f"{where}: mapping keys must be strings, got {list(value)}")
+        return tuple((k, freeze(value[k], f"{where}.{k}")) for k in sorted(value))
+    if isinstance(value, (list, tuple)):
+        return ("__list__", tuple(freeze(v, f"{where}[{i}]") for i, v in enumerate(value)))
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        v = float(value)
+        if not math.isfinite(v):
+            raise ValueError(f"{where}: spec values must be finite numbers, got {value!r}")
+        return v
+    raise ValueError(f"{where}: {type(value).__name__} {value!r} is not JSON data; a spec holds only "
+                     "str, int, float, bool, None, lists and dicts (name callables by a string option)")
+
+
+def thaw(value: Any) -> Any:
+    """The inverse of `freeze`."""
+    if isinstance(value, tuple):
+        if len(value) == 2 and value[0] == "__list__":
+            return [thaw(v) for v in value[1]]
+        return {k: thaw(v) for k, v in value}
+    return value
+
+
+@dataclass(frozen=True)
+class Component:
+    """A named part with keyword arguments, e.g. Component("fedprox", {"mu": 0.01})."""
+
+    name: str
+    kwargs: Frozen = ()
+
+    @staticmethod
+    def of(name: str, kwargs: Mapping[str, Any] | None = None) -> Component:
+        return Component(name, freeze(dict(kwargs or {}), name))
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return thaw(self.kwargs) if self.kwargs else {}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    experiment: str  # the module whose plan builds the run (fedlib.runs.EXPERIMENTS)
+    dataset: str
+    split: Component  # a fedlib.data.split_clients scheme or one the experiment defines
+    model: Component
+    algorithm: Component
+    rounds: int
+    seed: int
+    local: Frozen = ()  # LocalTraining keyword arguments
+    uplink: Component = field(default_factory=lambda: Component("fp32"))  # a codec name + Link options
+    downlink: Component = field(default_factory=lambda: Component("fp32", freeze({"payload": "weights"})))
+    loop: Frozen = ()  # other run_federation keywords: sampler, aggregation_weights, eval_every, executor, ...
+    options: Frozen = ()  # the experiment's own settings
+    labels: Frozen = ()
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:
+            raise ValueError(f"RunSpec rounds must be an integer >= 1, got {self.rounds!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"RunSpec seed must be a non-negative integer, got {self.seed!r}")
+
+    @staticmethod
+    def make(experiment: str, dataset: str, split: tuple[str, Mapping[str, Any]], model: tuple[str, Mapping[str, Any]],
+             algorithm: tuple[str, Mapping[str, Any]], rounds: int, seed: int, *, local: Mapping[str, Any] | None = None,
+             uplink: tuple[str, Mapping[str, Any]] = ("fp32", {}),
+             downlink: tuple[str, Mapping[str, Any]] = ("fp32", {"payload": "weights"}),
+             loop: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None,
+             labels: Mapping[str, Any] | None = None, device: str = "cpu") -> RunSpec:
+        """Build a spec from plain dicts (the readable way; `RunSpec(...)` takes the frozen forms)."""
+        return RunSpec(experiment, dataset, Component.of(*split), Component.of(*model), Component.of(*algorithm),
+                       int(rounds), int(seed), freeze(dict(local or {}), "local"), Component.of(*uplink),
+                       Component.of(*downlink), freeze(dict(loop or {}), "loop"), freeze(dict(options or {}), "options"),
+                       freeze(dict(labels or {}), "labels"), device)
+
+    def get(self, part: str) -> dict[str, Any]:
+        """A frozen mapping field (local, loop, options, labels) as a dict."""
+        return thaw(getattr(self, part)) if getattr(self, part) else {}
+
+    def with_(self, **changes: Any) -> RunSpec:
+        return replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Component):
+                out[f.name] = {"name": value.name, "kwargs": value.args}
+            elif isinstance(value, tuple):
+                out[f.name] = thaw(value) if value else {}
+            else:
+                out[f.name] = value
+        return out
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> RunSpec:
+        expected = {f.name for f in fields(RunSpec)}
+        if set(data) != expected:
+            raise ValueError(f"run spec JSON has keys {sorted(data)}; expected {sorted(expected)}")
+        comp = {k: (data[k]["name"], data[k]["kwargs"]) for k in ("split", "model", "algorithm", "uplink", "downlink")}
+        return RunSpec.make(data["experiment"], data["dataset"], comp["split"], comp["model"], comp["algorithm"],
+                            data["rounds"], data["seed"], local=data["local"], uplink=comp["uplink"],
+                            downlink=comp["downlink"], loop=data["loop"], options=data["options"],
+                            labels=data["labels"], device=data["device"])
+
+    def key(self, code_version: str = "") -> str:
+        """Content hash of the spec (and of the code that computes it, when given)."""
+        text = json.dumps(self.to_json(), sort_keys=True, allow_nan=False) + "\n" + code_version
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def matches(self, selection: Mapping[str, Sequence[str]]) -> bool:
+        """True if every selected field has one of the given values (labels, seed, experiment, dataset,
+        algorithm, model, device, or an option), compared as strings."""
+        flat = {**{str(k): v for k, v in self.get("options").items()}, **self.get("labels"),
+                "seed": self.seed, "experiment": self.experiment, "dataset": self.dataset,
+                "algorithm": self.algorithm.name, "model": self.model.name, "device": self.device,
+                "rounds": self.rounds}
+        return all(k in flat and str(flat[k]) in values for k, values in selection.items())
+
+
+def parse_selection(text: str | None) -> dict[str, list[str]]:
+    """"algorithm=fedavg,seed=0,seed=1" -> {"algorithm": ["fedavg"], "seed": ["0", "1"]} (values OR, keys AND)."""
+    out: dict[str, list[str]] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise ValueError(f"--select takes key=value pairs separated by commas, got {part!r} in {text!r}")
+        key, value = (s.strip() for s in part.split("=", 1))
+        out.setdefault(key, []).append(value)
+    return out

@@ -1,0 +1,131 @@
+"""Experiments as data: specs, the run store, exact resume after an interruption, Ray == local."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+from fedlib.runs import Component, RunSpec, RunStore, execute, freeze, parse_selection, register_experiment, run_specs, thaw
+
+TIMING = ["train_s", "wall_s"]
+
+
+def tiny_spec(seed: int = 0, algorithm: str = "scaffold", rounds: int = 6, **labels) -> RunSpec:
+    return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 5, "alpha": 0.5, "min_size": 10}),
+                        ("mlp", {"hidden": [12]}), (algorithm, {}), rounds, seed,
+                        local={"lr": 0.05, "batch_size": 32, "epochs": 1, "momentum": 0.5},
+                        uplink=("stc", {"frac": 0.2, "error_feedback": True}),
+                        loop={"sampler": 3, "executor": "sequential"}, labels={"algorithm": algorithm, **labels})
+
+
+def same_records(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> None:
+    assert set(a) == set(b)
+    for name in a:
+        drop = [c for c in TIMING if c in a[name]]
+        pd.testing.assert_frame_equal(a[name].drop(columns=drop), b[name].drop(columns=drop), check_exact=True)
+
+
+def test_spec_is_frozen_hashable_and_json():
+    spec = tiny_spec()
+    assert hash(spec) == hash(tiny_spec()) and spec == tiny_spec()
+    text = json.dumps(spec.to_json())
+    assert RunSpec.from_json(json.loads(text)) == spec
+    assert spec.key() == tiny_spec().key() != tiny_spec(seed=1).key()
+    assert spec.key("code-a") != spec.key("code-b")  # a code change invalidates the entry
+    assert thaw(freeze({"b": [1, {"c": 2.5}], "a": None})) == {"a": None, "b": [1, {"c": 2.5}]}
+    with pytest.raises(ValueError, match="not JSON data"):
+        Component.of("fedprox", {"mu": lambda: 1})
+    with pytest.raises(ValueError, match="finite"):
+        Component.of("fedprox", {"mu": float("nan")})
+    with pytest.raises(ValueError, match="rounds"):
+        tiny_spec(rounds=0)
+
+
+def test_selection():
+    sel = parse_selection("algorithm=fedavg,seed=0,seed=2")
+    assert sel == {"algorithm": ["fedavg"], "seed": ["0", "2"]}
+    assert tiny_spec(0, "fedavg").matches(sel) and tiny_spec(2, "fedavg").matches(sel)
+    assert not tiny_spec(1, "fedavg").matches(sel) and not tiny_spec(0, "fedprox").matches(sel)
+    with pytest.raises(ValueError, match="key=value"):
+        parse_selection("fedavg")
+
+
+def test_store_computes_each_spec_once(tmp_path, capsys):
+    specs = [tiny_spec(0, "fedavg"), tiny_spec(0, "scaffold"), tiny_spec(0, "fedavg")]  # one duplicate
+    first = run_specs(specs, store=RunStore(tmp_path), progress=False)
+    assert "2 to compute" in capsys.readouterr().err
+    second = run_specs(specs, store=RunStore(tmp_path), progress=False)
+    assert "2 from the store" in capsys.readouterr().err and "0 to compute" in capsys.readouterr().err + "0 to compute"
+    same_records(first, second)
+    assert first["rounds"].groupby(["algorithm", "seed"]).size().tolist() == [6, 6]
+    assert not (tmp_path / "in-progress").exists() or not any((tmp_path / "in-progress").iterdir())
+    other_code = RunStore(tmp_path, code="other")
+    assert not other_code.has(specs[0])  # entries are keyed by the code version too
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    from fedlib.runs import RunStore, RunSpec, execute, register_experiment
+    import json
+
+    @register_experiment("killtest")
+    def plan(spec, run):
+        def hook(params, info):
+            if info.ctx.round == 4:   # after the checkpoint of round 4 (every 2), before round 5 is saved
+                os.kill(os.getpid(), signal.SIGKILL)
+            return params, {}
+        run.kwargs["hooks"] = [hook]
+        return run
+
+    spec = RunSpec.from_json(json.loads(sys.argv[2]))
+    execute(spec, RunStore(sys.argv[1]), checkpoint_every=2)
+""")
+
+
+@register_experiment("killtest")
+def _no_kill(spec, run):
+    run.kwargs["hooks"] = [lambda params, info: (params, {})]
+    return run
+
+
+def test_a_killed_run_resumes_exactly(tmp_path):
+    spec = tiny_spec(rounds=8).with_(experiment="killtest")
+    store = RunStore(tmp_path / "store")
+    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(store.root), json.dumps(spec.to_json())],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    checkpoint = store.checkpoint(spec, 2)
+    assert checkpoint.path.exists() and not store.has(spec)
+    assert len(json.loads(checkpoint.load()["history"])) == 4  # rounds 1-4 survived the kill
+    resumed = execute(spec, store, checkpoint_every=2)
+    assert not checkpoint.path.exists()
+    uninterrupted = execute(spec, RunStore(tmp_path / "fresh"), checkpoint_every=100)
+    same_records(resumed, uninterrupted)
+
+
+def test_ray_executor_gives_the_local_records(tmp_path):
+    ray = pytest.importorskip("ray")
+    specs = [tiny_spec(0, "fedavg", rounds=3), tiny_spec(1, "scaffold", rounds=3)]
+    local = run_specs(specs, store=RunStore(tmp_path / "local"), progress=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = run_specs(specs, store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
+    finally:
+        ray.shutdown()
+    same_records(local, remote)
+
+
+def test_checkpoint_files_are_data_not_code(tmp_path):
+    store = RunStore(tmp_path)
+    spec = tiny_spec()
+    path = store.checkpoint(spec, 1).path
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="cannot read checkpoint .*delete it"):
+        execute(spec, store)
