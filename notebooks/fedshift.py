@@ -197,7 +197,7 @@ for (bits, kind), (codec, _) in messages.items():
         continue
     t0 = time.perf_counter()
     for v in layers.values():
-        codec.quantize(v) if kind == "uniform" else codec.fit(v)
+        codec.encode(v.reshape(-1))
     timing.append({"bits": bits, "quantization": kind, "measured_ms": 1000 * (time.perf_counter() - t0)})
 th.PAPER_TABLE3[["bits", "quantization", "paper_overhead_ms"]].merge(pd.DataFrame(timing), on=["bits", "quantization"])
 
