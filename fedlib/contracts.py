@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from fedlib.augment import AUGMENTATIONS
 from fedlib.data import Dataset
 from fedlib.params import Params
 
@@ -61,6 +62,7 @@ class LocalTraining:
     steps: int | None = None
     momentum: float = 0.0  # heavy ball, as torch.optim.SGD (dampening 0); reset every round
     weight_decay: float = 0.0
+    augment: str | None = None  # a train-time augmentation of fedlib.augment ("crop_flip", "flip_gray")
 
     def __post_init__(self) -> None:
         if self.epochs is not None and self.steps is not None:
@@ -75,6 +77,8 @@ class LocalTraining:
             self.lr = _real("lr", self.lr, low=0, low_inclusive=False)
         self.momentum = _real("momentum", self.momentum, low=0, low_inclusive=True, high=1)
         self.weight_decay = _real("weight_decay", self.weight_decay, low=0, low_inclusive=True)
+        if self.augment is not None and self.augment not in AUGMENTATIONS:
+            raise ValueError(f"augment must be None or one of {sorted(AUGMENTATIONS)}, got {self.augment!r}")
 
     def lr_at(self, round_: int, step: int) -> float:
         if not callable(self.lr):
@@ -149,6 +153,7 @@ class ClientJob:
     indices: np.ndarray  # the client's training-set indices
     batches: list[np.ndarray]  # positions into `indices`, one array per local step
     state: dict[str, Any]  # the algorithm's persistent client state
+    augment_gen: torch.Generator | None = None  # the client's augmentation stream this round
 
 
 @dataclass

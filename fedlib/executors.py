@@ -21,6 +21,7 @@ from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
 from fedlib.algorithms.base import Algorithm
+from fedlib.augment import AUGMENTATIONS
 from fedlib.contracts import ClientJob, ClientOutcome, LocalTraining
 from fedlib.params import Params
 
@@ -86,6 +87,8 @@ def train_sequential(
         for k, pos in enumerate(job.batches):
             idx = idx_all[torch.from_numpy(pos)].to(x.device)
             xb, yb = x[idx], y[idx]
+            if local.augment:
+                xb = AUGMENTATIONS[local.augment](xb, job.augment_gen)
             loss = loss_fn(model(xb), yb).mean()
             grads = torch.autograd.grad(loss, plist)
             lr = local.lr_at(round_, k)
@@ -170,7 +173,13 @@ def train_vmap(
     lr_sum = torch.zeros(c, dtype=torch.float64)
     for k in range(max(steps)):
         idx, wts, active = idx_all[k], wts_all[k], active_all[k]
-        grads, losses = grads_of(p, x[idx], y[idx], wts)
+        xb = x[idx]
+        if local.augment:  # each client's real samples, drawn from its own stream in the sequential order
+            for ci, job in enumerate(jobs):
+                if k < steps[ci]:
+                    n = len(job.batches[k])
+                    xb[ci, :n] = AUGMENTATIONS[local.augment](xb[ci, :n], job.augment_gen)
+        grads, losses = grads_of(p, xb, y[idx], wts)
         lr = local.lr_at(round_, k)
         with torch.no_grad():
             d = directions_of(p, grads, states) if use_direction else grads

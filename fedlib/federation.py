@@ -202,7 +202,8 @@ def run_federation(
                 state = client_states.setdefault(int(i), algorithm.init_client_state(w))
                 algorithm.start_client(state, server_state, ctx.for_client(int(i)))
                 idx = data.client_indices[i]
-                jobs.append(ClientJob(int(i), idx, local.schedule(len(idx), seeds.numpy("batches", r, int(i))), state))
+                jobs.append(ClientJob(int(i), idx, local.schedule(len(idx), seeds.numpy("batches", r, int(i))), state,
+                                      seeds.torch("augment", r, int(i)) if local.augment else None))
             t_train = time.perf_counter()
             outcomes = train(model, x_train, y_train, received, buffers, jobs, local, algorithm, server_state, r, loss_fn)
             t_train = time.perf_counter() - t_train

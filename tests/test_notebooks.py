@@ -35,15 +35,30 @@ def test_there_are_notebooks():
     assert {"quickstart", "fedshift", "taco", "fedaq", "mucsc"} <= set(NAMES)
 
 
+PROFILES = ("cpu", "gpu", "full")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_parameters_and_profiles(name):
     params = _parameters(name)
-    assert {"profile", "results_root", "device"} <= set(params)
-    for profile in ("cpu", "full"):
+    # the runner's parameters (scripts/reproduce.py injects them) and the data-root rule's
+    assert {"profile", "results_root", "runs_root", "runner", "ray_address", "data_root", "device"} <= set(params)
+    for profile in PROFILES:
         values = yaml.safe_load((NOTEBOOKS / "profiles" / name / f"{profile}.yaml").read_text())
         unknown = set(values) - set(params)
         assert not unknown, f"{name}/{profile}.yaml sets unknown parameters {sorted(unknown)}"
         assert values["profile"] == profile
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gpu_profile_is_fashion_mnist_on_a_gpu_with_seeds(name):
+    """The gpu tier: data any machine can have offline (Debian's Fashion-MNIST), >= 3 seeds, device auto."""
+    text = (NOTEBOOKS / "profiles" / name / "gpu.yaml").read_text()
+    values = yaml.safe_load(text)
+    assert values["dataset"] == "fashion_mnist", f"{name}/gpu.yaml must use Fashion-MNIST (or state a stand-in)"
+    assert values["device"] in ("auto", "cuda")
+    assert len(values["seeds"]) >= 3
+    assert text.lstrip().startswith("#"), f"{name}/gpu.yaml starts with a comment stating the paper's setting"
 
 
 @pytest.mark.parametrize("name", NAMES)
