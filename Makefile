@@ -14,7 +14,7 @@ PROFILE ?= cpu
 # Thread counts are chosen per run by fedlib (threads="auto", measured by `make bench`): do not pin
 # OMP_NUM_THREADS here, it would override that choice for every process.
 
-.PHONY: setup test reproduce bench lab notebooks clean
+.PHONY: setup test reproduce bench bench-gpu lab notebooks clean
 
 setup: $(STAMP)
 
@@ -35,7 +35,12 @@ reproduce: setup
 
 bench: setup
 	$(PY) benchmarks/bench_round.py
+	$(PY) benchmarks/bench_cold.py
 	$(PY) benchmarks/bench_mucsc.py
+
+# Per-round training time at the four papers' scales on a GPU: sequential vs batched vs the GPU-time floor.
+bench-gpu: setup
+	$(PY) benchmarks/bench_gpu.py
 
 # Jupyter refuses to start as root without --allow-root (containers often run as root).
 lab: setup

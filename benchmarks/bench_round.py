@@ -133,7 +133,7 @@ def main() -> None:
     for w in (w for w in WORKLOADS if w.name in args.workloads):
         data, steps = setup(w)
         model = w.model(data.dataset.input_shape)
-        auto = f"fedlib auto ({choose_executor(model, FedAvg())}, {choose_threads(model)} thread(s))"
+        auto = f"fedlib auto ({choose_executor(model, FedAvg(), torch.device('cpu'))}, {choose_threads(model)} thread(s))"
         variants: dict[str, Callable[[], float]] = {
             "idiomatic (default threads)": lambda: run_idiomatic(w, data),
             "floor, 1 thread": lambda: run_floor(w, data, steps, 1),

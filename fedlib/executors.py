@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import functional_call, grad, grad_and_value, vmap
 
 from fedlib.algorithms.base import Algorithm
 from fedlib.augment import AUGMENTATIONS
@@ -43,7 +43,7 @@ def sgd_step(p: list[torch.Tensor], d: list[torch.Tensor], momentum_buf: list[to
     """The local step, in place: d += weight_decay * p; buf = momentum * buf + d; p -= lr * buf.
 
     With stacked clients (the batched executor), `active` [clients] masks the parameter move of clients
-    that have finished their steps.
+    that have finished their steps (None: all move).
     """
     if local.weight_decay:
         d = torch._foreach_add(d, p, alpha=local.weight_decay)
@@ -51,7 +51,7 @@ def sgd_step(p: list[torch.Tensor], d: list[torch.Tensor], momentum_buf: list[to
         torch._foreach_mul_(momentum_buf, local.momentum)
         torch._foreach_add_(momentum_buf, d)
         d = momentum_buf
-    if active is not None and not bool(active.all()):
+    if active is not None:
         d = torch._foreach_mul(d, [active.view(-1, *([1] * (t.dim() - 1))).to(t.dtype) for t in d])
     torch._foreach_add_(p, d, alpha=-lr)
 
@@ -80,7 +80,6 @@ def train_sequential(
             for n, b in model.named_buffers():
                 b.copy_(buffers[n])
         momentum_buf = [torch.zeros_like(p) for p in plist] if local.momentum else None
-        scratch: dict[str, Any] = {}
         loss_sum = torch.zeros((), device=x.device)
         lr_sum = 0.0
         idx_all = torch.from_numpy(job.indices)
@@ -96,7 +95,7 @@ def train_sequential(
                 loss_sum += loss.detach()
                 pdict = dict(zip(names, plist))
                 direction = algorithm.local_direction(
-                    pdict, dict(zip(names, grads)), received, job.state, server_state, scratch,
+                    pdict, dict(zip(names, grads)), received, job.state, server_state,
                     _grad_at(model, loss_fn, xb, yb),
                 )
                 sgd_step(plist, [direction[n] for n in names], momentum_buf, lr, local)
@@ -163,14 +162,21 @@ def train_vmap(
 
     grads_of = vmap(grad_and_value(masked_loss), randomness="different")
 
-    def direction_of(params: Params, grads: Params, state: dict[str, Any]) -> Params:
-        return algorithm.local_direction(params, grads, received, state, server_state, {}, _no_grad_at)
+    def direction_of(params: Params, grads: Params, state: dict[str, Any], xb: torch.Tensor, yb: torch.Tensor,
+                     wb: torch.Tensor) -> tuple[Params, dict[str, Any]]:
+        """One client's direction and its client state after the step (per-step state such as STEM's
+        recursive momentum lives in the client state, which the batched executor threads through)."""
+        state = dict(state)
+        d = algorithm.local_direction(params, grads, received, state, server_state,
+                                      lambda q: grad(masked_loss)(q, xb, yb, wb))
+        return d, state
 
     directions_of = vmap(direction_of)
-    idx_all, wts_all, active_all = _padded_batches(jobs, bsz, x.device)
+    idx_all, wts_all, active_all = _padded_batches(jobs, bsz, x.device)  # moved to the device once per round
+    ragged = [k for k in range(max(steps)) if any(k >= s for s in steps)]  # steps where some client is done
     use_direction = _has_correction(algorithm)
-    loss_sum = torch.zeros(c, device=x.device)
-    lr_sum = torch.zeros(c, dtype=torch.float64)
+    loss_sum = torch.zeros(c, device=x.device)  # accumulated on the device: no host sync inside the loop
+    lrs = [local.lr_at(round_, k) for k in range(max(steps))]
     for k in range(max(steps)):
         idx, wts, active = idx_all[k], wts_all[k], active_all[k]
         xb = x[idx]
@@ -180,19 +186,34 @@ def train_vmap(
                     n = len(job.batches[k])
                     xb[ci, :n] = AUGMENTATIONS[local.augment](xb[ci, :n], job.augment_gen)
         grads, losses = grads_of(p, xb, y[idx], wts)
-        lr = local.lr_at(round_, k)
+        if use_direction:
+            d, stepped = directions_of(p, grads, states, xb, y[idx], wts)
+            states = _where_active(active, stepped, states) if k in ragged else stepped
+        else:
+            d = grads
         with torch.no_grad():
-            d = directions_of(p, grads, states) if use_direction else grads
-            sgd_step(plist, [d[n] for n in names], momentum_buf, lr, local, active)
+            sgd_step(plist, [d[n] for n in names], momentum_buf, lrs[k], local, active if k in ragged else None)
             loss_sum += losses.detach() * active
-            lr_sum += lr * active.cpu()
-    outcomes = []
     for ci, job in enumerate(jobs):
-        outcomes.append(ClientOutcome(
-            params={n: v[ci].clone() for n, v in p.items()}, buffers={},
-            loss=float(loss_sum[ci]) / steps[ci], lr_sum=float(lr_sum[ci]),
-        ))
-    return outcomes
+        job.state.update(_unstack(states, ci))
+    losses_done = loss_sum.cpu().tolist()
+    return [ClientOutcome(params={n: v[ci].clone() for n, v in p.items()}, buffers={},
+                          loss=losses_done[ci] / steps[ci], lr_sum=float(sum(lrs[: steps[ci]])))
+            for ci in range(c)]
+
+
+def _where_active(active: torch.Tensor, new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """Clients that have finished their steps keep their state (per-client rows of a stacked state)."""
+    out = {}
+    for k, v in new.items():
+        out[k] = _where_active(active, v, old[k]) if isinstance(v, dict) else torch.where(
+            active.view(-1, *([1] * (v.dim() - 1))), v, old[k])
+    return out
+
+
+def _unstack(stacked: dict[str, Any], ci: int) -> dict[str, Any]:
+    """Client ci's slice of a stacked (nested) state dict, copied out of the stack."""
+    return {k: _unstack(v, ci) if isinstance(v, dict) else v[ci].clone() for k, v in stacked.items()}
 
 
 def _padded_batches(jobs: Sequence[ClientJob], bsz: int, device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -214,5 +235,3 @@ def _has_correction(algorithm: Algorithm) -> bool:
     )
 
 
-def _no_grad_at(q: Params) -> Params:
-    raise RuntimeError("grad_at is not available under the vmap executor (set vmap_compatible = False)")

@@ -63,11 +63,12 @@ def _has_conv(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
 
 
-def choose_executor(model: nn.Module, algorithm: Algorithm) -> str:
-    """vmap for small dense models (measured ~1.9x the sequential loop for an MLP on digits), sequential
-    for convolutional models (vmap measured ~1.8x slower for a small CNN), for models with buffers
-    (BatchNorm) and for algorithms with per-step state."""
-    if algorithm.vmap_compatible and not list(model.buffers()) and not _has_conv(model):
+def choose_executor(model: nn.Module, algorithm: Algorithm, device: torch.device) -> str:
+    """What a whole run costs, cold start included. On a GPU, the batched executor wherever it applies (the
+    sequential loop is launch-bound there: one H100 idled ~87% of a FedShift round). On a CPU, the sequential
+    loop: in a fresh process the batched path's first call imports torch._dynamo (~1.1 s) and pads uneven
+    clients, and even warmed rounds lost to the sequential ones (`make bench` measures both)."""
+    if device.type == "cuda" and algorithm.vmap_compatible and not list(model.buffers()):
         return "vmap"
     return "sequential"
 
@@ -159,7 +160,7 @@ def run_federation(
     """Simulate `rounds` rounds of federated training and return the tidy record.
 
     `executor` ("sequential", "vmap", "auto") and `threads` (an int or "auto") pick how clients are
-    trained; "auto" uses what `make bench` measured on a 2-core CPU (see `choose_executor`).
+    trained; "auto" is the batched executor on a GPU and the sequential one on a CPU (see `choose_executor`).
     `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs encode on the CPU
     with the run's keyed noise streams (see `fedlib.channel`), so compression is the same on any device.
     A run whose loss turns non-finite is flagged: the record's `diverged` column is true from that round on.
@@ -174,7 +175,7 @@ def run_federation(
     with torch.random.fork_rng():
         torch.manual_seed(seeds.int("init"))
         model = model_fn().to(device)
-    executor, threads = _resolve_executor(model, algorithm, executor, threads)
+    executor, threads = _resolve_executor(model, algorithm, executor, threads, device)
     train = train_sequential if executor == "sequential" else train_vmap
 
     with torch_threads(threads):
@@ -287,8 +288,9 @@ def _check_options(rounds: int, executor: str, threads: Union[int, str], downlin
         raise ValueError(f"eval_every must be an integer >= 1, got {eval_every!r}")
 
 
-def _resolve_executor(model: nn.Module, algorithm: Algorithm, executor: str, threads: Union[int, str]) -> tuple[str, int]:
-    executor = choose_executor(model, algorithm) if executor == "auto" else executor
+def _resolve_executor(model: nn.Module, algorithm: Algorithm, executor: str, threads: Union[int, str],
+                      device: torch.device) -> tuple[str, int]:
+    executor = choose_executor(model, algorithm, device) if executor == "auto" else executor
     if executor == "vmap" and not algorithm.vmap_compatible:
         raise ValueError(f"{algorithm.name} needs per-step state the vmap executor does not carry; use executor='sequential'")
     if executor == "vmap" and len(list(model.buffers())) > 0:

@@ -237,11 +237,13 @@ def test_auto_picks_the_measured_executor_and_threads(digits_data):
         vmap_compatible = False
 
     mlp, cnn = _mlp(digits_data)(), build_model("cnn", digits_data.dataset.input_shape, 10)
-    assert (choose_executor(mlp, FedAvg()), choose_threads(mlp)) == ("vmap", 1)
-    assert (choose_executor(cnn, FedAvg()), choose_threads(cnn)) == ("sequential", DEFAULT_THREADS)
-    assert choose_executor(mlp, PerStep()) == "sequential"
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert (choose_executor(mlp, FedAvg(), cpu), choose_threads(mlp)) == ("sequential", 1)
+    assert (choose_executor(cnn, FedAvg(), cpu), choose_threads(cnn)) == ("sequential", DEFAULT_THREADS)
+    assert choose_executor(mlp, FedAvg(), cuda) == choose_executor(cnn, FedAvg(), cuda) == "vmap"
+    assert choose_executor(mlp, PerStep(), cuda) == "sequential"
     res = _run(digits_data, rounds=1)
-    assert (res.config["executor"], res.config["threads"]) == ("vmap", 1)
+    assert (res.config["executor"], res.config["threads"]) == ("sequential", 1)
 
 
 def test_sampler_draws_distinct_sorted_clients():

@@ -211,8 +211,7 @@ def test_stem_steps_by_hand():
     """Batch k's gradient is g_k(w) = h_k w + e_k; alpha = 0.2, lr 0.1 (hand numbers in the comments)."""
     algo = Stem(alpha=0.2)
     state = algo.init_server_state(_p([0.0]), 1)
-    cs: dict = {}
-    scratch: dict = {}
+    cs = algo.init_client_state(_p([0.0]))
     batches = [(1.0, 0.0), (2.0, 1.0)]
 
     def grad_at_for(k):
@@ -220,18 +219,19 @@ def test_stem_steps_by_hand():
         return lambda q: {"w": hk * q["w"] + ek}
 
     w0 = _p([1.0])
-    v0 = algo.local_direction(w0, grad_at_for(0)(w0), w0, cs, state, scratch, grad_at_for(0))
+    algo.start_client(cs, state, _ctx(0, 0, 1))
+    v0 = algo.local_direction(w0, grad_at_for(0)(w0), w0, cs, state, grad_at_for(0))
     torch.testing.assert_close(v0["w"], torch.tensor([1.0]))  # round 0, k = 0: v_0 = g_0(w_0)
     w1 = _p([0.9])  # w_0 - 0.1 v_0
-    v1 = algo.local_direction(w1, grad_at_for(1)(w1), w0, cs, state, scratch, grad_at_for(1))
+    v1 = algo.local_direction(w1, grad_at_for(1)(w1), w0, cs, state, grad_at_for(1))
     torch.testing.assert_close(v1["w"], torch.tensor([1.2]))  # 2.8 + 0.8 (1 - 3)
     extras = algo.finish_client(w0, _p([0.78]), cs, state, LocalRun(2, 0.2, 10, 1.0), _ctx(0, 0, 1))
     torch.testing.assert_close(extras["v"]["w"], torch.tensor([1.2]))
     new = algo.aggregate(w0, [ClientResult(0, 10, 2, _p([-0.22]), 0.0, extras)], _uniform(1), state, _ctx())
     torch.testing.assert_close(new["w"], torch.tensor([0.78]))
     # round 1, k = 0 starts from v_bar = 1.2 and the client's last iterate 0.78: v = 3 + 0.8 (1.2 - (2*0.78 + 1))
-    scratch = {}
-    v = algo.local_direction(w0, grad_at_for(1)(w0), w0, cs, state, scratch, grad_at_for(1))
+    algo.start_client(cs, state, _ctx(1, 0, 1))
+    v = algo.local_direction(w0, grad_at_for(1)(w0), w0, cs, state, grad_at_for(1))
     torch.testing.assert_close(v["w"], torch.tensor([3.0 + 0.8 * (1.2 - 2.56)]))
 
 

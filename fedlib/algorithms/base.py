@@ -12,11 +12,12 @@ An algorithm never sees codecs or executors. The round loop (`fedlib.federation`
     global = algo.aggregate(global, results, weights, server_state, ctx)  # results carry decoded updates
 
 `local_direction` defaults to `grad + correction(...)`, so FedProx/SCAFFOLD-style methods only define
-`correction`. The batched executor vmaps `local_direction` over the clients' stacked states, so a
-per-client quantity the correction needs (TACO's alpha_i) is put into client_state by `start_client` as a
-tensor. Methods that need more per step (STEM) override `local_direction`, using the per-round
-`scratch` dict and `grad_at(q)` (the gradient of the current mini-batch at other parameters q); those
-set `vmap_compatible = False`.
+`correction`. The batched executor vmaps `local_direction` over the clients' stacked states and threads
+the state through the steps, so every per-client quantity lives in client_state as tensors: a per-round
+value (TACO's alpha_i) is put there by `start_client`, per-step memory (STEM's recursive momentum) by
+`local_direction` itself, which may also ask `grad_at(q)` for the current mini-batch's gradient at other
+parameters q. Control flow on client values must be tensor ops (`torch.where`), not Python branches.
+An algorithm whose client step cannot be written so sets `vmap_compatible = False`.
 """
 from __future__ import annotations
 
@@ -67,7 +68,6 @@ class Algorithm:
         anchor: Params,
         client_state: dict[str, Any],
         server_state: dict[str, Any],
-        scratch: dict[str, Any],
         grad_at: Callable[[Params], Params],
     ) -> Params:
         corr = self.correction(p, anchor, client_state, server_state)

@@ -23,8 +23,11 @@ from fedlib.params import Params
 
 
 class Stem(Algorithm):
+    """Per-client state (tensors, so the batched executor carries it): "v" and "w_prev" (the recursion's
+    last direction and iterate, this round), "started" (a step of this round was taken), "last_iterate" and
+    "has_last" (the client's last iterate of its previous round). Server state: "v_bar" and "has_v_bar"."""
+
     name = "stem"
-    vmap_compatible = False
 
     def __init__(self, alpha: float = 0.2, server_extra: str = "none") -> None:
         if not 0.0 <= alpha <= 1.0:
@@ -35,36 +38,37 @@ class Stem(Algorithm):
         self.server_extra = server_extra
 
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        return {"v_bar": None}
+        return {"v_bar": P.zeros_like(params), "has_v_bar": False}
+
+    def init_client_state(self, params: Params) -> dict[str, Any]:
+        flag = torch.zeros((), dtype=torch.bool, device=next(iter(params.values())).device)
+        return {"v": P.zeros_like(params), "w_prev": P.zeros_like(params), "last_iterate": P.zeros_like(params),
+                "started": flag, "has_last": flag.clone()}
+
+    def start_client(self, client_state: dict[str, Any], server_state: dict[str, Any], ctx: RoundContext) -> None:
+        client_state["started"] = torch.zeros_like(client_state["started"])
 
     def local_direction(self, p: Params, grad: Params, anchor: Params, client_state: dict[str, Any],
-                        server_state: dict[str, Any], scratch: dict[str, Any],
-                        grad_at: Callable[[Params], Params]) -> Params:
-        if "w_prev" in scratch:
-            v_prev, w_prev = scratch["v"], scratch["w_prev"]
-        elif server_state["v_bar"] is not None and "last_iterate" in client_state:
-            v_prev, w_prev = server_state["v_bar"], client_state["last_iterate"]
-        else:
-            v_prev = w_prev = None
-        if v_prev is None:
-            v = grad
-        else:
-            g_old = grad_at(w_prev)
-            v = {k: grad[k] + (1.0 - self.alpha) * (v_prev[k] - g_old[k]) for k in grad}
-        scratch["v"], scratch["w_prev"] = v, P.clone(p)
-        client_state["v_last"] = v
+                        server_state: dict[str, Any], grad_at: Callable[[Params], Params]) -> Params:
+        started = client_state["started"]
+        recursive = started | (client_state["has_last"] & server_state["has_v_bar"])
+        v_prev = {k: torch.where(started, client_state["v"][k], server_state["v_bar"][k]) for k in grad}
+        w_prev = {k: torch.where(started, client_state["w_prev"][k], client_state["last_iterate"][k]) for k in grad}
+        g_old = grad_at(w_prev)
+        v = {k: torch.where(recursive, grad[k] + (1.0 - self.alpha) * (v_prev[k] - g_old[k]), grad[k]) for k in grad}
+        client_state.update(v=v, w_prev={k: t.clone() for k, t in p.items()}, started=torch.ones_like(started))
         return v
 
     def finish_client(self, anchor: Params, trained: Params, client_state: dict[str, Any],
                       server_state: dict[str, Any], run: LocalRun, ctx: RoundContext) -> dict[str, Any]:
-        client_state["last_iterate"] = P.clone(trained)
-        return {"v": client_state["v_last"], "lr": run.lr_sum / run.steps}
+        client_state.update(last_iterate=P.clone(trained), has_last=torch.ones_like(client_state["has_last"]))
+        return {"v": client_state["v"], "lr": run.lr_sum / run.steps}
 
     def aggregate(self, params: Params, results: Sequence[ClientResult], weights: torch.Tensor,
                   server_state: dict[str, Any], ctx: RoundContext) -> Params:
         w = weights.tolist()
         v_bar = P.weighted_sum([r.extras["v"] for r in results], w)
-        server_state["v_bar"] = v_bar
+        server_state.update(v_bar=v_bar, has_v_bar=True)
         new = P.add(params, P.weighted_sum([r.update for r in results], w))
         if self.server_extra == "none":
             return new
