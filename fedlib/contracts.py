@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
@@ -27,29 +26,9 @@ import torch
 from fedlib.augment import AUGMENTATIONS
 from fedlib.data import Dataset
 from fedlib.params import Params
+from fedlib.validate import count, real
 
 LearningRate = Union[float, Callable[[int, int], float]]  # a constant, or lr(round, local_step)
-
-
-def _real(name: str, value: object, *, low: float, low_inclusive: bool, high: float = math.inf) -> float:
-    """A finite real number in the stated range, or a ValueError naming the parameter."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
-    v = float(value)
-    above = v >= low if low_inclusive else v > low
-    if not math.isfinite(v) or not above or not v < high:
-        bounds = f"{'[' if low_inclusive else '('}{low:g}, {high:g})"
-        raise ValueError(f"{name} must be a finite number in {bounds}, got {value!r}")
-    return v
-
-
-def _count(name: str, value: object, *, low: int = 1) -> int:
-    """An integer >= low (numpy integers too; 2.0 is accepted, 2.5 is not)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or float(value) != int(value):
-        raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    if int(value) < low:
-        raise ValueError(f"{name} must be >= {low}, got {value!r}")
-    return int(value)
 
 
 @dataclass
@@ -69,14 +48,14 @@ class LocalTraining:
             raise ValueError(f"LocalTraining takes epochs or steps, not both (got epochs={self.epochs!r}, "
                              f"steps={self.steps!r})")
         if self.steps is None:
-            self.epochs = 1.0 if self.epochs is None else _real("epochs", self.epochs, low=0, low_inclusive=False)
+            self.epochs = 1.0 if self.epochs is None else real("epochs", self.epochs, low=0, low_inclusive=False)
         else:
-            self.steps = _count("steps", self.steps)
-        self.batch_size = _count("batch_size", self.batch_size)
+            self.steps = count("steps", self.steps)
+        self.batch_size = count("batch_size", self.batch_size)
         if not callable(self.lr):
-            self.lr = _real("lr", self.lr, low=0, low_inclusive=False)
-        self.momentum = _real("momentum", self.momentum, low=0, low_inclusive=True, high=1)
-        self.weight_decay = _real("weight_decay", self.weight_decay, low=0, low_inclusive=True)
+            self.lr = real("lr", self.lr, low=0, low_inclusive=False)
+        self.momentum = real("momentum", self.momentum, low=0, low_inclusive=True, high=1)
+        self.weight_decay = real("weight_decay", self.weight_decay, low=0, low_inclusive=True)
         if self.augment is not None and self.augment not in AUGMENTATIONS:
             raise ValueError(f"augment must be None or one of {sorted(AUGMENTATIONS)}, got {self.augment!r}")
 

@@ -5,15 +5,14 @@ from typing import Any
 
 from fedlib.algorithms.base import Algorithm
 from fedlib.params import Params
+from fedlib.validate import real
 
 
 class FedProx(Algorithm):
     name = "fedprox"
 
     def __init__(self, mu: float = 0.01) -> None:
-        if mu < 0:
-            raise ValueError(f"FedProx mu must be >= 0, got {mu}")
-        self.mu = mu
+        self.mu = real("FedProx mu", mu, low=0)
 
     def correction(
         self, p: Params, anchor: Params, client_state: dict[str, Any], server_state: dict[str, Any]

@@ -17,6 +17,7 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
+from fedlib.validate import real
 
 
 class Scaffold(Algorithm):
@@ -25,7 +26,7 @@ class Scaffold(Algorithm):
     def __init__(self, server_lr: float = 1.0, coef: str = "steps") -> None:
         if coef not in ("steps", "samples"):
             raise ValueError(f"SCAFFOLD coef must be 'steps' or 'samples', got {coef!r}")
-        self.server_lr = server_lr
+        self.server_lr = real("SCAFFOLD server_lr", server_lr, low=0, low_inclusive=False)
         self.coef = coef
 
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
