@@ -7,8 +7,10 @@ layer); `"model"` encodes the flattened model as one vector.
 
 `Uplink` and `Downlink` are a link's state during a run: they own the error-feedback residuals and (for
 the downlink "update" payload) the model the clients hold, and do encode -> count bits -> decode. They
-are given values, never the algorithm. Codecs run on CPU tensors with the run's keyed noise streams, so
-a run's compression is the same on any training device; decoded values come back to that device.
+are given values, never the algorithm. A codec that declares `device_generic = True` encodes on the
+training device with a generator of that device seeded from the run's keyed stream (on a GPU its noise
+differs from a CPU run's, its distribution does not); any other codec gets CPU tensors and a CPU
+generator, and its decoded values are moved back.
 """
 from __future__ import annotations
 
@@ -109,8 +111,10 @@ class _LinkState:
 
     def _send(self, x: Params, round_: int, client: int | None, history: Sequence[dict[str, Any]]) -> Transmission:
         codec = self.link.codec_for(LinkContext(round=round_, client=client, history=history))
-        gen = self.seeds.torch(self.purpose, round_) if client is None else self.seeds.torch(self.purpose, round_, client)
-        if self.device.type == "cpu":
+        key = (self.purpose, round_) if client is None else (self.purpose, round_, client)
+        on_device = self.device.type == "cpu" or getattr(codec, "device_generic", False)
+        gen = self.seeds.torch(*key, device=self.device if on_device else "cpu")
+        if on_device:
             return transmit(codec, x, self.link.granularity, gen)
         tx = transmit(codec, {k: v.cpu() for k, v in x.items()}, self.link.granularity, gen)
         tx.decoded = {k: v.to(self.device) for k, v in tx.decoded.items()}

@@ -24,8 +24,10 @@ class Seeds:
     def numpy(self, purpose: str, *key: int) -> np.random.Generator:
         return np.random.default_rng(self.sequence(purpose, *key))
 
-    def torch(self, purpose: str, *key: int) -> torch.Generator:
-        gen = torch.Generator()
+    def torch(self, purpose: str, *key: int, device: torch.device | str = "cpu") -> torch.Generator:
+        """A generator on `device` seeded from the keyed stream (CUDA generators draw other numbers than CPU
+        ones from the same seed: same distributions, not the same values)."""
+        gen = torch.Generator(device=device)
         gen.manual_seed(int(self.sequence(purpose, *key).generate_state(1, np.uint64)[0] >> 1))
         return gen
 
