@@ -98,8 +98,9 @@ from fedlib.codecs import make_codec
 from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
 from fedlib.energy import add_energy, payload_bits, saving
-from fedlib.papers.fedaq import (best_by_energy, downlink_resolution, energy_to_targets, equal_shards, experiments,
-                                 layer_ranges, target_table)
+from fedlib.papers.fedaq import (BASELINE, PAPER_MODELS, PAPER_SETUP, PAPER_TABLES, best_by_energy, downlink_resolution,
+                                 energy_to_target_judgement, energy_to_targets, equal_shards, experiments, layer_ranges,
+                                 relative_targets, saving_table, to_target_per_seed)
 from fedlib.models import count_parameters
 from fedlib.runs import RunStore, run_specs
 from fedlib import report, targets
@@ -128,13 +129,6 @@ print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)}
 # KKT solution is the same per layer, see the theory section), stochastic rounding as in Eq. (5).
 
 # %%
-PAPER_SETUP = {
-    "dataset": "MNIST / Fashion-MNIST / CIFAR-10", "model": "LeNet-300-100, vanilla CNN, 7-layer CNN, ResNet-18",
-    "clients": "10 (4 for ResNet-18), all every round", "rounds": "not stated (FedDQ code: 100, 25 for ResNet)",
-    "local training": "SGD lr 0.01, momentum 0.5, batch 64, '5 local steps' (= 5 epochs in the code)",
-    "alpha": "0.003-0.005", "beta (joint)": "alpha / sqrt(2n)", "energy per bit": "e1 = e2 = 1 pJ/b",
-    "baselines": "fixed 2/4/8/16 bits (8 best); AdaQuantFL (uplink only)", "seeds": "not stated (code: seed 1, single run)",
-}
 ours = {
     "dataset": f"{dataset} ({len(ds.y_train)} train)", "model": f"{model} (d = {d_model:,})",
     "clients": f"{num_clients}, all every round", "rounds": str(rounds),
@@ -161,12 +155,6 @@ for codec in (UniformQuantizer(8, rounding="stochastic"), FedAQQuantizer(alpha),
     print(f"{codec!r}: R = 2.0, b = {int(m.info['bits_per_value'])}, bits = {m.bits} "
           f"= 1001*{int(m.info['bits_per_value'])} + {m.side_bits}")
 print(f"side information per layer: {RANGE_BITS} bits (fixed), {RANGE_BITS + BITLENGTH_BITS} bits (adaptive)")
-PAPER_MODELS = {  # paper row -> (model, input shape, clients, Table II fixed-8 mJ, Table IV fixed-8 mJ)
-    "LeNet-300-100 on MNIST": ("lenet_300_100", (1, 28, 28), 10, 0.90, 0.60),
-    "Vanilla CNN on Fashion-MNIST": ("fedaq_cnn", (1, 28, 28), 10, 5.86, 2.10),
-    "7-layer CNN on CIFAR-10": ("fedaq_cnn7", (3, 32, 32), 10, 90.0, 40.0),
-    "ResNet-18 on CIFAR-10": ("resnet18_cifar", (3, 32, 32), 4, 9.3, 4.32),
-}
 rows = []
 for row, (name, shape, n_, joint_mj, down_mj) in PAPER_MODELS.items():
     d_ = count_parameters(build_model(name, shape, 10))
@@ -285,31 +273,16 @@ record.drop(columns=[c for c in record.columns if "/" in c]).to_csv(out_dir / "r
 # (mJ) and round are read at the first round that reaches the target; saving = (E_base − E_FedAQ)/E_base.
 
 # %%
-PAPER_TABLES = {  # (target acc, baseline mJ, FedAQ mJ, saving %) — typed in from Tables II, III, IV
-    "joint": {"LeNet-300-100 on MNIST": (0.970, 0.90, 0.67, 25.6), "Vanilla CNN on Fashion-MNIST": (0.913, 5.86, 2.80, 52.2),
-              "7-layer CNN on CIFAR-10": (0.772, 90.0, 50.2, 44.2), "ResNet-18 on CIFAR-10": (0.860, 9.3, 3.1, 66.7)},
-    "up": {"LeNet-300-100 on MNIST": (0.978, 0.43, 0.35, 18.6), "Vanilla CNN on Fashion-MNIST": (0.910, 2.0, 0.71, 64.5),
-           "7-layer CNN on CIFAR-10": (0.770, 30.4, 23.0, 24.3), "ResNet-18 on CIFAR-10": (0.840, 3.4, 1.4, 58.8)},
-    "down": {"LeNet-300-100 on MNIST": (0.975, 0.60, 0.52, 13.3), "Vanilla CNN on Fashion-MNIST": (0.910, 2.10, 1.73, 17.6),
-             "7-layer CNN on CIFAR-10": (0.773, 40.0, 21.6, 46.0), "ResNet-18 on CIFAR-10": (0.860, 4.32, 1.47, 66.0)},
-}
-BASELINE = {"joint": "fixed8", "up": "adaquantfl", "down": "fixed8"}
-
-
-def comparison(mode: str, baseline: str, proposed: str) -> pd.DataFrame:
-    """Seed-averaged energy/rounds to each target; the saving is computed from the averaged energies."""
-    best = min(record[(record["mode"] == mode) & (record["scheme"] == s)].groupby("seed")["test_acc"].max().mean()
-               for s in (baseline, proposed))
-    targets = [paper_targets[mode]] if paper_targets else [round(f * best, 4) for f in target_fracs]
-    per_seed = pd.concat([target_table({s: runs[(mode, s, seed)] for s in (baseline, proposed)}, baseline, proposed,
-                                       targets) for seed in seeds])
-    out = per_seed.groupby("target_acc", as_index=False).mean(numeric_only=True)
-    out["saving_%"] = [100 * saving(b, p) for b, p in zip(out[f"{baseline}_mJ"], out[f"{proposed}_mJ"])]
-    out["reached (seeds)"] = per_seed.groupby("target_acc")[f"{proposed}_mJ"].apply(lambda s: np.isfinite(s).sum()).to_numpy()
-    return out
 
 
 have = lambda mode, scheme: all((mode, scheme, sd) in runs for sd in seeds)  # noqa: E731 (a subset may lack a run)
+
+
+def comparison(mode: str, base: str, prop: str) -> pd.DataFrame:  # targets: the paper's, else fractions of both's best
+    return saving_table(runs, mode, base, prop, seeds, [paper_targets[mode]] if paper_targets else
+                        relative_targets(runs, mode, [base, prop], seeds, target_fracs))
+
+
 tables = {mode: comparison(mode, BASELINE[mode], "fedaq") for mode in ("joint", "up", "down")
           if have(mode, BASELINE[mode]) and have(mode, "fedaq")}
 paper_rows = pd.DataFrame([{"table": {"joint": "II", "up": "III", "down": "IV"}[mode], "mode": mode, "paper row": row,
@@ -383,7 +356,7 @@ plt.show()
 # %%
 fixed = [f"fixed{b}" for b in fixed_bits]
 best_acc = record[(record["mode"] == "joint") & record["scheme"].isin(fixed)].groupby("scheme")["test_acc"].max().min()
-sweep_targets = [round(f * best_acc, 4) for f in target_fracs]
+sweep_targets = [round(float(f * best_acc), 4) for f in target_fracs]
 sweep = energy_to_targets(runs, "joint", [s for s in fixed + ["fedaq", "fp32"] if have("joint", s)], seeds, sweep_targets)
 sweep_wide = sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
 sweep_wide["final_acc"] = sweep.groupby("scheme")["final_acc"].mean()
@@ -414,7 +387,7 @@ best_s0_at = {t: best_by_energy(s0_sweep[s0_sweep["target_acc"] == t], s0_scheme
 print("alpha sweep (medians over seeds):")
 print(alpha_table.to_string(index=False))
 print(f"\nAdaQuantFL s0 sweep (uplink mode), best AdaQuantFL per target: {best_s0_at}")
-s0_sweep.pivot_table(index=["scheme", "s0"], columns="target_acc", values="energy_mJ", aggfunc="median", dropna=False)
+s0_sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
 
 # %% [markdown]
 # ## Theory against the runs
@@ -503,9 +476,9 @@ toy_schemes = {"fp32": ("none", Identity(), Identity()),
                "down fixed2": ("Theorem 3", Identity(), make_codec("uniform", bits=2, rounding="stochastic")),
                "down fedaq": ("Theorem 3", Identity(), make_codec("fedaq", resolution=0.05)),
                "joint fedaq": ("Theorem 1", make_codec("fedaq", resolution=0.05), make_codec("fedaq", resolution=0.025))}
+print("condition (40):", th.QuadraticToy.spread(200, 1, tau=5, eta=0.05).step_condition())
 quad = pd.concat([th.toy_theorem_checks(th.QuadraticToy.spread(200, n_, tau=5, eta=0.05), toy_schemes, toy_rounds,
                                         toy_seeds).assign(n=n_) for n_ in (1, 4)], ignore_index=True)
-print("condition (40):", th.QuadraticToy.spread(200, 1, tau=5, eta=0.05).step_condition())
 quad.groupby(["n", "theorem", "scheme"])[["lhs", "uplink", "downlink", "initial_gap", "rhs", "lhs_over_gap_term",
                                           "holds"]].mean()
 
@@ -534,24 +507,9 @@ claims = Claims()
 missing = lambda mode: report.not_testable(f"this parameter set has no {mode}-mode FedAQ/{BASELINE[mode]} pair")  # noqa: E731
 
 
-def to_target(mode: str, scheme: str, target: float, cost: str | None) -> list[float]:
-    """Per seed: energy (mJ, cost="cum_energy_mJ") or rounds (cost=None) to `target`; inf where never reached."""
-    return [targets.rounds_to_target(runs[(mode, scheme, sd)], target) if cost is None else
-            targets.cost_to_target(runs[(mode, scheme, sd)], target, cost, cumulative=True) for sd in seeds]
-
-
-def energy_judgement(mode: str, baselines: dict[float, str], proposed: str) -> report.Judgement:
-    """Less energy than the baseline (per target) to each target, one pair per (seed, target)."""
-    ts = [t for t, b in baselines.items() if b is not None]
-    prop = [e for t in ts for e in to_target(mode, proposed, t, "cum_energy_mJ")]
-    base = [e for t in ts for e in to_target(mode, baselines[t], t, "cum_energy_mJ")]
-    return report.reaches_sooner(prop, base, names=(proposed, "/".join(sorted(set(baselines.values())))),
-                                 quantity=f"energy (mJ) to each target {ts}",
-                                 evidence=f"{mode} mode, {len(seeds)} seed(s) x {len(ts)} targets, {rounds} rounds")
-
-
-def versus(mode: str, table: pd.DataFrame, baseline: str) -> report.Judgement:
-    return energy_judgement(mode, {float(t): baseline for t in table["target_acc"]}, "fedaq")
+to_target = lambda mode, scheme, t, cost: to_target_per_seed(runs, mode, scheme, seeds, t, cost)  # noqa: E731
+energy_judgement = lambda mode, baselines, proposed: energy_to_target_judgement(runs, mode, baselines, proposed, seeds)  # noqa: E731
+versus = lambda mode, table, base: energy_judgement(mode, {float(t): base for t in table["target_acc"]}, "fedaq")  # noqa: E731
 
 
 def savings_text(table: pd.DataFrame) -> str:
@@ -582,15 +540,11 @@ if jt is not None:
                                     "by one of the two counts as not similar; by both, as similar)", all(similar),
                                     evidence=f"{len(round_pairs)} (seed, target) pairs, targets {list(jt['target_acc'])}"))
 rho = dict(zip(trend["quantity"], trend["spearman rho vs round"]))
-claims.add("Uplink bits decrease and downlink bits increase over rounds (Fig. 3)", "decreasing / increasing",
-           f"Spearman rho: up {rho['up_bits']:.2f}, down {rho['down_bits']:.2f}",
-           report.criterion_met("Spearman rho vs round < 0 for uplink bits and > 0 for downlink bits (partly: one of the two)",
-                                rho["up_bits"] < 0 and rho["down_bits"] > 0, partly=rho["up_bits"] < 0 or rho["down_bits"] > 0))
-claims.add("Update ranges shrink, global-weight ranges grow (Fig. 2)", "decreasing / increasing",
-           f"Spearman rho: update range {rho['up_range']:.2f}, weight range {rho['down_range']:.2f}",
-           report.criterion_met("Spearman rho vs round < 0 for the update range and > 0 for the weight range (partly: one "
-                                "of the two)", rho["up_range"] < 0 and rho["down_range"] > 0,
-                                partly=rho["up_range"] < 0 or rho["down_range"] > 0))
+for claim, q_up, q_dn in (("Uplink bits decrease and downlink bits increase over rounds (Fig. 3)", "up_bits", "down_bits"),
+                          ("Update ranges shrink, global-weight ranges grow (Fig. 2)", "up_range", "down_range")):
+    claims.add(claim, "decreasing / increasing", f"Spearman rho: {q_up} {rho[q_up]:.2f}, {q_dn} {rho[q_dn]:.2f}",
+               report.criterion_met(f"Spearman rho vs round < 0 for {q_up} and > 0 for {q_dn} (partly: one of the two)",
+                                    rho[q_up] < 0 and rho[q_dn] > 0, partly=rho[q_up] < 0 or rho[q_dn] > 0))
 coarser = [s for s in record.loc[record["mode"] == "down", "scheme"].unique() if s.startswith("fedaq β×")]
 if coarser and have("down", "fixed8"):
     dt_best = comparison("down", "fixed8", coarser[-1])

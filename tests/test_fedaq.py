@@ -7,7 +7,7 @@ import pytest
 
 from fedlib.codecs.uniform import RANGE_BITS
 from fedlib.energy import add_energy, payload_bits, saving
-from fedlib.papers.fedaq import Cell, equal_shards, layer_ranges, run_spec, target_table
+from fedlib.papers.fedaq import PAPER_MODELS, PAPER_TABLES, Cell, equal_shards, layer_ranges, run_spec, target_table
 from fedlib.runs import RunStore, execute
 
 E_UP, E_DOWN = 2.0, 3.0  # distinct per-bit energies so a swapped link cannot pass
@@ -100,6 +100,6 @@ def test_notebook_profiles_parse_and_name_known_things(profile):
     values = yaml.safe_load((root / "profiles" / "fedaq" / f"{profile}.yaml").read_text())
     assert set(values) <= params, set(values) - params
     assert values["dataset"] in available_datasets() and values["model"] in available_models()
-    assert values["paper_row"] in source
+    assert values["paper_row"] in PAPER_TABLES["joint"] and PAPER_MODELS[values["paper_row"]][0] == values["model"]
     if values.get("paper_targets"):
         assert set(values["paper_targets"]) == {"joint", "up", "down"}

@@ -29,6 +29,7 @@ import pandas as pd
 from fedlib.channel import Link
 from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL
 from fedlib.contracts import FederatedData, RunResult
+from fedlib import report
 from fedlib.energy import add_energy, saving
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 from fedlib.runs.store import Records
@@ -41,6 +42,31 @@ BETA_RULES = ("paper", "kkt")
 SPLIT = "equal_shards"
 ROUNDING = "stochastic"  # Eq. (5)
 CodecSpec = tuple[str, dict[str, Any]]
+
+
+# The paper's numbers, typed in (Sec. V-A, Tables II-IV), for the notebook to show beside the measured ones.
+PAPER_SETUP = {
+    "dataset": "MNIST / Fashion-MNIST / CIFAR-10", "model": "LeNet-300-100, vanilla CNN, 7-layer CNN, ResNet-18",
+    "clients": "10 (4 for ResNet-18), all every round", "rounds": "not stated (FedDQ code: 100, 25 for ResNet)",
+    "local training": "SGD lr 0.01, momentum 0.5, batch 64, '5 local steps' (= 5 epochs in the code)",
+    "alpha": "0.003-0.005", "beta (joint)": "alpha / sqrt(2n)", "energy per bit": "e1 = e2 = 1 pJ/b",
+    "baselines": "fixed 2/4/8/16 bits (8 best); AdaQuantFL (uplink only)", "seeds": "not stated (code: seed 1, single run)",
+}
+PAPER_MODELS = {  # paper row -> (model, input shape, clients, Table II fixed-8 mJ, Table IV fixed-8 mJ)
+    "LeNet-300-100 on MNIST": ("lenet_300_100", (1, 28, 28), 10, 0.90, 0.60),
+    "Vanilla CNN on Fashion-MNIST": ("fedaq_cnn", (1, 28, 28), 10, 5.86, 2.10),
+    "7-layer CNN on CIFAR-10": ("fedaq_cnn7", (3, 32, 32), 10, 90.0, 40.0),
+    "ResNet-18 on CIFAR-10": ("resnet18_cifar", (3, 32, 32), 4, 9.3, 4.32),
+}
+PAPER_TABLES = {  # (target acc, baseline mJ, FedAQ mJ, saving %) — typed in from Tables II, III, IV
+    "joint": {"LeNet-300-100 on MNIST": (0.970, 0.90, 0.67, 25.6), "Vanilla CNN on Fashion-MNIST": (0.913, 5.86, 2.80, 52.2),
+              "7-layer CNN on CIFAR-10": (0.772, 90.0, 50.2, 44.2), "ResNet-18 on CIFAR-10": (0.860, 9.3, 3.1, 66.7)},
+    "up": {"LeNet-300-100 on MNIST": (0.978, 0.43, 0.35, 18.6), "Vanilla CNN on Fashion-MNIST": (0.910, 2.0, 0.71, 64.5),
+           "7-layer CNN on CIFAR-10": (0.770, 30.4, 23.0, 24.3), "ResNet-18 on CIFAR-10": (0.840, 3.4, 1.4, 58.8)},
+    "down": {"LeNet-300-100 on MNIST": (0.975, 0.60, 0.52, 13.3), "Vanilla CNN on Fashion-MNIST": (0.910, 2.10, 1.73, 17.6),
+             "7-layer CNN on CIFAR-10": (0.773, 40.0, 21.6, 46.0), "ResNet-18 on CIFAR-10": (0.860, 4.32, 1.47, 66.0)},
+}
+BASELINE = {"joint": "fixed8", "up": "adaquantfl", "down": "fixed8"}
 
 
 def equal_shards(n_train: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -272,3 +298,45 @@ def best_by_energy(per_seed: pd.DataFrame, candidates: list[str]) -> str | None:
         return None
     score = rows.groupby("scheme")["energy_mJ"].agg(never=lambda e: int(np.isinf(e).sum()), median="median")
     return str(score.sort_values(["never", "median"]).index[0])
+
+
+def relative_targets(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, schemes: list[str],
+                     seeds: list[int], fracs: list[float]) -> list[float]:
+    """Fractions of the accuracy every scheme reaches: fracs x the lowest of their seed-mean best accuracies."""
+    best = min(float(np.mean([runs[(mode, s, sd)]["test_acc"].max() for sd in seeds])) for s in schemes)
+    return [round(float(f * best), 4) for f in fracs]
+
+
+def saving_table(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, baseline: str, proposed: str,
+                 seeds: list[int], targets: list[float]) -> pd.DataFrame:
+    """Seed-mean energy (mJ) and rounds to each target (inf when a seed never reaches it), the saving computed
+    from the mean energies (nan when either is inf), and how many seeds the proposed scheme brings there."""
+    per_seed = pd.concat([target_table({s: runs[(mode, s, sd)] for s in (baseline, proposed)}, baseline, proposed, targets)
+                          for sd in seeds])
+    out = per_seed.groupby("target_acc", as_index=False).mean(numeric_only=True)
+    out["saving_%"] = [100 * saving(b, p) for b, p in zip(out[f"{baseline}_mJ"], out[f"{proposed}_mJ"])]
+    reached = per_seed.groupby("target_acc")[f"{proposed}_mJ"].apply(lambda e: int(np.isfinite(e).sum()))
+    out["reached (seeds)"] = out["target_acc"].map(reached)
+    return out
+
+
+def to_target_per_seed(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, scheme: str, seeds: list[int],
+                       target: float, cost: str | None = None) -> list[float]:
+    """Per seed: rounds (cost=None) or a cumulative cost column (e.g. "cum_energy_mJ") at the first round
+    reaching `target`; `fedlib.targets.NEVER` (inf) where never reached."""
+    return [rounds_to_target(runs[(mode, scheme, sd)], target) if cost is None else
+            cost_to_target(runs[(mode, scheme, sd)], target, cost, cumulative=True) for sd in seeds]
+
+
+def energy_to_target_judgement(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str,
+                               baselines: Mapping[float, str | None], proposed: str, seeds: list[int],
+                               evidence: str = "") -> report.Judgement:
+    """`fedlib.report.reaches_sooner` on energy to each target, one pair per (seed, target); `baselines` maps
+    each target to the scheme compared there (None: skip that target)."""
+    ts = [t for t, b in baselines.items() if b is not None]
+    prop = [e for t in ts for e in to_target_per_seed(runs, mode, proposed, seeds, t, "cum_energy_mJ")]
+    base = [e for t in ts for e in to_target_per_seed(runs, mode, str(baselines[t]), seeds, t, "cum_energy_mJ")]
+    names = "/".join(sorted({str(baselines[t]) for t in ts}))
+    return report.reaches_sooner(prop, base, names=(proposed, names), quantity=f"energy (mJ) to each target {ts}",
+                                 evidence=", ".join(e for e in (f"{mode} mode, {len(seeds)} seed(s) x {len(ts)} targets",
+                                                                evidence) if e))
