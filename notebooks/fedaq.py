@@ -34,8 +34,9 @@
 #
 # **Profiles** (papermill `-f notebooks/profiles/fedaq/<name>.yaml`): `quick` (the committed outputs: digits,
 # LeNet-300-100 on 8×8 inputs, 10 clients, 20 rounds, 1 seed, ≈ 1–2 min on 2 CPU cores), `cpu`
-# (`make reproduce`: 40 rounds, 2 seeds, the 16-bit baseline, an α sweep, ≈ 6–8 min), `full` (the paper's
-# scale: Fashion-MNIST + the vanilla CNN, 100 rounds, from local files; for a GPU).
+# (`make reproduce`: 40 rounds, 3 seeds, the 16-bit baseline, α and s0 sweeps), `gpu` (the paper's Fashion-MNIST
+# row: vanilla CNN, 10 clients, 5 local epochs, the paper's targets, 3 seeds, 40 rounds; one GPU), `full` (the
+# paper's scale, 100 rounds, with the α sweep; for a GPU). Runs are kept in the run store (`runs_root`).
 
 # %% tags=["parameters"]
 profile = "quick"
@@ -54,6 +55,7 @@ alpha_sweep = []
 fixed_bits = [2, 4, 8]
 beta_down_mult = [1.0, 4.0]
 adaquant_s0 = 3
+adaquant_s0_sweep = [1, 7]  # AdaQuantFL initial bins tried besides adaquant_s0 (uplink mode)
 granularity = "layer"
 b_min = 1
 e_up_pj = 1.0
@@ -61,16 +63,20 @@ e_down_pj = 1.0
 target_fracs = [0.90, 0.95, 0.99]
 paper_targets = None  # {"joint": acc, "up": acc, "down": acc} to use the paper's absolute targets
 toy_rounds = 15
+toy_seeds = [0]  # seeds of the quadratic toys for Theorems 1-3
 mc_draws = 200
 threads = 1
 device = "cpu"
 data_root = None
+runs_root = None
+runner = "local"
+ray_address = None
 results_root = None
 
 # %%
 from fedlib.notebook_params import check_notebook_parameters
 
-check_notebook_parameters("fedaq", globals())  # a mistyped -p / profile name stops here
+params = check_notebook_parameters("fedaq", globals())  # a mistyped -p / profile name stops here
 
 # %%
 import os
@@ -87,14 +93,18 @@ import seaborn as sns
 import torch
 from scipy.stats import spearmanr
 
-from fedlib import FederatedData, build_model, load_dataset
+from fedlib import build_model, load_dataset
+from fedlib.codecs import make_codec
 from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
 from fedlib.energy import add_energy, payload_bits, saving
-from fedlib.papers.fedaq import downlink_resolution, equal_shards, layer_ranges, paper_local_training, run_scheme, target_table
+from fedlib.papers.fedaq import (BASELINE, PAPER_MODELS, PAPER_SETUP, PAPER_TABLES, best_by_energy, downlink_resolution,
+                                 energy_to_target_judgement, energy_to_targets, equal_shards, experiments, layer_ranges,
+                                 relative_targets, saving_table, to_target_per_seed)
 from fedlib.models import count_parameters
+from fedlib.runs import RunStore, run_specs
 from fedlib import report, targets
-from fedlib.report import Claims, repo_root, results_dir
+from fedlib.report import Claims, results_dir
 from theory import fedaq as th
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -102,10 +112,8 @@ pd.set_option("display.precision", 4)
 pd.set_option("display.width", 160)
 out_dir = results_dir("fedaq", results_root)
 t_start = time.perf_counter()
-ds = load_dataset(dataset, root=data_root or repo_root() / "data")
-model_fn = lambda: build_model(model, ds.input_shape, ds.num_classes)  # noqa: E731
-d_model = count_parameters(model_fn())
-local = paper_local_training(lr=lr, epochs=local_epochs, batch_size=batch_size, momentum=momentum)
+ds = load_dataset(dataset, root=data_root)
+d_model = count_parameters(build_model(model, ds.input_shape, ds.num_classes))
 beta = downlink_resolution(alpha, num_clients)
 print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {model} (d = {d_model:,}), "
       f"{num_clients} clients, {rounds} rounds, seeds {seeds}; alpha = {alpha}, beta = alpha/sqrt(2n) = {beta:.5f}")
@@ -121,13 +129,6 @@ print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)}
 # KKT solution is the same per layer, see the theory section), stochastic rounding as in Eq. (5).
 
 # %%
-PAPER_SETUP = {
-    "dataset": "MNIST / Fashion-MNIST / CIFAR-10", "model": "LeNet-300-100, vanilla CNN, 7-layer CNN, ResNet-18",
-    "clients": "10 (4 for ResNet-18), all every round", "rounds": "not stated (FedDQ code: 100, 25 for ResNet)",
-    "local training": "SGD lr 0.01, momentum 0.5, batch 64, '5 local steps' (= 5 epochs in the code)",
-    "alpha": "0.003-0.005", "beta (joint)": "alpha / sqrt(2n)", "energy per bit": "e1 = e2 = 1 pJ/b",
-    "baselines": "fixed 2/4/8/16 bits (8 best); AdaQuantFL (uplink only)", "seeds": "not stated (code: seed 1, single run)",
-}
 ours = {
     "dataset": f"{dataset} ({len(ds.y_train)} train)", "model": f"{model} (d = {d_model:,})",
     "clients": f"{num_clients}, all every round", "rounds": str(rounds),
@@ -154,12 +155,6 @@ for codec in (UniformQuantizer(8, rounding="stochastic"), FedAQQuantizer(alpha),
     print(f"{codec!r}: R = 2.0, b = {int(m.info['bits_per_value'])}, bits = {m.bits} "
           f"= 1001*{int(m.info['bits_per_value'])} + {m.side_bits}")
 print(f"side information per layer: {RANGE_BITS} bits (fixed), {RANGE_BITS + BITLENGTH_BITS} bits (adaptive)")
-PAPER_MODELS = {  # paper row -> (model, input shape, clients, Table II fixed-8 mJ, Table IV fixed-8 mJ)
-    "LeNet-300-100 on MNIST": ("lenet_300_100", (1, 28, 28), 10, 0.90, 0.60),
-    "Vanilla CNN on Fashion-MNIST": ("fedaq_cnn", (1, 28, 28), 10, 5.86, 2.10),
-    "7-layer CNN on CIFAR-10": ("fedaq_cnn7", (3, 32, 32), 10, 90.0, 40.0),
-    "ResNet-18 on CIFAR-10": ("resnet18_cifar", (3, 32, 32), 4, 9.3, 4.32),
-}
 rows = []
 for row, (name, shape, n_, joint_mj, down_mj) in PAPER_MODELS.items():
     d_ = count_parameters(build_model(name, shape, 10))
@@ -250,32 +245,24 @@ print(alloc.round(4).to_string(index=False))
 # an fp32 downlink whose energy is not counted. Downlink-only: FedAQ with β = α/√(2n) and multiples of it (the
 # paper gives no β for this mode), fixed-8, with an fp32 uplink not counted.
 
+# paper gives no β for this mode), fixed-8, with an fp32 uplink not counted. The sweeps (α for joint FedAQ,
+# s0 for AdaQuantFL) come with them. The grid is data: `fedlib.papers.fedaq.experiments(params)` turns this
+# notebook's parameters into run specs, `run_specs` computes the ones not yet in the store (`runs_root`) and
+# hands back tidy records; executing the notebook again recomputes nothing.
+
 # %%
-GRID = [("joint", "fp32", {}), *[("joint", f"fixed{b}", {}) for b in fixed_bits], ("joint", "fedaq", {}),
-        ("up", "fedaq", {}), ("up", "adaquantfl", {"s0": adaquant_s0}), ("up", "fixed8", {}),
-        *[("down", "fedaq" if m == 1 else f"fedaq β×{m:g}", {"beta": m * beta}) for m in beta_down_mult],
-        ("down", "fixed8", {})]
-GRID += [("alpha", f"fedaq α={a:g}", {"alpha": a}) for a in alpha_sweep]
-runs: dict[tuple[str, str, int], pd.DataFrame] = {}
-results = {}
-for seed in seeds:
-    data = FederatedData(ds, equal_shards(len(ds.y_train), num_clients, np.random.default_rng(seed)))
-    for mode, label, kw in GRID:
-        scheme = label.split(" ")[0]
-        kw = {"alpha": alpha, "granularity": granularity, "b_min": b_min, **kw}
-        t0 = time.perf_counter()
-        res = run_scheme(model_fn, data, "joint" if mode == "alpha" else mode, scheme, rounds, local=local, seed=seed,
-                         e_up=e_up_pj, e_down=e_down_pj, threads=threads, device=device,
-                         progress=False, **kw)
-        runs[(mode, label, seed)] = res.rounds.assign(mode=mode, scheme=label, seed=seed)
-        results[(mode, label, seed)] = res
-        print(f"seed {seed} {mode:5s} {label:14s} final acc {res.final_accuracy:.3f}  energy "
-              f"{res.rounds['cum_energy_mJ'].iloc[-1]:.4f} mJ  ({time.perf_counter() - t0:.1f} s)")
-record = pd.concat(runs.values(), ignore_index=True)
-fa0 = results[("joint", "fedaq", seeds[0])]
-paper_count = add_energy(payload_bits(fa0.rounds), e_up_pj, e_down_pj)
-side_share = 1 - paper_count["cum_energy_mJ"].iloc[-1] / fa0.rounds["cum_energy_mJ"].iloc[-1]
-print(f"side information is {100 * side_share:.2f}% of the joint FedAQ run's energy (the paper's count leaves it out)")
+specs = experiments(params)
+records = run_specs(specs, store=RunStore.at(runs_root), executor=runner, ray_address=ray_address, root=data_root,
+                    progress=False)
+record, client_record = records["rounds"], records["clients"]
+runs = {key: frame.sort_values("round").reset_index(drop=True) for key, frame in record.groupby(["mode", "scheme", "seed"])}
+last_rows = record[record["round"] == rounds]
+print(last_rows.groupby(["mode", "scheme"])[["test_acc", "cum_energy_mJ"]].mean().round(4).to_string())
+fa0 = runs[("joint", "fedaq", seeds[0])]
+paper_count = add_energy(payload_bits(fa0), e_up_pj, e_down_pj)
+side_share = 1 - paper_count["cum_energy_mJ"].iloc[-1] / fa0["cum_energy_mJ"].iloc[-1]
+print(f"{len(specs)} runs; side information is {100 * side_share:.2f}% of the joint FedAQ run's energy "
+      "(the paper's count leaves it out)")
 record.drop(columns=[c for c in record.columns if "/" in c]).to_csv(out_dir / "rounds.csv", index=False)
 
 # %% [markdown]
@@ -286,31 +273,18 @@ record.drop(columns=[c for c in record.columns if "/" in c]).to_csv(out_dir / "r
 # (mJ) and round are read at the first round that reaches the target; saving = (E_base − E_FedAQ)/E_base.
 
 # %%
-PAPER_TABLES = {  # (target acc, baseline mJ, FedAQ mJ, saving %) — typed in from Tables II, III, IV
-    "joint": {"LeNet-300-100 on MNIST": (0.970, 0.90, 0.67, 25.6), "Vanilla CNN on Fashion-MNIST": (0.913, 5.86, 2.80, 52.2),
-              "7-layer CNN on CIFAR-10": (0.772, 90.0, 50.2, 44.2), "ResNet-18 on CIFAR-10": (0.860, 9.3, 3.1, 66.7)},
-    "up": {"LeNet-300-100 on MNIST": (0.978, 0.43, 0.35, 18.6), "Vanilla CNN on Fashion-MNIST": (0.910, 2.0, 0.71, 64.5),
-           "7-layer CNN on CIFAR-10": (0.770, 30.4, 23.0, 24.3), "ResNet-18 on CIFAR-10": (0.840, 3.4, 1.4, 58.8)},
-    "down": {"LeNet-300-100 on MNIST": (0.975, 0.60, 0.52, 13.3), "Vanilla CNN on Fashion-MNIST": (0.910, 2.10, 1.73, 17.6),
-             "7-layer CNN on CIFAR-10": (0.773, 40.0, 21.6, 46.0), "ResNet-18 on CIFAR-10": (0.860, 4.32, 1.47, 66.0)},
-}
-BASELINE = {"joint": "fixed8", "up": "adaquantfl", "down": "fixed8"}
 
 
-def comparison(mode: str, baseline: str, proposed: str) -> pd.DataFrame:
-    """Seed-averaged energy/rounds to each target; the saving is computed from the averaged energies."""
-    best = min(record[(record["mode"] == mode) & (record["scheme"] == s)].groupby("seed")["test_acc"].max().mean()
-               for s in (baseline, proposed))
-    targets = [paper_targets[mode]] if paper_targets else [round(f * best, 4) for f in target_fracs]
-    per_seed = pd.concat([target_table({s: runs[(mode, s, seed)] for s in (baseline, proposed)}, baseline, proposed,
-                                       targets) for seed in seeds])
-    out = per_seed.groupby("target_acc", as_index=False).mean(numeric_only=True)
-    out["saving_%"] = [100 * saving(b, p) for b, p in zip(out[f"{baseline}_mJ"], out[f"{proposed}_mJ"])]
-    out["reached (seeds)"] = per_seed.groupby("target_acc")[f"{proposed}_mJ"].apply(lambda s: s.notna().sum()).to_numpy()
-    return out
+have = lambda mode, scheme: all((mode, scheme, sd) in runs for sd in seeds)  # noqa: E731 (a subset may lack a run)
 
 
-tables = {mode: comparison(mode, BASELINE[mode], "fedaq") for mode in ("joint", "up", "down")}
+def comparison(mode: str, base: str, prop: str) -> pd.DataFrame:  # targets: the paper's, else fractions of both's best
+    return saving_table(runs, mode, base, prop, seeds, [paper_targets[mode]] if paper_targets else
+                        relative_targets(runs, mode, [base, prop], seeds, target_fracs))
+
+
+tables = {mode: comparison(mode, BASELINE[mode], "fedaq") for mode in ("joint", "up", "down")
+          if have(mode, BASELINE[mode]) and have(mode, "fedaq")}
 paper_rows = pd.DataFrame([{"table": {"joint": "II", "up": "III", "down": "IV"}[mode], "mode": mode, "paper row": row,
                             "paper target": t, "paper baseline mJ": b, "paper FedAQ mJ": p, "paper saving %": s}
                            for mode, rows_ in PAPER_TABLES.items() for row, (t, b, p, s) in rows_.items()])
@@ -365,48 +339,55 @@ panel_row("down", [s for s in record.loc[record["mode"] == "down", "scheme"].uni
 # ## Figure 2 analogue: ranges of the uplink updates and of the downlink weights, per layer
 
 # %%
-ranges = layer_ranges(results[("joint", "fedaq", seeds[0])])
-g = sns.relplot(data=ranges, x="round", y="range", hue="layer", col="link", kind="line", height=3.3, aspect=1.4,
-                facet_kws={"sharey": False})
+fa, fa_clients = runs[("joint", "fedaq", seeds[0])], client_record[client_record["run"] == fa0["run"].iloc[0]]
+g = sns.relplot(data=layer_ranges(fa, fa_clients), x="round", y="range", hue="layer", col="link", kind="line",
+                height=3.3, aspect=1.4, facet_kws={"sharey": False})
 g.set(yscale="log")
 plt.show()
 
 # %% [markdown]
-# ## Fixed-bit sweep (claim: 8 bits is the best fixed bit-length)
+# ## Fixed-bit sweep: is 8 bits the best fixed width, and does FedAQ beat the best one?
+#
+# Energy to each target per seed (a seed that never reaches a target counts as never, `inf`). The best fixed
+# width at a target is the one fewest seeds miss, then with the lowest median energy. The paper compares FedAQ
+# with fixed 8 bits only, because it found 8 bits best; where another width is best here, FedAQ is also
+# compared with that width, seed by seed (the claims table).
 
 # %%
 fixed = [f"fixed{b}" for b in fixed_bits]
 best_acc = record[(record["mode"] == "joint") & record["scheme"].isin(fixed)].groupby("scheme")["test_acc"].max().min()
-sweep_targets = [round(f * best_acc, 4) for f in target_fracs]
-sweep = []
-for s in fixed + ["fedaq", "fp32"]:
-    for seed in seeds:
-        for t in sweep_targets:
-            sweep.append({"scheme": s, "seed": seed, "target_acc": t,
-                          "energy_mJ": targets.cost_to_target(runs[("joint", s, seed)], t, "cum_energy_mJ", cumulative=True),
-                          "final_acc": runs[("joint", s, seed)]["test_acc"].iloc[-1]})
-sweep = pd.DataFrame(sweep).groupby(["target_acc", "scheme"], as_index=False).mean(numeric_only=True).drop(columns="seed")
-sweep_wide = sweep.pivot(index="scheme", columns="target_acc", values="energy_mJ")
+sweep_targets = [round(float(f * best_acc), 4) for f in target_fracs]
+sweep = energy_to_targets(runs, "joint", [s for s in fixed + ["fedaq", "fp32"] if have("joint", s)], seeds, sweep_targets)
+sweep_wide = sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
 sweep_wide["final_acc"] = sweep.groupby("scheme")["final_acc"].mean()
-best_fixed = sweep_wide.loc[fixed].iloc[:, len(sweep_targets) // 2].idxmin()
-print(f"energy (mJ) to each target, joint mode; best fixed at the middle target: {best_fixed}")
+best_fixed_at = {t: best_by_energy(sweep[sweep["target_acc"] == t], fixed) for t in sweep_targets}
+best_fixed = best_fixed_at[sweep_targets[len(sweep_targets) // 2]]
+print(f"median energy (mJ) over seeds to each target, joint mode; best fixed width per target: {best_fixed_at}")
 sweep_wide
 
 # %% [markdown]
-# ## α sweep (joint FedAQ; the paper suggests α in 0.003–0.005)
+# ## α sweep (joint FedAQ; the paper suggests α in 0.003–0.005) and AdaQuantFL's s0 sweep (uplink-only)
 #
 # Larger α means coarser steps and fewer bits; the energy to the fixed-bit sweep's middle target and the final
-# accuracy show the trade-off. (Empty in the quick profile.)
+# accuracy show the trade-off. AdaQuantFL starts from s0 bins and raises them as the loss falls
+# (s_k = ⌈√(F₀/F_k)·s0⌉); the paper does not say which s0 it used, so the uplink comparison is repeated
+# against AdaQuantFL at every s0 tried, and the claims table compares FedAQ with the best one.
 
 # %%
-alpha_rows = [{"alpha": float(lbl.split("=")[1]), "seed": sd, "final_acc": df["test_acc"].iloc[-1],
-               "energy_to_target_mJ": targets.cost_to_target(df, sweep_targets[len(sweep_targets) // 2], "cum_energy_mJ",
-                                                             cumulative=True),
-               "mean up bits": df["up_bits"].mean(), "mean down bits": df["down_bits"].mean()}
-              for (mode, lbl, sd), df in runs.items() if mode == "alpha"]
-alpha_table = (pd.DataFrame(alpha_rows).groupby("alpha", as_index=False).mean(numeric_only=True).drop(columns="seed")
-               if alpha_rows else pd.DataFrame(columns=["alpha", "final_acc", "energy_to_target_mJ"]))
-alpha_table
+alpha_runs = {k: v for k, v in runs.items() if k[0] == "joint" and k[1].startswith("fedaq")}
+alpha_table = energy_to_targets(alpha_runs, "joint", sorted({k[1] for k in alpha_runs}), seeds,
+                                [sweep_targets[len(sweep_targets) // 2]])
+alpha_table = alpha_table.assign(alpha=alpha_table["run"].map(record.groupby("run")["alpha"].first())).groupby(
+    "alpha", as_index=False)[["final_acc", "energy_mJ", "mean_up_bits", "mean_down_bits"]].median()
+up_targets = [float(t) for t in tables["up"]["target_acc"]] if "up" in tables else []
+s0_schemes = sorted({k[1] for k in runs if k[0] == "up" and k[1].startswith("adaquantfl")})
+s0_sweep = energy_to_targets(runs, "up", s0_schemes + ["fedaq"], seeds, up_targets)
+s0_sweep["s0"] = s0_sweep["run"].map(record.groupby("run")["s0"].first())
+best_s0_at = {t: best_by_energy(s0_sweep[s0_sweep["target_acc"] == t], s0_schemes) for t in up_targets}
+print("alpha sweep (medians over seeds):")
+print(alpha_table.to_string(index=False))
+print(f"\nAdaQuantFL s0 sweep (uplink mode), best AdaQuantFL per target: {best_s0_at}")
+s0_sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
 
 # %% [markdown]
 # ## Theory against the runs
@@ -414,34 +395,24 @@ alpha_table
 # **Trends (Fig. 2, claim 4).** Spearman correlation of round index with the mean uplink/downlink bits and
 # ranges of the joint FedAQ run. **Resolution (Eq. 17/19).** The step actually used, R/(2^b − 1), against α
 # (uplink) and β (downlink), and how often b_min clamps. **Allocation (Eq. 25–26).** On the logged per-layer
-# ranges of the FedAQ run: the objective of (10) at the realized bits, at the continuous KKT optimum with the
-# same energy, and at equal bits with the same energy.
+# ranges of the FedAQ run: the objective of (10) at the realized bits, at the continuous optimum and at equal
+# bits, every one charged what the run pays, log₂(s+1) bits per value for s bins (a b-bit quantizer has
+# s = 2^b − 1 bins), at the run's energy. The relaxed KKT point charges log₂ s instead: its last row shows
+# the energy it really needs (`energy_over_run`), which is why it is not the yardstick.
 
 # %%
-fa = results[("joint", "fedaq", seeds[0])]
-rr = fa.rounds
-trend = pd.DataFrame([{"quantity": q, "spearman rho vs round": spearmanr(rr["round"], rr[q]).statistic,
-                       "first": rr[q].iloc[0], "last": rr[q].iloc[-1]}
+trend = pd.DataFrame([{"quantity": q, "spearman rho vs round": spearmanr(fa["round"], fa[q]).statistic,
+                       "first": fa[q].iloc[0], "last": fa[q].iloc[-1]}
                       for q in ("up_bits", "down_bits", "up_range", "down_range")])
-layers = list(fa.params)
-steps_up = np.concatenate([fa.clients[f"range/{k}"] / (2.0 ** fa.clients[f"bits_per_value/{k}"] - 1) for k in layers])
-steps_dn = np.concatenate([rr[f"down/range/{k}"] / (2.0 ** rr[f"down/bits_per_value/{k}"] - 1) for k in layers])
+dims = dict(records["layers"].loc[records["layers"]["run"] == fa["run"].iloc[0], ["layer", "dim"]].to_numpy())
+entries, b_up, b_dn = th.entries_from_records(fa, fa_clients, dims, num_clients)
 resolution = pd.DataFrame([
-    {"link": "uplink", "target": alpha, "median step": np.median(steps_up), "median step/target": np.median(steps_up) / alpha,
-     "clamped share": fa.clients[[f"clamped/{k}" for k in layers]].to_numpy().mean()},
-    {"link": "downlink", "target": beta, "median step": np.median(steps_dn), "median step/target": np.median(steps_dn) / beta,
-     "clamped share": rr[[f"down/clamped/{k}" for k in layers]].to_numpy().mean()}])
-dims = {k: v.numel() for k, v in fa.params.items()}
-entries = th.Entries(
-    R_up=np.concatenate([fa.clients[f"range/{k}"].to_numpy() for k in layers]),
-    dim_up=np.concatenate([np.full(len(fa.clients), dims[k], float) for k in layers]),
-    R_dn=np.concatenate([rr[f"down/range/{k}"].to_numpy() for k in layers]),
-    dim_dn=np.concatenate([np.full(len(rr), dims[k], float) for k in layers]), n=num_clients)
-b_up = np.concatenate([fa.clients[f"bits_per_value/{k}"].to_numpy() for k in layers])
-b_dn = np.concatenate([rr[f"down/bits_per_value/{k}"].to_numpy() for k in layers])
-keep_up, keep_dn = entries.R_up > 0, entries.R_dn > 0
-entries = th.Entries(entries.R_up[keep_up], entries.dim_up[keep_up], entries.R_dn[keep_dn], entries.dim_dn[keep_dn], num_clients)
-allocation_check = th.allocation_vs_fixed(entries, b_up[keep_up], b_dn[keep_dn], e_up_pj, e_down_pj)
+    {"link": "uplink", "target": alpha, "median step": np.median(entries.R_up / th.bins(b_up)),
+     "clamped share": fa_clients[[f"clamped/{k}" for k in dims]].to_numpy().mean()},
+    {"link": "downlink", "target": beta, "median step": np.median(entries.R_dn / th.bins(b_dn)),
+     "clamped share": fa[[f"down/clamped/{k}" for k in dims]].to_numpy().mean()}])
+resolution["median step/target"] = resolution["median step"] / resolution["target"]
+allocation_check = th.allocation_vs_fixed(entries, b_up, b_dn, e_up_pj, e_down_pj)
 print(trend.to_string(index=False))
 print()
 print(resolution.to_string(index=False))
@@ -459,29 +430,20 @@ print(allocation_check.to_string(index=False))
 # against d(R_m/s_m)² + (1/n²)Σᵢ d(Rᵢ/sᵢ)²) is checked on the same runs.
 
 # %%
-digits = load_dataset("digits", root=data_root or repo_root() / "data")
-toy_clients = equal_shards(len(digits.y_train), 10, np.random.default_rng(seeds[0]))
+digits = load_dataset("digits", root=data_root)
 L_toy = th.softmax_smoothness(digits.x_train)
 eta_toy, tau_toy = 0.12 / L_toy, 5
 cond40 = float(th.step_size_condition().subs({th.L: L_toy, th.eta: eta_toy, th.tau: tau_toy}))
-toy_codecs = {"fp32": (Identity(), Identity()), "fixed2": (UniformQuantizer(2, rounding="stochastic"), UniformQuantizer(2, rounding="stochastic")),
-              "fixed8": (UniformQuantizer(8, rounding="stochastic"), UniformQuantizer(8, rounding="stochastic")),
+toy_codecs = {"fp32": (Identity(), Identity()), "fixed2": (UniformQuantizer(2, rounding="stochastic"),) * 2,
+              "fixed8": (UniformQuantizer(8, rounding="stochastic"),) * 2,
               "fedaq": (FedAQQuantizer(0.002), FedAQQuantizer(0.002 / np.sqrt(20)))}
-curves, lemma3 = [], []
-for name, (up_c, dn_c) in toy_codecs.items():
-    toy = th.convex_toy_run(digits.x_train, digits.y_train, 10, toy_clients, toy_rounds, tau_toy, eta_toy, 16, up_c, dn_c,
-                            seed=seeds[0])
-    curves.append(th.bound_vs_curve(toy, L=L_toy, d=650, tau=tau_toy, eta=eta_toy, gap=float(np.log(10))).assign(scheme=name))
-    lemma3.append({"scheme": name, "mean ||w_{m+1} - w-bar_{m,tau}||^2": toy["lemma3_lhs"].mean(),
-                   "mean Lemma 3 bound": toy["lemma3_rhs"].mean()})
-curves = pd.concat(curves, ignore_index=True)
-lemma3 = pd.DataFrame(lemma3)
+curves, lemma3 = th.softmax_toy_checks(digits, equal_shards(len(digits.y_train), 10, np.random.default_rng(seeds[0])),
+                                       toy_codecs, toy_rounds, tau_toy, eta_toy, batch=16, seed=seeds[0])
 print(f"L = {L_toy:.3f}, eta = {eta_toy:.5f}, condition (40) = {cond40:.3f} >= 0; bound holds at every prefix: "
       f"{bool(curves['holds'].all())}")
 last = curves.groupby("scheme").tail(1).set_index("scheme")
 print(last[["lhs", "uplink", "downlink", "initial_gap", "sgd_noise", "rhs"]].to_string())
-print()
-print("Lemma 3 (quantization noise of one round, one draw per round, averaged over rounds):")
+print("\nLemma 3 (quantization noise of one round, one draw per round, averaged over rounds):")
 print(lemma3.to_string(index=False))
 fig, ax = plt.subplots(figsize=(7, 3.8))
 for name, c in curves.groupby("scheme"):
@@ -496,6 +458,29 @@ plt.show()
 # and the downlink term carries a weight 2n² times the per-client uplink weight, which is why the downlink
 # needs the finer resolution β = α/√(2n). Compare the initial-gap column with the measured left side to see
 # how loose the bound is at these K.
+#
+# **Theorems 2 and 3 (uplink-only (27), downlink-only (30)) through the real round loop.** Clients with
+# f_i(w) = ½(w − b)ᵀdiag(h)(w − b) (identical, so Assumption 3's local gradient is unbiased for ∇f), trained
+# full-batch by `run_federation` with whole-model codecs: every constant is exact (L = max h, σ² = 0, f* = 0,
+# f(w₀) = ½Σhb²), and since every client runs the same deterministic steps from the model it received,
+# w̄_{m,t} = b + (1 − ηh)^t (w_received − b) is known at every local step (its mean loss equals the round
+# loop's recorded loss to float precision, a test). Two toys, d = 200, h ∈ [0.5, 2], b ∈ [−1, 1], τ = 5,
+# η = 0.05 (condition (40) holds): n = 1, where 1-bit update noise is not averaged away, and n = 4. The
+# quantization terms are tested only where the measured side exceeds the initial-gap term (`lhs_over_gap_term`
+# > 1; σ² = 0, so there is no other term): the bound could not hold without them.
+
+# %%
+toy_schemes = {"fp32": ("none", Identity(), Identity()),
+               "up fixed1": ("Theorem 2", make_codec("uniform", bits=1, rounding="stochastic"), Identity()),
+               "up fedaq": ("Theorem 2", make_codec("fedaq", resolution=0.05), Identity()),
+               "down fixed2": ("Theorem 3", Identity(), make_codec("uniform", bits=2, rounding="stochastic")),
+               "down fedaq": ("Theorem 3", Identity(), make_codec("fedaq", resolution=0.05)),
+               "joint fedaq": ("Theorem 1", make_codec("fedaq", resolution=0.05), make_codec("fedaq", resolution=0.025))}
+print("condition (40):", th.QuadraticToy.spread(200, 1, tau=5, eta=0.05).step_condition())
+quad = pd.concat([th.toy_theorem_checks(th.QuadraticToy.spread(200, n_, tau=5, eta=0.05), toy_schemes, toy_rounds,
+                                        toy_seeds).assign(n=n_) for n_ in (1, 4)], ignore_index=True)
+quad.groupby(["n", "theorem", "scheme"])[["lhs", "uplink", "downlink", "initial_gap", "rhs", "lhs_over_gap_term",
+                                          "holds"]].mean()
 
 # %% [markdown]
 # ## Errata and reading decisions
@@ -519,71 +504,72 @@ plt.show()
 # Verdicts come from the rules in fedlib.report (criterion and evidence columns). Energy and rounds to a target
 # are compared seed by seed with fedlib.targets: a run that never reaches the target counts as worse, not dropped.
 claims = Claims()
-jt, ut, dt = tables["joint"], tables["up"], tables["down"]
+missing = lambda mode: report.not_testable(f"this parameter set has no {mode}-mode FedAQ/{BASELINE[mode]} pair")  # noqa: E731
 
 
-def to_target(mode: str, scheme: str, target: float, cost: str | None) -> list[float]:
-    """Per seed: energy (mJ, cost="cum_energy_mJ") or rounds (cost=None) to `target`; inf where never reached."""
-    return [targets.rounds_to_target(runs[(mode, scheme, sd)], target) if cost is None else
-            targets.cost_to_target(runs[(mode, scheme, sd)], target, cost, cumulative=True) for sd in seeds]
-
-
-def energy_judgement(mode: str, baseline: str, proposed: str, table: pd.DataFrame) -> report.Judgement:
-    """Less energy than the baseline to each target of `table`, one pair per (seed, target)."""
-    ts = [float(t) for t in table["target_acc"]]
-    prop = [e for t in ts for e in to_target(mode, proposed, t, "cum_energy_mJ")]
-    base = [e for t in ts for e in to_target(mode, baseline, t, "cum_energy_mJ")]
-    return report.reaches_sooner(prop, base, names=(proposed, baseline), quantity=f"energy (mJ) to each target {ts}",
-                                 evidence=f"{mode} mode, {len(seeds)} seed(s) x {len(ts)} targets, {rounds} rounds")
+to_target = lambda mode, scheme, t, cost: to_target_per_seed(runs, mode, scheme, seeds, t, cost)  # noqa: E731
+energy_judgement = lambda mode, baselines, proposed: energy_to_target_judgement(runs, mode, baselines, proposed, seeds)  # noqa: E731
+versus = lambda mode, table, base: energy_judgement(mode, {float(t): base for t in table["target_acc"]}, "fedaq")  # noqa: E731
 
 
 def savings_text(table: pd.DataFrame) -> str:
     return ", ".join(f"{t:.3f}: {s:.1f}%" for t, s in zip(table["target_acc"], table["saving_%"])) + " (seed-mean energies)"
 
 
-headline_measured = f"best joint saving here {jt['saving_%'].max():.1f}% ({dataset}/{model}, targets {list(jt['target_acc'])})"
-if paper_row == "ResNet-18 on CIFAR-10":
+jt = tables.get("joint")
+if paper_row == "ResNet-18 on CIFAR-10" and jt is not None:
     headline = report.within_tolerance(jt["saving_%"].iloc[-1], 66.7, rtol=0.1, evidence=f"seeds {seeds}, highest target")
 else:
     headline = report.not_testable(f"the paper's headline is ResNet-18 on CIFAR-10; this profile runs {paper_row}")
 claims.add("Up to 66.7% energy saving, joint FedAQ vs fixed 8-bit (Table II, ResNet-18/CIFAR-10, 86%)", "66.7%",
-           headline_measured, headline)
-claims.add(f"Joint FedAQ needs less energy than fixed 8-bit to reach the same accuracy (Table II; {paper_row})",
-           f"{PAPER_TABLES['joint'][paper_row][3]}% (25.6-66.7% over rows)", savings_text(jt),
-           energy_judgement("joint", BASELINE["joint"], "fedaq", jt))
-round_pairs = [(p_, b_) for t in jt["target_acc"] for p_, b_ in zip(to_target("joint", "fedaq", t, None),
-                                                                    to_target("joint", BASELINE["joint"], t, None))]
-similar = [p_ == b_ or abs(p_ - b_) <= 0.2 * b_ for p_, b_ in round_pairs]
-claims.add("Similar number of rounds to the target as fixed 8-bit (no loss of convergence speed)", "similar",
-           "rounds FedAQ/fixed8 per seed and target: " + ", ".join(f"{a:g}/{b:g}" for a, b in round_pairs),
-           report.criterion_met("FedAQ's rounds to each target within 20% of fixed 8-bit's on every seed (never reached "
-                                "by one of the two counts as not similar; by both, as similar)", all(similar),
-                                evidence=f"{len(round_pairs)} (seed, target) pairs, targets {list(jt['target_acc'])}"))
+           f"best joint saving here {jt['saving_%'].max():.1f}% ({dataset}/{model})" if jt is not None else "-", headline)
+for mode, table_name, paper_range in (("joint", "II", "25.6-66.7%"), ("up", "III", "18.6-64.5%"), ("down", "IV", "13.3-66.0%")):
+    what = {"joint": "Joint FedAQ needs less energy than fixed 8-bit to reach the same accuracy",
+            "up": "Uplink-only FedAQ saves energy vs AdaQuantFL", "down": "Downlink-only FedAQ saves energy vs fixed 8-bit "
+            "(beta = alpha/sqrt(2n))"}[mode]
+    claims.add(f"{what} (Table {table_name}; {paper_row})", f"{PAPER_TABLES[mode][paper_row][3]}% ({paper_range} over rows)",
+               savings_text(tables[mode]) if mode in tables else "-",
+               versus(mode, tables[mode], BASELINE[mode]) if mode in tables else missing(mode))
+if jt is not None:
+    round_pairs = [(p_, b_) for t in jt["target_acc"] for p_, b_ in zip(to_target("joint", "fedaq", t, None),
+                                                                        to_target("joint", BASELINE["joint"], t, None))]
+    similar = [p_ == b_ or abs(p_ - b_) <= 0.2 * b_ for p_, b_ in round_pairs]
+    claims.add("Similar number of rounds to the target as fixed 8-bit (no loss of convergence speed)", "similar",
+               "rounds FedAQ/fixed8 per seed and target: " + ", ".join(f"{a:g}/{b:g}" for a, b in round_pairs),
+               report.criterion_met("FedAQ's rounds to each target within 20% of fixed 8-bit's on every seed (never reached "
+                                    "by one of the two counts as not similar; by both, as similar)", all(similar),
+                                    evidence=f"{len(round_pairs)} (seed, target) pairs, targets {list(jt['target_acc'])}"))
 rho = dict(zip(trend["quantity"], trend["spearman rho vs round"]))
-claims.add("Uplink bits decrease and downlink bits increase over rounds (Fig. 3)", "decreasing / increasing",
-           f"Spearman rho: up {rho['up_bits']:.2f}, down {rho['down_bits']:.2f}",
-           report.criterion_met("Spearman rho vs round < 0 for uplink bits and > 0 for downlink bits (partly: one of the two)",
-                                rho["up_bits"] < 0 and rho["down_bits"] > 0, partly=rho["up_bits"] < 0 or rho["down_bits"] > 0))
-claims.add("Update ranges shrink, global-weight ranges grow (Fig. 2)", "decreasing / increasing",
-           f"Spearman rho: update range {rho['up_range']:.2f}, weight range {rho['down_range']:.2f}",
-           report.criterion_met("Spearman rho vs round < 0 for the update range and > 0 for the weight range (partly: one "
-                                "of the two)", rho["up_range"] < 0 and rho["down_range"] > 0,
-                                partly=rho["up_range"] < 0 or rho["down_range"] > 0))
-claims.add(f"Uplink-only FedAQ saves energy vs AdaQuantFL (Table III; {paper_row})",
-           f"{PAPER_TABLES['up'][paper_row][3]}% (18.6-64.5%)", savings_text(ut), energy_judgement("up", BASELINE["up"], "fedaq", ut))
-claims.add(f"Downlink-only FedAQ saves energy vs fixed 8-bit (Table IV; {paper_row}; beta = alpha/sqrt(2n))",
-           f"{PAPER_TABLES['down'][paper_row][3]}% (13.3-66.0%)", savings_text(dt),
-           energy_judgement("down", BASELINE["down"], "fedaq", dt))
+for claim, q_up, q_dn in (("Uplink bits decrease and downlink bits increase over rounds (Fig. 3)", "up_bits", "down_bits"),
+                          ("Update ranges shrink, global-weight ranges grow (Fig. 2)", "up_range", "down_range")):
+    claims.add(claim, "decreasing / increasing", f"Spearman rho: {q_up} {rho[q_up]:.2f}, {q_dn} {rho[q_dn]:.2f}",
+               report.criterion_met(f"Spearman rho vs round < 0 for {q_up} and > 0 for {q_dn} (partly: one of the two)",
+                                    rho[q_up] < 0 and rho[q_dn] > 0, partly=rho[q_up] < 0 or rho[q_dn] > 0))
 coarser = [s for s in record.loc[record["mode"] == "down", "scheme"].unique() if s.startswith("fedaq β×")]
-if coarser:
+if coarser and have("down", "fixed8"):
     dt_best = comparison("down", "fixed8", coarser[-1])
     claims.add(f"(ours) Downlink-only FedAQ with a coarser beta = {coarser[-1].split('×')[1]} alpha/sqrt(2n) saves vs fixed 8-bit",
-               "no beta given for this mode", savings_text(dt_best), energy_judgement("down", "fixed8", coarser[-1], dt_best))
+               "no beta given for this mode", savings_text(dt_best),
+               energy_judgement("down", {float(t): "fixed8" for t in dt_best["target_acc"]}, coarser[-1]))
+mid_target = sweep_targets[len(sweep_targets) // 2]
 claims.add("8-bit is the best fixed bit-length of {2, 4, 8, 16}", "8 bits",
-           f"lowest energy to the middle target among {fixed}: {best_fixed}",
-           report.criterion_met(f"fixed 8-bit has the lowest mean energy over seeds to the middle target {sweep_targets[len(sweep_targets) // 2]} "
-                                f"among {fixed} (a seed that never reaches it makes the mean infinite)", best_fixed == "fixed8",
-                                evidence=f"seeds {seeds}, joint mode"))
+           f"best fixed width at the middle target {mid_target} among {fixed}: {best_fixed}",
+           report.criterion_met(f"fixed 8-bit is the width fewest seeds miss the middle target {mid_target} with, then with "
+                                f"the lowest median energy, among {fixed}", best_fixed == "fixed8",
+                                evidence=f"seeds {seeds}, joint mode") if "fixed8" in fixed and len(fixed) > 1
+           else report.not_testable(f"needs fixed 8 bits and another width; this profile runs {fixed}"))
+best_fixed_text = ", ".join(f"{t}: {b}" for t, b in best_fixed_at.items())
+claims.add("(ours) Joint FedAQ needs less energy than the best fixed width (the paper's comparison, at the width that is "
+           "best here)", "FedAQ < best fixed",
+           "median mJ FedAQ vs best fixed: " + ", ".join(
+               f"{t}: {np.median(to_target('joint', 'fedaq', t, 'cum_energy_mJ')):.4g} vs "
+               f"{np.median(to_target('joint', b, t, 'cum_energy_mJ')):.4g} ({b})" for t, b in best_fixed_at.items() if b),
+           energy_judgement("joint", best_fixed_at, "fedaq") if fixed and have("joint", "fedaq")
+           else report.not_testable("no fixed widths or no joint FedAQ run in this parameter set"))
+claims.add("(ours) Uplink-only FedAQ needs less energy than AdaQuantFL at its best s0 (s0 swept)", "FedAQ < AdaQuantFL",
+           f"best AdaQuantFL per target: {best_s0_at}; s0 tried {sorted(s0_sweep['s0'].dropna().unique().tolist())}",
+           energy_judgement("up", best_s0_at, "fedaq") if best_s0_at and len(s0_schemes) > 1
+           else report.not_testable("needs the uplink comparison and at least two AdaQuantFL s0 values"))
 eq22 = alloc.set_index(["e1", "e2"])["Eq.22 excess"]
 claims.add("beta = alpha/sqrt(2n) (Eq. 22) is the optimal downlink resolution", "optimal",
            f"KKT optimum beta/alpha = sqrt(e2/(2n e1)); Eq. 22 exact at e1 = e2 (excess {eq22[(1, 1)]:.1e}), "
@@ -600,15 +586,28 @@ claims.add("Quantizer is unbiased with E||Q(w)-w||^2 <= q_s R^2 (Assumption 1)",
 # The bound is informative about quantization only where the measured side exceeds its other terms (the initial
 # gap and the SGD noise): there the uplink/downlink terms are what keeps it above the measurement.
 informative = curves["lhs"] > curves["initial_gap"] + curves["sgd_noise"]
-fa = last.loc["fedaq"]
+fl = last.loc["fedaq"]
 claims.add("Theorem 1's bound holds and its quantization terms matter (convex toy with known L, sigma^2)", "bound (9)",
            f"holds at {int(curves['holds'].sum())}/{len(curves)} prefixes over {list(toy_codecs)}; FedAQ at K = {toy_rounds}: "
-           f"initial-gap term {fa['initial_gap']:.3g} of a {fa['rhs']:.3g} bound vs {fa['lhs']:.3g} measured",
+           f"initial-gap term {fl['initial_gap']:.3g} of a {fl['rhs']:.3g} bound vs {fl['lhs']:.3g} measured",
            report.criterion_met("the bound holds at every prefix, and at some prefix the measured side exceeds the "
                                 "initial-gap + SGD-noise terms, so the quantization terms are tested (partly: it holds, "
                                 "but by those terms alone)", bool(curves["holds"].all() and informative.any()),
                                 partly=bool(curves["holds"].all()),
                                 evidence=f"softmax regression on digits, {len(toy_codecs)} schemes, {toy_rounds} rounds"))
+for theorem, eq in (("Theorem 2", "(27), uplink-only"), ("Theorem 3", "(30), downlink-only")):
+    rows_ = quad[quad["theorem"] == theorem]
+    claims.add(f"{theorem}'s bound {eq} holds and its quantization term matters (quadratic clients, exact constants)",
+               f"bound {eq.split(',')[0]}",
+               f"holds in {int(rows_['holds'].sum())}/{len(rows_)} runs; max measured/initial-gap term "
+               f"{rows_['lhs_over_gap_term'].max():.2f}; max measured/bound {(rows_['lhs'] / rows_['rhs']).max():.3f}",
+               report.criterion_met("the bound holds in every run (the toy's L, sigma^2 = 0 and f(w0) - f* are exact), and in "
+                                    "some run the measured side exceeds the initial-gap term, so the quantization term is "
+                                    "tested (partly: it holds, but by the initial-gap term alone)",
+                                    bool(rows_["holds"].all() and (rows_["lhs_over_gap_term"] > 1).any()),
+                                    partly=bool(rows_["holds"].all()),
+                                    evidence=f"run_federation on d = 200 quadratics, n = 1 and 4, {list(rows_['scheme'].unique())}, "
+                                             f"seeds {toy_seeds}, {toy_rounds} rounds"))
 claims.save(out_dir)
 print(f"total notebook time {time.perf_counter() - t_start:.0f} s; claims saved to {out_dir / 'claims.csv'}")
 claims.table()

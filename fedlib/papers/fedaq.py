@@ -1,34 +1,72 @@
-"""FedAQ's experimental setup on top of the shared round loop (Qu, Song, Tsui; spec: specs/fedaq.md).
+"""FedAQ's experiments as data, on top of the shared round loop (Qu, Song, Tsui; spec: specs/fedaq.md).
+
+    specs = experiments(params)            # the notebook's grid: modes x schemes x seeds, plus the sweeps
+    records = run_specs(specs, store=RunStore.at(runs_root))
+    records["rounds"]   # one row per (run, round): energy and trend columns, labels mode/scheme/seed
+    records["clients"]  # one row per (run, round, client): per-layer ranges and bit-lengths
+    records["layers"]   # one row per (run, layer): the layer's dimension
 
 - `equal_shards`: the authors' IID split, floor(N / n) samples per client drawn without replacement (p_i = 1/n).
-- `make_links(mode, scheme, ...)`: the paper's modes as Link pairs. The uplink sends the update relative to
-  the (quantized) model the client received, Eq. (6)-(7); the downlink sends the global weights and the
-  server keeps its fp32 model, Eq. (8): exactly `Link(payload="update")` and `Link(payload="weights")`.
-  Schemes: "fp32", "fixed<b>" (2/4/8/16 in the paper), "fedaq" (Eq. 26), "adaquantfl" (uplink-only baseline).
-- `run_scheme`: full participation, the paper's SGD (batch 64, momentum 0.5 reset every round, 5 local
-  epochs), energy columns for the mode's links, and per-round bit/range summaries.
+- `link_components(mode, scheme, ...)`: the paper's modes as the spec's uplink/downlink codecs. The uplink sends
+  the update relative to the (quantized) model the client received, Eq. (6)-(7); the downlink sends the global
+  weights and the server keeps its fp32 model, Eq. (8). Schemes: "fp32", "fixed<b>" (2/4/8/16 in the paper),
+  "fedaq" (Eq. 26), "adaquantfl" (the uplink-only baseline: a loss-driven codec policy, named by the option
+  `uplink_policy` and built by the plan, since a spec holds no callables).
+- The plan registered as "fedaq": the equal-shard split, full participation, every client receives the
+  broadcast, AdaQuantFL's policy, and the energy (only the mode's links count) and trend columns.
 - `trends`, `layer_ranges`, `target_table`: what the paper's figures and Tables II-IV are built from.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from torch import nn
 
-from fedlib.algorithms import FedAvg
 from fedlib.channel import Link
-from fedlib.codecs.base import Codec, Identity
-from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL, FedAQQuantizer, UniformQuantizer
+from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL
+from fedlib.contracts import FederatedData, RunResult
+from fedlib import report
 from fedlib.energy import add_energy, saving
+from fedlib.runs import RunPlan, RunSpec, register_experiment
+from fedlib.runs.store import Records
+from fedlib.seeding import Seeds
 from fedlib.targets import cost_to_target, rounds_to_target
-from fedlib.federation import FederatedData, LocalTraining, RunResult, run_federation
 
 MODES = ("joint", "up", "down")
 LINKS_OF_MODE = {"joint": ("up", "down"), "up": ("up",), "down": ("down",)}
 BETA_RULES = ("paper", "kkt")
+SPLIT = "equal_shards"
+ROUNDING = "stochastic"  # Eq. (5)
+CodecSpec = tuple[str, dict[str, Any]]
+
+
+# The paper's numbers, typed in (Sec. V-A, Tables II-IV), for the notebook to show beside the measured ones.
+PAPER_SETUP = {
+    "dataset": "MNIST / Fashion-MNIST / CIFAR-10", "model": "LeNet-300-100, vanilla CNN, 7-layer CNN, ResNet-18",
+    "clients": "10 (4 for ResNet-18), all every round", "rounds": "not stated (FedDQ code: 100, 25 for ResNet)",
+    "local training": "SGD lr 0.01, momentum 0.5, batch 64, '5 local steps' (= 5 epochs in the code)",
+    "alpha": "0.003-0.005", "beta (joint)": "alpha / sqrt(2n)", "energy per bit": "e1 = e2 = 1 pJ/b",
+    "baselines": "fixed 2/4/8/16 bits (8 best); AdaQuantFL (uplink only)", "seeds": "not stated (code: seed 1, single run)",
+}
+PAPER_MODELS = {  # paper row -> (model, input shape, clients, Table II fixed-8 mJ, Table IV fixed-8 mJ)
+    "LeNet-300-100 on MNIST": ("lenet_300_100", (1, 28, 28), 10, 0.90, 0.60),
+    "Vanilla CNN on Fashion-MNIST": ("fedaq_cnn", (1, 28, 28), 10, 5.86, 2.10),
+    "7-layer CNN on CIFAR-10": ("fedaq_cnn7", (3, 32, 32), 10, 90.0, 40.0),
+    "ResNet-18 on CIFAR-10": ("resnet18_cifar", (3, 32, 32), 4, 9.3, 4.32),
+}
+PAPER_TABLES = {  # (target acc, baseline mJ, FedAQ mJ, saving %) — typed in from Tables II, III, IV
+    "joint": {"LeNet-300-100 on MNIST": (0.970, 0.90, 0.67, 25.6), "Vanilla CNN on Fashion-MNIST": (0.913, 5.86, 2.80, 52.2),
+              "7-layer CNN on CIFAR-10": (0.772, 90.0, 50.2, 44.2), "ResNet-18 on CIFAR-10": (0.860, 9.3, 3.1, 66.7)},
+    "up": {"LeNet-300-100 on MNIST": (0.978, 0.43, 0.35, 18.6), "Vanilla CNN on Fashion-MNIST": (0.910, 2.0, 0.71, 64.5),
+           "7-layer CNN on CIFAR-10": (0.770, 30.4, 23.0, 24.3), "ResNet-18 on CIFAR-10": (0.840, 3.4, 1.4, 58.8)},
+    "down": {"LeNet-300-100 on MNIST": (0.975, 0.60, 0.52, 13.3), "Vanilla CNN on Fashion-MNIST": (0.910, 2.10, 1.73, 17.6),
+             "7-layer CNN on CIFAR-10": (0.773, 40.0, 21.6, 46.0), "ResNet-18 on CIFAR-10": (0.860, 4.32, 1.47, 66.0)},
+}
+BASELINE = {"joint": "fixed8", "up": "adaquantfl", "down": "fixed8"}
 
 
 def equal_shards(n_train: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -38,11 +76,6 @@ def equal_shards(n_train: int, num_clients: int, rng: np.random.Generator) -> li
     per = n_train // num_clients
     perm = np.random.default_rng(rng).permutation(n_train)[: per * num_clients]
     return [np.sort(part) for part in perm.reshape(num_clients, per)]
-
-
-def paper_local_training(lr: float = 0.01, epochs: float = 5.0, batch_size: int = 64, momentum: float = 0.5) -> LocalTraining:
-    """§V-A: SGD, batch 64, momentum 0.5, lr 0.01, "5 local steps" = 5 local epochs in the authors' code."""
-    return LocalTraining(lr=lr, batch_size=batch_size, epochs=epochs, momentum=momentum)
 
 
 def downlink_resolution(alpha: float, num_clients: int, rule: str = "paper", e_up: float = 1.0,
@@ -56,66 +89,131 @@ def downlink_resolution(alpha: float, num_clients: int, rule: str = "paper", e_u
 
 
 def _fixed_bits(scheme: str) -> int | None:
-    if scheme.startswith("fixed"):
-        try:
-            bits = int(scheme[len("fixed"):])
-        except ValueError:
-            bits = 0
-        if not 1 <= bits <= MAX_BITS:
-            raise ValueError(f"fixed-bit schemes are 'fixed<b>' with b in 1..{MAX_BITS}, got {scheme!r}")
-        return bits
-    return None
+    if not scheme.startswith("fixed"):
+        return None
+    suffix = scheme[len("fixed"):]
+    bits = int(suffix) if suffix.isdigit() else 0
+    if not 1 <= bits <= MAX_BITS:
+        raise ValueError(f"fixed-bit schemes are 'fixed<b>' with b in 1..{MAX_BITS}, got {scheme!r}")
+    return bits
 
 
-def make_links(mode: str, scheme: str, num_clients: int, *, alpha: float = 0.005, beta: float | None = None,
-               beta_rule: str = "paper", e_up: float = 1.0, e_down: float = 1.0, granularity: str = "layer",
-               rounding: str = "stochastic", b_min: int = 1, b_max: int = MAX_BITS, s0: int = 3) -> tuple[Link, Link]:
-    """(uplink, downlink) for a mode ("joint", "up", "down") and a scheme; the other link of a single-link
-    mode is fp32. beta overrides the downlink resolution (the paper gives none for downlink-only runs)."""
+def link_components(mode: str, scheme: str, *, alpha: float, beta: float, granularity: str = "layer",
+                    b_min: int = 1) -> tuple[CodecSpec, CodecSpec]:
+    """(uplink, downlink) as registered codec names with their Link options; the link a single-link mode
+    leaves alone is fp32. AdaQuantFL's uplink is a policy the plan builds: here it is the fp32 placeholder."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     bits = _fixed_bits(scheme)
-    up_codec: Codec | Callable = Identity()
-    down_codec: Codec = Identity()
-    if scheme == "fp32":
-        pass
-    elif bits is not None:
-        up_codec = down_codec = UniformQuantizer(bits, rounding)
-    elif scheme == "fedaq":
-        beta = beta if beta is not None else downlink_resolution(alpha, num_clients, beta_rule, e_up, e_down)
-        up_codec = FedAQQuantizer(alpha, b_min, b_max, rounding)
-        down_codec = FedAQQuantizer(beta, b_min, b_max, rounding)
-    elif scheme == "adaquantfl":
-        if mode != "up":
+    fp32: CodecSpec = ("fp32", {})
+    if scheme in ("fp32", "adaquantfl"):
+        if scheme == "adaquantfl" and mode != "up":
             raise ValueError("AdaQuantFL is the paper's uplink-only baseline; use mode='up'")
-        up_codec = AdaQuantFL(s0, b_min, b_max, rounding=rounding)
+        up, down = fp32, fp32
+    elif bits is not None:
+        up = down = ("uniform", {"bits": bits, "rounding": ROUNDING})
+    elif scheme == "fedaq":
+        up = ("fedaq", {"resolution": alpha, "b_min": b_min, "rounding": ROUNDING})
+        down = ("fedaq", {"resolution": beta, "b_min": b_min, "rounding": ROUNDING})
     else:
         raise ValueError(f"unknown scheme {scheme!r}; use 'fp32', 'fixed<b>', 'fedaq' or 'adaquantfl'")
-    if mode == "down":
-        up_codec = Identity()
-    if mode == "up":
-        down_codec = Identity()
-    return (Link(codec=up_codec, granularity=granularity, payload="update"),
-            Link(codec=down_codec, granularity=granularity, payload="weights"))
+    up, down = (up if mode != "down" else fp32), (down if mode != "up" else fp32)
+    return ((up[0], {**up[1], "granularity": granularity, "payload": "update"}),
+            (down[0], {**down[1], "granularity": granularity, "payload": "weights"}))
 
 
-def run_scheme(model_fn: Callable[[], nn.Module], data: FederatedData, mode: str, scheme: str, rounds: int, *,
-               local: LocalTraining | None = None, seed: int = 0, e_up: float = 1.0, e_down: float = 1.0,
-               threads: int = 1, device: str = "cpu", progress: bool = False, **link_kwargs: object) -> RunResult:
-    """One FedAQ experiment: FedAvg with full participation over the mode's links; the rounds frame gains
-    energy columns (only the mode's links count) and the `trends` columns."""
-    uplink, downlink = make_links(mode, scheme, data.num_clients, e_up=e_up, e_down=e_down, **link_kwargs)
-    result = run_federation(model_fn, data, FedAvg(), rounds, local=local or paper_local_training(), sampler=1.0,
-                            uplink=uplink, downlink=downlink, downlink_receivers="all", seed=seed,
-                            threads=threads, device=device, progress=progress)
-    rounds_df = add_energy(result.rounds, e_up, e_down, LINKS_OF_MODE[mode])
-    dims = {k: v.numel() for k, v in result.params.items()}
-    result.rounds = rounds_df.merge(trends(result.rounds, result.clients, dims), on="round")
-    result.config.update(mode=mode, scheme=scheme, e_up_pj=e_up, e_down_pj=e_down,
-                         **{k: v for k, v in link_kwargs.items()})
-    return result
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid, before the seed: mode, scheme, the label the notebook shows, and what it varies."""
+
+    mode: str
+    scheme: str
+    label: str = ""
+    alpha: float | None = None  # None: the notebook's alpha
+    beta_mult: float = 1.0  # downlink resolution = beta_mult * alpha / sqrt(2n)
+    s0: int | None = None  # AdaQuantFL's initial number of bins
+    extra_labels: dict[str, Any] = field(default_factory=dict)
 
 
+def grid(p: Mapping[str, Any]) -> list[Cell]:
+    """The notebook's runs per seed: joint (fp32, fixed bits, FedAQ), uplink-only (FedAQ, AdaQuantFL, fixed 8),
+    downlink-only (FedAQ at multiples of beta, fixed 8), then the alpha and AdaQuantFL s0 sweeps (a sweep value
+    equal to the main setting reuses the main run)."""
+    cells = [Cell("joint", "fp32"), *[Cell("joint", f"fixed{b}") for b in p["fixed_bits"]],
+             Cell("joint", "fedaq", extra_labels={"alpha": p["alpha"]}),
+             Cell("up", "fedaq"), Cell("up", "adaquantfl", s0=p["adaquant_s0"], extra_labels={"s0": p["adaquant_s0"]}),
+             Cell("up", "fixed8"),
+             *[Cell("down", "fedaq", "fedaq" if m == 1 else f"fedaq β×{m:g}", beta_mult=m) for m in p["beta_down_mult"]],
+             Cell("down", "fixed8")]
+    cells += [Cell("joint", "fedaq", f"fedaq α={a:g}", alpha=a, extra_labels={"alpha": a})
+              for a in p["alpha_sweep"] if a != p["alpha"]]
+    cells += [Cell("up", "adaquantfl", f"adaquantfl s0={s}", s0=s, extra_labels={"s0": s})
+              for s in p["adaquant_s0_sweep"] if s != p["adaquant_s0"]]
+    return cells
+
+
+def run_spec(p: Mapping[str, Any], cell: Cell, seed: int) -> RunSpec:
+    """The spec of one cell and seed from the notebook's parameters `p`."""
+    alpha = p["alpha"] if cell.alpha is None else cell.alpha
+    beta = cell.beta_mult * downlink_resolution(alpha, p["num_clients"])
+    up, down = link_components(cell.mode, cell.scheme, alpha=alpha, beta=beta, granularity=p["granularity"],
+                               b_min=p["b_min"])
+    options: dict[str, Any] = {"mode": cell.mode, "scheme": cell.scheme, "e_up_pj": p["e_up_pj"], "e_down_pj": p["e_down_pj"]}
+    if cell.scheme == "adaquantfl":
+        options.update(uplink_policy="adaquantfl", s0=cell.s0, b_min=p["b_min"])
+    return RunSpec.make(
+        "fedaq", p["dataset"], (SPLIT, {"num_clients": p["num_clients"]}), (p["model"], {}), ("fedavg", {}),
+        p["rounds"], seed, uplink=up, downlink=down, options=options, device=p["device"],
+        local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"]},
+        loop={"sampler": 1.0, "downlink_receivers": "all", "threads": p["threads"]},
+        labels={"mode": cell.mode, "scheme": cell.label or cell.scheme, **cell.extra_labels})
+
+
+def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
+    """Every run the notebook reads, one per (seed, cell of `grid`); `params` are the notebook's parameters."""
+    p = dict(params)
+    return [run_spec(p, cell, int(seed)) for seed in p["seeds"] for cell in grid(p)]
+
+
+# ------------------------------------------------------------------------------------------ the plan
+def _uplink_policy(spec: RunSpec) -> Link:
+    """AdaQuantFL's loss-driven bit schedule on the uplink (the spec's uplink is its fp32 placeholder)."""
+    opts, up = spec.get("options"), spec.uplink.args
+    if spec.uplink.name != "fp32":
+        raise ValueError(f"fedaq spec: uplink_policy={opts['uplink_policy']!r} replaces the uplink codec, so the "
+                         f"spec's uplink must be the 'fp32' placeholder, got {spec.uplink.name!r}")
+    policy = AdaQuantFL(opts["s0"], opts["b_min"], rounding=ROUNDING)
+    return Link(codec=policy, granularity=up.get("granularity", "layer"), payload="update")
+
+
+def energy_and_trends(mode: str, e_up: float, e_down: float) -> Callable[[RunResult], Records]:
+    """Record tables: rounds with energy (only the mode's links) and trend columns; the layers' dimensions."""
+    def collect(result: RunResult) -> Records:
+        dims = {k: v.numel() for k, v in result.params.items()}
+        rounds = add_energy(result.rounds, e_up, e_down, LINKS_OF_MODE[mode])
+        return {"rounds": rounds.merge(trends(result.rounds, result.clients, dims), on="round"),
+                "layers": pd.DataFrame({"layer": list(dims), "dim": list(dims.values())})}
+
+    return collect
+
+
+@register_experiment("fedaq")
+def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
+    """The equal-shard split on the partition stream, AdaQuantFL's policy, energy and trend records."""
+    if spec.split.name != SPLIT:
+        raise ValueError(f"fedaq spec: split must be {SPLIT!r} (the authors' IID split), got {spec.split.name!r}")
+    opts = spec.get("options")
+    n = spec.split.args["num_clients"]
+    run.data = FederatedData(run.dataset, equal_shards(len(run.dataset.y_train), n, Seeds(spec.seed).numpy("partition")))
+    if "uplink_policy" in opts:
+        if opts["uplink_policy"] != "adaquantfl":
+            raise ValueError(f"fedaq spec: unknown uplink_policy {opts['uplink_policy']!r}; known: 'adaquantfl'")
+        run.kwargs["uplink"] = _uplink_policy(spec)
+    run.collect.append(energy_and_trends(opts["mode"], opts["e_up_pj"], opts["e_down_pj"]))
+    return run
+
+
+# ---------------------------------------------------------------------------------- reading records
 def _layer_columns(frame: pd.DataFrame, prefix: str) -> list[str]:
     return [c for c in frame.columns if c.startswith(prefix)]
 
@@ -144,16 +242,17 @@ def trends(rounds: pd.DataFrame, clients: pd.DataFrame, dims: dict[str, int]) ->
     return out
 
 
-def layer_ranges(result: RunResult) -> pd.DataFrame:
-    """Long frame (round, link, layer, range) for Fig. 2: uplink ranges averaged over clients, downlink ranges."""
+def layer_ranges(rounds: pd.DataFrame, clients: pd.DataFrame) -> pd.DataFrame:
+    """Long frame (round, link, layer, range) for Fig. 2 from one run's records: uplink ranges averaged over
+    clients, downlink ranges."""
     parts = []
-    up = _layer_columns(result.clients, "range/")
+    up = [c for c in _layer_columns(clients, "range/") if clients[c].notna().any()]
     if up:
-        m = result.clients.groupby("round")[up].mean().reset_index().melt("round", var_name="layer", value_name="range")
+        m = clients.groupby("round")[up].mean().reset_index().melt("round", var_name="layer", value_name="range")
         parts.append(m.assign(link="uplink update"))
-    down = _layer_columns(result.rounds, "down/range/")
+    down = [c for c in _layer_columns(rounds, "down/range/") if rounds[c].notna().any()]
     if down:
-        m = result.rounds[["round", *down]].melt("round", var_name="layer", value_name="range")
+        m = rounds[["round", *down]].melt("round", var_name="layer", value_name="range")
         parts.append(m.assign(link="downlink weights"))
     if not parts:
         raise ValueError("no quantizer range info in this run (both links fp32)")
@@ -171,3 +270,73 @@ def target_table(runs: dict[str, pd.DataFrame], baseline: str, proposed: str, ta
         rows.append({"target_acc": t, f"{baseline}_mJ": eb, f"{proposed}_mJ": ep, f"{baseline}_round": rb,
                      f"{proposed}_round": rp, "saving_%": 100 * saving(eb, ep)})
     return pd.DataFrame(rows)
+
+
+def energy_to_targets(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, schemes: list[str],
+                      seeds: list[int], targets: list[float]) -> pd.DataFrame:
+    """One row per (scheme, seed, target): energy (mJ) and round at the first round reaching the target
+    (`fedlib.targets.NEVER` = inf where never), with the run's final accuracy and mean bits per value.
+    `runs` maps (mode, scheme, seed) to one run's rounds frame."""
+    rows = []
+    for scheme in schemes:
+        for seed in seeds:
+            df = runs[(mode, scheme, seed)]
+            for t in targets:
+                rows.append({"scheme": scheme, "seed": seed, "target_acc": t, "run": df["run"].iloc[0] if "run" in df else "",
+                             "energy_mJ": cost_to_target(df, t, "cum_energy_mJ", cumulative=True),
+                             "round": rounds_to_target(df, t), "final_acc": float(df["test_acc"].iloc[-1]),
+                             "mean_up_bits": float(df["up_bits"].mean()), "mean_down_bits": float(df["down_bits"].mean())})
+    return pd.DataFrame(rows, columns=["scheme", "seed", "target_acc", "run", "energy_mJ", "round", "final_acc",
+                                       "mean_up_bits", "mean_down_bits"])
+
+
+def best_by_energy(per_seed: pd.DataFrame, candidates: list[str]) -> str | None:
+    """The candidate scheme that fewest seeds fail to bring to the target, then with the lowest median energy
+    (`per_seed`: rows of `energy_to_targets` at one target); None when no candidate has rows."""
+    rows = per_seed[per_seed["scheme"].isin(candidates)]
+    if rows.empty:
+        return None
+    score = rows.groupby("scheme")["energy_mJ"].agg(never=lambda e: int(np.isinf(e).sum()), median="median")
+    return str(score.sort_values(["never", "median"]).index[0])
+
+
+def relative_targets(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, schemes: list[str],
+                     seeds: list[int], fracs: list[float]) -> list[float]:
+    """Fractions of the accuracy every scheme reaches: fracs x the lowest of their seed-mean best accuracies."""
+    best = min(float(np.mean([runs[(mode, s, sd)]["test_acc"].max() for sd in seeds])) for s in schemes)
+    return [round(float(f * best), 4) for f in fracs]
+
+
+def saving_table(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, baseline: str, proposed: str,
+                 seeds: list[int], targets: list[float]) -> pd.DataFrame:
+    """Seed-mean energy (mJ) and rounds to each target (inf when a seed never reaches it), the saving computed
+    from the mean energies (nan when either is inf), and how many seeds the proposed scheme brings there."""
+    per_seed = pd.concat([target_table({s: runs[(mode, s, sd)] for s in (baseline, proposed)}, baseline, proposed, targets)
+                          for sd in seeds])
+    out = per_seed.groupby("target_acc", as_index=False).mean(numeric_only=True)
+    out["saving_%"] = [100 * saving(b, p) for b, p in zip(out[f"{baseline}_mJ"], out[f"{proposed}_mJ"])]
+    reached = per_seed.groupby("target_acc")[f"{proposed}_mJ"].apply(lambda e: int(np.isfinite(e).sum()))
+    out["reached (seeds)"] = out["target_acc"].map(reached)
+    return out
+
+
+def to_target_per_seed(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, scheme: str, seeds: list[int],
+                       target: float, cost: str | None = None) -> list[float]:
+    """Per seed: rounds (cost=None) or a cumulative cost column (e.g. "cum_energy_mJ") at the first round
+    reaching `target`; `fedlib.targets.NEVER` (inf) where never reached."""
+    return [rounds_to_target(runs[(mode, scheme, sd)], target) if cost is None else
+            cost_to_target(runs[(mode, scheme, sd)], target, cost, cumulative=True) for sd in seeds]
+
+
+def energy_to_target_judgement(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str,
+                               baselines: Mapping[float, str | None], proposed: str, seeds: list[int],
+                               evidence: str = "") -> report.Judgement:
+    """`fedlib.report.reaches_sooner` on energy to each target, one pair per (seed, target); `baselines` maps
+    each target to the scheme compared there (None: skip that target)."""
+    ts = [t for t, b in baselines.items() if b is not None]
+    prop = [e for t in ts for e in to_target_per_seed(runs, mode, proposed, seeds, t, "cum_energy_mJ")]
+    base = [e for t in ts for e in to_target_per_seed(runs, mode, str(baselines[t]), seeds, t, "cum_energy_mJ")]
+    names = "/".join(sorted({str(baselines[t]) for t in ts}))
+    return report.reaches_sooner(prop, base, names=(proposed, names), quantity=f"energy (mJ) to each target {ts}",
+                                 evidence=", ".join(e for e in (f"{mode} mode, {len(seeds)} seed(s) x {len(ts)} targets",
+                                                                evidence) if e))

@@ -1,0 +1,113 @@
+"""fedlib.papers.fedaq as data: the notebook's grid as run specs, and a tiny spec through the real runner."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib.codecs.base import Identity
+from fedlib.codecs.uniform import AdaQuantFL, FedAQQuantizer, UniformQuantizer
+from fedlib.notebook_params import NOTEBOOKS, parameter_defaults
+from fedlib.papers.fedaq import best_by_energy, energy_to_targets, experiments, grid, link_components
+from fedlib.runs import RunSpec, RunStore, build_run, execute
+
+TINY = {"seeds": [0, 1], "dataset": "digits", "model": "mlp", "num_clients": 3, "rounds": 2, "local_epochs": 0.2,
+        "batch_size": 64, "lr": 0.05, "momentum": 0.5, "alpha": 0.005, "alpha_sweep": [0.005, 0.02],
+        "fixed_bits": [2, 8], "beta_down_mult": [1.0, 4.0], "adaquant_s0": 3, "adaquant_s0_sweep": [1, 3],
+        "granularity": "layer", "b_min": 1, "e_up_pj": 2.0, "e_down_pj": 3.0, "threads": 1, "device": "cpu"}
+
+
+def test_grid_counts_labels_and_distinct_keys():
+    specs = experiments(TINY)
+    per_seed = 1 + 2 + 1 + 3 + 2 + 1 + 1 + 1  # joint fp32/fixed2/fixed8/fedaq, up x3, down x2 + fixed8, alpha 0.02, s0 1
+    assert len(grid(TINY)) == per_seed and len(specs) == 2 * per_seed
+    labels = [(s.get("labels")["mode"], s.get("labels")["scheme"], s.seed) for s in specs]
+    assert len(set(labels)) == len(specs)
+    assert len({s.key() for s in specs}) == len(specs)
+    assert ("joint", "fedaq α=0.02", 0) in labels and ("up", "adaquantfl s0=1", 1) in labels
+    assert ("joint", "fedaq α=0.005", 0) not in labels  # the sweep reuses the main run
+    for spec in specs:
+        assert RunSpec.from_json(spec.to_json()) == spec
+
+
+def test_notebook_defaults_and_profiles_build_grids():
+    import yaml
+
+    defaults = parameter_defaults(NOTEBOOKS / "fedaq.py")
+    assert len(experiments(defaults)) > 0
+    for profile in ("cpu", "gpu", "full"):
+        values = yaml.safe_load((NOTEBOOKS / "profiles" / "fedaq" / f"{profile}.yaml").read_text())
+        specs = experiments({**defaults, **values})
+        assert {s.seed for s in specs} == set(values.get("seeds", defaults["seeds"]))
+
+
+def test_gpu_profile_is_the_papers_fashion_mnist_row():
+    import yaml
+
+    values = yaml.safe_load((NOTEBOOKS / "profiles" / "fedaq" / "gpu.yaml").read_text())
+    assert values["dataset"] == "fashion_mnist" and values["model"] == "fedaq_cnn" and values["device"] == "auto"
+    assert len(values["seeds"]) >= 3 and values["fixed_bits"] == [2, 4, 8, 16]
+    assert values["paper_targets"] == {"joint": 0.913, "up": 0.910, "down": 0.910}
+    assert (values["lr"], values["momentum"], values["batch_size"], values["local_epochs"], values["alpha"]) == \
+        (0.01, 0.5, 64, 5.0, 0.005)
+
+
+def test_links_per_mode_and_scheme_build_the_papers_codecs():
+    specs = {(s.get("labels")["mode"], s.get("labels")["scheme"]): s for s in experiments({**TINY, "seeds": [0]})}
+    links = {k: build_run(s).kwargs for k, s in specs.items()}
+    up, down = links[("joint", "fedaq")]["uplink"], links[("joint", "fedaq")]["downlink"]
+    assert (up.payload, down.payload) == ("update", "weights")
+    assert isinstance(up.codec, FedAQQuantizer) and up.codec.resolution == 0.005
+    assert down.codec.resolution == pytest.approx(0.005 / np.sqrt(6))
+    up, down = links[("up", "fixed8")]["uplink"], links[("up", "fixed8")]["downlink"]
+    assert isinstance(up.codec, UniformQuantizer) and up.codec.bits == 8 and isinstance(down.codec, Identity)
+    assert links[("down", "fedaq β×4")]["downlink"].codec.resolution == pytest.approx(4 * 0.005 / np.sqrt(6))
+    assert isinstance(links[("down", "fedaq")]["uplink"].codec, Identity)
+    policy = links[("up", "adaquantfl s0=1")]["uplink"].codec
+    assert isinstance(policy, AdaQuantFL) and policy.s0 == 1
+    plan = build_run(specs[("joint", "fp32")])
+    assert [len(ix) for ix in plan.data.client_indices] == [len(plan.dataset.y_train) // 3] * 3
+    assert plan.kwargs["downlink_receivers"] == "all" and plan.kwargs["sampler"] == 1.0
+
+
+@pytest.mark.parametrize("args", [("both", "fedaq"), ("joint", "fixed"), ("joint", "fixed40"),
+                                  ("joint", "adaquantfl"), ("joint", "topk")])
+def test_bad_setup_raises(args):
+    with pytest.raises(ValueError):
+        link_components(*args, alpha=0.01, beta=0.01)
+
+
+def test_a_tiny_spec_runs_through_the_store_with_the_columns_the_notebook_reads(tmp_path):
+    specs = [s for s in experiments({**TINY, "seeds": [0]}) if s.get("labels")["scheme"] in ("fedaq", "adaquantfl")]
+    store = RunStore(tmp_path)
+    for spec in specs:
+        records = execute(spec, store)
+        rounds, clients, layers = records["rounds"], records["clients"], records["layers"]
+        assert {"cum_energy_mJ", "energy_up_mJ", "energy_down_mJ", "up_bits", "down_bits", "test_acc",
+                "payload_bits_up", "payload_bits_down"} <= set(rounds.columns)
+        assert len(rounds) == 2 and store.has(spec)
+        d = int(layers["dim"].sum())
+        mode = spec.get("options")["mode"]
+        if mode != "down":
+            np.testing.assert_allclose(rounds["up_bits"], rounds["payload_bits_up"] / (3 * d))
+            assert {f"range/{k}" for k in layers["layer"]} <= set(clients.columns)
+        # energy: only the mode's links count, uplink summed over clients, downlink once per receiver
+        up = clients.groupby("round")["bits_up"].sum().to_numpy() * 2.0 / 1e9 if mode != "down" else 0.0
+        down = rounds["bits_down"].to_numpy() * 3 * 3.0 / 1e9 if mode != "up" else 0.0
+        np.testing.assert_allclose(rounds["energy_mJ"], up + down, rtol=1e-12)
+
+
+def test_energy_to_targets_counts_never_and_best_by_energy_prefers_reaching():
+    import pandas as pd
+
+    def run(acc, energy):
+        return pd.DataFrame({"round": [1, 2], "test_acc": acc, "cum_energy_mJ": energy, "up_bits": 2.0,
+                             "down_bits": 4.0, "run": "x"})
+
+    runs = {("joint", "a", 0): run([0.5, 0.9], [1.0, 2.0]), ("joint", "a", 1): run([0.5, 0.6], [1.0, 2.0]),
+            ("joint", "b", 0): run([0.9, 0.9], [5.0, 6.0]), ("joint", "b", 1): run([0.9, 0.9], [5.0, 6.0])}
+    t = energy_to_targets(runs, "joint", ["a", "b"], [0, 1], [0.8])
+    assert t.set_index(["scheme", "seed"])["energy_mJ"].to_dict() == {("a", 0): 2.0, ("a", 1): np.inf,
+                                                                      ("b", 0): 5.0, ("b", 1): 5.0}
+    assert best_by_energy(t, ["a", "b"]) == "b"  # a is cheaper where it arrives, but misses on one seed
+    assert best_by_energy(t[t["seed"] == 0], ["a", "b"]) == "a"
+    assert best_by_energy(t, []) is None
