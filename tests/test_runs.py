@@ -69,6 +69,13 @@ def test_store_computes_each_spec_once(tmp_path, capsys):
     assert not other_code.has(specs[0])  # entries are keyed by the code version too
 
 
+def test_code_version_covers_the_engine_and_the_experiments_own_module():
+    from fedlib.runs.store import code_version
+
+    assert code_version("quickstart") != code_version("taco")  # each includes its own paper module
+    assert RunStore("x").key(tiny_spec()) == tiny_spec().key(code_version("quickstart"))
+
+
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from fedlib.runs import RunStore, RunSpec, execute, register_experiment

@@ -20,7 +20,8 @@ from fedlib.runs.store import Records, RunStore
 DEFAULT_GPU_FRACTION = 0.25
 
 
-def _run_task(spec_json: dict, store_root: str, code: str, root: str | None, checkpoint_every: int) -> dict[str, str]:
+def _run_task(spec_json: dict, store_root: str, code: str | None, root: str | None,
+              checkpoint_every: int) -> dict[str, str]:
     from fedlib.runs.runner import execute
 
     records = execute(RunSpec.from_json(spec_json), RunStore(store_root, code), root=root,

@@ -1,10 +1,12 @@
 """The run store: every finished run's records under `results/runs/`, keyed by content.
 
-Layout: `<root>/<key>/` with `spec.json`, one CSV per record table (`rounds.csv`, `clients.csv`, and any
-tables the experiment collects) and `checkpoint.pt` while a run is in progress. The key hashes the spec
-and `code_version()`, a hash of fedlib's source files: any change to fedlib's code makes every entry
-stale (recomputed on the next request, never silently reused), while notebook, theory and test changes do
-not. Entries are written to a temporary folder and renamed into place, so an interrupted write leaves no
+Layout: `<root>/<key>/` with `spec.json` and one CSV per record table (`rounds.csv`, `clients.csv`, and
+any tables the experiment collects); `<root>/in-progress/<key>.pt` holds a running spec's checkpoint.
+The key hashes the spec and `code_version(spec.experiment)`: the source of every fedlib module that can
+change a run's records (the engine: everything but the paper modules and the modules that only read
+records, `report`, `targets` and `notebook_params`) plus the spec's own paper module. A change there makes
+the entries it could affect stale (recomputed on the next request, never silently reused); notebook,
+theory, test and other papers' changes do not. Entries are written to a temporary folder and renamed into place, so an interrupted write leaves no
 half entry; checkpoints are replaced atomically the same way. Nothing read from the store is executed:
 records are CSV, checkpoints load with `torch.load(weights_only=True)`.
 """
@@ -27,13 +29,21 @@ from fedlib.runs.spec import RunSpec
 Records = dict[str, pd.DataFrame]  # table name -> frame ("rounds", "clients", ...)
 
 
-@functools.lru_cache(maxsize=1)
-def code_version() -> str:
-    """Hash of every .py file of the fedlib package (path and content)."""
+RECORD_READERS = ("report.py", "targets.py", "notebook_params.py")
+
+
+@functools.lru_cache(maxsize=None)
+def code_version(experiment: str) -> str:
+    """Hash (paths and contents) of the fedlib sources that can change `experiment`'s records."""
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode())
+        relative = path.relative_to(package)
+        if relative.parts[0] == "papers" and relative.stem not in ("__init__", experiment):
+            continue
+        if str(relative) in RECORD_READERS:
+            continue
+        digest.update(str(relative).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -66,8 +76,9 @@ class FileCheckpoint:
 
 class RunStore:
     def __init__(self, root: str | Path, code: str | None = None) -> None:
+        """`code` overrides the code version of every entry (None: `code_version` of each spec's experiment)."""
         self.root = Path(root)
-        self.code = code_version() if code is None else code
+        self.code = code
 
     @staticmethod
     def at(root: str | Path | None = None) -> RunStore:
@@ -79,7 +90,7 @@ class RunStore:
         return RunStore(repo_root(Path(__file__).parent) / "results" / "runs")
 
     def key(self, spec: RunSpec) -> str:
-        return spec.key(self.code)
+        return spec.key(code_version(spec.experiment) if self.code is None else self.code)
 
     def folder(self, spec: RunSpec) -> Path:
         return self.root / self.key(spec)
