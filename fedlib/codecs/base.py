@@ -8,7 +8,8 @@ values with their positions) and `side_bits` (per-message side information: min/
 Codecs register themselves with `register_codec(name, examples=...)`: `make_codec(name, **kwargs)`
 builds one by name (so `Link(codec="stc")` works) and the conformance battery (tests/test_conformance.py)
 runs every registered codec on its example configurations. A codec class states what it promises:
-`unbiased` (E[decode(encode(x))] = x over the codec's randomness) and `deterministic`.
+`unbiased` (E[decode(encode(x))] = x over the codec's randomness), `deterministic`, and `device_generic`
+(it runs on the tensors' device with a generator of that device, so a GPU run encodes on the GPU).
 """
 from __future__ import annotations
 
@@ -97,6 +98,7 @@ class Identity:
     name = "fp32"
     unbiased = True
     deterministic = True
+    device_generic = True
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         return Message(payload=x.detach().clone(), shape=x.shape, payload_bits=FLOAT_BITS * x.numel())

@@ -27,6 +27,7 @@ from typing import Any, Protocol, Sequence
 import torch
 
 from fedlib.codecs.base import FLOAT_BITS, Message, register_codec
+from fedlib.validate import count, real
 
 ROUNDINGS = ("stochastic", "nearest")
 RANGE_BITS = 2 * FLOAT_BITS  # x_min and x_max, fp32
@@ -51,9 +52,10 @@ class QuantizedTensor:
 
 
 def _check_bits(bits: int, name: str = "bits") -> int:
-    if int(bits) != bits or not 1 <= bits <= MAX_BITS:
+    bits = count(name, bits)
+    if not 1 <= bits <= MAX_BITS:
         raise ValueError(f"{name} must be an integer in 1..{MAX_BITS}, got {bits!r}")
-    return int(bits)
+    return bits
 
 
 def _check_rounding(rounding: str) -> str:
@@ -78,13 +80,13 @@ def quantize(x: torch.Tensor, bits: int, rounding: str = "stochastic",
     bins = 2**bits - 1
     step = (hi - lo) / bins
     if step == 0.0:
-        return QuantizedTensor(torch.zeros(x.shape, dtype=torch.int64), lo, 0.0, x.dtype)
+        return QuantizedTensor(torch.zeros(x.shape, dtype=torch.int64, device=x.device), lo, 0.0, x.dtype)
     u = (x.detach().to(torch.float64) - lo) / step  # position in bins, in [0, bins]
     if rounding == "nearest":
         k = torch.round(u)
     else:
         below = torch.floor(u)
-        k = below + (torch.rand(u.shape, generator=gen, dtype=torch.float64) < (u - below)).to(torch.float64)
+        k = below + (torch.rand(u.shape, generator=gen, dtype=torch.float64, device=u.device) < (u - below)).to(torch.float64)
     return QuantizedTensor(k.clamp_(0, bins).to(torch.int64), lo, step, x.dtype)
 
 
@@ -109,6 +111,8 @@ def _decode(msg: Message) -> torch.Tensor:
 @register_codec("uniform", examples=({"bits": 2}, {"bits": 4, "rounding": "stochastic"}, {"bits": 8}))
 class UniformQuantizer:
     """Fixed-bit min-max quantizer: 2^bits - 1 bins, bits*d + 64 bits per message (see the module doc)."""
+
+    device_generic = True
 
     def __init__(self, bits: int, rounding: str = "nearest") -> None:
         self.bits = _check_bits(bits)
@@ -144,14 +148,14 @@ class FedAQQuantizer:
     used is R / (2^b - 1), within a factor R / (R - resolution) of the resolution when no clamp binds.
     """
 
+    device_generic = True
+
     def __init__(self, resolution: float, b_min: int = 1, b_max: int = MAX_BITS, rounding: str = "stochastic") -> None:
-        if not resolution > 0:
-            raise ValueError(f"resolution must be > 0, got {resolution!r}")
+        self.resolution = real("resolution", resolution, low=0, low_inclusive=False)
         self.b_min = _check_bits(b_min, "b_min")
         self.b_max = _check_bits(b_max, "b_max")
         if self.b_min > self.b_max:
             raise ValueError(f"b_min ({b_min}) must not exceed b_max ({b_max})")
-        self.resolution = float(resolution)
         self.rounding = _check_rounding(rounding)
         self.unbiased, self.deterministic = rounding == "stochastic", rounding == "nearest"
         self.name = "fedaq"
@@ -177,6 +181,7 @@ class AdaQuantFL:
 
     def __init__(self, s0: int = 3, b_min: int = 1, b_max: int = MAX_BITS, loss_key: str = "train_loss",
                  rounding: str = "stochastic") -> None:
+        count("s0", s0)
         if int(s0) != s0 or s0 < 1:
             raise ValueError(f"s0 must be a positive integer number of bins, got {s0!r}")
         self.s0 = int(s0)
