@@ -34,9 +34,10 @@
 # model; the Z sweep (Fig. 5); the convergence theory on a strongly convex toy; the theory errata; claims table.
 #
 # **Profiles** (papermill `-f notebooks/profiles/mucsc/<name>.yaml`): `quick` (committed outputs: digits, a
-# 19,210-parameter MLP, 20 clients, 30 rounds, 1 seed, ≈ 1–2 min on 2 CPU cores), `cpu` (`make reproduce`:
-# mnist5k, a 101,770-parameter MLP, 50 clients, 5 per round, 60 rounds, 2 seeds, ≈ 5–8 min), `full` (the paper's
-# scale: CIFAR-10 + ALL-CNN-C, 100 clients, 10 per round, batch 8, 5 local epochs; for a GPU, from local files).
+# 19,210-parameter MLP, 20 clients, 30 rounds, 1 seed, ≈ 3–4 min on 2 shared CPU cores), `cpu` (`make reproduce`:
+# mnist5k, a 101,770-parameter MLP, 50 clients, 5 per round, 60 rounds, 2 seeds), `gpu` (the paper's local settings
+# and participation on Fashion-MNIST: femnist_cnn, d = 1.31 M, 100 clients, 10 per round, 40 rounds, 3 seeds; one
+# GPU), `full` (the paper's scale: CIFAR-10 + ALL-CNN-C, 5 local epochs, up to 1250 rounds; GPU-days, local files).
 
 # %% tags=["parameters"]
 profile = "quick"
@@ -59,8 +60,8 @@ lr_t_per_round = 10  # the lr's iteration index t is round * lr_t_per_round + lo
 methods = ["nc", "mucsc", "qsgd", "ssgd", "bmucsc", "dgc", "stc"]
 zu = 16
 zd = 16
-level_search = "descent"  # MUCSC's levels: exact coordinate descent on J; "paper" = Algorithm 1 as printed
-level_searches = ["descent", "uniform", "paper"]  # compared at Z = (zu, zd) on the first partition (finding c)
+level_search = "descent"  # MUCSC levels by exact coordinate descent on J; "paper" = Algorithm 1 as printed
+level_searches = ["descent", "uniform", "paper"]  # level searches compared on the first partition (finding c)
 z_sweep = [4, 8, 16]
 zu_thirds = [4, 8, 16]
 bm_levels = 256
