@@ -178,7 +178,7 @@ def test_a_run_counts_the_papers_bits(digits, method):
     assert run.rounds["test_acc"].notna().all()
 
 
-@pytest.mark.parametrize("profile", ["cpu", "full"])
+@pytest.mark.parametrize("profile", ["cpu", "gpu", "full"])
 def test_notebook_profiles_name_known_parameters_datasets_and_models(profile):
     import re
     from pathlib import Path

@@ -11,6 +11,7 @@ import torch
 from fedlib.codecs import BMUCSC, MUCSC, QSGD, STC, SignSGD, TopK
 from fedlib.codecs.mucsc import (
     compression_error,
+    descent_levels,
     error_gradient,
     id_bits,
     optimal_levels,
@@ -261,3 +262,48 @@ def test_bad_level_options_raise():
         paper_levels(x, 4, sweep="newton")
     with pytest.raises(ValueError, match="max_distinct"):
         optimal_levels(laplace(100), 4, max_distinct=50)
+
+
+# ------------------------------------------------------------------------------ level search (issue 13 finding c)
+def test_descent_moves_a_level_to_its_exact_coordinate_minimiser_by_hand():
+    # levels 0, r, 1 with elements 0.1, 0.2, 0.9 inside: S = sum (v - 0) = 1.2, b - a = 1, floor(1.2) = 1 element above
+    # r, so r = 0.2; J(0.2) = 0.1*0.1 + 0 + 0.1*0.7 = 0.08 is below J at the other data values (0.1: 0.09, 0.9: 0.23)
+    x = torch.tensor([0.0, 0.1, 0.2, 0.9, 1.0], dtype=torch.float64)
+    levels, info = descent_levels(x, 3)
+    assert levels.tolist() == [0.0, 0.2, 1.0]
+    assert info["J"] == pytest.approx(0.08) and info["J"] <= info["J_init"]
+    grid = torch.linspace(0.0, 1.0, 2001, dtype=torch.float64)
+    brute = min(float(compression_error(torch.tensor([0.0, float(r), 1.0], dtype=torch.float64), x)) for r in grid)
+    assert info["J"] == pytest.approx(brute, abs=1e-12)
+
+
+def test_descent_is_coordinatewise_optimal_and_matches_the_optimum_on_small_vectors():
+    x = laplace(1500, seed=4).double()
+    for z in (4, 8):
+        levels, info = descent_levels(x, z)
+        assert info["J"] == pytest.approx(float(compression_error(levels, x)), rel=1e-9)
+        for k in range(1, z - 1):  # no single level can move to a data value with a lower J
+            inside = x[(x > levels[k - 1]) & (x < levels[k + 1])]
+            trial = [float(compression_error(torch.cat([levels[:k], v.view(1), levels[k + 1:]]), x)) for v in inside]
+            assert info["J"] <= min(trial) + 1e-15
+        _, j_opt = optimal_levels(x, z)
+        assert j_opt <= info["J"] * (1 + 1e-9) and info["J"] < 1.02 * j_opt
+
+
+def test_at_the_papers_d_algorithm_1_keeps_the_uniform_levels_and_descent_reaches_the_optimum():
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.choice(rng.laplace(0, 1e-3, 2000), size=1_369_738))  # 2,000 distinct values: DP exact
+    _, j_opt = optimal_levels(x, 16)
+    _, paper = paper_levels(x, 16)
+    _, descent = descent_levels(x, 16)
+    assert paper["J"] == pytest.approx(paper["J_init"], rel=1e-9)  # Eq. (9) steps all leave the range: J/J_unif = 1
+    assert descent["J"] / descent["J_init"] < 0.4 and descent["J"] <= 1.01 * j_opt
+
+
+def test_descent_levels_are_data_values_so_elements_on_them_are_sent_exactly():
+    x = laplace(800, seed=9)
+    msg = MUCSC(8).encode(x, torch.Generator().manual_seed(0))
+    levels, _ = msg.payload
+    assert torch.isin(levels, x).all()
+    mc = monte_carlo_rounding(MUCSC(8), x.double(), draws=400, seed=3)
+    assert is_unbiased(mc)

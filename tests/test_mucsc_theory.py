@@ -1,10 +1,12 @@
 """MUCSC theory: sympy statements, the strongly convex toy against Theorems 1-2, and the errata shown failing."""
 from __future__ import annotations
 
+import numpy as np
 import sympy as sp
 import pytest
 import torch
 
+import theory.mucsc as th
 from theory.mucsc import (
     bound32_violations,
     convergence_check,
@@ -104,3 +106,33 @@ def test_errata_bound32_needs_uniform_levels():
     out = bound32_violations(trials=25, n=200)
     assert out["random_init_above_uniform"] > 0.2
     assert out["uniform_init_best_above_uniform"] == 0.0
+
+
+# ------------------------------------------------------------------------------ Theorems 3-4 (partial participation)
+def test_theorem4_is_theorem3_with_the_final_constants():
+    assert th.theorem4_from_theorem3() == 0
+
+
+def test_theorem3_and_4_by_hand():
+    # T = 10, gamma = 32, beta = 2, mu = 1, L = 4, G^2 = 1, sigma = 0, Gamma = 0, E = 5, K = 2, Delta_0 = 1, Psi = 0:
+    # tau3 = 8*16 + 4*25/2 = 178; v = max(4 * 178 / 1, 32) = 712; bound = 4/2 * 712 / 42
+    assert th._theorem3(10, 32, 2, 1, 4, 1, 0, 0, 5, 2, 1, 0) == pytest.approx(2 * 712 / 42)
+    # Theorem 4 without compression: 2*4/42 * (178 + 2*4*1) = 8 * 186 / 42
+    assert th._theorem4(10, 32, 1, 4, 1, 0, 0, 5, 2, 10, 16, 16, 1, 0.0) == pytest.approx(8 * 186 / 42)
+    # with compression (d = 10, Z = 16): + ((100 + 20*225)/15^4 + 20/(2*225)) * 25
+    extra = ((100 + 20 * 225) / 15**4 + 20 / (2 * 225)) * 25
+    assert th._theorem4(10, 32, 1, 4, 1, 0, 0, 5, 2, 10, 16, 16, 1, 1.0) == pytest.approx(8 * (186 + extra) / 42)
+
+
+def test_partial_participation_bounds_hold_on_the_round_loop_toy():
+    toy = th.make_quadratic_toy(seed=0)
+    zs = {"NC": None, "MUCSC Z=4": 4}
+    runs = {name: [th.run_partial(toy, 60, clients=3, z=z, seed=s) for s in range(2)] for name, z in zs.items()}
+    check = th.partial_check(toy, runs, clients=3, zs=zs).set_index("run")
+    assert check["holds"].all()
+    first = runs["NC"][0]
+    assert first["gap"].iloc[-1] < first["gap"].iloc[0]  # the error falls
+    assert (runs["NC"][0]["psi"] == 0).all() and (runs["MUCSC Z=4"][0]["psi"] > 0).all()
+    assert check.loc["MUCSC Z=4", "measured_gap"] > 0
+    # the gap is the round loop's test loss minus F*: at w = 0 (the init) F = the toy's loss at 0
+    assert toy.loss(np.zeros(toy.h.shape[1])) == pytest.approx(float(0.5 * (toy.h * toy.b**2).sum(1).mean()))

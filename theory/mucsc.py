@@ -4,6 +4,8 @@
 * Algorithm 1's levels against the exact optimum (the dynamic programme in fedlib.codecs.mucsc).
 * Eqs. (16)-(17): compression rates as exact rationals from the paper's d (Table II).
 * Theorems 1-2 on a strongly convex toy federation: bound vs measured error and rate.
+* Theorems 3-4 (partial participation) in sympy, checked on quadratic clients run through the real round
+  loop (fedlib.federation.run_federation with MUCSC links and K of N clients per round).
 * Errata (spec §11.6): the downlink bound (34) with Z_D for Z_U and sum p_i^2 for 1, the gamma condition,
   and bound (32)'s need for uniform levels - each with the printed and the corrected form.
 """
@@ -18,16 +20,26 @@ import pandas as pd
 import sympy as sp
 import torch
 
+from fedlib.algorithms import FedAvg
+from fedlib.channel import Link
+from fedlib.codecs import Identity
 from fedlib.codecs.mucsc import (
     BMUCSC,
     MUCSC,
     compression_error,
+    descent_levels,
     element_error,
     optimal_levels,
     paper_levels,
     stochastic_round,
     uniform_levels,
 )
+from fedlib.contracts import LocalTraining, RoundInfo
+from fedlib.executors import half_squared_error
+from fedlib.federation import run_federation
+from fedlib.papers.mucsc import PaperLR
+from fedlib.papers.taco import quadratic_federation
+from fedlib.params import Params
 
 # ------------------------------------------------------------------------------ symbols and statements
 u, r1, r2 = sp.symbols("u r_z r_{z+1}", real=True)
@@ -184,10 +196,27 @@ def levels_table(vectors: dict[str, torch.Tensor], zs: Sequence[int] = (4, 8, 16
             j_uniform = float(compression_error(uniform_levels(x, z), x))
             _, paper = paper_levels(x, z)
             _, paper_random = paper_levels(x, z, init="random", keep_best=False, gen=torch.Generator().manual_seed(seed))
+            _, descent = descent_levels(x, z)
             _, j_opt = optimal_levels(x, z)
             rows.append({"data": name, "Z": z, "n": x.numel(), "J_uniform": j_uniform,
                          "paper_uniform_init": paper["J"] / j_uniform, "paper_random_init": paper_random["J"] / j_uniform,
-                         "optimal": j_opt / j_uniform})
+                         "descent": descent["J"] / j_uniform, "optimal": j_opt / j_uniform})
+    return pd.DataFrame(rows)
+
+
+def large_d_levels(d: int, zs: Sequence[int] = (4, 8, 16), distinct: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """J / J_uniform at size d for Algorithm 1 as printed, coordinate descent and the exact optimum, on d draws from
+    `distinct` Laplace values (few distinct values keep the dynamic programme exact at any d)."""
+    rng = np.random.default_rng(seed)
+    x = torch.from_numpy(rng.choice(rng.laplace(0, 1e-3, distinct), size=d))
+    rows = []
+    for z in zs:
+        j_uniform = float(compression_error(uniform_levels(x, z), x))
+        _, paper = paper_levels(x, z)
+        _, descent = descent_levels(x, z)
+        _, j_opt = optimal_levels(x, z)
+        rows.append({"d": d, "Z": z, "paper": paper["J"] / j_uniform, "descent": descent["J"] / j_uniform,
+                     "optimal": j_opt / j_uniform, "descent_sweeps": descent["sweeps"]})
     return pd.DataFrame(rows)
 
 
@@ -333,6 +362,121 @@ def convergence_check(toy: Toy, runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
                      "thm2_printed": printed, "thm2_corrected": corrected,
                      "thm1_measured_psi": float(theorem1_bound(toy, run, E=run.attrs["E"]).iloc[-1]),
                      "holds": bool(last["gap"] <= min(printed, corrected)), "loglog_slope": loglog_slope(run)})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ Theorems 3-4 (partial participation)
+T_, gam, beta, mu_, L_, G2, sig2B, Gam, E_, K_, dd = sp.symbols("T gamma beta mu L G^2 sigma^2/B Gamma E K d", positive=True)
+Zu_, Zd_, Dist0, PsiSum = sp.symbols("Z_U Z_D Delta_0 Psi_T", positive=True)  # Psi_T = sum_{t<=T} (t + gamma) psi_t
+Cmp = sp.Symbol("c", nonnegative=True)  # 1 with MUCSC on both links, 0 without compression
+tau3 = sig2B + 6 * L_ * Gam + 8 * (E_ - 1) ** 2 * G2 + 4 * E_**2 * G2 / K_  # Theorem 3 (sum p_i^2 sigma_i^2 / B -> sig2B)
+v3 = sp.Max(beta**2 * tau3 / (beta * mu_ - 1) + PsiSum, gam * Dist0)
+theorem3 = L_ / 2 * v3 / (T_ + gam)  # psi_{t+1} = J^D_{t+1} + (1/K) sum_i p_i J^i_{t+1}
+tau4 = (sig2B + 6 * L_ * Gam + 8 * (E_ - 1) ** 2 * G2 + 4 * E_**2 * G2 / K_
+        + Cmp * ((dd**2 + 2 * dd * (Zd_ - 1) ** 2) / (Zd_ - 1) ** 4 + 2 * dd / (K_ * (Zu_ - 1) ** 2)) * E_**2 * G2)
+theorem4 = 2 * (L_ / mu_) / (gam + T_) * (tau4 / mu_ + 2 * L_ * Dist0)  # gamma = max{8 kappa, E}, eta_t = 2 / (mu (gamma + t))
+_theorem3 = sp.lambdify((T_, gam, beta, mu_, L_, G2, sig2B, Gam, E_, K_, Dist0, PsiSum), theorem3, "math")
+_theorem4 = sp.lambdify((T_, gam, mu_, L_, G2, sig2B, Gam, E_, K_, dd, Zu_, Zd_, Dist0, Cmp), theorem4, "math")
+
+
+def theorem4_from_theorem3() -> sp.Expr:
+    """Theorem 4 is Theorem 3 with beta = 2/mu, gamma = 8 kappa and psi folded into tau: without compression
+    (c = 0, psi = 0) Theorem 3's bound with both branches of the max added equals Theorem 4's. Returns
+    Thm 4 - Thm 3 in that case: 0."""
+    t3 = (L_ / 2 * (beta**2 * tau3 / (beta * mu_ - 1) + gam * Dist0) / (T_ + gam)).subs(beta, 2 / mu_)
+    return sp.simplify((theorem4.subs(Cmp, 0) - t3).subs(gam, 8 * L_ / mu_))
+
+
+@dataclass(frozen=True)
+class QuadraticToy:
+    """N clients f_i(w) = 1/2 (w - b_i)^T diag(h_i) (w - b_i), h in [mu, L], run by fedlib's round loop
+    (fedlib.papers.taco.quadratic_federation: full-batch steps, so sigma = 0; p_i = 1/N)."""
+
+    h: np.ndarray  # N x d
+    b: np.ndarray  # N x d
+
+    @property
+    def num_clients(self) -> int:
+        return self.h.shape[0]
+
+    @property
+    def mu(self) -> float:
+        return float(self.h.min())
+
+    @property
+    def L(self) -> float:
+        return float(self.h.max())
+
+    @property
+    def w_star(self) -> np.ndarray:
+        return (self.h * self.b).sum(0) / self.h.sum(0)
+
+    def loss(self, w: np.ndarray) -> float:
+        return float(0.5 * (self.h * (w - self.b) ** 2).sum(1).mean())
+
+    def grad_sq_max(self, w: np.ndarray) -> float:
+        """max_i ||grad f_i(w)||^2 (A3's G^2 at w)."""
+        return float(((self.h * (w - self.b)) ** 2).sum(1).max())
+
+
+def make_quadratic_toy(num_clients: int = 10, dim: int = 10, mu: float = 1.0, L: float = 4.0, shift: float = 1.0,
+                       seed: int = 0) -> QuadraticToy:
+    rng = np.random.default_rng(seed)
+    h = rng.uniform(mu, L, (num_clients, dim))
+    h[:, 0], h[:, 1] = mu, L  # make mu and L exact
+    return QuadraticToy(h, shift * rng.standard_normal((num_clients, dim)))
+
+
+def run_partial(toy: QuadraticToy, rounds: int, *, clients: int, z: int | None, E: int = 5, seed: int = 0) -> pd.DataFrame:
+    """FedAvg through `run_federation`: K = `clients` of N per round (uniform, without replacement, weights 1/K),
+    E full-batch local steps with eta_t = 2 / (mu (gamma + t)), gamma = max{8 kappa, E}, t = round E + step;
+    MUCSC with uniform levels (bound (32)'s setting) on both links (z None: fp32). Returns per sync step t = E
+    (round + 1): the gap F(w_t) - F*, psi_t = J^D + (1/K) mean_selected J^i (the sampled estimate of
+    (1/K) sum_i p_i J^i) and G^2 = max over clients of ||grad f_i||^2 at the round's start (local steps with
+    eta h <= 1 only shrink it)."""
+    data, model_fn = quadratic_federation(toy.h, toy.b)
+    dim = toy.h.shape[1]
+    kappa = toy.L / toy.mu
+    gamma = max(8 * kappa, E)
+    codec = Identity() if z is None else MUCSC(z, levels="uniform")
+
+    def g2_hook(params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
+        return params, {"G2": toy.grad_sq_max(info.before["weight"].double().numpy()[0])}
+
+    res = run_federation(model_fn, data, FedAvg(), rounds, sampler=clients, seed=seed, progress=False,
+                         local=LocalTraining(lr=PaperLR(2 / (toy.mu * gamma), gamma, 0.0, E), batch_size=dim, steps=E),
+                         uplink=Link(codec, granularity="model"), downlink=Link(codec, payload="update", granularity="model"),
+                         downlink_receivers="all", loss_fn=half_squared_error, hooks=[g2_hook], executor="sequential")
+    r = res.rounds
+    j_down = r["down/J"].fillna(0.0) if "down/J" in r else 0.0
+    j_up = res.clients.groupby("round")["J"].mean().reindex(r["round"]).fillna(0.0).to_numpy() if "J" in res.clients else 0.0
+    return pd.DataFrame({"t": E * r["round"], "gap": r["test_loss"] - toy.loss(toy.w_star), "psi": j_down + j_up / clients,
+                         "G2": r["G2"]})
+
+
+def partial_check(toy: QuadraticToy, runs: dict[str, list[pd.DataFrame]], *, clients: int, zs: dict[str, int | None],
+                  E: int = 5) -> pd.DataFrame:
+    """Theorems 3 and 4 against the seed-mean gap at every sync step of each run: sigma = 0, Gamma = F*
+    (every f_i* = 0), mu, L exact, G^2 the max measured over all seeds and rounds, Theorem 3 with the measured
+    psi_t (seed mean), Theorem 4 with Z_U = Z_D = Z (the printed and corrected downlink factors then agree)."""
+    kappa, dim = toy.L / toy.mu, toy.h.shape[1]
+    gamma, beta = max(8 * kappa, E), 2 / toy.mu
+    gamma_f, dist0 = toy.loss(toy.w_star), float((toy.w_star**2).sum())
+    rows = []
+    for name, seeds in runs.items():
+        mean = pd.concat(seeds).groupby("t", as_index=False)[["gap", "psi"]].mean()
+        g2 = max(float(s["G2"].max()) for s in seeds)
+        psi_sum = ((mean["t"] + gamma) * mean["psi"]).cumsum()
+        z = zs[name]
+        b3 = [_theorem3(t, gamma, beta, toy.mu, toy.L, g2, 0.0, gamma_f, E, clients, dist0, ps)
+              for t, ps in zip(mean["t"], psi_sum)]
+        zz, on = (2, 0.0) if z is None else (z, 1.0)  # without compression the Z terms are switched off (c = 0)
+        b4 = [_theorem4(t, gamma, toy.mu, toy.L, g2, 0.0, gamma_f, E, clients, dim, zz, zz, dist0, on) for t in mean["t"]]
+        last = mean.iloc[-1]
+        rows.append({"run": name, "T": int(last["t"]), "seeds": len(seeds), "G2": g2, "measured_gap": float(last["gap"]),
+                     "thm3_measured_psi": b3[-1], "thm4": b4[-1],
+                     "holds": bool((mean["gap"] <= np.minimum(b3, b4)).all()),
+                     "loglog_slope": loglog_slope(mean)})
     return pd.DataFrame(rows)
 
 

@@ -6,6 +6,14 @@ is J = sum_m (r_{z+1} - U_m)(U_m - r_z) (Eqs. 7-8); Algorithm 1 tunes the Z - 2 
 gradient steps on J (Eq. 9) alternated with re-assignment of elements to intervals. A message is Z
 float32 levels plus ceil(log2 Z) bits per element (Sec. V-E).
 
+Level search (`levels=`): "descent" (the default) is exact coordinate descent on J, our reading of
+Algorithm 1's aim (min J): with its neighbours fixed, J(r_z) is convex and piecewise linear, and its
+minimiser is an order statistic of the elements between the neighbours, found in O(1) from prefix sums
+of the sorted vector; sweeps repeat until no level moves. J never rises above the uniform start's.
+"paper" is Algorithm 1 as printed (5 steps of Eq. 9 with alpha = 1e-3, divided by 10 when a level would
+leave the range): since Eq. 9's gradient is a sum over up to d elements, at the paper's d every step
+leaves the range until alpha is tiny, and the levels stay where they started (issue 13 finding c).
+
 B-MUCSC clusters only the d0 = ceil(frac * d) largest-magnitude elements (Z = 256 in the paper) and
 replaces all others by their mean, one float (the "super cluster"); every kept element also carries
 its ceil(log2 d)-bit index (Eq. 17). It is biased per coordinate, unbiased for the sum.
@@ -21,7 +29,7 @@ import torch
 
 from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
 
-LEVEL_METHODS = ("paper", "uniform", "optimal")
+LEVEL_METHODS = ("descent", "paper", "uniform", "optimal")
 
 
 # ------------------------------------------------------------------------------ the error J and its gradient
@@ -139,6 +147,49 @@ def _gradient_step(levels: torch.Tensor, n: torch.Tensor, s: torch.Tensor, alpha
     return new
 
 
+def descent_levels(x: torch.Tensor, num_levels: int, *, sweeps: int = 100) -> tuple[torch.Tensor, dict[str, float]]:
+    """Exact coordinate descent on J from uniform levels, each inner level moved to its exact minimiser.
+
+    With r_{z-1} = a and r_{z+1} = b fixed, the slope of J(r_z) just right of the k-th sorted element v_k
+    strictly inside (a, b) is S - (b - a) * #{elements inside above v_k}, S = sum_inside (v - a): it rises by
+    b - a per element, so the minimiser is v_k with m = floor(S / (b - a)) elements above it. A sweep updates
+    z = 2..Z-1 in order (Gauss-Seidel); sweeps stop when no level moves (or after `sweeps`). Every update
+    lowers J or keeps it, so J <= J(uniform). Returns float64 levels and {"J_init", "J", "sweeps"}.
+    """
+    v = np.sort(x.double().reshape(-1).numpy())
+    prefix = np.concatenate([[0.0], np.cumsum(v)])
+    levels = uniform_levels(x, num_levels).numpy()
+    j_init = _sorted_error(levels, v, prefix)
+    done = 0
+    while done < sweeps and num_levels > 2 and levels[-1] > levels[0]:
+        done += 1
+        moved = False
+        for z in range(1, num_levels - 1):
+            a, b = levels[z - 1], levels[z + 1]
+            lo, hi = int(np.searchsorted(v, a, "right")), int(np.searchsorted(v, b, "left"))
+            if hi <= lo:  # no element strictly between the neighbours: J does not depend on r_z
+                continue
+            inside = (prefix[hi] - prefix[lo]) - a * (hi - lo)
+            above = min(int(inside // (b - a)), hi - lo - 1)
+            best = v[hi - 1 - above]
+            moved |= bool(best != levels[z])
+            levels[z] = best
+        if not moved:
+            break
+    return torch.from_numpy(levels), {"J_init": j_init, "J": _sorted_error(levels, v, prefix), "sweeps": done}
+
+
+def _sorted_error(levels: np.ndarray, v: np.ndarray, prefix: np.ndarray) -> float:
+    """J (Eq. 8) from the sorted vector's prefix sums: sum over intervals of (r_z + r_{z+1}) S_z - n_z r_z r_{z+1} - sum U^2
+    (elements on a level contribute 0 to either interval they may be counted in)."""
+    cut = np.searchsorted(v, levels, "left")
+    cut[-1] = v.size
+    n, s = np.diff(cut).astype(np.float64), np.diff(prefix[cut])
+    sq = np.diff(np.concatenate([[0.0], np.cumsum(v * v)])[cut])
+    lo, hi = levels[:-1], levels[1:]
+    return float(((lo + hi) * s - n * lo * hi - sq).sum())
+
+
 def optimal_levels(x: torch.Tensor, num_levels: int, max_distinct: int = 5000) -> tuple[torch.Tensor, float]:
     """The exact minimiser of J with r_1 = min, r_Z = max: a dynamic programme over the sorted values.
 
@@ -225,11 +276,13 @@ def bmucsc_bits(d: int, num_levels: int, frac: float) -> int:
     return bmucsc_kept(d, frac) * (id_bits(num_levels) + id_bits(d)) + FLOAT_BITS * (num_levels + 1)
 
 
-@register_codec("mucsc", examples=({"num_levels": 4}, {"num_levels": 16}, {"num_levels": 8, "levels": "uniform"}))
+@register_codec("mucsc", examples=({"num_levels": 4}, {"num_levels": 16}, {"num_levels": 8, "levels": "uniform"},
+                                   {"num_levels": 8, "levels": "paper"}))
 class MUCSC:
-    """The MUCSC codec. levels: "paper" (Algorithm 1), "uniform" (no tuning) or "optimal" (exact DP, small d)."""
+    """The MUCSC codec. levels: "descent" (exact coordinate descent on J), "paper" (Algorithm 1 as printed),
+    "uniform" (no tuning) or "optimal" (exact DP, small d)."""
 
-    def __init__(self, num_levels: int = 16, *, levels: str = "paper", iters: int = 5, alpha: float = 1e-3,
+    def __init__(self, num_levels: int = 16, *, levels: str = "descent", iters: int = 5, alpha: float = 1e-3,
                  init: str = "uniform", sweep: str = "jacobi", keep_best: bool = True) -> None:
         if num_levels < 2:
             raise ValueError(f"MUCSC needs at least 2 levels (min and max), got {num_levels}")
@@ -239,14 +292,16 @@ class MUCSC:
             raise ValueError(f"need iters >= 0 and alpha > 0, got iters={iters}, alpha={alpha}")
         self.num_levels, self.levels, self.iters, self.alpha = num_levels, levels, iters, alpha
         self.init, self.sweep, self.keep_best = init, sweep, keep_best
-        self.name = f"mucsc{num_levels}" + ("" if levels == "paper" else f"-{levels}")
+        self.name = f"mucsc{num_levels}" + ("" if levels == "descent" else f"-{levels}")
 
     unbiased = True
     deterministic = False
 
     def fit_levels(self, x: torch.Tensor, gen: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
         """The Z levels this codec sends for x (float32) and diagnostics (J of the float64 levels)."""
-        if self.levels == "paper":
+        if self.levels == "descent":
+            levels, info = descent_levels(x, self.num_levels)
+        elif self.levels == "paper":
             levels, info = paper_levels(x, self.num_levels, iters=self.iters, alpha=self.alpha, init=self.init,
                                         sweep=self.sweep, keep_best=self.keep_best, gen=gen)
         elif self.levels == "uniform":

@@ -10,20 +10,26 @@ message the way the paper does (Eqs. 16-17 and the widths the spec recovers from
 """
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from fedlib.channel import Link, LinkContext
 from fedlib.codecs.base import FLOAT_BITS, Codec, Identity
-from fedlib.targets import NEVER, rounds_to_target
-from fedlib.codecs.mucsc import BMUCSC, MUCSC, bmucsc_bits, id_bits, mucsc_bits
-from fedlib.codecs.qsgd import QSGD, SignSGD, qsgd_bits, sign_bits
-from fedlib.codecs.sparse import STC, TopK, stc_bits, topk_bits
+from fedlib.codecs.mucsc import MUCSC, bmucsc_bits, id_bits, mucsc_bits
+from fedlib.codecs.qsgd import qsgd_bits, sign_bits
+from fedlib.codecs.sparse import stc_bits, topk_bits
+from fedlib.contracts import FederatedData, RunResult
+from fedlib.data import by_group
+from fedlib.federation import evaluate, run_federation
+from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run, register_experiment
+from fedlib.runs.runner import make_link
 from fedlib.seeding import Seeds
+from fedlib.targets import NEVER, rounds_to_target
 
 METHODS = ("nc", "mucsc", "qsgd", "ssgd", "bmucsc", "dgc", "stc")
 LABELS = {"nc": "NC", "mucsc": "MUCSC", "qsgd": "QSGD", "ssgd": "SSGD", "bmucsc": "B-MUCSC", "dgc": "DGC",
@@ -151,6 +157,15 @@ def traffic_tables(setup: Setup = Setup(), local_iters: int = 5) -> pd.DataFrame
     return df
 
 
+def time_tables() -> pd.DataFrame:
+    """Tables VI-VIII: each "reduced to" percentage recomputed as (comm + comp) / NC's (comm + comp)."""
+    t = PAPER_TIME.copy()
+    total = t["paper_comm_min"] + t["paper_comp_min"]
+    t["total_pct_recomputed"] = 100 * total / t["setting"].map(total[t.method == "nc"].set_axis(t.setting[t.method == "nc"]))
+    t["comm_s_per_round"] = 60 * t["paper_comm_min"] / (t["T"] / 5)
+    return t
+
+
 # ------------------------------------------------------------------------------ the round loop's pieces
 @dataclass(frozen=True)
 class PaperLR:
@@ -199,36 +214,43 @@ class LevelSplit:
         return f"LevelSplit(choices={self.choices})"
 
 
-def links(method: str, setup: Setup = Setup(), *, zu_split: LevelSplit | None = None,
-          granularity: str = "model", mucsc_kwargs: dict | None = None) -> tuple[Link, Link]:
-    """(uplink, downlink) for one method, as the paper runs it.
+LinkArgs = tuple[str, dict[str, Any]]  # a registered codec name and its arguments + Link options
+
+
+def link_components(method: str, setup: Setup = Setup(), *, levels: str = "descent") -> tuple[LinkArgs, LinkArgs]:
+    """(uplink, downlink) of one method as codec names and arguments (what a RunSpec holds), as the paper runs it.
 
     MUCSC, B-MUCSC, SSGD: the server compresses the aggregate and adopts what it sends (Eq. 11):
     downlink payload "update" without error feedback. STC: both directions with residuals (uplink per
     client, downlink the server's: it keeps its model, so the next message carries what was not sent).
-    DGC: uplink top-1% with residual accumulation, fp32 downlink. QSGD: uplink only.
+    DGC: uplink top-1% with residual accumulation, fp32 downlink. QSGD: uplink only. `levels` is MUCSC's
+    level search (fedlib.codecs.mucsc: "descent", "paper", "uniform").
     """
     _check_method(method)
-    kw = mucsc_kwargs or {}
-    fp32 = Link(Identity(), granularity=granularity, payload="update")
+    fp32_down = ("fp32", {"payload": "update"})
     if method == "nc":
-        return Link(Identity(), granularity=granularity), fp32
+        return ("fp32", {}), fp32_down
     if method == "mucsc":
-        up_codec = zu_split if zu_split is not None else MUCSC(setup.zu, **kw)
-        return (Link(up_codec, granularity=granularity),
-                Link(MUCSC(setup.zd, **kw), granularity=granularity, payload="update"))
+        return (("mucsc", {"num_levels": setup.zu, "levels": levels}),
+                ("mucsc", {"num_levels": setup.zd, "levels": levels, "payload": "update"}))
     if method == "bmucsc":
-        codec = BMUCSC(setup.bm_levels, setup.bm_frac, **kw)
-        return Link(codec, granularity=granularity), Link(codec, granularity=granularity, payload="update")
+        codec = {"num_levels": setup.bm_levels, "frac": setup.bm_frac, "levels": levels}
+        return ("bmucsc", codec), ("bmucsc", {**codec, "payload": "update"})
     if method == "qsgd":
-        return Link(QSGD(setup.qsgd_levels, setup.qsgd_bucket), granularity=granularity), fp32
+        return ("qsgd", {"levels": setup.qsgd_levels, "bucket": setup.qsgd_bucket}), fp32_down
     if method == "ssgd":
-        return Link(SignSGD(), granularity=granularity), Link(SignSGD(), granularity=granularity, payload="update")
+        return ("sign", {}), ("sign", {"payload": "update"})
     if method == "dgc":
-        return Link(TopK(setup.dgc_frac), granularity=granularity, error_feedback=True), fp32
-    codec = STC(setup.stc_frac)
-    return (Link(codec, granularity=granularity, error_feedback=True),
-            Link(codec, granularity=granularity, payload="update", error_feedback=True))
+        return ("topk", {"frac": setup.dgc_frac, "error_feedback": True}), fp32_down
+    stc = {"frac": setup.stc_frac, "error_feedback": True}
+    return ("stc", stc), ("stc", {**stc, "payload": "update"})
+
+
+def links(method: str, setup: Setup = Setup(), *, levels: str = "descent") -> tuple[Link, Link]:
+    """(uplink, downlink) Links of one method (see `link_components`), whole-model granularity."""
+    up, down = (make_link(Component.of(name, {**args, "granularity": "model"}))
+                for name, args in link_components(method, setup, levels=levels))
+    return up, down
 
 
 # ------------------------------------------------------------------------------ time model and targets
@@ -266,3 +288,202 @@ def target_summary(rounds: pd.DataFrame, clients: pd.DataFrame, target: float, c
     return {"rounds": r, "traffic_MB": float(up.sum() + down.sum()) / MIB,
             "comm_s": float(comm.loc[comm["round"] <= r, "comm_s"].sum()),
             "comp_s": float(rounds.loc[rounds["round"] <= r, "wall_s"].sum())}
+
+
+# ------------------------------------------------------------------------------ the notebook's runs as data
+SPLITS = {"iid": "iid", "noniid": "labels", "writers": "writers"}  # notebook partition -> split scheme
+
+
+def setting_label(zu: int | str, zd: int, levels: str) -> str:
+    """The `setting` label of a MUCSC run: its levels on each link and its level search."""
+    return f"Z_U={zu}, Z_D={zd}, {levels}"
+
+
+def _spec(p: Mapping[str, Any], method: str, partition: str, seed: int, *, setup: Setup, levels: str,
+          setting: str, zu_split: Sequence[int] | None = None) -> RunSpec:
+    if partition not in SPLITS:
+        raise ValueError(f"unknown partition {partition!r}; choose from {sorted(SPLITS)}")
+    split_args: dict[str, Any] = {"num_clients": p["num_clients"]}
+    if partition == "noniid":
+        split_args["k"] = p["classes_per_client"]
+    work = {"steps": p["local_steps"]} if p["local_steps"] else {"epochs": p["local_epochs"]}
+    up, down = ((name, {**args, "granularity": "model"}) for name, args in link_components(method, setup, levels=levels))
+    options = {"lr_decay": p["lr_decay"], "lr_floor": p["lr_floor"], "lr_t_per_round": p["lr_t_per_round"],
+               "download_max_over": p["download_max_over"], "zu_split": list(zu_split) if zu_split else None}
+    return RunSpec.make(
+        "mucsc", p["dataset"], (SPLITS[partition], split_args), (p["model"], p["model_kwargs"]), ("fedavg", {}),
+        p["rounds"], seed, local={"lr": p["lr0"], "batch_size": p["batch_size"], **work}, uplink=up, downlink=down,
+        loop={"sampler": p["clients_per_round"], "downlink_receivers": "all", "eval_every": p["eval_every"],
+              "threads": p["threads"]},
+        options=options, labels={"method": method, "partition": partition, "setting": setting}, device=p["device"])
+
+
+def _setup(p: Mapping[str, Any], zu: int | None = None, zd: int | None = None) -> Setup:
+    return Setup(zu=zu or p["zu"], zd=zd or p["zd"], bm_levels=p["bm_levels"], bm_frac=p["bm_frac"])
+
+
+def main_setting(method: str, p: Mapping[str, Any]) -> str:
+    """The `setting` label of a method's run in the main grid."""
+    return setting_label(p["zu"], p["zd"], p["level_search"]) if method == "mucsc" else "paper"
+
+
+def main_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Every method on every partition and seed (Figs. 2-4, Tables II-VIII analogues)."""
+    return [_spec(p, m, part, seed, setup=_setup(p), levels=p["level_search"], setting=main_setting(m, p))
+            for part in p["partitions"] for seed in p["seeds"] for m in p["methods"]]
+
+
+def z_sweep(p: Mapping[str, Any]) -> list[RunSpec]:
+    """MUCSC with Z in `z_sweep` on both links, and the stated Z_U thirds with Z_D = 16, on the first partition
+    (Fig. 5). The entry with Z = (zu, zd) is the main grid's MUCSC run (the same spec, computed once)."""
+    part, search = p["partitions"][0], p["level_search"]
+    specs = [_spec(p, "mucsc", part, seed, setup=_setup(p, z, z), levels=search, setting=setting_label(z, z, search))
+             for z in p["z_sweep"] for seed in p["seeds"]]
+    thirds = setting_label("/".join(map(str, p["zu_thirds"])) + " thirds", 16, search)
+    return specs + [_spec(p, "mucsc", part, seed, setup=_setup(p, zd=16), levels=search, setting=thirds,
+                          zu_split=p["zu_thirds"]) for seed in p["seeds"]]
+
+
+def level_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """MUCSC at (zu, zd) with each level search in `level_searches`, and QSGD, on the first partition
+    (finding c: adapted vs uniform levels vs QSGD at the same bits per element)."""
+    part = p["partitions"][0]
+    specs = [_spec(p, "mucsc", part, seed, setup=_setup(p), levels=s, setting=setting_label(p["zu"], p["zd"], s))
+             for s in p["level_searches"] for seed in p["seeds"]]
+    return specs + [_spec(p, "qsgd", part, seed, setup=_setup(p), levels=p["level_search"], setting="paper")
+                    for seed in p["seeds"]]
+
+
+def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
+    """Every run the notebook reads, from its parameters (duplicates across grids appear once)."""
+    return list(dict.fromkeys(main_grid(params) + z_sweep(params) + level_grid(params)))
+
+
+@register_experiment("mucsc")
+def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
+    """The paper's lr schedule, the per-client Z_U split, FEMNIST's writers and the communication-time table."""
+    o = spec.get("options")
+    local = run.kwargs["local"]
+    run.kwargs["local"] = replace(local, lr=PaperLR(local.lr, o["lr_decay"], o["lr_floor"], o["lr_t_per_round"]))
+    num_clients = spec.split.args["num_clients"]
+    if o.get("zu_split"):
+        levels = spec.uplink.args.get("levels", "descent")
+        run.kwargs["uplink"] = Link(LevelSplit(num_clients, o["zu_split"], seed=spec.seed, levels=levels),
+                                    granularity="model")
+    if spec.split.name == "writers":
+        parts = by_group(run.dataset.groups)
+        if len(parts) != num_clients:
+            raise ValueError(f"{spec.dataset} has {len(parts)} writers; set num_clients = {len(parts)} for 'writers'")
+        run.data = FederatedData(run.dataset, parts)
+
+    def comm(result: RunResult) -> Records:
+        return {"comm": communication_time(result.rounds, result.clients, num_clients,
+                                           download_max_over=o["download_max_over"], seed=spec.seed)}
+
+    def server(result: RunResult) -> Records:
+        """The server's own final model on the test set (STC's downlink keeps it apart from the clients')."""
+        model = run.model_fn()
+        params = {k: v.detach().cpu() for k, v in result.params.items()}
+        acc, loss = evaluate(model, params, dict(model.named_buffers()), run.dataset.x_test, run.dataset.y_test)
+        return {"server": pd.DataFrame([{"round": spec.rounds, "server_test_acc": acc, "server_test_loss": loss}])}
+
+    run.collect += [comm, server]
+    return run
+
+
+def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) -> Records:
+    """The rows of `records` that belong to `specs` (tidy tables carry each run's store key)."""
+    keys = {store.key(s) for s in specs}
+    return {name: frame[frame["run"].isin(keys)].reset_index(drop=True) for name, frame in records.items()}
+
+
+def run_rounds(records: Records) -> pd.DataFrame:
+    """One row per (run, round): the round record with the communication time, the mean upload per client,
+    and cumulative traffic (convention B, MiB) and time (communication model + measured wall time)."""
+    up = records["clients"].groupby(["run", "round"], as_index=False)["bits_up"].mean().rename(
+        columns={"bits_up": "up_mean_bits"})
+    comm = records["comm"][["run", "round", "up_s", "down_s", "comm_s"]]
+    r = records["rounds"].merge(comm, on=["run", "round"]).merge(up, on=["run", "round"]).sort_values(["run", "round"])
+    r["traffic_MB"] = (r["up_mean_bits"] + r["bits_down"]).groupby(r["run"]).cumsum() / MIB
+    r["time_s"] = (r["comm_s"] + r["wall_s"]).groupby(r["run"]).cumsum()
+    return r.reset_index(drop=True)
+
+
+def final_accuracy(rounds: pd.DataFrame, last: int = 3) -> pd.Series:
+    """Per run: the mean of its last `last` evaluations."""
+    return rounds.dropna(subset=["test_acc"]).sort_values("round").groupby("run")["test_acc"].apply(
+        lambda a: float(a.tail(last).mean()))
+
+
+def to_target(records: Records, target_frac: float) -> pd.DataFrame:
+    """Per (partition, method, seed): rounds, traffic and time to target_frac x NC's final accuracy (the mean of
+    its last three evaluations, averaged over seeds, per partition). NEVER (inf) where a run never reaches it."""
+    rounds = records["rounds"]
+    nc = rounds[rounds["method"] == "nc"]
+    if nc.empty:
+        raise ValueError("the targets are set by NC's accuracy: the runs hold no 'nc' method")
+    nc_final = final_accuracy(nc)
+    targets = {part: target_frac * float(nc_final[frame["run"].unique()].mean()) for part, frame in nc.groupby("partition")}
+    rows = []
+    for (part, method, seed, run), r in rounds.groupby(["partition", "method", "seed", "run"], sort=False):
+        c = records["clients"][records["clients"]["run"] == run]
+        comm = records["comm"][records["comm"]["run"] == run]
+        rows.append({"partition": part, "method": method, "seed": seed, "target": targets[part],
+                     **target_summary(r, c, targets[part], comm)})
+    return pd.DataFrame(rows)
+
+
+def target_table(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds per (partition, method), with the seeds that reached the target and shares of NC's
+    traffic, communication and total time (inf where some seed never reached it: counted, not dropped)."""
+    keys = ["partition", "method"]
+    t = per_seed.groupby(keys, sort=False).mean(numeric_only=True).drop(columns="seed").reset_index()
+    t["seeds_reached"] = per_seed.groupby(keys, sort=False)["rounds"].agg(lambda v: int(np.isfinite(v).sum())).to_numpy()
+    t["seeds"] = per_seed.groupby(keys, sort=False)["rounds"].size().to_numpy()
+    t["total_s"] = t["comm_s"] + t["comp_s"]
+    nc = t[t["method"] == "nc"].set_index("partition")
+    for col, name in (("traffic_MB", "traffic_pct_of_NC"), ("comm_s", "comm_pct_of_NC"), ("total_s", "total_pct_of_NC")):
+        t[name] = 100 * t[col] / t["partition"].map(nc[col])
+    setting = t["partition"].map({"iid": "cifar10_iid", "noniid": "cifar10_noniid", "writers": "femnist"})
+    t["paper_traffic_pct"] = [PAPER_TRAFFIC.set_index(["setting", "method"])["paper_pct"].get((s, m), np.nan)
+                              for s, m in zip(setting, t["method"])]
+    t["paper_total_pct"] = [PAPER_TIME.set_index(["setting", "method"])["paper_total_pct"].get((s, m), np.nan)
+                            for s, m in zip(setting, t["method"])]
+    return t
+
+
+class _Capture(Identity):
+    """fp32 codec that keeps the last vector it was asked to send."""
+
+    def encode(self, x: torch.Tensor, gen: torch.Generator | None = None):  # type: ignore[no-untyped-def]
+        self.last = x.detach().cpu().clone()
+        return super().encode(x, gen)
+
+
+def client_update(spec: RunSpec, root: str | None = None) -> torch.Tensor:
+    """One client's whole-model update after one round of `spec`'s local training (captured at the uplink)."""
+    run = build_run(spec.with_(rounds=1), root)
+    capture = _Capture()
+    run.kwargs.update(uplink=Link(capture, granularity="model"), sampler=1, rounds=1)
+    run_federation(run.model_fn, run.data, progress=False, **run.kwargs)
+    return capture.last
+
+
+def measured_rates(runs: pd.DataFrame, d: int, k_over_n: float) -> pd.DataFrame:
+    """Table II analogue from run rows (`run_rounds`): mean bits per message and the rates of both conventions."""
+    r = runs.groupby("method", sort=False)[["up_mean_bits", "bits_down"]].mean().reset_index()
+    up, down = r["up_mean_bits"], r["bits_down"]
+    return r.assign(rate_conventionA=2 * FLOAT_BITS * d / (k_over_n * up + down),
+                    rate_conventionA_paperKN=2 * FLOAT_BITS * d / (0.1 * up + down),
+                    rate_per_round_B=2 * FLOAT_BITS * d / (up + down),
+                    paper_rate_cifar10=r["method"].map(PAPER_TABLE2.loc["cifar10"]))
+
+
+def level_variants(records: Records) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The level-search grid's run rows with a `variant` column ("MUCSC <search>" or "QSGD"), and its clients'
+    uplink J(levels used) / J(uniform levels) per message."""
+    runs = run_rounds(records)
+    runs["variant"] = np.where(runs["method"] == "qsgd", "QSGD", "MUCSC " + runs["setting"].str.split(", ").str[-1])
+    clients = records["clients"].merge(runs[["run", "variant"]].drop_duplicates(), on="run")
+    clients = clients[clients["J"].notna()].assign(ratio=lambda c: c["J"] / c["J_init"])
+    return runs, clients

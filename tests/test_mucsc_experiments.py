@@ -1,0 +1,117 @@
+"""MUCSC's runs as data: the grid the notebook reads, a tiny spec through the runner, STC's reported model."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pandas as pd
+
+from fedlib.algorithms import FedAvg
+from fedlib.contracts import LocalTraining
+from fedlib.data import iid, load_dataset
+from fedlib.federation import FederatedData, evaluate, run_federation
+from fedlib.models import build_model
+from fedlib.notebook_params import parameter_defaults
+from fedlib.papers import mucsc as paper
+from fedlib.runs import RunSpec, RunStore, execute
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "mucsc.py"
+
+
+@pytest.fixture(scope="module")
+def defaults() -> dict:
+    return parameter_defaults(NOTEBOOK)
+
+
+def test_the_grid_covers_every_run_the_notebook_reads(defaults):
+    p = {**defaults, "seeds": [0, 1]}
+    main, sweep, levels = paper.main_grid(p), paper.z_sweep(p), paper.level_grid(p)
+    assert len(main) == len(p["methods"]) * len(p["partitions"]) * 2
+    assert {(s.get("labels")["method"], s.get("labels")["partition"], s.seed) for s in main} == {
+        (m, part, seed) for m in p["methods"] for part in p["partitions"] for seed in (0, 1)}
+    specs = paper.experiments(p)
+    # the sweep's Z = (zu, zd) run and the level grid's default search and QSGD runs are main-grid runs: computed once
+    assert len(specs) == len(main) + (len(p["z_sweep"]) - 1 + 1) * 2 + (len(p["level_searches"]) - 1) * 2
+    assert set(main) | set(sweep) | set(levels) == set(specs)
+    assert len({s.key() for s in specs}) == len(specs)
+    for spec in specs:
+        assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+    thirds = [s for s in sweep if s.get("options")["zu_split"]]
+    assert len(thirds) == 2 and all(s.get("options")["zu_split"] == p["zu_thirds"] for s in thirds)
+
+
+def test_a_subset_of_methods_selects_a_subset(defaults):
+    specs = paper.main_grid({**defaults, "methods": ["mucsc"]})
+    assert {s.get("labels")["method"] for s in specs} == {"mucsc"}
+    assert [s for s in paper.experiments(defaults) if s.matches({"method": ["stc"], "partition": ["iid"]})]
+
+
+def test_unknown_partition_is_named(defaults):
+    with pytest.raises(ValueError, match="unknown partition 'writer'"):
+        paper.main_grid({**defaults, "partitions": ["writer"]})
+
+
+@pytest.fixture(scope="module")
+def tiny(defaults) -> dict:
+    return {**defaults, "num_clients": 6, "clients_per_round": 3, "rounds": 3, "local_steps": 2,
+            "model_kwargs": {"hidden": [8]}, "partitions": ["noniid"], "methods": ["nc", "mucsc", "stc"],
+            "z_sweep": [4], "level_searches": ["descent"], "lr_t_per_round": 2}
+
+
+def test_a_tiny_spec_runs_through_the_runner_with_the_columns_the_notebook_reads(tiny, tmp_path):
+    store = RunStore(tmp_path)
+    specs = paper.main_grid(tiny)
+    records = {}
+    for spec in specs:
+        for name, frame in execute(spec, store).items():
+            records.setdefault(name, []).append(frame.assign(run=store.key(spec), **spec.get("labels"), seed=spec.seed))
+    records = {k: pd.concat(v, ignore_index=True) for k, v in records.items()}
+    assert {"rounds", "clients", "comm", "server"} <= set(records)
+    runs = paper.run_rounds(records)
+    for col in ("test_acc", "bits_down", "wall_s", "comm_s", "up_mean_bits", "traffic_MB", "time_s"):
+        assert runs[col].notna().all(), col
+    per_seed = paper.to_target(records, 0.5)
+    table = paper.target_table(per_seed)
+    assert set(table["method"]) == {"nc", "mucsc", "stc"}
+    assert np.allclose(table.loc[table.method == "nc", "traffic_pct_of_NC"].replace(np.inf, 100.0), 100.0)
+    mucsc = records["clients"][records["clients"]["method"] == "mucsc"]
+    assert (mucsc["J"] <= mucsc["J_init"] * (1 + 1e-9)).all()  # descent never raises J above the uniform start
+    # the per-client Z_U split goes through the plan
+    thirds = [s for s in paper.z_sweep(tiny) if s.get("options")["zu_split"]][0]
+    codecs = set(execute(thirds, store)["clients"]["codec"])
+    assert codecs <= {"mucsc4", "mucsc8", "mucsc16"} and len(codecs) > 1
+
+
+def test_stc_reports_the_accuracy_of_the_model_the_clients_hold(tmp_path):
+    """With STC's downlink (server residual) the clients' model lags the server's: the record's test_acc is the
+    clients' model's. Read both from the checkpoint after round 1 and evaluate each independently."""
+    ds = load_dataset("digits")
+    data = FederatedData(ds, iid(ds.y_train.numpy(), 6, np.random.default_rng(0)))
+    model_fn = lambda: build_model("mlp", ds.input_shape, 10, hidden=(16,))  # noqa: E731
+    up, down = paper.links("stc", paper.Setup(stc_frac=0.01))
+    saved = {}
+
+    class Keep:
+        every = 1
+
+        def load(self):
+            return None
+
+        def save(self, state):
+            saved.update(state)
+
+    res = run_federation(model_fn, data, FedAvg(), 2, local=LocalTraining(lr=0.5, batch_size=8, steps=5), sampler=3,
+                         uplink=up, downlink=down, downlink_receivers="all", progress=False, checkpoint=Keep())
+    model = model_fn()
+    held = evaluate(model, saved["held"], {}, ds.x_test, ds.y_test)[0]
+    server = evaluate(model, saved["w"], {}, ds.x_test, ds.y_test)[0]
+    assert held != server  # the two models differ on this run
+    assert res.rounds["test_acc"].iloc[0] == held
+
+
+def test_notebook_parameters_include_the_runner_ones(defaults):
+    for name in ("data_root", "runs_root", "runner", "ray_address", "results_root", "level_search", "level_searches"):
+        assert name in defaults
+    assert defaults["level_search"] in defaults["level_searches"]
