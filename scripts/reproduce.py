@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+import jupytext
+import nbformat
 import papermill
 import yaml
 
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="override a parameter in every selected notebook (VALUE is read as YAML)")
     args = parser.parse_args(argv)
 
-    available = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+    available = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
     names = args.only or available
     unknown = sorted(set(names) - set(available))
     if unknown:
@@ -139,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}] profile={args.profile} -> {output.relative_to(ROOT) if output.is_relative_to(ROOT) else output}",
               flush=True)
         start = time.perf_counter()
-        try:
-            papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(output), parameters=parameters[name],
+        try:  # executes the jupytext source (the source of truth), not the committed quick-profile copy
+            nbformat.write(jupytext.read(NOTEBOOKS / f"{name}.py"), output)
+            papermill.execute_notebook(str(output), str(output), parameters=parameters[name],
                                        kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
             status = "ok"
         except Exception as err:  # report and go on: results of the other notebooks are kept

@@ -101,7 +101,7 @@ def reproduce(tmp_path, monkeypatch):
     spec.loader.exec_module(module)
     notebooks = tmp_path / "notebooks"
     (notebooks / "profiles" / "quickstart").mkdir(parents=True)
-    shutil.copy(NOTEBOOKS / "quickstart.ipynb", notebooks)
+    shutil.copy(NOTEBOOKS / "quickstart.py", notebooks)
     monkeypatch.setattr(module, "NOTEBOOKS", notebooks)
 
     def no_execution(*args, **kwargs):
@@ -134,5 +134,8 @@ def test_reproduce_rejects_unknown_override_before_executing(reproduce, tmp_path
 def test_reproduce_passes_profile_and_overrides_to_papermill(reproduce, tmp_path):
     module, profile = reproduce
     profile.write_text(yaml.safe_dump({"profile": "cpu", "rounds": 3}))
-    assert module.run_parameters("quickstart", "cpu", {"seeds": [0, 1]}, tmp_path) == {
-        "profile": "cpu", "rounds": 3, "seeds": [0, 1], "results_root": str(tmp_path)}
+    injected = {"results_root": str(tmp_path), "runs_root": str(tmp_path / "runs"), "runner": "local",
+                "ray_address": None, "not_declared": 1}
+    assert module.run_parameters("quickstart", "cpu", {"seeds": [0, 1]}, injected) == {
+        "profile": "cpu", "rounds": 3, "seeds": [0, 1], "results_root": str(tmp_path),
+        "runs_root": str(tmp_path / "runs"), "runner": "local", "ray_address": None}
