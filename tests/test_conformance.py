@@ -98,6 +98,20 @@ def test_every_algorithm_is_registered_and_buildable_with_defaults():
         assert make_algorithm(name).name == name
 
 
+def numeric_parameters(factory) -> list[str]:
+    """Constructor parameters whose default is a number (bools excluded)."""
+    return [p.name for p in inspect.signature(factory).parameters.values()
+            if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)]
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "0.1"])
+def test_algorithms_reject_non_finite_and_mistyped_numbers(name, bad):
+    for arg in numeric_parameters(ALGORITHMS[name]):
+        with pytest.raises(ValueError, match=arg):
+            make_algorithm(name, **{arg: bad})
+
+
 # ---------------------------------------------------------------------------------------------- codecs
 CODEC_CASES = [pytest.param(name, kw, id=f"{name}-{i}") for name, entry in CODECS.items()
                for i, kw in enumerate(entry.examples)]
@@ -175,6 +189,19 @@ def test_codec_through_the_round_loop(data, name, payload, error_feedback, devic
     assert (res.clients["bits_up"] > 0).all() and (res.rounds["bits_down"] > 0).all()
     assert (res.rounds["payload_bits_up"] <= res.rounds["bits_up"]).all()
     assert np.isfinite(res.rounds["test_loss"]).all()
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "4", 2.5])
+def test_codecs_reject_non_finite_and_mistyped_numbers(name, bad):
+    base = dict(CODECS[name].examples[0])
+    for arg in [*numeric_parameters(CODECS[name].factory), *[k for k, v in base.items() if isinstance(v, (int, float))
+                                                              and not isinstance(v, bool)]]:
+        if bad == 2.5 and isinstance(base.get(arg, inspect.signature(CODECS[name].factory).parameters[arg].default),
+                                     float):
+            continue  # 2.5 is a fine value for a real parameter
+        with pytest.raises(ValueError, match=arg):
+            make_codec(name, **{**base, arg: bad})
 
 
 def test_link_resolves_codec_names_and_says_what_to_pass():

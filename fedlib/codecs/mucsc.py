@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
+from fedlib.validate import count, real
 
 LEVEL_METHODS = ("descent", "paper", "uniform", "optimal")
 
@@ -284,12 +285,10 @@ class MUCSC:
 
     def __init__(self, num_levels: int = 16, *, levels: str = "descent", iters: int = 5, alpha: float = 1e-3,
                  init: str = "uniform", sweep: str = "jacobi", keep_best: bool = True) -> None:
-        if num_levels < 2:
-            raise ValueError(f"MUCSC needs at least 2 levels (min and max), got {num_levels}")
+        num_levels = count("MUCSC num_levels (at least 2: min and max)", num_levels, low=2)
         if levels not in LEVEL_METHODS:
             raise ValueError(f"levels must be one of {LEVEL_METHODS}, got {levels!r}")
-        if iters < 0 or alpha <= 0:
-            raise ValueError(f"need iters >= 0 and alpha > 0, got iters={iters}, alpha={alpha}")
+        iters, alpha = count("iters", iters, low=0), real("alpha", alpha, low=0, low_inclusive=False)
         self.num_levels, self.levels, self.iters, self.alpha = num_levels, levels, iters, alpha
         self.init, self.sweep, self.keep_best = init, sweep, keep_best
         self.name = f"mucsc{num_levels}" + ("" if levels == "descent" else f"-{levels}")
@@ -338,8 +337,7 @@ class BMUCSC:
     """B-MUCSC: MUCSC (Z levels) on the top `frac` of |U|, the rest sent as their mean (one float)."""
 
     def __init__(self, num_levels: int = 256, frac: float = 0.01, **mucsc_kwargs: object) -> None:
-        if not 0 < frac <= 1:
-            raise ValueError(f"frac must be in (0, 1], got {frac}")
+        frac = real("frac", frac, low=0, low_inclusive=False, high=1, high_inclusive=True)
         self.inner = MUCSC(num_levels, **mucsc_kwargs)  # type: ignore[arg-type]
         self.num_levels, self.frac = num_levels, frac
         self.name = f"bmucsc{num_levels}"

@@ -11,6 +11,7 @@ import math
 import torch
 
 from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
+from fedlib.validate import count
 
 
 def qsgd_bits(d: int, levels: int, bucket: int | None) -> int:
@@ -29,15 +30,14 @@ class QSGD:
     """Unbiased stochastic quantization Q_s(v_i) = ||v||_2 sgn(v_i) xi_i / s per bucket (None: one bucket)."""
 
     def __init__(self, levels: int = 7, bucket: int | None = 512) -> None:
-        if levels < 1:
-            raise ValueError(f"QSGD needs levels >= 1, got {levels}")
-        if bucket is not None and bucket < 1:
-            raise ValueError(f"bucket must be a positive size or None (whole vector), got {bucket}")
+        levels = count("QSGD levels", levels)
+        bucket = None if bucket is None else count("bucket (a size, or None for the whole vector)", bucket)
         self.levels, self.bucket = levels, bucket
         self.name = f"qsgd{levels}"
 
     unbiased = True
     deterministic = False
+    device_generic = True
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)
@@ -47,7 +47,7 @@ class QSGD:
         norms = rows.norm(dim=1, keepdim=True)
         scaled = rows.abs() * self.levels / torch.where(norms > 0, norms, 1)
         low = scaled.floor()
-        level = low + (torch.rand(scaled.shape, generator=gen, dtype=scaled.dtype) < scaled - low)
+        level = low + (torch.rand(scaled.shape, generator=gen, dtype=scaled.dtype, device=scaled.device) < scaled - low)
         signed = (torch.sign(rows) * level).to(torch.int8)
         return Message(payload=(signed, norms), shape=x.shape, payload_bits=d * (1 + id_bits(self.levels + 1)),
                        side_bits=FLOAT_BITS * rows.shape[0])
@@ -67,6 +67,7 @@ class SignSGD:
     name = "sign"
     unbiased = False
     deterministic = True
+    device_generic = True
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)

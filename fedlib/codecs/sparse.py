@@ -12,12 +12,12 @@ import math
 import torch
 
 from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
+from fedlib.validate import real
 
 
 def kept_count(d: int, frac: float) -> int:
     """k = ceil(frac * d), at least 1 and at most d."""
-    if not 0 < frac <= 1:
-        raise ValueError(f"frac must be in (0, 1], got {frac}")
+    frac = real("frac", frac, low=0, low_inclusive=False, high=1, high_inclusive=True)
     return min(d, max(1, math.ceil(frac * d)))
 
 
@@ -26,7 +26,7 @@ def _top_indices(x: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def _scatter(shape: torch.Size, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros(math.prod(shape), dtype=values.dtype)
+    out = torch.zeros(math.prod(shape), dtype=values.dtype, device=values.device)
     out[index.long()] = values
     return out.reshape(shape)
 
@@ -52,6 +52,7 @@ class TopK:
 
     unbiased = False
     deterministic = True
+    device_generic = True
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)
@@ -78,6 +79,7 @@ class STC:
 
     unbiased = False
     deterministic = True
+    device_generic = True
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)
