@@ -144,6 +144,47 @@ def theorem1_facts() -> dict[str, sp.Expr]:
 
 
 theorem1_bound = sp.lambdify((tau, gamma, eps, beta, mu, L, B1, B2, M, Delta1), BOUND_MAIN, "numpy")
+E_, G2_, sigma2_, Gamma_, alpha_ = sp.symbols("E G^2 sigma^2 Gamma alpha", positive=True)
+B1_OF = (1 + 1 / eps) * 6 * L * Gamma_ + (1 + 1 / eps) * 8 * (E_ - 1) ** 2 * G2_ + sigma2_  # spec section 4.4
+B2_OF = (1 + eps) * P_ * alpha_**2
+b1_of = sp.lambdify((eps, L, Gamma_, E_, G2_, sigma2_), B1_OF, "numpy")
+b2_of = sp.lambdify((eps, P_, alpha_), B2_OF, "numpy")
+
+
+def theorem1_constants(rounds: pd.DataFrame, *, local_steps: int, mu_: float, num_params: int) -> dict[str, float]:
+    """Theorem 1's constants from a run with `fedlib.papers.fedshift.Theorem1Probe` (columns t1/...): L, G^2 and
+    sigma^2 are the largest values measured over the run, M the largest squared mean of an aggregate, Gamma and
+    Delta_1 = ||w^0 - w*||^2 as measured, alpha the shift coefficient (0 without the shift), mu the strong-convexity
+    constant the step sizes were built with (the L2 weight) and gamma the step sizes' own (t1/gamma)."""
+    alpha = float(rounds["shift/coef"].max()) if "shift/coef" in rounds else 0.0
+    return {"L": float(rounds["t1/L"].max()), "mu": float(mu_), "mu_secant_min": float(rounds["t1/mu"].min()),
+            "sigma2": float(rounds["t1/sigma2"].max()), "G2": float(rounds["t1/G2"].max()),
+            "Gamma": float(rounds["t1/Gamma"].iloc[0]), "M": float(rounds["t1/m2"].max()) if alpha else 0.0,
+            "Delta1": float(rounds["t1/dist2_0"].dropna().iloc[0]), "alpha": alpha, "E": float(local_steps),
+            "P": float(num_params), "mean_w_star": float(rounds["t1/mean_star"].iloc[0]),
+            "gamma": float(rounds["t1/gamma"].iloc[0]), "L_bound": float(rounds["t1/L_bound"].iloc[0])}
+
+
+def theorem1_against_run(rounds: pd.DataFrame, constants: dict[str, float], eps_grid: np.ndarray | None = None) -> pd.DataFrame:
+    """Per round t: tau = t * E + 1 (the global step after t rounds), the measured F(w^tau) - F*, and Theorem 1's
+    bound (main-text form) with the given constants (`theorem1_constants`), beta = 2 / mu, minimised over the eps
+    in `eps_grid` for which the bound's denominator D(tau) is positive (the theorem holds for every eps > 0;
+    beyond D(tau) = 0 the printed bound is negative and says nothing)."""
+    c = constants
+    eps_grid = np.geomspace(1e-3, 1e9, 241) if eps_grid is None else np.asarray(eps_grid, dtype=float)
+    taus = rounds["round"].to_numpy(dtype=float) * c["E"] + 1
+    beta_, gamma_ = 2 / c["mu"], c["gamma"]
+    bounds = np.full(len(taus), np.inf)
+    for e in eps_grid:
+        d = (1 + 1 / e) * beta_ * c["mu"] - (taus + gamma_) / e - 1
+        value = theorem1_bound(taus, gamma_, e, beta_, c["mu"], c["L"], b1_of(e, c["L"], c["Gamma"], c["E"], c["G2"], c["sigma2"]),
+                               b2_of(e, c["P"], c["alpha"]), c["M"], c["Delta1"])
+        bounds = np.where(d > 0, np.minimum(bounds, value), bounds)
+    out = pd.DataFrame({"round": rounds["round"].to_numpy(), "tau": taus, "measured_gap": rounds["t1/gap"].to_numpy(),
+                        "bound": bounds})
+    out["holds"] = out["measured_gap"] <= out["bound"]
+    out["bound_over_measured"] = out["bound"] / out["measured_gap"]
+    return out
 
 
 # ------------------------------------------------------------------ quadratic: stall / fixed point
