@@ -43,7 +43,7 @@ from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Link, LinkContext
 from fedlib.codecs.base import Codec, Identity
-from fedlib.codecs.kmeans import REFERENCE_CODE
+from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer
 from fedlib.data.partition import from_indices
 from fedlib import params as P
 from fedlib.contracts import FederatedData, RoundInfo, RunResult
@@ -579,6 +579,57 @@ def run_table(records: Mapping[str, pd.DataFrame], last: int = 3) -> pd.DataFram
     table = rounds.drop_duplicates("run")[keys].set_index("run").join(acc).join(stats)
     table["alpha"] = table["alpha"].astype(float)
     return table.reset_index()
+
+
+def table1_runs(runs: pd.DataFrame, bits_list: Sequence[int], quantizers: Sequence[str]) -> pd.DataFrame:
+    """The rows of `run_table` that make Table I: parity split, stratified selection, per-layer shift, converged
+    K-means, the given quantizers and bit widths, and FedAvg at 32+32."""
+    keep = ((runs["split"] == "parity") & (runs["selection"] == "stratified") & (runs["scope"] == "layer")
+            & runs["kmeans"].isin(["converged", "-"]) & runs["bits"].isin([*bits_list, 32])
+            & (runs["quantizer"].isin(quantizers) | (runs["quantizer"] == "none")))
+    return runs[keep]
+
+
+def summarize(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean, standard deviation and number of seeds of `acc` per group."""
+    return runs.groupby(by)["acc"].agg(mean="mean", std="std", n="count").reset_index()
+
+
+def beside_paper(summary: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    """`summarize`'s rows (with bits, shift and the paper's `paper_acc`) as Table I is printed: one column per
+    32+bits base/shift setting, ours ("mean±std" over seeds) beside the paper's where it has the cell."""
+    t = summary.assign(ours=[f"{m:.1f}" + (f"±{s:.1f}" if n > 1 else "") for m, s, n in
+                             zip(summary["mean"], summary["std"], summary["n"])],
+                       setting=summary["bits"].map(lambda b: f"32+{b}") + summary["shift"].map({False: " base", True: " shift"}))
+    order = list(dict.fromkeys(t.sort_values(["bits", "shift"])["setting"]))
+    ours = t.pivot(index=index, columns="setting", values="ours")[order]
+    paper = t.pivot(index=index, columns="setting", values="paper_acc")[order].dropna(axis=1, how="all")
+    return pd.concat({"ours": ours, "paper": paper}, axis=1).fillna("")
+
+
+def label_bias(predictions: pd.DataFrame, num_classes: int) -> pd.DataFrame:
+    """Per (shift, seed) run of a "predictions" table: the share of test predictions in the odd (inferior
+    clients') classes and the KL divergence of the prediction histogram from uniform."""
+    def one(h: pd.DataFrame) -> pd.Series:
+        p = h["fraction"].to_numpy()
+        return pd.Series({"share_inferior_classes": p[h["label"].to_numpy() % 2 == 1].sum(),
+                          "kl_to_uniform": float(np.sum(p[p > 0] * np.log(p[p > 0] * num_classes)))})
+
+    return predictions.groupby(["shift", "seed"]).apply(one).reset_index()
+
+
+def kmeans_setting_study(layers: Mapping[str, torch.Tensor], bits: int, starts: int) -> pd.DataFrame:
+    """Per layer and random start: the reference code's K-means against a converged one (quantile start, up to
+    300 Lloyd iterations): iterations, MSE ratio and the share of weights not at their nearest centroid."""
+    rows = []
+    for name, x in layers.items():
+        converged = kmeans_fit_report(x, KMeansQuantizer(bits, max_iter=300))
+        for start in range(starts):
+            ref = kmeans_fit_report(x, KMeansQuantizer(bits, **REFERENCE_CODE), torch.Generator().manual_seed(start))
+            rows.append({"layer": name, "weights": x.numel(), "weight sd": float(x.std()),
+                         "converged iters": converged["lloyd_iters"], "reference iters": ref["lloyd_iters"],
+                         "MSE ratio": ref["mse"] / converged["mse"], "not at nearest centroid": ref["not_nearest"]})
+    return pd.DataFrame(rows)
 
 
 def kmeans_fit_report(x: torch.Tensor, codec: Any, gen: torch.Generator | None = None) -> dict[str, float]:
