@@ -78,7 +78,7 @@ def test_specs_run_and_give_the_columns_the_notebook_reads(tmp_path) -> None:
     from fedlib.runs import tidy
 
     table = fs.run_table(tidy(picked, store))
-    assert len(table) == 2 and table["acc"].between(0, 100).all()
+    assert len(table) == 2 and table["acc"].between(0, 100).all() and table["bits"].dtype == int
     assert table.set_index("split").loc["parity", "lloyd_iters"] > 0
 
 
@@ -137,3 +137,17 @@ def test_smoothness_bound_against_the_hessian_and_step_sizes() -> None:
     assert top <= bound and top > 0.3  # w = 0: uniform softmax, the Hessian is (I - 11^T/C)/C (x) E[xx^T] + lam I
     lr, beta, gamma = fs.theorem1_step_sizes(L=2.0, mu=0.5, local_steps=5)
     assert (beta, gamma) == (4.0, 31.0) and lr(0, 0) == pytest.approx(1 / (4 * 2.0)) and lr(1, 2) == pytest.approx(4 / (8 + 31))
+
+
+def test_label_bias_and_beside_paper_hand_cases() -> None:
+    import pandas as pd
+
+    # a run predicting only odd labels 1 and 3, half each: share 1, KL to uniform over 10 classes = log 5
+    pred = pd.DataFrame({"shift": False, "seed": 0, "label": range(10), "fraction": [0, .5, 0, .5, 0, 0, 0, 0, 0, 0]})
+    row = fs.label_bias(pred, 10).iloc[0]
+    assert row["share_inferior_classes"] == 1.0 and row["kl_to_uniform"] == pytest.approx(math.log(5))
+    summary = pd.DataFrame({"algorithm": ["fedavg"] * 2, "bits": [4, 4], "shift": [False, True], "mean": [60.0, 62.5],
+                            "std": [1.0, float("nan")], "n": [3, 1], "paper_acc": [59.7, 62.5]})
+    table = fs.beside_paper(summary, ["algorithm"])
+    assert table.loc["fedavg", ("ours", "32+4 base")] == "60.0±1.0" and table.loc["fedavg", ("ours", "32+4 shift")] == "62.5"
+    assert table.loc["fedavg", ("paper", "32+4 base")] == 59.7

@@ -577,7 +577,7 @@ def run_table(records: Mapping[str, pd.DataFrame], last: int = 3) -> pd.DataFram
                           for name, prefix in (("upload_mean_bias", "mean_bias"), ("upload_mse", "mse"),
                                                ("lloyd_iters", "lloyd_iters"))})
     table = rounds.drop_duplicates("run")[keys].set_index("run").join(acc).join(stats)
-    table["alpha"] = table["alpha"].astype(float)
+    table = table.astype({"alpha": float, "bits": int, "shift": bool})  # other tables' rows made these columns float
     return table.reset_index()
 
 
