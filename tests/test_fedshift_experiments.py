@@ -35,7 +35,7 @@ def test_grid_counts_labels_and_keys() -> None:
     for spec in specs:
         assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
         labels = spec.get("labels")
-        assert labels["method"] in (*fs.METHODS, "theorem1") and isinstance(labels["shift"], bool)
+        assert labels["method"] in (*fs.ALGORITHMS, "theorem1") and isinstance(labels["shift"], bool)
         if labels["method"] != "theorem1":
             assert set(labels) == set(fs.LABELS)
     reference = [s for s in specs if s.get("labels").get("kmeans") == "reference"]

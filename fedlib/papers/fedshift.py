@@ -406,12 +406,9 @@ def theorem1_step_sizes(L: float, mu: float, local_steps: int) -> tuple[Callable
 
 # ------------------------------------------------------------------------------- experiments as data
 
-METHODS = ("fedavg", "fedprox", "scaffold", "fedef")
-
-
 def _method_component(p: Mapping[str, Any], method: str) -> tuple[str, dict[str, Any]]:
-    if method not in METHODS:
-        raise ValueError(f"unknown FedShift baseline {method!r}; choose from {METHODS}")
+    if method not in ALGORITHMS:
+        raise ValueError(f"unknown FedShift baseline {method!r}; choose from {ALGORITHMS}")
     return {"fedprox": ("fedprox", {"mu": p["fedprox_mu"]}), "scaffold": ("scaffold", {"coef": p["scaffold_coef"]}),
             "fedef": ("fedavg", {})}.get(method, (method, {}))
 
