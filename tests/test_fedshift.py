@@ -11,7 +11,7 @@ import torch
 
 from fedlib.channel import LinkContext
 from fedlib.codecs.base import Identity
-from fedlib.codecs.kmeans import KMeansQuantizer, UniformQuantizer, weight_quantizer
+from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer, UniformQuantizer, weight_quantizer
 from fedlib.papers.fedshift import (
     DivergenceMonitor,
     FedShift,
@@ -126,6 +126,46 @@ def test_kmeans_few_distinct_values_and_bad_args() -> None:
         KMeansQuantizer(4, init="zeros")
     with pytest.raises(ValueError, match="max_iter"):
         KMeansQuantizer(4, max_iter=0)
+
+
+def weight_like(n: int, sd: float, seed: int) -> torch.Tensor:
+    return torch.randn(n, generator=torch.Generator().manual_seed(seed)) * sd
+
+
+def test_reference_code_kmeans_stops_early_on_weight_scale_data() -> None:
+    """Issue 13 g: the authors' fast_pytorch_kmeans (tol 1e-4 on the summed squared centroid move, start at
+    points drawn with replacement) stops after a few Lloyd iterations on weights of scale ~0.05: a clearly
+    worse codebook than a converged K-means, and some weights left away from their nearest centroid."""
+    from fedlib.papers.fedshift import kmeans_fit_report
+
+    x = weight_like(51200, 0.05, 0)  # CNN2 conv2's size and Kaiming scale
+    converged = kmeans_fit_report(x, KMeansQuantizer(4, max_iter=300))
+    assert converged["not_nearest"] == 0.0 and converged["lloyd_iters"] > 50
+    fits = [kmeans_fit_report(x, KMeansQuantizer(4, **REFERENCE_CODE), torch.Generator().manual_seed(s)) for s in range(8)]
+    iters = [f["lloyd_iters"] for f in fits]
+    ratios = [f["mse"] / converged["mse"] for f in fits]
+    assert max(iters) <= 24 and min(iters) >= 1
+    assert np.median(ratios) > 1.5 and min(ratios) > 1.0
+    assert max(f["not_nearest"] for f in fits) > 0.02
+    tight = kmeans_fit_report(x, KMeansQuantizer(4, init="replacement", tol=0.0, max_iter=2000), torch.Generator().manual_seed(0))
+    assert tight["lloyd_iters"] > max(iters)  # the same start, run on: the early stop is the tolerance's doing
+
+
+def test_reference_code_kmeans_hand_cases() -> None:
+    # tol large: one assignment + one update, then stop; the indices are from that assignment
+    x = torch.tensor([0.0, 0.0, 1.0, 1.0, 10.0])
+    codec = KMeansQuantizer(1, init="quantile", tol=100.0)
+    centroids, idx, iters = codec.fit(x)  # start (0, 1): {0,0 | 1,1,10} -> (0, 4)
+    assert iters == 1 and centroids.tolist() == [0.0, 4.0] and idx.tolist() == [0, 0, 1, 1, 1]
+    # an empty cluster's centroid goes to 0 (fast_pytorch_kmeans: NaN mean -> 0); the layer mean is still kept
+    x = torch.tensor([1.0, 1.1, 1.2, 5.0])
+    centroids, idx, _ = KMeansQuantizer(2, init="quantile", tol=100.0).fit(torch.tensor([1.0, 1.0, 1.0, 5.0]))
+    assert 0.0 in centroids.tolist()
+    codec = KMeansQuantizer(3, **REFERENCE_CODE)
+    y = codec.decode(codec.encode(x, torch.Generator().manual_seed(1)))
+    assert abs(float(y.double().mean() - x.double().mean())) < 1e-6
+    with pytest.raises(ValueError, match="tol"):
+        KMeansQuantizer(4, tol=-1.0)
 
 
 # ------------------------------------------------------------------------------------------ Table III
@@ -328,7 +368,7 @@ def test_fedef_residual_makes_uploads_unbiased_over_time(digits_setup) -> None:
 
 # ------------------------------------------------------------------------------------------ profiles
 
-@pytest.mark.parametrize("profile", ["cpu", "full"])
+@pytest.mark.parametrize("profile", ["cpu", "gpu", "full"])
 def test_notebook_profiles_name_known_parameters_and_datasets(profile: str) -> None:
     import ast
     from pathlib import Path
@@ -345,4 +385,5 @@ def test_notebook_profiles_name_known_parameters_and_datasets(profile: str) -> N
     assert set(values) <= parameters, set(values) - parameters
     assert values["profile"] == profile and values["dataset"] in available_datasets()
     assert set(values.get("algorithms", [])) <= {"fedavg", "fedprox", "scaffold", "fedef"}
+    assert set(values.get("quantizers", [])) <= {"kmeans", "uniform"}
     assert values["num_clients"] % 10 == 0  # parity_shards needs a multiple of the 10 classes

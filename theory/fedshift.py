@@ -144,6 +144,47 @@ def theorem1_facts() -> dict[str, sp.Expr]:
 
 
 theorem1_bound = sp.lambdify((tau, gamma, eps, beta, mu, L, B1, B2, M, Delta1), BOUND_MAIN, "numpy")
+E_, G2_, sigma2_, Gamma_, alpha_ = sp.symbols("E G^2 sigma^2 Gamma alpha", positive=True)
+B1_OF = (1 + 1 / eps) * 6 * L * Gamma_ + (1 + 1 / eps) * 8 * (E_ - 1) ** 2 * G2_ + sigma2_  # spec section 4.4
+B2_OF = (1 + eps) * P_ * alpha_**2
+b1_of = sp.lambdify((eps, L, Gamma_, E_, G2_, sigma2_), B1_OF, "numpy")
+b2_of = sp.lambdify((eps, P_, alpha_), B2_OF, "numpy")
+
+
+def theorem1_constants(rounds: pd.DataFrame, *, local_steps: int, mu_: float, num_params: int) -> dict[str, float]:
+    """Theorem 1's constants from a run with `fedlib.papers.fedshift.Theorem1Probe` (columns t1/...): L, G^2 and
+    sigma^2 are the largest values measured over the run, M the largest squared mean of an aggregate, Gamma and
+    Delta_1 = ||w^0 - w*||^2 as measured, alpha the shift coefficient (0 without the shift), mu the strong-convexity
+    constant the step sizes were built with (the L2 weight) and gamma the step sizes' own (t1/gamma)."""
+    alpha = float(rounds["shift/coef"].max()) if "shift/coef" in rounds else 0.0
+    return {"L": float(rounds["t1/L"].max()), "mu": float(mu_), "mu_secant_min": float(rounds["t1/mu"].min()),
+            "sigma2": float(rounds["t1/sigma2"].max()), "G2": float(rounds["t1/G2"].max()),
+            "Gamma": float(rounds["t1/Gamma"].iloc[0]), "M": float(rounds["t1/m2"].max()) if alpha else 0.0,
+            "Delta1": float(rounds["t1/dist2_0"].dropna().iloc[0]), "alpha": alpha, "E": float(local_steps),
+            "P": float(num_params), "mean_w_star": float(rounds["t1/mean_star"].iloc[0]),
+            "gamma": float(rounds["t1/gamma"].iloc[0]), "L_bound": float(rounds["t1/L_bound"].iloc[0])}
+
+
+def theorem1_against_run(rounds: pd.DataFrame, constants: dict[str, float], eps_grid: np.ndarray | None = None) -> pd.DataFrame:
+    """Per round t: tau = t * E + 1 (the global step after t rounds), the measured F(w^tau) - F*, and Theorem 1's
+    bound (main-text form) with the given constants (`theorem1_constants`), beta = 2 / mu, minimised over the eps
+    in `eps_grid` for which the bound's denominator D(tau) is positive (the theorem holds for every eps > 0;
+    beyond D(tau) = 0 the printed bound is negative and says nothing)."""
+    c = constants
+    eps_grid = np.geomspace(1e-3, 1e9, 241) if eps_grid is None else np.asarray(eps_grid, dtype=float)
+    taus = rounds["round"].to_numpy(dtype=float) * c["E"] + 1
+    beta_, gamma_ = 2 / c["mu"], c["gamma"]
+    bounds = np.full(len(taus), np.inf)
+    for e in eps_grid:
+        d = (1 + 1 / e) * beta_ * c["mu"] - (taus + gamma_) / e - 1
+        value = theorem1_bound(taus, gamma_, e, beta_, c["mu"], c["L"], b1_of(e, c["L"], c["Gamma"], c["E"], c["G2"], c["sigma2"]),
+                               b2_of(e, c["P"], c["alpha"]), c["M"], c["Delta1"])
+        bounds = np.where(d > 0, np.minimum(bounds, value), bounds)
+    out = pd.DataFrame({"round": rounds["round"].to_numpy(), "tau": taus, "measured_gap": rounds["t1/gap"].to_numpy(),
+                        "bound": bounds})
+    out["holds"] = out["measured_gap"] <= out["bound"]
+    out["bound_over_measured"] = out["bound"] / out["measured_gap"]
+    return out
 
 
 # ------------------------------------------------------------------ quadratic: stall / fixed point
@@ -201,6 +242,30 @@ PAPER_TABLE3 = pd.DataFrame({
 })
 
 
+# Table I (K-means, parity split, CIFAR-10, 800 rounds): accuracy % per algorithm at 32+4 ... 32+8, without/with the shift
+PAPER_TABLE1 = pd.DataFrame(
+    [(a, b, s, v) for a, vals in {
+        "fedavg": [59.7, 62.5, 62.7, 66.9, 64.3, 69.3, 65.4, 70.2, 66.0, 70.4],
+        "fedef": [64.8, 65.5, 65.3, 67.0, 64.9, 68.8, 64.9, 70.3, 65.5, 70.1],
+        "fedprox": [60.1, 62.6, 63.5, 66.6, 65.2, 69.0, 66.4, 70.5, 66.6, 70.5],
+        "scaffold": [62.9, 65.9, 66.5, 67.9, 66.9, 68.8, 66.7, 69.7, 66.8, 69.6]}.items()
+     for (b, s), v in zip([(b, s) for b in (4, 5, 6, 7, 8) for s in (False, True)], vals)],
+    columns=["algorithm", "bits", "shift", "paper_acc"])
+PAPER_FP32_FEDAVG = 66.20
+
+# Table II (FedAvg, Dirichlet(alpha) splits): the paper prints no uniform 4-bit cells
+PAPER_TABLE2 = pd.DataFrame(
+    [(q, a, b, s, v) for (q, a), vals in {
+        ("uniform", 0.1): [None, None, 45.6, 58.3, 59.0, 61.5, 62.5, 64.3, 62.5, 64.7],
+        ("uniform", 0.5): [None, None, 43.2, 59.4, 67.3, 70.1, 68.9, 71.5, 68.8, 72.1],
+        ("uniform", 100.0): [None, None, 64.3, 67.4, 71.1, 74.1, 72.2, 75.5, 72.1, 75.5],
+        ("kmeans", 0.1): [53.3, 53.3, 57.3, 57.8, 60.1, 61.5, 61.5, 63.7, 62.1, 64.1],
+        ("kmeans", 0.5): [63.3, 65.2, 65.7, 66.6, 66.9, 70.0, 68.1, 71.4, 66.1, 71.7],
+        ("kmeans", 100.0): [68.5, 70.6, 70.2, 72.3, 71.1, 74.2, 71.7, 75.2, 71.9, 75.5]}.items()
+     for (b, s), v in zip([(b, s) for b in (4, 5, 6, 7, 8) for s in (False, True)], vals)],
+    columns=["quantizer", "alpha", "bits", "shift", "paper_acc"])
+
+
 def weight_kib(num_params: int, bits: int) -> float:
     """Table III's weight size: P * bits / 8 bytes, in KiB (the paper prints the integer part)."""
     return num_params * bits / 8 / 1024
@@ -212,3 +277,20 @@ def threshold_ratio(full_kb: float = 8421.0, quant_kb: float = 1059.0, quant_ms:
     r * quant_kb / kb_per_s + quant_ms / 1000 = full_kb / kb_per_s."""
     return (full_kb / kb_per_s - quant_ms / 1000) / (quant_kb / kb_per_s)
 
+
+
+def theorem1_report(rounds: pd.DataFrame, *, local_steps: int, mu_: float, num_params: int
+                    ) -> tuple[pd.DataFrame, dict[tuple[bool, int], pd.DataFrame]]:
+    """`theorem1_constants` and `theorem1_against_run` for every (shift, seed) run in a tidy rounds table: one
+    summary row per run (constants, final gap and bound, whether the bound held every round, the smallest
+    bound / gap ratio) and each run's per-round check."""
+    rows, checks = [], {}
+    for (shift, seed), run in rounds.groupby(["shift", "seed"]):
+        run = run.dropna(axis=1, how="all")
+        c = theorem1_constants(run, local_steps=local_steps, mu_=mu_, num_params=num_params)
+        checks[(bool(shift), int(seed))] = check = theorem1_against_run(run, c)
+        rows.append({"shift": bool(shift), "seed": int(seed),
+                     **{k: c[k] for k in ("L", "L_bound", "mu_secant_min", "sigma2", "G2", "Gamma", "M", "alpha", "mean_w_star")},
+                     "final gap": check["measured_gap"].iloc[-1], "final bound": check["bound"].iloc[-1],
+                     "holds every round": bool(check["holds"].all()), "min bound / gap": check["bound_over_measured"].min()})
+    return pd.DataFrame(rows), checks

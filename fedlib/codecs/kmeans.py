@@ -11,7 +11,13 @@ Bits are counted as Table III counts the weight payload, N bits per value, plus 
 at 32 bits per float: 2 floats per tensor for uniform, 2^N floats per tensor for K-means. Table III's
 own "auxiliary data" sizes (0.25 KB, 6.19 KB, 88.82 KB) cannot be derived from the paper's text and
 are not what we count (see notebooks/fedshift.py). K-means is deterministic (`gen` is used only by the
-random and k-means++ initialisations).
+random initialisations).
+
+Two settings (issue 13 g): "converged" (the default: Lloyd until the assignment no longer changes) and the
+authors' code, `REFERENCE_CODE`: fast_pytorch_kmeans with its defaults, i.e. k points drawn with replacement
+as the initial centroids, an empty cluster's centroid set to 0, and a stop as soon as the summed squared
+centroid movement of one update is <= tol = 1e-4. On weights of scale ~0.05 that absolute tolerance stops
+after a few Lloyd iterations, well before convergence.
 """
 from __future__ import annotations
 
@@ -20,7 +26,9 @@ import torch
 from fedlib.codecs.base import FLOAT_BITS, Message, register_codec
 from fedlib.codecs.uniform import UniformQuantizer
 
-KMEANS_INITS = ("quantile", "random", "kmeans++")
+KMEANS_INITS = ("quantile", "random", "replacement", "kmeans++")
+# the authors' code: fast_pytorch_kmeans.KMeans(n_clusters=2**bits, max_iter=300) with its default tol
+REFERENCE_CODE = {"init": "replacement", "max_iter": 300, "tol": 1e-4}
 
 
 def _check_bits(bits: int) -> int:
@@ -29,27 +37,36 @@ def _check_bits(bits: int) -> int:
     return int(bits)
 
 
-@register_codec("kmeans", examples=({"bits": 2}, {"bits": 4}, {"bits": 3, "init": "kmeans++"}))
+@register_codec("kmeans", examples=({"bits": 2}, {"bits": 4}, {"bits": 3, "init": "kmeans++"},
+                                    {"bits": 4, **REFERENCE_CODE}))
 class KMeansQuantizer:
     """Algorithm 1: per-tensor 1-D K-means with 2^bits centroids; the codebook is sent as 2^bits fp32 values.
 
     init: "quantile" (centroids at the (i + 1/2)/k quantiles; deterministic, the default), "random"
-    (k distinct data points, as fast_pytorch_kmeans in the reference code) or "kmeans++" (O(P k); needs `gen`
-    for reproducibility). Lloyd stops when the assignment no longer changes or after `max_iter`
-    iterations. It always ends with an update step, so every centroid in use is the mean of its
-    cluster: the decoded tensor has the same sum (hence mean) as the input, up to fp32 rounding of
-    the codebook. At convergence each index is also the nearest centroid (Algorithm 1, line 3).
+    (k distinct data points), "replacement" (k data points drawn with replacement, as fast_pytorch_kmeans
+    in the reference code) or "kmeans++" (O(P k)); the random ones need `gen` for reproducibility.
+
+    tol=None (converged): Lloyd stops when the assignment no longer changes or after `max_iter` iterations;
+    an empty cluster keeps its centroid. tol=float (the reference code's rule): Lloyd stops once one update
+    moves the codebook by a summed squared distance <= tol, and an empty cluster's centroid becomes 0.
+    It always ends with an update step, so every centroid in use is the mean of its cluster: the decoded
+    tensor has the same sum (hence mean) as the input, up to fp32 rounding of the codebook. Only at
+    convergence is each index also the nearest centroid (Algorithm 1, line 3); an early stop leaves the
+    indices of the last assignment, made with the centroids before the last update.
     """
 
     unbiased = False
     deterministic = True  # for the default quantile init
 
-    def __init__(self, bits: int, init: str = "quantile", max_iter: int = 300) -> None:
+    def __init__(self, bits: int, init: str = "quantile", max_iter: int = 300, tol: float | None = None) -> None:
         self.bits = _check_bits(bits)
         if init not in KMEANS_INITS:
             raise ValueError(f"unknown K-means init {init!r}; choose from {KMEANS_INITS}")
         if int(max_iter) != max_iter or max_iter < 1:
             raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+        if tol is not None and not (isinstance(tol, (int, float)) and 0 <= tol < float("inf")):
+            raise ValueError(f"tol must be None (run to convergence) or a finite number >= 0, got {tol!r}")
+        self.tol = None if tol is None else float(tol)
         self.k = 2**self.bits
         self.init = init
         self.max_iter = int(max_iter)
@@ -64,6 +81,8 @@ class KMeansQuantizer:
         if self.init == "random":
             pick = torch.randperm(n, generator=gen)[: self.k] if n >= self.k else torch.randint(n, (self.k,), generator=gen)
             return torch.sort(xs[pick]).values
+        if self.init == "replacement":
+            return torch.sort(xs[torch.randint(n, (self.k,), generator=gen)]).values
         centroids = [xs[torch.randint(n, (1,), generator=gen)].item()]
         d2 = (xs - centroids[0]) ** 2
         for _ in range(self.k - 1):
@@ -95,10 +114,16 @@ class KMeansQuantizer:
             ])
             counts = new_cuts[1:] - new_cuts[:-1]
             sums = prefix[new_cuts[1:]] - prefix[new_cuts[:-1]]
-            centroids = torch.where(counts > 0, sums / counts.clamp(min=1), centroids)  # empty: keep
-            if cuts is not None and torch.equal(new_cuts, cuts):
+            empty = centroids if self.tol is None else torch.zeros_like(centroids)
+            updated = torch.where(counts > 0, sums / counts.clamp(min=1), empty)
+            if self.tol is None:
+                done = cuts is not None and torch.equal(new_cuts, cuts)
+            else:
+                done = float(((updated - centroids) ** 2).sum()) <= self.tol
+            cuts, centroids = new_cuts, updated
+            if done or iters == self.max_iter:
                 break
-            cuts = new_cuts
+            centroids = torch.sort(centroids).values  # the midpoints need sorted centroids (an empty one's 0 may not be)
         sorted_idx = torch.repeat_interleave(torch.arange(self.k), cuts[1:] - cuts[:-1])
         indices = torch.empty_like(sorted_idx)
         indices[order] = sorted_idx
@@ -118,7 +143,8 @@ class KMeansQuantizer:
         return codebook[indices].view(msg.shape)
 
     def __repr__(self) -> str:
-        return f"KMeansQuantizer(bits={self.bits}, init={self.init!r}, max_iter={self.max_iter})"
+        tol = "" if self.tol is None else f", tol={self.tol:g}"
+        return f"KMeansQuantizer(bits={self.bits}, init={self.init!r}, max_iter={self.max_iter}{tol})"
 
 
 def weight_quantizer(kind: str, bits: int, **kwargs: object) -> UniformQuantizer | KMeansQuantizer:

@@ -18,13 +18,24 @@ Pieces, each usable on its own with `fedlib.federation.run_federation`:
   full-precision "shift-only" ablation.
 * `DivergenceMonitor`: Fig. 9's per-layer distances, for runs with and without the shift.
 * `prediction_histogram`: Fig. 8's predicted-label distribution.
+* `Theorem1Probe`: Theorem 1's constants (L, mu, sigma^2, G^2, Gamma, M) estimated on the run's own iterates
+  of a strongly convex problem, with F(w) - F* every round.
+
+The notebook's runs as data: `experiments(params)` turns the notebook's parameters into run specs (Table I,
+Table II, the mechanism ablations, the reference-code K-means grid and the Theorem 1 runs); the plan
+registered as "fedshift" adds the paper-specific parts (parity split, stratified sampler, mixed-precision
+uplink, the shift and monitoring hooks, the Theorem 1 step sizes) and collects Fig. 8's prediction
+histogram as a "predictions" table.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
@@ -32,10 +43,14 @@ from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Link, LinkContext
 from fedlib.codecs.base import Codec, Identity
+from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer
 from fedlib.data.partition import from_indices
 from fedlib import params as P
-from fedlib.contracts import RoundInfo
+from fedlib.contracts import FederatedData, RoundInfo, RunResult
+from fedlib.federation import evaluate, resolve_device
 from fedlib.params import Params
+from fedlib.runs import RunPlan, RunSpec, register_experiment
+from fedlib.seeding import Seeds
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
 ALGORITHMS = ("fedavg", "fedprox", "scaffold", "fedef")
@@ -248,3 +263,377 @@ def prediction_histogram(model: nn.Module, params: Params, x: torch.Tensor, num_
     """Fraction of test inputs predicted as each class (Fig. 8)."""
     counts = torch.bincount(predictions(model, params, x), minlength=num_classes).double()
     return (counts / counts.sum()).cpu().numpy()
+
+
+# ------------------------------------------------------------------------------------- Theorem 1
+
+def _flat_params(params: Params) -> torch.Tensor:
+    return P.flatten({k: v for k, v in params.items() if v.is_floating_point()})
+
+
+class RegularizedObjective:
+    """F(w) = sum_k p_k F_k(w), F_k(w) = mean cross-entropy over client k's data + lam/2 ||w||^2, p_k = n_k / n
+    (the aggregation weights "samples"), for a model given as one flat float64 parameter vector."""
+
+    def __init__(self, model: nn.Module, params: Params, data: FederatedData, lam: float, device: torch.device):
+        self.model = model.double().to(device)
+        self.shapes = {k: v.shape for k, v in params.items() if v.is_floating_point()}
+        self.lam = float(lam)
+        ds = data.dataset
+        self.clients = [(ds.x_train[idx].double().to(device), ds.y_train[idx].to(device)) for idx in data.client_indices]
+        self.p = torch.tensor([len(y) for _, y in self.clients], dtype=torch.float64, device=device)
+        self.p = self.p / self.p.sum()
+
+    def unflatten(self, w: torch.Tensor) -> Params:
+        out, i = {}, 0
+        for k, shape in self.shapes.items():
+            n = math.prod(shape)
+            out[k] = w[i:i + n].view(shape)
+            i += n
+        return out
+
+    def client_loss(self, w: torch.Tensor, k: int) -> torch.Tensor:
+        x, y = self.clients[k]
+        out = torch.func.functional_call(self.model, self.unflatten(w), (x,))
+        return nn.functional.cross_entropy(out, y) + self.lam / 2 * (w * w).sum()
+
+    def loss(self, w: torch.Tensor) -> torch.Tensor:
+        return sum(self.p[k] * self.client_loss(w, k) for k in range(len(self.clients)))
+
+    def grad(self, w: torch.Tensor, k: int | None = None) -> torch.Tensor:
+        w = w.detach().double().requires_grad_(True)
+        value = self.loss(w) if k is None else self.client_loss(w, k)
+        return torch.autograd.grad(value, w)[0]
+
+    def minimize(self, w0: torch.Tensor, k: int | None = None) -> tuple[torch.Tensor, float]:
+        """The unique minimiser (strong convexity, lam > 0) by L-BFGS to gradient norm 1e-10, and its value."""
+        w = w0.detach().double().clone().requires_grad_(True)
+        opt = torch.optim.LBFGS([w], lr=1, max_iter=2000, tolerance_grad=1e-10, tolerance_change=0,
+                                history_size=50, line_search_fn="strong_wolfe")
+
+        def closure() -> torch.Tensor:
+            opt.zero_grad()
+            value = self.loss(w) if k is None else self.client_loss(w, k)
+            value.backward()
+            return value
+
+        opt.step(closure)
+        w = w.detach()
+        return w, float(self.loss(w) if k is None else self.client_loss(w, k))
+
+    def minibatch_moments(self, w: torch.Tensor, k: int, batch_size: int) -> tuple[float, float]:
+        """(sigma_k^2, E||g_B||^2) of client k's mini-batch gradient (batch of B samples drawn without
+        replacement) at w, exact over the client's data from its per-sample gradients."""
+        x, y = self.clients[k]
+        params = self.unflatten(w.detach().double())
+
+        def sample_loss(p: Params, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+            out = torch.func.functional_call(self.model, p, (xi[None],))
+            return nn.functional.cross_entropy(out, yi[None])
+
+        per_sample = torch.func.vmap(torch.func.grad(sample_loss), in_dims=(None, 0, 0))(params, x, y)
+        g = torch.cat([per_sample[name].reshape(len(y), -1) for name in self.shapes], dim=1)
+        n, b = len(y), min(batch_size, len(y))
+        spread = float(((g - g.mean(0)) ** 2).sum(1).sum()) / max(n - 1, 1)  # per-sample variance (trace)
+        sigma2 = spread / b * (n - b) / n
+        mean_grad = g.mean(0) + self.lam * w.detach().double()
+        return sigma2, float((mean_grad ** 2).sum()) + sigma2
+
+
+class Theorem1Probe:
+    """Post-aggregation hook (put it last) measuring Theorem 1's quantities on a strongly convex run
+    (`RegularizedObjective`): every round, with w^t the round's starting model and w^{t+1} the new one,
+
+        t1/gap = F(w^{t+1}) - F*,  t1/dist2 = ||w^{t+1} - w*||^2,  t1/m2 = mean(aggregate before any hook)^2
+        t1/L   = ||grad F(w^{t+1}) - grad F(w^t)|| / ||w^{t+1} - w^t||      (secant: a lower estimate of L)
+        t1/mu  = <grad F(w^{t+1}) - grad F(w^t), w^{t+1} - w^t> / ||w^{t+1} - w^t||^2   (an upper estimate of mu)
+        t1/sigma2 = sum_k p_k sigma_k^2 and t1/G2 = max_k E||g_B||^2 at w^{t+1} (mini-batch size B)
+
+    and once: t1/F_star, t1/Gamma = F* - sum_k p_k F_k* (Li et al.'s heterogeneity gap), t1/dist2_0 =
+    ||w^0 - w*||^2 and t1/mean_star = mean(w*), plus `recorded` (e.g. the step sizes' L and gamma) as they are.
+    Assumptions 3-4 bound sigma and G along the local iterates; these are measured at the global iterates only."""
+
+    def __init__(self, objective: RegularizedObjective, batch_size: int, recorded: Mapping[str, float] | None = None):
+        self.objective, self.batch_size = objective, int(batch_size)
+        self.recorded = {f"t1/{k}": float(v) for k, v in (recorded or {}).items()}
+        self._optimum: dict[str, Any] | None = None
+
+    def optimum(self, w0: torch.Tensor) -> dict[str, Any]:
+        if self._optimum is None:  # deterministic, so a resumed run recomputes the same values
+            f = self.objective
+            w_star, f_star = f.minimize(w0)
+            f_k = [f.minimize(w_star, k)[1] for k in range(len(f.clients))]
+            self._optimum = {"w": w_star, "F": f_star, "Gamma": f_star - float(torch.dot(f.p, torch.tensor(f_k, dtype=torch.float64, device=f.p.device)))}
+        return self._optimum
+
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
+        f = self.objective
+        w_prev, w_new = _flat_params(info.before).double(), _flat_params(params).double()
+        opt = self.optimum(w_prev)
+        g_prev, g_new = f.grad(w_prev), f.grad(w_new)
+        dw, dg = w_new - w_prev, g_new - g_prev
+        step2 = float((dw * dw).sum())
+        moments = [f.minibatch_moments(w_new, k, self.batch_size) for k in range(len(f.clients))]
+        diag = {"t1/gap": float(f.loss(w_new)) - opt["F"], "t1/dist2": float(((w_new - opt["w"]) ** 2).sum()),
+                "t1/m2": float(_flat_params(info.aggregated).double().mean()) ** 2,
+                "t1/L": math.sqrt(float((dg * dg).sum()) / step2) if step2 > 0 else float("nan"),
+                "t1/mu": float((dg * dw).sum()) / step2 if step2 > 0 else float("nan"),
+                "t1/sigma2": float(sum(float(p) * s for p, (s, _) in zip(f.p, moments))),
+                "t1/G2": max(g2 for _, g2 in moments), "t1/F_star": opt["F"], "t1/Gamma": opt["Gamma"],
+                "t1/mean_star": float(opt["w"].mean()), **self.recorded}
+        if info.ctx.round == 0:
+            diag["t1/dist2_0"] = float(((w_prev - opt["w"]) ** 2).sum())
+        return params, diag
+
+
+def smoothness_bound(data: FederatedData, lam: float) -> float:
+    """An upper bound on L for every client's softmax regression objective: lam + lambda_max(X_k^T X_k / n_k) / 2
+    (the softmax cross-entropy's Hessian in the logits is at most I / 2, Boehning 1992), the max over clients."""
+    x = data.dataset.x_train.double().flatten(1)
+    return lam + max(float(torch.linalg.eigvalsh(x[idx].T @ x[idx] / len(idx))[-1]) / 2 for idx in data.client_indices)
+
+
+def theorem1_step_sizes(L: float, mu: float, local_steps: int) -> tuple[Callable[[int, int], float], float, float]:
+    """Theorem 1's eta_tau = beta / (tau + gamma), beta = 2 / mu, gamma = max(8 L / mu, E) - 1, with the global
+    step tau = round * E + local step + 1; returns (lr(round, step), beta, gamma). eta_1 = 1 / (4 L)."""
+    beta, gamma = 2 / mu, max(8 * L / mu, local_steps) - 1
+
+    def lr(round_: int, step: int) -> float:
+        return beta / (round_ * local_steps + step + 1 + gamma)
+
+    return lr, beta, gamma
+
+
+# ------------------------------------------------------------------------------- experiments as data
+
+def _method_component(p: Mapping[str, Any], method: str) -> tuple[str, dict[str, Any]]:
+    if method not in ALGORITHMS:
+        raise ValueError(f"unknown FedShift baseline {method!r}; choose from {ALGORITHMS}")
+    return {"fedprox": ("fedprox", {"mu": p["fedprox_mu"]}), "scaffold": ("scaffold", {"coef": p["scaffold_coef"]}),
+            "fedef": ("fedavg", {})}.get(method, (method, {}))
+
+
+def _codec_args(p: Mapping[str, Any], quantizer: str, bits: int, kmeans: str) -> dict[str, Any]:
+    if quantizer == "uniform":
+        return {"bits": bits, "rounding": "nearest"}
+    if quantizer != "kmeans":
+        raise ValueError(f"unknown weight quantizer {quantizer!r}; choose 'uniform' or 'kmeans'")
+    if kmeans == "converged":
+        return {"bits": bits, "init": p["kmeans_init"], "max_iter": p["kmeans_iters"]}
+    if kmeans == "reference":
+        return {"bits": bits, **REFERENCE_CODE}
+    raise ValueError(f"unknown K-means setting {kmeans!r}; choose 'converged' or 'reference'")
+
+
+def run_spec(p: Mapping[str, Any], *, method: str, quantizer: str, bits: int, shift: bool, seed: int,
+             split: str = "parity", alpha: float | None = None, kmeans: str = "converged", scope: str = "layer",
+             selection: str = "stratified") -> RunSpec:
+    """One Table I/II-style run: `method`'s clients upload trained weights, the inferior ones quantized by
+    `quantizer` at `bits` ("none" = fp32, bits 32), with or without the shift hook."""
+    codec = ("fp32", {}) if quantizer == "none" else (quantizer, _codec_args(p, quantizer, bits, kmeans))
+    split_part = (("parity", {"num_clients": p["num_clients"]}) if split == "parity" else
+                  ("dirichlet", {"num_clients": p["num_clients"], "alpha": alpha, "min_size": p["batch_size"] // 2}))
+    return RunSpec.make(
+        "fedshift", p["dataset"], split_part, (p["model"], {**p["model_kwargs"], "init": "kaiming_normal_fan_in"}),
+        _method_component(p, method), p["rounds"], seed,
+        local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"]},
+        uplink=(codec[0], {**codec[1], "payload": "weights", "error_feedback": method == "fedef"}),
+        loop={"aggregation_weights": "uniform", "threads": p["threads"]},
+        options={"shift": shift, "scope": scope, "selection": selection, "per_round_inferior": p["per_round_inferior"],
+                 "per_round_superior": p["per_round_superior"]},
+        labels={"method": method, "quantizer": quantizer, "bits": bits if quantizer != "none" else 32, "shift": shift,
+                "split": split, "alpha": alpha, "kmeans": kmeans if quantizer == "kmeans" else "-", "scope": scope,
+                "selection": selection},
+        device=p["device"])
+
+
+def table1_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Table I: every method x quantizer x bit width, with and without the shift, plus FedAvg at 32+32."""
+    specs = [run_spec(p, method=m, quantizer=q, bits=b, shift=s, seed=seed)
+             for m in p["algorithms"] for q in p["quantizers"] for b in p["bits_list"] for s in (False, True)
+             for seed in p["seeds"]]
+    return specs + [run_spec(p, method="fedavg", quantizer="none", bits=32, shift=s, seed=seed)
+                    for s in (False, True) for seed in p["seeds"]]
+
+
+def table2_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Table II: FedAvg on Dirichlet(alpha) splits x quantizer x bit width, with and without the shift."""
+    return [run_spec(p, method="fedavg", quantizer=q, bits=b, shift=s, seed=seed, split="dirichlet", alpha=float(a))
+            for a in p["table2_alphas"] for q in p["table2_quantizers"] for b in p["table2_bits"] for s in (False, True)
+            for seed in p["seeds"]]
+
+
+def ablation_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+    """FedAvg at the lowest bit width (first Table I quantizer): the baseline and the per-layer shift, one
+    whole-model mean instead, and random (non-stratified) selection with and without the shift; FedAvg at
+    32+32 with and without the shift comes with Table I. Empty when `ablations` is off."""
+    if not p["ablations"]:
+        return []
+    q, b = p["quantizers"][0], min(p["bits_list"])
+    return [run_spec(p, method="fedavg", quantizer=q, bits=b, shift=s, seed=seed, scope=scope, selection=selection)
+            for seed in p["seeds"] for s, scope, selection in ((False, "layer", "stratified"), (True, "layer", "stratified"),
+                                                               (True, "model", "stratified"), (False, "layer", "random"),
+                                                               (True, "layer", "random"))]
+
+
+def kmeans_setting_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Issue 13 g: every Table I method with K-means at `kmeans_reference_bits`, converged vs the authors'
+    code's early-stopped K-means, with and without the shift (None switches the grid off)."""
+    bits = p["kmeans_reference_bits"]
+    if bits is None:
+        return []
+    return [run_spec(p, method=m, quantizer="kmeans", bits=bits, shift=s, seed=seed, kmeans=k)
+            for m in p["algorithms"] for k in ("converged", "reference") for s in (False, True) for seed in p["seeds"]]
+
+
+def theorem1_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Theorem 1's own setting: a strongly convex problem (bias-free softmax regression with L2 weight
+    `theorem1_lam` on digits), 10 clients on the parity split, full participation, `theorem1_local_steps`
+    plain SGD steps with the theorem's step sizes; fp32 uploads with and without the shift (one whole-model
+    mean, as in the proof). The first seed only: each run is checked on its own. Empty when `theorem1_rounds` is 0."""
+    if not p["theorem1_rounds"]:
+        return []
+    return [RunSpec.make(
+        "fedshift", "digits", ("parity", {"num_clients": 10}), ("logistic", {"bias": False}), ("fedavg", {}),
+        p["theorem1_rounds"], seed,
+        local={"lr": 1.0, "batch_size": p["batch_size"], "steps": p["theorem1_local_steps"],
+               "weight_decay": p["theorem1_lam"]},  # lr: replaced by the theorem's schedule (option lr_schedule)
+        uplink=("fp32", {"payload": "weights"}), loop={"aggregation_weights": "samples", "sampler": 1.0},
+        options={"shift": shift, "scope": "model", "selection": "all", "lr_schedule": "theorem1", "probe": "theorem1"},
+        labels={"method": "theorem1", "shift": shift}, device="cpu")
+        for shift in (False, True) for seed in p["seeds"][:1]]
+
+
+def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
+    """Every run the notebook reads, from its parameters (duplicates across grids run once)."""
+    p = dict(params)
+    specs = table1_specs(p) + table2_specs(p) + ablation_specs(p) + kmeans_setting_specs(p) + theorem1_specs(p)
+    return list(dict.fromkeys(specs))
+
+
+def _predictions(model_fn: Callable[[], nn.Module], x_test: torch.Tensor, num_classes: int) -> Callable[[RunResult], dict[str, pd.DataFrame]]:
+    def collect(result: RunResult) -> dict[str, pd.DataFrame]:
+        params = {k: v.detach().cpu() for k, v in result.params.items()}
+        h = prediction_histogram(model_fn(), params, x_test, num_classes)
+        return {"predictions": pd.DataFrame({"label": np.arange(num_classes), "fraction": h})}
+
+    return collect
+
+
+@register_experiment("fedshift")
+def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
+    """The paper-specific parts of a run: split, sampler, mixed-precision uplink, hooks, step sizes."""
+    o, n = spec.get("options"), spec.split.args["num_clients"]
+    inferior = inferior_clients(n)
+    if spec.split.name == "parity":
+        parts = parity_shards(run.dataset.y_train.numpy(), n, Seeds(spec.seed).numpy("partition"))
+        run.data = FederatedData(run.dataset, parts)
+    link = run.kwargs["uplink"]
+    run.kwargs["uplink"] = mixed_uplink(None if spec.uplink.name == "fp32" else link.codec, inferior, link.error_feedback)
+    if o["selection"] == "stratified":
+        run.kwargs["sampler"] = StratifiedSampler(inferior, n, o["per_round_inferior"], o["per_round_superior"])
+    elif o["selection"] == "random":
+        run.kwargs["sampler"] = o["per_round_inferior"] + o["per_round_superior"]
+    hooks: list[Any] = []
+    if o["shift"]:
+        if o.get("probe") is None:
+            device = resolve_device(spec.device)
+            eval_model, x, y = run.model_fn().to(device), run.dataset.x_test.to(device), run.dataset.y_test.to(device)
+            hooks.append(PreShiftAccuracy(lambda w: evaluate(eval_model, w, {}, x, y)[0]))
+        hooks.append(FedShift(inferior, scope=o["scope"]))
+    if o.get("probe") == "theorem1":
+        local = run.kwargs["local"]
+        L = smoothness_bound(run.data, local.weight_decay)
+        lr, _, gamma = theorem1_step_sizes(L, local.weight_decay, local.steps)
+        run.kwargs["local"] = dataclasses.replace(local, lr=lr)
+        model = run.model_fn()
+        objective = RegularizedObjective(model, dict(model.named_parameters()), run.data, local.weight_decay,
+                                         torch.device("cpu"))
+        hooks.append(Theorem1Probe(objective, local.batch_size, {"L_bound": L, "gamma": gamma}))
+    else:
+        hooks.append(DivergenceMonitor())
+        run.collect.append(_predictions(run.model_fn, run.dataset.x_test, run.dataset.num_classes))
+    run.kwargs["hooks"] = hooks
+    return run
+
+
+LABELS = ["method", "quantizer", "bits", "shift", "split", "alpha", "kmeans", "scope", "selection"]
+
+
+def run_table(records: Mapping[str, pd.DataFrame], last: int = 3) -> pd.DataFrame:
+    """One row per Table I/II-style run: its labels, seed, run key, `acc` (test accuracy in %, mean of the last
+    `last` rounds, which damps round-to-round noise) and `upload_mean_bias` / `upload_mse` / `lloyd_iters` (means
+    over its quantized uploads and layers; NaN for fp32 runs)."""
+    rounds = records["rounds"]
+    rounds = rounds[rounds["method"] != "theorem1"]
+    keys = [*LABELS, "seed", "run"]
+    acc = (rounds.sort_values("round").groupby("run")["test_acc"].apply(lambda s: 100 * s.dropna().tail(last).mean())
+           .rename("acc"))
+    clients = records["clients"].set_index("run")
+    stats = pd.DataFrame({name: clients.filter(like=f"{prefix}/").abs().mean(axis=1).groupby(level="run").mean()
+                          for name, prefix in (("upload_mean_bias", "mean_bias"), ("upload_mse", "mse"),
+                                               ("lloyd_iters", "lloyd_iters"))})
+    table = rounds.drop_duplicates("run")[keys].set_index("run").join(acc).join(stats)
+    table = table.astype({"alpha": float, "bits": int, "shift": bool})  # other tables' rows made these columns float
+    return table.reset_index()
+
+
+def table1_runs(runs: pd.DataFrame, bits_list: Sequence[int], quantizers: Sequence[str]) -> pd.DataFrame:
+    """The rows of `run_table` that make Table I: parity split, stratified selection, per-layer shift, converged
+    K-means, the given quantizers and bit widths, and FedAvg at 32+32."""
+    keep = ((runs["split"] == "parity") & (runs["selection"] == "stratified") & (runs["scope"] == "layer")
+            & runs["kmeans"].isin(["converged", "-"]) & runs["bits"].isin([*bits_list, 32])
+            & (runs["quantizer"].isin(quantizers) | (runs["quantizer"] == "none")))
+    return runs[keep]
+
+
+def summarize(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean, standard deviation and number of seeds of `acc` per group."""
+    return runs.groupby(by)["acc"].agg(mean="mean", std="std", n="count").reset_index()
+
+
+def beside_paper(summary: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    """`summarize`'s rows (with bits, shift and the paper's `paper_acc`) as Table I is printed: one column per
+    32+bits base/shift setting, ours ("mean±std" over seeds) beside the paper's where it has the cell."""
+    t = summary.assign(ours=[f"{m:.1f}" + (f"±{s:.1f}" if n > 1 else "") for m, s, n in
+                             zip(summary["mean"], summary["std"], summary["n"])],
+                       setting=summary["bits"].map(lambda b: f"32+{b}") + summary["shift"].map({False: " base", True: " shift"}))
+    order = list(dict.fromkeys(t.sort_values(["bits", "shift"])["setting"]))
+    ours = t.pivot(index=index, columns="setting", values="ours")[order]
+    paper = t.pivot(index=index, columns="setting", values="paper_acc")[order].dropna(axis=1, how="all")
+    return pd.concat({"ours": ours, "paper": paper}, axis=1).fillna("")
+
+
+def label_bias(predictions: pd.DataFrame, num_classes: int) -> pd.DataFrame:
+    """Per (shift, seed) run of a "predictions" table: the share of test predictions in the odd (inferior
+    clients') classes and the KL divergence of the prediction histogram from uniform."""
+    def one(h: pd.DataFrame) -> pd.Series:
+        p = h["fraction"].to_numpy()
+        return pd.Series({"share_inferior_classes": p[h["label"].to_numpy() % 2 == 1].sum(),
+                          "kl_to_uniform": float(np.sum(p[p > 0] * np.log(p[p > 0] * num_classes)))})
+
+    return predictions.groupby(["shift", "seed"]).apply(one).reset_index()
+
+
+def kmeans_setting_study(layers: Mapping[str, torch.Tensor], bits: int, starts: int) -> pd.DataFrame:
+    """Per layer and random start: the reference code's K-means against a converged one (quantile start, up to
+    300 Lloyd iterations): iterations, MSE ratio and the share of weights not at their nearest centroid."""
+    rows = []
+    for name, x in layers.items():
+        converged = kmeans_fit_report(x, KMeansQuantizer(bits, max_iter=300))
+        for start in range(starts):
+            ref = kmeans_fit_report(x, KMeansQuantizer(bits, **REFERENCE_CODE), torch.Generator().manual_seed(start))
+            rows.append({"layer": name, "weights": x.numel(), "weight sd": float(x.std()),
+                         "converged iters": converged["lloyd_iters"], "reference iters": ref["lloyd_iters"],
+                         "MSE ratio": ref["mse"] / converged["mse"], "not at nearest centroid": ref["not_nearest"]})
+    return pd.DataFrame(rows)
+
+
+def kmeans_fit_report(x: torch.Tensor, codec: Any, gen: torch.Generator | None = None) -> dict[str, float]:
+    """Lloyd iterations, MSE and the share of values not at their nearest centroid for one K-means fit of `x`."""
+    centroids, indices, iters = codec.fit(x, gen)
+    xd = x.detach().reshape(-1).double()
+    ordered, order = torch.sort(centroids)
+    nearest = order[torch.bucketize(xd, (ordered[1:] + ordered[:-1]) / 2).clamp(max=len(ordered) - 1)]
+    return {"lloyd_iters": float(iters), "mse": float(((centroids[indices] - xd) ** 2).mean()),
+            "not_nearest": float((centroids[nearest] != centroids[indices]).double().mean())}
