@@ -114,7 +114,7 @@ def _min_pairs(test: str, alpha: float) -> int:
     if test == "wilcoxon":
         return math.floor(math.log2(1 / alpha)) + 1  # the smallest one-sided p with n pairs is 2**-n
     if test == "t":
-        return 2
+        return 3  # with 2 pairs one spread estimate from one degree of freedom decides everything
     raise ValueError(f"test must be 'wilcoxon' or 't', got {test!r}")
 
 
@@ -152,12 +152,16 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
     """Are two methods equivalent within +-`margin` (one paired difference per seed/cell)?
 
     reproduced: both one-sided paired t tests (TOST) reject |difference| >= margin at `alpha`;
-    not reproduced otherwise; not testable with fewer than 2 pairs.
+    not reproduced otherwise; not testable with fewer than 3 pairs or when every difference is the same.
     """
     d = np.asarray(differences, dtype=float)
     criterion = f"|mean difference| < {margin:g}{unit} by two one-sided paired t tests (TOST) at alpha = {alpha:g}"
-    if len(d) < 2:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(d)} pairs; the test needs >= 2"))
+    need = _min_pairs("t", alpha)
+    if len(d) < need:
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(d)} pairs; the test needs >= {need}"))
+    if np.ptp(d) == 0:
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"all {len(d)} differences equal {d[0]:+.3g}{unit}: "
+                                                        "no spread to test against"))
     p = max(_p_greater(d, -margin, "t"), _p_greater(-d, -margin, "t"))
     stat = f"mean difference {d.mean():+.3g}{unit} +/- {d.std(ddof=1) / math.sqrt(len(d)):.2g} (SE) over {len(d)} pairs, p = {p:.2g}"
     return Judgement(REPRODUCED if p < alpha else NOT_REPRODUCED, criterion, _join(evidence, stat))
