@@ -33,9 +33,9 @@ def test_grid_counts_labels_and_json(quick):
     n_alg, n_seed = len(quick["algorithms"]), len(quick["seeds"])
     assert sizes["main"] == n_alg * n_seed
     assert sizes["timing"] == n_alg * quick["timing_repeats"]
-    assert sizes["ablation"] == 4 * len(quick["ablation_partitions"]) * len(quick["extra_seeds"])
+    assert sizes["ablation"] == 4 * len(quick["ablation_partitions"]) * len(quick["ablation_seeds"])
     assert sizes["gamma"] == len(quick["gamma_steps"]) * (len(quick["gamma_grid"]) + 1) * len(quick["extra_seeds"])
-    assert sizes["oscillation"] == 5 * len(quick["oscillation_seeds"])
+    assert sizes["oscillation"] == len(quick["oscillation_algorithms"]) * len(quick["oscillation_seeds"])
     # shared runs appear once: Fig. 6's originals are main runs, and so are the oscillation study's TACO,
     # FoolsGold and FedAvg when its setting is the main one; 1/K = 0.1 is also on the gamma grid at K = 10
     shared = 2 * len(quick["extra_seeds"]) + 3 + (1 if 0.1 in quick["gamma_grid"] and 10 in quick["gamma_steps"] else 0)
@@ -59,6 +59,11 @@ def test_subset_of_algorithms_and_bad_names(quick):
         tp.experiments({**quick, "algorithms": ["FedAvgg"]})
     with pytest.raises(ValueError, match="unknown partition"):
         tp.experiments({**quick, "ablation_partitions": ["dirichlet"]})
+    with pytest.raises(ValueError, match="unknown oscillation_algorithms"):
+        tp.experiments({**quick, "oscillation_algorithms": ["TACO (Eq. 9)"]})
+    assert all(s.get("loop")["executor"] == "sequential" for s in tp.timing_grid({**quick, "executor": "vmap"}))
+    batched = {s.get("labels")["algorithm"]: s.get("loop")["executor"] for s in tp.main_grid({**quick, "executor": "vmap"})}
+    assert batched["STEM"] == "sequential" and batched["TACO"] == "vmap"
 
 
 def test_tiny_specs_run_through_the_store(quick, tmp_path):

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from fedlib import params as P
+from fedlib.algorithms import ALGORITHMS as ALGORITHM_CLASSES
 from fedlib.algorithms.taco import Taco, TailoredAlpha, output_model
 from fedlib.contracts import FederatedData, RoundContext, RoundInfo, RunResult
 from fedlib.data import Dataset, labels_per_client
@@ -278,11 +279,14 @@ def _spec(p: Mapping[str, Any], labels: Mapping[str, Any], algo: tuple[str, Mapp
     """One run on the notebook's setting; keywords override what the grid changes (`partition`: a name for
     `split`, or a split component as it is)."""
     parts = partition if isinstance(partition, tuple) else split(p, num_clients or p["num_clients"], partition)
+    executor = p["executor"]
+    if executor == "vmap" and not ALGORITHM_CLASSES[algo[0]].vmap_compatible:
+        executor = "sequential"  # STEM keeps per-step state the batched executor does not carry
     return RunSpec.make(
         "taco", dataset or p["dataset"], parts,
         model or (p["model"], p["model_kwargs"]), algo, rounds or p["rounds"], seed,
         local={"lr": p["lr"], "batch_size": p["batch_size"], "steps": steps or p["local_steps"]},
-        loop={"aggregation_weights": "uniform", "executor": p["executor"], "threads": p["threads"], **(loop or {})},
+        loop={"aggregation_weights": "uniform", "executor": executor, "threads": p["threads"], **(loop or {})},
         options=options, labels=labels, device=p["device"])
 
 
@@ -308,7 +312,7 @@ def expel_after(p: Mapping[str, Any]) -> int:
 def ablation_grid(p: Mapping[str, Any]) -> list[RunSpec]:
     """Table VI: tailored correction x tailored aggregation, on each ablation partition."""
     return [_spec(p, {"partition": part, "variant": v}, ("taco", taco_args(p, **kw)), s, partition=part)
-            for part in p["ablation_partitions"] for s in p["extra_seeds"] for v, kw in ABLATION.items()]
+            for part in p["ablation_partitions"] for s in p["ablation_seeds"] for v, kw in ABLATION.items()]
 
 
 def scalability_grid(p: Mapping[str, Any]) -> list[RunSpec]:
@@ -346,27 +350,31 @@ def overcorrection_grid(p: Mapping[str, Any]) -> list[RunSpec]:
 def timing_grid(p: Mapping[str, Any]) -> list[RunSpec]:
     """Table I: short runs of each algorithm's real local step on the paper's CNN (`timing_clients` clients
     holding half the labels each), `timing_repeats` times (distinct entries via the `repeat` label),
-    evaluated only at the end."""
+    evaluated only at the end, all on the sequential executor (so the times compare the algorithms)."""
     clients = ("groups", {"num_clients": p["timing_clients"], "group_sizes": [p["timing_clients"]],
                           "label_fractions": [0.5]})
     return [_spec(p, {"algorithm": a, "repeat": rep}, algorithm(a, p), 0, partition=clients,
                   rounds=p["timing_rounds"], dataset=p["timing_dataset"], model=(p["timing_model"], {}),
-                  loop={"eval_every": p["timing_rounds"]})
+                  loop={"eval_every": p["timing_rounds"], "executor": "sequential"})
             for rep in range(p["timing_repeats"]) for a in p["algorithms"]]
 
 
 def oscillation_grid(p: Mapping[str, Any]) -> list[RunSpec]:
     """Finding (a): TACO (Eq. 9 as printed), the same with uniform aggregation, with the previous round's alpha
-    as weights, FoolsGold (TACO's rendition) and FedAvg on the `oscillation_*` setting, evaluated on w_t. With
-    that setting equal to the main one, TACO, FoolsGold and FedAvg are the main grid's runs."""
-    q = {**p, "taco_output": "w"}
+    as weights, FoolsGold (TACO's rendition) and FedAvg (those of them in `oscillation_algorithms`) on the
+    `oscillation_*` setting, evaluated on w_t. With that setting equal to the main one, TACO, FoolsGold and
+    FedAvg are the main grid's runs."""
+    q = {**p, "taco_output": "w", "lr": p["oscillation_lr"], "batch_size": p["oscillation_batch_size"]}
     setting = {"dataset": p["oscillation_dataset"], "model": (p["oscillation_model"], p["oscillation_model_kwargs"]),
                "steps": p["oscillation_steps"], "rounds": p["oscillation_rounds"]}
     variants = {"TACO": algorithm("TACO", q), "FoolsGold": algorithm("FoolsGold", q), "FedAvg": algorithm("FedAvg", q),
                 UNIFORM_AGGREGATION: ("taco", taco_args(q, aggregation="uniform")),
                 PREVIOUS_WEIGHTS: ("taco", taco_args(q, weights="previous"))}
-    return [_spec(q, {"algorithm": label}, algo, s, **setting)
-            for s in p["oscillation_seeds"] for label, algo in variants.items()]
+    unknown = set(p["oscillation_algorithms"]) - set(variants)
+    if unknown:
+        raise ValueError(f"unknown oscillation_algorithms {sorted(unknown)}; choose from {list(variants)}")
+    return [_spec(q, {"algorithm": label}, variants[label], s, **setting)
+            for s in p["oscillation_seeds"] for label in p["oscillation_algorithms"]]
 
 
 GRIDS = {"main": main_grid, "freeloaders": freeloader_grid, "ablation": ablation_grid,
