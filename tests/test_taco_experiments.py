@@ -108,3 +108,21 @@ def test_oscillation_measures():
                           for r in range(4) for c in range(3)])
     lags = tp.alpha_lag_correlation(frame)
     assert lags["lag2"].tolist() == pytest.approx([1.0, 1.0]) and (lags["lag1"] < 0).all()
+
+
+def test_final_rows_and_oscillation_rows_by_hand():
+    import pandas as pd
+
+    rounds = pd.DataFrame({"algorithm": ["A"] * 6 + ["B"] * 6, "seed": 0, "round": list(range(1, 7)) * 2,
+                           "test_acc": [0.1, 0.2, 0.5, 0.7, 0.5, 0.7] + [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+                           "test_loss": [1.0] * 6 + [1.0, 1, 1, 1, 1, float("nan")]})
+    final = tp.final_rows(rounds, ["algorithm"]).set_index("algorithm")
+    assert final["final_acc"].tolist() == pytest.approx([70.0, 60.0]) and final["diverged"].tolist() == [False, True]
+    alpha = pd.DataFrame([{"algorithm": "A", "seed": 0, "round": r, "client": c, "alpha": [[0.1, 0.5, 0.2], [0.4, 0.1, 0.3]][r % 2][c]}
+                          for r in range(1, 7) for c in range(3)])
+    rows = tp.oscillation_rows({"rounds": rounds, "alpha": alpha}, rounds=6).set_index("algorithm")
+    assert rows.loc["A", "first_round"] == 4 and rows.loc["A", "late_peak_acc"] == pytest.approx(70.0)
+    assert rows.loc["A", "swing"] == pytest.approx(20.0) and rows.loc["A", "alternation"] == 1.0
+    assert rows.loc["A", "alpha_lag2"] == pytest.approx(1.0) and rows.loc["A", "alpha_lag1"] < 0
+    assert rows.loc["B", "alternation"] == 0.0 and np.isnan(rows.loc["B", "alpha_lag1"])
+    assert tp.missing(["TACO", "FedAvg"], ["TACO"]).startswith("needs FedAvg") and tp.missing(["TACO"], ["TACO"]) == ""

@@ -434,3 +434,44 @@ def output_frame(result: RunResult, run: RunPlan) -> pd.DataFrame:
         acc, _ = evaluate(model, params, {}, run.dataset.x_test, run.dataset.y_test)
         rows.append({"output": name, "test_acc": acc})
     return pd.DataFrame(rows)
+
+
+def final_rows(rounds: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per run (by + seed): final accuracy in %, and diverged = final test loss non-finite or > 10x the first."""
+    g = rounds.sort_values("round").groupby([*by, "seed"], sort=False)
+    out = g.agg(final_acc=("test_acc", _at_end), first_loss=("test_loss", "first"), last_loss=("test_loss", _at_end))
+    out["final_acc"] *= 100
+    out["diverged"] = ~np.isfinite(out["last_loss"]) | (out["last_loss"] > 10 * out["first_loss"])
+    return out.drop(columns=["first_loss", "last_loss"]).reset_index()
+
+
+def _at_end(values: pd.Series) -> float:
+    """The last round's value, NaN included (pandas' "last" would skip a non-finite final loss)."""
+    return values.iloc[-1]
+
+
+def oscillation_rows(records: Records, rounds: int) -> pd.DataFrame:
+    """Per (algorithm, seed) of the oscillation grid, over its last max(3, rounds // 2) rounds: final, mean and
+    peak accuracy (%), `oscillation` of the accuracy (points), mean count of zero-weight clients, and the mean
+    lag-1 / lag-2 correlation of the alpha vector (`alpha_lag_correlation`) where the run has alphas."""
+    curves = records["rounds"]
+    late = curves[curves["round"] > rounds - max(3, rounds // 2)]
+    alphas = records.get("alpha", pd.DataFrame(columns=["algorithm", "seed"]))
+    rows = []
+    for (name, seed), f in late.groupby(["algorithm", "seed"], sort=False):
+        acc = 100 * f["test_acc"].to_numpy()
+        row = {"algorithm": name, "seed": seed, "first_round": int(f["round"].min()), "final_acc": acc[-1],
+               "late_mean_acc": acc.mean(), "late_peak_acc": acc.max(), **oscillation(acc),
+               "zero_weight_clients": f["zero_weight_clients"].mean() if "zero_weight_clients" in f else np.nan}
+        alpha = alphas[(alphas["algorithm"] == name) & (alphas["seed"] == seed)]
+        if len(alpha):
+            lags = alpha_lag_correlation(alpha)
+            row.update(lags[lags["round"].isin(f["round"])][["lag1", "lag2"]].mean().add_prefix("alpha_").to_dict())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def missing(needed: Sequence[str], have: Sequence[str]) -> str:
+    """Why a claim cannot be judged when the parameters left out what it compares ('' when nothing is missing)."""
+    gone = [n for n in needed if n not in set(have)]
+    return f"needs {', '.join(gone)} in this notebook's runs (parameters select {sorted(set(have))})" if gone else ""
