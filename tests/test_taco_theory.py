@@ -93,3 +93,25 @@ def test_fixed_point_prediction_and_tailored_bias():
     assert corrected["bias_from_optimum"] == pytest.approx(fedavg["bias_from_optimum"], rel=1e-4)
     # alpha-weighted aggregation ends farther from the optimum than FedAvg here (specs/taco.md 7.4 pilot)
     assert rows.loc["TACO (gamma=1/K)", "excess_loss"] > fedavg["excess_loss"]
+
+
+def test_theorem1_statement_by_hand():
+    t1 = T.theorem1()
+    values = {T.L_: 1, T.G_: 2, T.K_: 2, T.N_: 1, T.ETA_L: 1, T.S_ALPHA: 2, T.S_Q: 3}
+    assert t1["Y"].subs(values) == sp.Rational(1 * 4, 4) * 36  # L^2 G^2 / (K^2 N^4 eta_l^2) (S_alpha S_q)^2 = 36
+    slack = t1["slack"].subs({**values, T.F_z: 1, T.F_z1: sp.Rational(1, 2), T.GRAD2: 4, T.DT2: 2, T.EPS: 3, T.EG: 1})
+    assert slack == 1 - sp.Rational(1, 2) * 4 + sp.Rational(1, 2) * 2 + 3 + 36 - sp.Rational(1, 2)
+
+
+def test_theorem1_on_the_real_code():
+    """The replay of the clients' local GD reproduces the real run (uniform weights); where A2 holds the bound
+    holds; its Y-free part holds on every round in the proof's setting and fails somewhere for TACO as run."""
+    setting = T.QuadraticSetting("b0.1", 4, 4, 10, 0.05, b_scale=0.1, seed=0)
+    proof, consts = T.theorem1_rows(setting, 30, gamma=1.0, aggregation="uniform")
+    assert consts["replay_error"] < 1e-5
+    assert 0 < consts["a2_rounds"] < 30 and consts["c_min"] > 0 > consts["c_min_all_rounds"]
+    defined = proof["slack"].notna()
+    assert defined.sum() == min(consts["a2_rounds"], len(proof)) and (proof.loc[defined, "slack"] >= 0).all()
+    assert (proof["slack_without_Y"] >= 0).all()
+    as_run, _ = T.theorem1_rows(setting, 30, gamma="1/K", aggregation="tailored")
+    assert (as_run["slack_without_Y"] < 0).any()

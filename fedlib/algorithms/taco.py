@@ -91,6 +91,9 @@ class Taco(TailoredAlpha, Algorithm):
     gamma: maximum correction factor (float, or "1/K" using the local step count of the previous round).
     correction: "tailored" (gamma (1 - alpha_i)), "uniform" (gamma (1 - uniform_alpha) for everyone), "none".
     aggregation: "tailored" (weights alpha_i / sum alpha, Eq. 9) or "uniform" (the round loop's weights).
+    weights: which alpha the tailored aggregation of round t's uploads uses: "current" (alpha_i^{t+1}, computed
+        from these uploads: Algorithm 2 lines 11-13 and Eq. 9 as printed) or "previous" (alpha_i^t, the
+        coefficient each client corrected with this round, computed from round t-1's uploads; alpha0 in round 0).
     correction_units: "per_step" (Delta_t of Eq. 9, divided by K eta_l) or "model_delta" (w_{t-1} - w_t);
         specs/taco.md A7.
     kappa, expel_after: freeloader threshold (Eq. 10) and the count that expels (lambda; None = never expel).
@@ -103,7 +106,7 @@ class Taco(TailoredAlpha, Algorithm):
     def __init__(self, gamma: float | str = "1/K", kappa: float = 0.6, expel_after: int | None = None,
                  alpha0: float = 0.1, correction: str = "tailored", uniform_alpha: float = 0.0,
                  aggregation: str = "tailored", correction_units: str = "per_step", output: str = "z",
-                 server_lr: float = 1.0) -> None:
+                 server_lr: float = 1.0, weights: str = "current") -> None:
         if isinstance(gamma, str):
             if gamma != "1/K":
                 raise ValueError(f"gamma must be a number >= 0 or '1/K', got {gamma!r}")
@@ -112,7 +115,7 @@ class Taco(TailoredAlpha, Algorithm):
         for name, value, allowed in (("correction", correction, ("tailored", "uniform", "none")),
                                      ("aggregation", aggregation, ("tailored", "uniform")),
                                      ("correction_units", correction_units, ("per_step", "model_delta")),
-                                     ("output", output, ("z", "w"))):
+                                     ("output", output, ("z", "w")), ("weights", weights, ("current", "previous"))):
             if value not in allowed:
                 raise ValueError(f"TACO {name} must be one of {allowed}, got {value!r}")
         if expel_after is not None and expel_after < 1:
@@ -131,10 +134,11 @@ class Taco(TailoredAlpha, Algorithm):
         self.correction_units = correction_units
         self.output = output
         self.server_lr = server_lr
+        self.weights = weights
 
     # ---- state ---------------------------------------------------------------------------------
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
-        state = {"global_grad": P.zeros_like(params), "prev": None, "steps": None,
+        state = {"global_grad": P.zeros_like(params), "prev": None, "steps": None, "weights": None,
                  "flags": torch.zeros(num_clients, dtype=torch.int64),
                  "expelled": torch.zeros(num_clients, dtype=torch.bool), "expelled_round": {}}
         return self._init_alpha_state(state, params, num_clients)
@@ -176,13 +180,17 @@ class Taco(TailoredAlpha, Algorithm):
         if len(active) != int((~expelled).sum()):
             raise ValueError("TACO needs every non-expelled client every round (full participation, as in the "
                              f"paper); got {len(active)} of {int((~expelled).sum())}. Use sampler=1.0.")
+        ids = torch.tensor([r.client for r in active])
+        previous = server_state["alpha"][ids].clone()
         alpha = self._update_alpha(active, server_state)
-        if self.aggregation == "tailored" and float(alpha.sum()) > 0:
-            p = alpha / alpha.sum()
+        score = alpha if self.weights == "current" else previous
+        if self.aggregation == "tailored" and float(score.sum()) > 0:
+            p = score / score.sum()
         elif self.aggregation == "tailored":
             p = torch.full((len(active),), 1.0 / len(active), dtype=torch.float64)  # all alphas 0: uniform
         else:
             p = weights[keep].double() / weights[keep].double().sum()
+        server_state["weights"] = p
         step = P.weighted_sum([r.update for r in active], p.tolist())
         new = P.add(params, step, alpha=self.server_lr)
         if self.correction_units == "per_step":
@@ -191,7 +199,6 @@ class Taco(TailoredAlpha, Algorithm):
         else:
             server_state["global_grad"] = P.sub(params, new)
         server_state["steps"] = sum(r.steps for r in active) / len(active)
-        ids = torch.tensor([r.client for r in active])
         server_state["flags"][ids] += (alpha >= self.kappa).long()
         if self.expel_after is not None:
             newly = ids[server_state["flags"][ids] >= self.expel_after]
@@ -211,8 +218,10 @@ class Taco(TailoredAlpha, Algorithm):
         return float(server_state["alpha"][~server_state["expelled"]].mean())
 
     def diagnostics(self, server_state: dict[str, Any]) -> dict[str, float]:
+        p = server_state["weights"]
         return {"alpha_mean": self.mean_alpha(server_state), "expelled": float(server_state["expelled"].sum()),
-                "global_grad_norm": P.sq_norm(server_state["global_grad"]) ** 0.5}
+                "global_grad_norm": P.sq_norm(server_state["global_grad"]) ** 0.5,
+                "weight_max": float(p.max()), "zero_weight_clients": float((p == 0).sum())}
 
 
 def output_model(w: Params, w_prev: Params, mean_alpha: float) -> Params:

@@ -1,5 +1,10 @@
-"""TACO glue: the paper's client groups, planted freeloaders, detection rates, timing, quadratic clients.
+"""TACO as data: the notebook's runs as specs, and the paper's pieces the round loop plugs in.
 
+* `experiments(params)`: every run of notebooks/taco.py (main grid, freeloaders, ablation, scalability,
+  Fig. 6 plug-ins, gamma sweep, over-correction, Table I timing, the oscillation study) as `RunSpec`s
+  labelled by `grid` and the columns each table groups by; `plan` (registered as experiment "taco") gives
+  a spec its three-group split, its planted freeloaders and the extra record tables "alpha" (alpha_i per
+  round), "expelled" (freeloader detection) and "output" (final accuracy of w_T and z_T).
 * `client_groups`: the "synthetic" three-group split (specs/taco.md 4.5): group A clients hold 10% of the
   labels, B 20%, C 50%; clients are assigned to groups at random; each class's samples are split equally
   among the clients holding it (fedlib.data.labels_per_client).
@@ -7,16 +12,17 @@
   previous global update w_{t-1} - w_t as its delta ("previous_update", the paper's definition), the
   global model itself ("global_model": delta 0) or the global model plus Gaussian noise ("noise").
 * `detection_rates`, `offline_expulsion`: TPR/FPR of Eq. (10) from a run, or replayed from alpha traces.
-* `time_per_100_updates`: Table I's unit (process CPU time on a CPU, synchronised wall time on a GPU);
-  rounds and time to a target come from `fedlib.targets`.
+* `time_per_100_updates`: Table I's unit from a run's record (its `train_s`); rounds and time to a
+  target come from `fedlib.targets`. `oscillation`, `alpha_lag_correlation`: finding (a)'s measures.
 * `quadratic_federation`: clients with f_i(w) = 1/2 (w - b_i)^T diag(h_i) (w - b_i) as a least-squares
   dataset, so run_federation itself runs the quadratic checks of theory/taco.py with exact gradients.
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,9 +30,13 @@ import torch
 from torch import nn
 
 from fedlib import params as P
-from fedlib.data import Dataset, labels_per_client
+from fedlib.algorithms import ALGORITHMS as ALGORITHM_CLASSES
+from fedlib.algorithms.taco import Taco, TailoredAlpha, output_model
 from fedlib.contracts import FederatedData, RoundContext, RoundInfo, RunResult
+from fedlib.data import Dataset, labels_per_client
+from fedlib.federation import evaluate
 from fedlib.params import Params
+from fedlib.runs import Records, RunPlan, RunSpec, RunStore, register_experiment
 
 GROUP_NAMES = ("A", "B", "C")
 
@@ -122,20 +132,21 @@ def detection_rates(expelled: Sequence[int] | np.ndarray | torch.Tensor, freeloa
                      caught=caught, freeloaders=len(free), misjudged=misjudged, normal=normal)
 
 
-def offline_expulsion(alpha_history: Sequence[torch.Tensor], kappa: float, expel_after: int) -> np.ndarray:
-    """Clients that Eq. (10) would expel, replayed on recorded alpha traces (rounds x clients).
+def offline_expulsion(alpha_history: Sequence[torch.Tensor] | np.ndarray, kappa: float, expel_after: int) -> np.ndarray:
+    """Clients that Eq. (10) would expel, replayed on recorded alpha traces (rounds x clients: one row per round).
 
     An approximation for threshold grids: in a live run an expulsion changes every later alpha (the
     expelled client leaves the mean and the norm sum), which a replay cannot see.
     """
     if expel_after < 1:
         raise ValueError(f"expel_after must be >= 1, got {expel_after}")
-    hits = (torch.stack(list(alpha_history)) >= kappa).sum(dim=0)
-    return np.flatnonzero((hits >= expel_after).numpy())
+    hits = (np.stack([np.asarray(a) for a in alpha_history]) >= kappa).sum(axis=0)
+    return np.flatnonzero(hits >= expel_after)
 
 
-def alpha_table(result: RunResult, groups: np.ndarray, freeloaders: Sequence[int] = ()) -> pd.DataFrame:
-    """Long table (round, client, group, alpha) from a TACO run; freeloaders form their own group."""
+def alpha_frame(result: RunResult, groups: Sequence[str], freeloaders: Sequence[int] = ()) -> pd.DataFrame:
+    """Long table (round, client, group, alpha) from a run of a TACO-family algorithm; freeloaders form
+    their own group. alpha at round r is alpha_i^{r} computed from that round's uploads (Eq. 7)."""
     history = torch.stack(result.server_state["alpha_history"]).numpy()
     labels = np.array(groups, dtype=object)
     labels[list(freeloaders)] = "Freeloaders"
@@ -144,24 +155,44 @@ def alpha_table(result: RunResult, groups: np.ndarray, freeloaders: Sequence[int
                          "alpha": history.ravel()})
 
 
-def time_per_100_updates(run: Callable[[], RunResult], clock: str = "process") -> float:
-    """Seconds per 100 local updates (Table I's unit) over one call of `run`.
+def time_per_100_updates(rounds: pd.DataFrame, clients: pd.DataFrame) -> float:
+    """Seconds of client training per 100 local updates (Table I's unit) from one run's record.
 
-    clock="process": this process's CPU time, for CPU runs: on a shared machine the wall clock of a
-    single-threaded run swings with other processes' load, its CPU time much less. clock="wall": elapsed
-    time with CUDA synchronised before and after, for GPU runs. The run should do little besides local
-    training (few clients, evaluate only at the end); its server work and one evaluation are included.
+    Uses the record's `train_s` (the round loop's wall time of local training: evaluation, aggregation and the
+    run store are outside it) over the steps the clients took.
     """
-    if clock not in ("process", "wall"):
-        raise ValueError(f"clock must be 'process' (CPU runs) or 'wall' (GPU runs), got {clock!r}")
-    timer = time.process_time if clock == "process" else time.perf_counter
-    sync = torch.cuda.synchronize if clock == "wall" and torch.cuda.is_available() else (lambda: None)
-    sync()
-    start = timer()
-    result = run()
-    sync()
-    return 100.0 * (timer() - start) / float(result.clients["steps"].sum())
+    steps = float(clients["steps"].sum())
+    if steps <= 0:
+        raise ValueError("the record holds no local steps: cannot time 100 updates")
+    return 100.0 * float(rounds["train_s"].sum()) / steps
 
+
+def oscillation(acc: Sequence[float]) -> dict[str, float]:
+    """How much a curve zig-zags: mean |a_t - a_{t-1}| ("swing") and the share of consecutive differences that
+    change sign ("alternation": 1 for a clean 2-cycle, about 2/3 for independent noise, lower for a trend)."""
+    a = np.asarray(acc, dtype=float)
+    if len(a) < 3:
+        raise ValueError(f"need at least 3 values to measure an oscillation, got {len(a)}")
+    d = np.diff(a)
+    return {"swing": float(np.abs(d).mean()), "alternation": float((d[1:] * d[:-1] < 0).mean())}
+
+
+def alpha_lag_correlation(alpha: pd.DataFrame) -> pd.DataFrame:
+    """Per round r, the correlation across clients of alpha^r with alpha^{r-1} and with alpha^{r-2}.
+
+    A 2-cycle of Eq. (9)'s weights shows as lag-2 correlation near 1 with lag-1 correlation low or negative.
+    """
+    wide = alpha.pivot(index="round", columns="client", values="alpha").to_numpy()
+    rows = []
+    for r in range(2, len(wide)):
+        rows.append({"round": r + 1, "lag1": _corr(wide[r], wide[r - 1]), "lag2": _corr(wide[r], wide[r - 2])})
+    return pd.DataFrame(rows)
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> float:
+    if x.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
 
 # ---------------------------------------------------------------------------------- quadratic clients
 def quadratic_federation(h: np.ndarray, b: np.ndarray) -> tuple[FederatedData, Callable[[], nn.Module]]:
@@ -195,3 +226,252 @@ def quadratic_federation(h: np.ndarray, b: np.ndarray) -> tuple[FederatedData, C
 def step_norm_hook(w: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
     """Post-aggregation hook logging |w_{t+1} - w_t| (the global step), for divergence-rate checks."""
     return w, {"step_norm": P.sq_norm(P.sub(w, info.before)) ** 0.5}
+
+
+# ---------------------------------------------------------------------------------- the notebook's runs as data
+ALGORITHMS = ("FedAvg", "FedProx", "FoolsGold", "Scaffold", "STEM", "FedACG", "TACO")
+ABLATION = {"neither": {"correction": "none", "aggregation": "uniform"}, "agg only": {"correction": "none"},
+            "corr only": {"aggregation": "uniform"}, "both": {}}
+OVERCORRECTION = {"uniform γ(1-0)": {"correction": "uniform", "uniform_alpha": 0.0}, "TACO γ(1-α_i)": {}}
+PLUGINS = {"FedProx": "taco_fedprox", "Scaffold": "taco_scaffold"}
+UNIFORM_AGGREGATION = "TACO, uniform aggregation"
+PREVIOUS_WEIGHTS = "TACO, previous round's α as weights"
+
+
+def algorithm(name: str, p: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The registered algorithm and its arguments for one of the paper's method names."""
+    table = {
+        "FedAvg": ("fedavg", {}),
+        "FedProx": ("fedprox", {"mu": p["fedprox_zeta"]}),
+        "FoolsGold": ("foolsgold", {"variant": p["foolsgold_variant"]}),
+        "Scaffold": ("scaffold", {}) if p["scaffold_alpha"] == 1.0 else
+                    ("taco_scaffold", {"form": "fixed", "coefficient": p["scaffold_alpha"]}),
+        "STEM": ("stem", {"alpha": p["stem_alpha"]}),
+        "FedACG": ("fedacg", {"beta": p["fedacg_beta"], "lam": p["fedacg_lambda"]}),
+        "TACO": ("taco", taco_args(p)),
+    }
+    if name not in table:
+        raise ValueError(f"unknown algorithm {name!r}; choose from {sorted(table)}")
+    return table[name]
+
+
+def taco_args(p: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
+    return {"gamma": p["taco_gamma"], "kappa": p["kappa"], "output": p["taco_output"],
+            "weights": p["taco_weights"], **changes}
+
+
+def split(p: Mapping[str, Any], num_clients: int, partition: str) -> tuple[str, dict[str, Any]]:
+    """"groups" (TACO's three label groups, sizes scaled to `num_clients`) or "dir<phi>" (Dirichlet(phi))."""
+    if partition == "groups":
+        sizes = np.round(np.array(p["group_sizes"]) * num_clients / sum(p["group_sizes"])).astype(int)
+        sizes[-1] = num_clients - sizes[:-1].sum()
+        return "groups", {"num_clients": num_clients, "group_sizes": sizes.tolist(),
+                          "label_fractions": list(p["label_fractions"])}
+    if re.fullmatch(r"dir\d*\.?\d+", partition):
+        return "dirichlet", {"num_clients": num_clients, "alpha": float(partition[3:]), "min_size": 5}
+    raise ValueError(f"unknown partition {partition!r}: use 'groups' or 'dir<phi>', e.g. 'dir0.5'")
+
+
+def _spec(p: Mapping[str, Any], labels: Mapping[str, Any], algo: tuple[str, Mapping[str, Any]], seed: int, *,
+          partition: str | tuple[str, Mapping[str, Any]] = "groups", num_clients: int | None = None, steps: int | None = None,
+          rounds: int | None = None, dataset: str | None = None, model: tuple[str, Mapping[str, Any]] | None = None,
+          loop: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None) -> RunSpec:
+    """One run on the notebook's setting; keywords override what the grid changes (`partition`: a name for
+    `split`, or a split component as it is)."""
+    parts = partition if isinstance(partition, tuple) else split(p, num_clients or p["num_clients"], partition)
+    executor = p["executor"]
+    if executor == "vmap" and not ALGORITHM_CLASSES[algo[0]].vmap_compatible:
+        executor = "sequential"  # STEM keeps per-step state the batched executor does not carry
+    return RunSpec.make(
+        "taco", dataset or p["dataset"], parts,
+        model or (p["model"], p["model_kwargs"]), algo, rounds or p["rounds"], seed,
+        local={"lr": p["lr"], "batch_size": p["batch_size"], "steps": steps or p["local_steps"]},
+        loop={"aggregation_weights": "uniform", "executor": executor, "threads": p["threads"], **(loop or {})},
+        options=options, labels=labels, device=p["device"])
+
+
+def main_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Tables III and V: every algorithm on the three-group split, every seed."""
+    return [_spec(p, {"algorithm": a}, algorithm(a, p), s) for s in p["seeds"] for a in p["algorithms"]]
+
+
+def freeloader_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Tables II and VIII: TACO with `n_freeloaders` planted freeloaders on the first seed, once without
+    expulsion (alpha observed all along; the kappa x lambda grid is replayed on its traces) and once live."""
+    seed, options = p["seeds"][0], {"freeloaders": p["n_freeloaders"]}
+    return [_spec(p, {"algorithm": "TACO", "expulsion": "off"}, ("taco", taco_args(p)), seed, options=options),
+            _spec(p, {"algorithm": "TACO", "expulsion": "live"}, ("taco", taco_args(p, expel_after=expel_after(p))),
+                  seed, options=options)]
+
+
+def expel_after(p: Mapping[str, Any]) -> int:
+    """lambda of Eq. (10) at the notebook's default fraction of T."""
+    return max(1, round(p["lambda_frac"] * p["rounds"]))
+
+
+def ablation_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Table VI: tailored correction x tailored aggregation, on each ablation partition."""
+    return [_spec(p, {"partition": part, "variant": v}, ("taco", taco_args(p, **kw)), s, partition=part)
+            for part in p["ablation_partitions"] for s in p["ablation_seeds"] for v, kw in ABLATION.items()]
+
+
+def scalability_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Table VII: `scal_clients` clients on a Dirichlet split."""
+    return [_spec(p, {"algorithm": a}, algorithm(a, p), s, partition=f"dir{p['scal_dirichlet']}",
+                  num_clients=p["scal_clients"], steps=p["scal_steps"], rounds=p["scal_rounds"])
+            for s in p["extra_seeds"] for a in p["scal_algorithms"]]
+
+
+def plugin_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Fig. 6: alpha plugged into FedProx and SCAFFOLD in both readings; form "original" is the main grid's run."""
+    specs = []
+    for s in p["extra_seeds"]:
+        for base, key in PLUGINS.items():
+            specs.append(_spec(p, {"algorithm": base}, algorithm(base, p), s))
+            for form in ("literal", "factor"):
+                kw = {"form": form, "zeta": p["fedprox_zeta"]} if key == "taco_fedprox" else {"form": form}
+                specs.append(_spec(p, {"algorithm": base, "form": form}, (key, kw), s))
+    return specs
+
+
+def gamma_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Fig. 7: TACO's gamma over the grid and 1/K, at each K of `gamma_steps`."""
+    return [_spec(p, {"K": K, "gamma": g}, ("taco", taco_args(p, gamma=g)), s, steps=K)
+            for K in p["gamma_steps"] for g in [*p["gamma_grid"], 1.0 / K] for s in p["extra_seeds"]]
+
+
+def overcorrection_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """A uniform correction vs TACO's tailored one at the same large gamma (evaluated on w_t)."""
+    return [_spec(p, {"correction": label}, ("taco", taco_args(p, gamma=p["overcorrection_gamma"], output="w", **kw)),
+                  p["seeds"][0])
+            for label, kw in OVERCORRECTION.items()]
+
+
+def timing_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Table I: short runs of each algorithm's real local step on the paper's CNN (`timing_clients` clients
+    holding half the labels each), `timing_repeats` times (distinct entries via the `repeat` label),
+    evaluated only at the end, all on the sequential executor (so the times compare the algorithms)."""
+    clients = ("groups", {"num_clients": p["timing_clients"], "group_sizes": [p["timing_clients"]],
+                          "label_fractions": [0.5]})
+    return [_spec(p, {"algorithm": a, "repeat": rep}, algorithm(a, p), 0, partition=clients,
+                  rounds=p["timing_rounds"], dataset=p["timing_dataset"], model=(p["timing_model"], {}),
+                  loop={"eval_every": p["timing_rounds"], "executor": "sequential"})
+            for rep in range(p["timing_repeats"]) for a in p["algorithms"]]
+
+
+def oscillation_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Finding (a): TACO (Eq. 9 as printed), the same with uniform aggregation, with the previous round's alpha
+    as weights, FoolsGold (TACO's rendition) and FedAvg (those of them in `oscillation_algorithms`) on the
+    `oscillation_*` setting, evaluated on w_t. With that setting equal to the main one, TACO, FoolsGold and
+    FedAvg are the main grid's runs."""
+    q = {**p, "taco_output": "w", "lr": p["oscillation_lr"], "batch_size": p["oscillation_batch_size"]}
+    setting = {"dataset": p["oscillation_dataset"], "model": (p["oscillation_model"], p["oscillation_model_kwargs"]),
+               "steps": p["oscillation_steps"], "rounds": p["oscillation_rounds"]}
+    variants = {"TACO": algorithm("TACO", q), "FoolsGold": algorithm("FoolsGold", q), "FedAvg": algorithm("FedAvg", q),
+                UNIFORM_AGGREGATION: ("taco", taco_args(q, aggregation="uniform")),
+                PREVIOUS_WEIGHTS: ("taco", taco_args(q, weights="previous"))}
+    unknown = set(p["oscillation_algorithms"]) - set(variants)
+    if unknown:
+        raise ValueError(f"unknown oscillation_algorithms {sorted(unknown)}; choose from {list(variants)}")
+    return [_spec(q, {"algorithm": label}, variants[label], s, **setting)
+            for s in p["oscillation_seeds"] for label in p["oscillation_algorithms"]]
+
+
+GRIDS = {"main": main_grid, "freeloaders": freeloader_grid, "ablation": ablation_grid,
+         "scalability": scalability_grid, "plugin": plugin_grid, "gamma": gamma_grid,
+         "overcorrection": overcorrection_grid, "timing": timing_grid, "oscillation": oscillation_grid}
+
+
+def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
+    """Every run the notebook reads, from its parameters (a run two grids share, e.g. Fig. 6's originals, once)."""
+    return list(dict.fromkeys(spec for grid in GRIDS.values() for spec in grid(params)))
+
+
+def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) -> Records:
+    """The rows of `records` (tidy tables from `run_specs`) that belong to `specs`, selected by store key."""
+    keys = {store.key(s) for s in specs}
+    return {name: frame[frame["run"].isin(keys)] for name, frame in records.items()}
+
+
+@register_experiment("taco")
+def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
+    """TACO's three-group split, planted freeloaders, and the alpha / expulsion / output-model tables."""
+    groups = np.array(["-"] * run.data.num_clients)
+    if spec.split.name == "groups":
+        args = spec.split.args
+        parts, groups = client_groups(run.dataset.y_train.numpy(), args["group_sizes"], args["label_fractions"],
+                                      rng=spec.seed)
+        run.data = FederatedData(run.dataset, parts)
+    count = spec.get("options").get("freeloaders", 0)
+    free = plant_freeloaders(run.data.num_clients, count, rng=spec.seed) if count else np.array([], dtype=int)
+    if count:
+        run.kwargs["client_behavior"] = Freeloaders(free)
+    if isinstance(run.kwargs["algorithm"], TailoredAlpha):
+        run.collect.append(lambda res: {"alpha": alpha_frame(res, groups, free)})
+    if count:
+        run.collect.append(lambda res: {"expelled": expelled_frame(res, free)})
+    if isinstance(run.kwargs["algorithm"], Taco):
+        run.collect.append(lambda res: {"output": output_frame(res, run)})
+    return run
+
+
+def expelled_frame(result: RunResult, freeloaders: Sequence[int]) -> pd.DataFrame:
+    """Per client: planted freeloader or not, expelled or not, and the round of expulsion (NaN: never)."""
+    expelled = result.server_state["expelled"].numpy()
+    when = result.server_state["expelled_round"]
+    return pd.DataFrame({"client": np.arange(len(expelled)), "freeloader": np.isin(np.arange(len(expelled)), freeloaders),
+                         "expelled": expelled, "expelled_round": [when.get(c, np.nan) for c in range(len(expelled))]})
+
+
+def output_frame(result: RunResult, run: RunPlan) -> pd.DataFrame:
+    """Final test accuracy of TACO's w_T and of its output model z_T (Eq. 15), whatever the run evaluated."""
+    algo: Taco = run.kwargs["algorithm"]
+    model = run.model_fn()
+    rows = []
+    for name, params in (("w", result.params), ("z", output_model(result.params, result.server_state["prev"],
+                                                                  algo.mean_alpha(result.server_state)))):
+        params = {k: v.detach().cpu() for k, v in params.items()}
+        acc, _ = evaluate(model, params, {}, run.dataset.x_test, run.dataset.y_test)
+        rows.append({"output": name, "test_acc": acc})
+    return pd.DataFrame(rows)
+
+
+def final_rows(rounds: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per run (by + seed): final accuracy in %, and diverged = final test loss non-finite or > 10x the first."""
+    g = rounds.sort_values("round").groupby([*by, "seed"], sort=False)
+    out = g.agg(final_acc=("test_acc", _at_end), first_loss=("test_loss", "first"), last_loss=("test_loss", _at_end))
+    out["final_acc"] *= 100
+    out["diverged"] = ~np.isfinite(out["last_loss"]) | (out["last_loss"] > 10 * out["first_loss"])
+    return out.drop(columns=["first_loss", "last_loss"]).reset_index()
+
+
+def _at_end(values: pd.Series) -> float:
+    """The last round's value, NaN included (pandas' "last" would skip a non-finite final loss)."""
+    return values.iloc[-1]
+
+
+def oscillation_rows(records: Records, rounds: int) -> pd.DataFrame:
+    """Per (algorithm, seed) of the oscillation grid, over its last max(3, rounds // 2) rounds: final, mean and
+    peak accuracy (%), `oscillation` of the accuracy (points), mean count of zero-weight clients, and the mean
+    lag-1 / lag-2 correlation of the alpha vector (`alpha_lag_correlation`) where the run has alphas."""
+    curves = records["rounds"]
+    late = curves[curves["round"] > rounds - max(3, rounds // 2)]
+    alphas = records.get("alpha", pd.DataFrame(columns=["algorithm", "seed"]))
+    rows = []
+    for (name, seed), f in late.groupby(["algorithm", "seed"], sort=False):
+        acc = 100 * f["test_acc"].to_numpy()
+        row = {"algorithm": name, "seed": seed, "first_round": int(f["round"].min()), "final_acc": acc[-1],
+               "late_mean_acc": acc.mean(), "late_peak_acc": acc.max(), **oscillation(acc),
+               "zero_weight_clients": f["zero_weight_clients"].mean() if "zero_weight_clients" in f else np.nan}
+        alpha = alphas[(alphas["algorithm"] == name) & (alphas["seed"] == seed)]
+        if len(alpha):
+            lags = alpha_lag_correlation(alpha)
+            row.update(lags[lags["round"].isin(f["round"])][["lag1", "lag2"]].mean().add_prefix("alpha_").to_dict())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def missing(needed: Sequence[str], have: Sequence[str]) -> str:
+    """Why a claim cannot be judged when the parameters left out what it compares ('' when nothing is missing)."""
+    gone = [n for n in needed if n not in set(have)]
+    return f"needs {', '.join(gone)} in this notebook's runs (parameters select {sorted(set(have))})" if gone else ""
