@@ -207,6 +207,8 @@ def run_federation(
                                       seeds.torch("augment", r, int(i)) if local.augment else None))
             t_train = time.perf_counter()
             outcomes = train(model, x_train, y_train, received, buffers, jobs, local, algorithm, server_state, r, loss_fn)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)  # train_s is the GPU's time too, not only the launches
             t_train = time.perf_counter() - t_train
 
             results, codecs, up_bits, up_payload, extra_bits = [], [], 0, 0, 0

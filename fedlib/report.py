@@ -127,7 +127,8 @@ def paired_gain(gains: Sequence[float], *, threshold: float = 0.0, alpha: float 
 
     reproduced: the one-sided test rejects "gain <= threshold" at `alpha` (and, given `cells`, every
     cell's mean gain exceeds `threshold`; otherwise partly reproduced); not reproduced: it does not;
-    not testable: fewer pairs than the test needs to ever reach `alpha`.
+    not testable: fewer pairs than the test needs to ever reach `alpha` (3 for the t test), or, for the
+    t test, gains without any spread.
     """
     g = np.asarray(gains, dtype=float)
     need = _min_pairs(test, alpha)
@@ -135,6 +136,9 @@ def paired_gain(gains: Sequence[float], *, threshold: float = 0.0, alpha: float 
     criterion = f"mean gain > {threshold:g}{unit} by a {_TEST_NAMES[test]} at alpha = {alpha:g}{every}"
     if len(g) < need:
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(g)} pairs; the test needs >= {need}"))
+    if test == "t" and np.ptp(g) == 0:
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"all {len(g)} gains equal {g[0]:+.3g}{unit}: "
+                                                        "no spread for a t test"))
     p = _p_greater(g, threshold, test)
     se = g.std(ddof=1) / math.sqrt(len(g))
     stat = f"mean gain {g.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(g)} pairs, {int((g > 0).sum())} positive, p = {p:.2g}"

@@ -101,7 +101,9 @@ def test_paired_rule_with_too_few_pairs_is_not_testable():
     assert R.paired_gain([5.0, 6.0, 7.0, 8.0]).verdict == R.NOT_TESTABLE
     assert R.paired_gain([5.0, 6.0, 7.0, 8.0, 9.0]).verdict == R.REPRODUCED
     assert R.paired_gain([0.05], test="t").verdict == R.NOT_TESTABLE
-    assert R.paired_gain([0.05, 0.05], test="t").verdict == R.REPRODUCED  # zero variance, positive
+    assert R.paired_gain([0.05, 0.05, 0.05], test="t").verdict == R.NOT_TESTABLE  # no spread to test against
+    assert R.paired_gain([0.05, 0.06], test="t").verdict == R.NOT_TESTABLE  # 2 pairs
+    assert R.paired_gain([0.05, 0.06, 0.055], test="t").verdict == R.REPRODUCED
     with pytest.raises(ValueError, match="test"):
         R.paired_gain([1.0] * 10, test="sign")
 
@@ -161,3 +163,11 @@ def test_claims_table_and_report_show_criterion_and_evidence(tmp_path):
     assert "arithmetic check: agrees: 1" in report
     with pytest.raises(FileNotFoundError, match="make reproduce"):
         collect_report(tmp_path / "empty")
+
+
+def test_equivalence_needs_pairs_with_spread():
+    from fedlib.report import NOT_TESTABLE, paired_equivalence
+
+    assert paired_equivalence([0.001, 0.001], margin=0.02).verdict == NOT_TESTABLE  # two pairs
+    assert paired_equivalence([0.001] * 5, margin=0.02).verdict == NOT_TESTABLE  # no spread
+    assert paired_equivalence([0.001, -0.002, 0.0015, 0.0], margin=0.02).verdict != NOT_TESTABLE

@@ -18,18 +18,15 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.contracts import ClientResult, RoundContext
 from fedlib.params import Params
+from fedlib.validate import real
 
 
 class FedACG(Algorithm):
     name = "fedacg"
 
     def __init__(self, beta: float = 0.001, lam: float = 0.85, prox_half: bool = False) -> None:
-        if beta < 0:
-            raise ValueError(f"FedACG beta must be >= 0, got {beta}")
-        if not 0.0 <= lam < 1.0:
-            raise ValueError(f"FedACG momentum lam must lie in [0, 1), got {lam}")
-        self.beta = beta
-        self.lam = lam
+        self.beta = real("FedACG beta", beta, low=0)
+        self.lam = real("FedACG momentum lam", lam, low=0, high=1)
         self.prox_half = prox_half
 
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.contracts import ClientResult, RoundContext
 from fedlib.params import Params
+from fedlib.validate import real
 
 
 def _cosine_matrix(x: torch.Tensor) -> torch.Tensor:
@@ -61,10 +62,8 @@ class FoolsGold(Algorithm):
     def __init__(self, variant: str = "taco_paper", kappa: float = 1.0) -> None:
         if variant not in ("taco_paper", "original"):
             raise ValueError(f"FoolsGold variant must be 'taco_paper' or 'original', got {variant!r}")
-        if kappa <= 0:
-            raise ValueError(f"FoolsGold kappa must be > 0, got {kappa}")
         self.variant = variant
-        self.kappa = kappa
+        self.kappa = real("FoolsGold kappa", kappa, low=0, low_inclusive=False)
 
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
         d = sum(v.numel() for v in params.values())

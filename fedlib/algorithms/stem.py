@@ -20,6 +20,7 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
+from fedlib.validate import real
 
 
 class Stem(Algorithm):
@@ -30,8 +31,7 @@ class Stem(Algorithm):
     name = "stem"
 
     def __init__(self, alpha: float = 0.2, server_extra: str = "none") -> None:
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"STEM alpha must lie in [0, 1], got {alpha}")
+        alpha = real("STEM alpha", alpha, low=0, high=1, high_inclusive=True)
         if server_extra not in ("none", "eta_l", "literal"):
             raise ValueError(f"server_extra must be 'none', 'eta_l' or 'literal', got {server_extra!r}")
         self.alpha = alpha

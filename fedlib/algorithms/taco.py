@@ -33,6 +33,7 @@ from fedlib.algorithms.fedprox import FedProx
 from fedlib.algorithms.scaffold import Scaffold
 from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
+from fedlib.validate import count, real
 
 
 def _alpha(norm_i: torch.Tensor, dot_i: torch.Tensor, mean_norm: torch.Tensor, norm_sum: torch.Tensor) -> torch.Tensor:
@@ -110,26 +111,21 @@ class Taco(TailoredAlpha, Algorithm):
         if isinstance(gamma, str):
             if gamma != "1/K":
                 raise ValueError(f"gamma must be a number >= 0 or '1/K', got {gamma!r}")
-        elif gamma < 0:
-            raise ValueError(f"gamma must be >= 0, got {gamma}")
+        else:
+            gamma = real("TACO gamma", gamma, low=0)
         for name, value, allowed in (("correction", correction, ("tailored", "uniform", "none")),
                                      ("aggregation", aggregation, ("tailored", "uniform")),
                                      ("correction_units", correction_units, ("per_step", "model_delta")),
                                      ("output", output, ("z", "w")), ("weights", weights, ("current", "previous"))):
             if value not in allowed:
                 raise ValueError(f"TACO {name} must be one of {allowed}, got {value!r}")
-        if expel_after is not None and expel_after < 1:
-            raise ValueError(f"expel_after must be a positive count or None, got {expel_after}")
-        if not 0.0 <= alpha0 <= 1.0 or not 0.0 <= uniform_alpha <= 1.0:
-            raise ValueError("alpha0 and uniform_alpha must lie in [0, 1]")
-        if server_lr <= 0:
-            raise ValueError(f"server_lr must be > 0, got {server_lr}")
+        self.expel_after = None if expel_after is None else count("expel_after (a count, or None)", expel_after)
+        self.alpha0 = real("alpha0", alpha0, low=0, high=1, high_inclusive=True)
+        self.uniform_alpha = real("uniform_alpha", uniform_alpha, low=0, high=1, high_inclusive=True)
+        server_lr = real("server_lr", server_lr, low=0, low_inclusive=False)
         self.gamma = gamma
-        self.kappa = kappa
-        self.expel_after = expel_after
-        self.alpha0 = alpha0
+        self.kappa = real("kappa", kappa)
         self.correction_mode = correction
-        self.uniform_alpha = uniform_alpha
         self.aggregation = aggregation
         self.correction_units = correction_units
         self.output = output
@@ -270,7 +266,8 @@ class TacoFedProx(TailoredPlugIn, FedProx):
         if form not in _FORMS:
             raise ValueError(f"form must be one of {_FORMS}, got {form!r}")
         super().__init__(mu=1.0)  # unit proximal pull, scaled per client below
-        self.form, self.zeta, self.alpha0 = form, zeta, alpha0
+        self.form, self.zeta = form, real("zeta", zeta, low=0)
+        self.alpha0 = real("alpha0", alpha0, low=0, high=1, high_inclusive=True)
 
     def correction_scale(self, alpha: float) -> float:
         return alpha if self.form == "literal" else self.zeta * (1.0 - alpha)
@@ -287,7 +284,8 @@ class TacoScaffold(TailoredPlugIn, Scaffold):
         if form not in (*_FORMS, "fixed"):
             raise ValueError(f"form must be one of {(*_FORMS, 'fixed')}, got {form!r}")
         super().__init__(server_lr=server_lr)
-        self.form, self.coefficient, self.alpha0 = form, coefficient, alpha0
+        self.form, self.coefficient = form, real("coefficient", coefficient)
+        self.alpha0 = real("alpha0", alpha0, low=0, high=1, high_inclusive=True)
 
     def correction_scale(self, alpha: float) -> float:
         if self.form == "fixed":

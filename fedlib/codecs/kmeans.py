@@ -25,6 +25,7 @@ import torch
 
 from fedlib.codecs.base import FLOAT_BITS, Message, register_codec
 from fedlib.codecs.uniform import UniformQuantizer
+from fedlib.validate import count, real
 
 KMEANS_INITS = ("quantile", "random", "replacement", "kmeans++")
 # the authors' code: fast_pytorch_kmeans.KMeans(n_clusters=2**bits, max_iter=300) with its default tol
@@ -32,7 +33,8 @@ REFERENCE_CODE = {"init": "replacement", "max_iter": 300, "tol": 1e-4}
 
 
 def _check_bits(bits: int) -> int:
-    if int(bits) != bits or not 1 <= bits <= 16:
+    bits = count("K-means bits", bits)
+    if not 1 <= bits <= 16:
         raise ValueError(f"K-means bits must be an integer in [1, 16] (2^bits centroids), got {bits!r}")
     return int(bits)
 
@@ -57,16 +59,14 @@ class KMeansQuantizer:
 
     unbiased = False
     deterministic = True  # for the default quantile init
+    device_generic = True
 
     def __init__(self, bits: int, init: str = "quantile", max_iter: int = 300, tol: float | None = None) -> None:
         self.bits = _check_bits(bits)
         if init not in KMEANS_INITS:
             raise ValueError(f"unknown K-means init {init!r}; choose from {KMEANS_INITS}")
-        if int(max_iter) != max_iter or max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-        if tol is not None and not (isinstance(tol, (int, float)) and 0 <= tol < float("inf")):
-            raise ValueError(f"tol must be None (run to convergence) or a finite number >= 0, got {tol!r}")
-        self.tol = None if tol is None else float(tol)
+        max_iter = count("max_iter", max_iter)
+        self.tol = None if tol is None else real("tol (None runs to convergence)", tol, low=0)
         self.k = 2**self.bits
         self.init = init
         self.max_iter = int(max_iter)
@@ -76,14 +76,15 @@ class KMeansQuantizer:
     def _initial_centroids(self, xs: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
         n = xs.numel()
         if self.init == "quantile":
-            pos = ((torch.arange(self.k, dtype=torch.float64) + 0.5) / self.k * n).long().clamp(max=n - 1)
+            pos = ((torch.arange(self.k, dtype=torch.float64, device=xs.device) + 0.5) / self.k * n).long().clamp(max=n - 1)
             return xs[pos]
         if self.init == "random":
-            pick = torch.randperm(n, generator=gen)[: self.k] if n >= self.k else torch.randint(n, (self.k,), generator=gen)
+            pick = torch.randperm(n, generator=gen, device=xs.device)[: self.k] if n >= self.k else torch.randint(
+                n, (self.k,), generator=gen, device=xs.device)
             return torch.sort(xs[pick]).values
         if self.init == "replacement":
-            return torch.sort(xs[torch.randint(n, (self.k,), generator=gen)]).values
-        centroids = [xs[torch.randint(n, (1,), generator=gen)].item()]
+            return torch.sort(xs[torch.randint(n, (self.k,), generator=gen, device=xs.device)]).values
+        centroids = [xs[torch.randint(n, (1,), generator=gen, device=xs.device)].item()]
         d2 = (xs - centroids[0]) ** 2
         for _ in range(self.k - 1):
             total = float(d2.sum())
@@ -93,24 +94,25 @@ class KMeansQuantizer:
             c = xs[torch.multinomial(d2 / total, 1, generator=gen)].item()
             centroids.append(c)
             d2 = torch.minimum(d2, (xs - c) ** 2)
-        return torch.sort(torch.tensor(centroids, dtype=torch.float64)).values
+        return torch.sort(torch.tensor(centroids, dtype=torch.float64, device=xs.device)).values
 
     def fit(self, x: torch.Tensor, gen: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Return (codebook float64 [k], indices int64 [P] in the input order, Lloyd iterations run)."""
         flat = x.detach().reshape(-1).double()
         if flat.numel() == 0:
-            return torch.zeros(self.k, dtype=torch.float64), torch.zeros(0, dtype=torch.int64), 0
+            return (torch.zeros(self.k, dtype=torch.float64, device=flat.device),
+                    torch.zeros(0, dtype=torch.int64, device=flat.device), 0)
         xs, order = torch.sort(flat)
-        prefix = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumsum(xs, 0)])
+        prefix = torch.cat([torch.zeros(1, dtype=torch.float64, device=xs.device), torch.cumsum(xs, 0)])
         centroids = self._initial_centroids(xs, gen)
         cuts = None
         iters = 0
         for iters in range(1, self.max_iter + 1):
             # cluster j holds sorted positions [cuts[j], cuts[j+1]); ties at a midpoint go to the upper cluster
             new_cuts = torch.cat([
-                torch.zeros(1, dtype=torch.long),
+                torch.zeros(1, dtype=torch.long, device=xs.device),
                 torch.searchsorted(xs, (centroids[1:] + centroids[:-1]) / 2, right=False),
-                torch.full((1,), xs.numel(), dtype=torch.long),
+                torch.full((1,), xs.numel(), dtype=torch.long, device=xs.device),
             ])
             counts = new_cuts[1:] - new_cuts[:-1]
             sums = prefix[new_cuts[1:]] - prefix[new_cuts[:-1]]
@@ -124,7 +126,7 @@ class KMeansQuantizer:
             if done or iters == self.max_iter:
                 break
             centroids = torch.sort(centroids).values  # the midpoints need sorted centroids (an empty one's 0 may not be)
-        sorted_idx = torch.repeat_interleave(torch.arange(self.k), cuts[1:] - cuts[:-1])
+        sorted_idx = torch.repeat_interleave(torch.arange(self.k, device=xs.device), cuts[1:] - cuts[:-1])
         indices = torch.empty_like(sorted_idx)
         indices[order] = sorted_idx
         return centroids, indices, iters

@@ -140,12 +140,11 @@ class RunSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def matches(self, selection: Mapping[str, Sequence[str]]) -> bool:
-        """True if every selected field has one of the given values (labels, seed, experiment, dataset,
-        algorithm, model, device, or an option), compared as strings."""
-        flat = {**{str(k): v for k, v in self.get("options").items()}, **self.get("labels"),
-                "seed": self.seed, "experiment": self.experiment, "dataset": self.dataset,
+        """True if every selected field has one of the given values (seed, experiment, dataset, algorithm,
+        model, device, rounds, an option or a label; a label or option of that name wins), compared as strings."""
+        flat = {"seed": self.seed, "experiment": self.experiment, "dataset": self.dataset,
                 "algorithm": self.algorithm.name, "model": self.model.name, "device": self.device,
-                "rounds": self.rounds}
+                "rounds": self.rounds, **self.get("options"), **self.get("labels")}  # a notebook's labels win
         return all(k in flat and str(flat[k]) in values for k, values in selection.items())
 
 
