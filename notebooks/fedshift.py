@@ -50,6 +50,7 @@ local_epochs = 1.0
 batch_size = 16
 lr = 0.05
 momentum = 0.9
+augment = None  # "crop_flip" for CIFAR (RandomCrop(32, 4) + horizontal flip, as in the code of the authors)
 fedprox_mu = 0.01
 scaffold_coef = "samples"
 algorithms = ["fedavg", "fedprox", "scaffold", "fedef"]

@@ -436,7 +436,8 @@ def run_spec(p: Mapping[str, Any], *, method: str, quantizer: str, bits: int, sh
     return RunSpec.make(
         "fedshift", p["dataset"], split_part, (p["model"], {**p["model_kwargs"], "init": "kaiming_normal_fan_in"}),
         _method_component(p, method), p["rounds"], seed,
-        local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"]},
+        local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"],
+               "augment": p.get("augment")},
         uplink=(codec[0], {**codec[1], "payload": "weights", "error_feedback": method == "fedef"}),
         loop={"aggregation_weights": "uniform", "threads": p["threads"]},
         options={"shift": shift, "scope": scope, "selection": selection, "per_round_inferior": p["per_round_inferior"],
