@@ -60,7 +60,7 @@ lr_t_per_round = 10  # the lr's iteration index t is round * lr_t_per_round + lo
 methods = ["nc", "mucsc", "qsgd", "ssgd", "bmucsc", "dgc", "stc"]
 zu = 16
 zd = 16
-level_search = "descent"  # MUCSC levels by exact coordinate descent on J; "paper" = Algorithm 1 as printed
+level_search = "descent"  # exact coordinate descent on J, or paper for Algorithm 1 as printed
 level_searches = ["descent", "uniform", "paper"]  # level searches compared on the first partition (finding c)
 z_sweep = [4, 8, 16]
 zu_thirds = [4, 8, 16]
