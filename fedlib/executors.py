@@ -71,6 +71,7 @@ def train_sequential(
 ) -> list[ClientOutcome]:
     names = [n for n, _ in model.named_parameters()]
     plist = [p for _, p in model.named_parameters()]
+    use_direction = _has_correction(algorithm)
     model.train()
     outcomes = []
     for job in jobs:
@@ -81,31 +82,35 @@ def train_sequential(
                 b.copy_(buffers[n])
         momentum_buf = [torch.zeros_like(p) for p in plist] if local.momentum else None
         loss_sum = torch.zeros((), device=x.device)
-        lr_sum = 0.0
-        idx_all = torch.from_numpy(job.indices)
-        for k, pos in enumerate(job.batches):
-            idx = idx_all[torch.from_numpy(pos)].to(x.device)
+        lrs = [local.lr_at(round_, k) for k in range(len(job.batches))]
+        for k, idx in enumerate(_batch_indices(job, x.device)):
             xb, yb = x[idx], y[idx]
             if local.augment:
                 xb = AUGMENTATIONS[local.augment](xb, job.augment_gen)
             loss = loss_fn(model(xb), yb).mean()
             grads = torch.autograd.grad(loss, plist)
-            lr = local.lr_at(round_, k)
             with torch.no_grad():
                 loss_sum += loss.detach()
-                pdict = dict(zip(names, plist))
-                direction = algorithm.local_direction(
-                    pdict, dict(zip(names, grads)), received, job.state, server_state,
-                    _grad_at(model, loss_fn, xb, yb),
-                )
-                sgd_step(plist, [direction[n] for n in names], momentum_buf, lr, local)
-            lr_sum += lr
+                if use_direction:
+                    direction = algorithm.local_direction(
+                        dict(zip(names, plist)), dict(zip(names, grads)), received, job.state, server_state,
+                        _grad_at(model, loss_fn, xb, yb),
+                    )
+                    grads = [direction[n] for n in names]
+                sgd_step(plist, list(grads), momentum_buf, lrs[k], local)
+        lr_sum = float(sum(lrs))
         outcomes.append(ClientOutcome(
             params={n: p.detach().clone() for n, p in zip(names, plist)},
             buffers={n: b.detach().clone() for n, b in model.named_buffers()},
             loss=float(loss_sum) / len(job.batches), lr_sum=lr_sum,
         ))
     return outcomes
+
+
+def _batch_indices(job: ClientJob, device: torch.device) -> list[torch.Tensor]:
+    """The client's mini-batches as training-set indices, built on the host in one pass and moved once."""
+    flat = np.concatenate([job.indices[pos] for pos in job.batches])
+    return list(torch.from_numpy(flat).to(device).split([len(pos) for pos in job.batches]))
 
 
 def _grad_at(model: nn.Module, loss_fn: LossFn, xb: torch.Tensor, yb: torch.Tensor) -> Callable[[Params], Params]:
