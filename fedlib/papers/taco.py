@@ -396,14 +396,14 @@ def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) ->
 @register_experiment("taco")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     """TACO's three-group split, planted freeloaders, and the alpha / expulsion / output-model tables."""
-    groups = np.array(["-"] * run.data.num_clients)
+    groups = np.array(["-"] * run.num_clients)
     if spec.split.name == "groups":
         args = spec.split.args
         parts, groups = client_groups(run.dataset.y_train.numpy(), args["group_sizes"], args["label_fractions"],
                                       rng=spec.seed)
         run.data = FederatedData(run.dataset, parts)
     count = spec.get("options").get("freeloaders", 0)
-    free = plant_freeloaders(run.data.num_clients, count, rng=spec.seed) if count else np.array([], dtype=int)
+    free = plant_freeloaders(run.num_clients, count, rng=spec.seed) if count else np.array([], dtype=int)
     if count:
         run.kwargs["client_behavior"] = Freeloaders(free)
     if isinstance(run.kwargs["algorithm"], TailoredAlpha):

@@ -45,7 +45,8 @@ class RunPlan:
 
     dataset: Dataset
     model_fn: Callable[[], nn.Module]
-    data: FederatedData
+    num_clients: int
+    data: FederatedData | None  # None until the experiment's plan builds a split of its own
     kwargs: dict[str, Any]  # run_federation keywords (algorithm, rounds, local, links, sampler, hooks, ...)
     collect: list[Callable[[RunResult], Records]] = field(default_factory=list)
 
@@ -83,10 +84,10 @@ def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
     ds = load_dataset(spec.dataset, root=data_root(root))
     split = spec.split.args
     num_clients = split.pop("num_clients")
+    data = None
     if spec.split.name in ("dirichlet", "iid", "shards", "labels"):
-        parts = split_clients(ds.y_train.numpy(), num_clients, spec.split.name, Seeds(spec.seed).numpy("partition"), **split)
-    else:
-        parts = [range(len(ds.y_train))] * num_clients  # the experiment's plan replaces this split
+        data = FederatedData(ds, split_clients(ds.y_train.numpy(), num_clients, spec.split.name,
+                                               Seeds(spec.seed).numpy("partition"), **split))
     model = spec.model
 
     def model_fn() -> nn.Module:
@@ -95,8 +96,11 @@ def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
     kwargs = {"algorithm": make_algorithm(spec.algorithm.name, **spec.algorithm.args), "rounds": spec.rounds,
               "local": LocalTraining(**spec.get("local")), "uplink": make_link(spec.uplink),
               "downlink": make_link(spec.downlink), "seed": spec.seed, "device": spec.device, **spec.get("loop")}
-    plan = RunPlan(ds, model_fn, FederatedData(ds, [list(p) for p in parts]), kwargs)
-    return experiment_plan(spec.experiment)(spec, plan)
+    plan = experiment_plan(spec.experiment)(spec, RunPlan(ds, model_fn, num_clients, data, kwargs))
+    if plan.data is None:
+        raise ValueError(f"split {spec.split.name!r} is no fedlib.data scheme and experiment {spec.experiment!r} "
+                         "built no split for it: name a scheme (dirichlet, iid, shards, labels) or the paper's own")
+    return plan
 
 
 def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
