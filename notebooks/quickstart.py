@@ -67,8 +67,8 @@ from fedlib.data import label_counts, load_dataset
 from fedlib.models import build_model, count_parameters
 from fedlib.papers.quickstart import experiments
 from fedlib.runs import RunStore, build_run, run_specs
-from fedlib import report
-from fedlib.report import Claims, results_dir
+from fedlib.claims.quickstart import claims as quickstart_claims
+from fedlib.report import results_dir
 
 out = results_dir("quickstart", results_root)
 ds = load_dataset(dataset, root=data_root)
@@ -147,21 +147,6 @@ summary.round(4)
 # "not reproduced (diverged)".
 
 # %%
-# Paired by seed: the final accuracy of each method minus FedAvg's on the same split, sampling and init.
-final = last.pivot(index="seed", columns="algorithm", values="test_acc")
-gap_scaffold = final["SCAFFOLD"] - final["FedAvg"]
-gap_prox = final["FedProx"] - final["FedAvg"]
-seeds_note = f"{len(final)} seed(s), final round {rounds}"
-claims = Claims()
-claims.add("SCAFFOLD is at least as accurate as FedAvg under label skew (Karimireddy et al. 2020)",
-           "SCAFFOLD > FedAvg", f"{final['SCAFFOLD'].mean():.3f} vs {final['FedAvg'].mean():.3f} ({gap_scaffold.mean():+.3f})",
-           report.paired_gain(gap_scaffold, threshold=-0.01, test="t", evidence=seeds_note)
-           .unless_diverged(record[record["algorithm"].isin(["SCAFFOLD", "FedAvg"])], by=["algorithm", "seed"],
-                            num_classes=ds.num_classes))
-claims.add(f"FedProx with small mu (={mu}) stays close to FedAvg (Li et al. 2020)", "|gap| small",
-           f"{final['FedProx'].mean():.3f} vs {final['FedAvg'].mean():.3f} ({gap_prox.mean():+.3f})",
-           report.paired_equivalence(gap_prox, margin=0.02, evidence=seeds_note)
-           .unless_diverged(record[record["algorithm"].isin(["FedProx", "FedAvg"])], by=["algorithm", "seed"],
-                            num_classes=ds.num_classes))
+claims = quickstart_claims(record, params, ds.num_classes)  # fedlib/claims/quickstart.py: the rules, per claim
 claims.save(out)
 claims.table()

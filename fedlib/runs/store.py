@@ -29,7 +29,9 @@ from fedlib.runs.spec import RunSpec
 Records = dict[str, pd.DataFrame]  # table name -> frame ("rounds", "clients", ...)
 
 
-RECORD_READERS = ("report.py", "targets.py", "notebook_params.py")
+# Modules that only read records (verdict rules, targets, notebook parameters, the claims tables): editing them
+# must not invalidate stored runs.
+RECORD_READERS = ("report.py", "targets.py", "notebook_params.py", "claims")
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,7 +43,7 @@ def code_version(experiment: str) -> str:
         relative = path.relative_to(package)
         if relative.parts[0] == "papers" and relative.stem not in ("__init__", experiment):
             continue
-        if str(relative) in RECORD_READERS:
+        if str(relative) in RECORD_READERS or relative.parts[0] in RECORD_READERS:
             continue
         digest.update(str(relative).encode())
         digest.update(path.read_bytes())

@@ -1,0 +1,41 @@
+"""The quickstart's claims table on hand-built records: each verdict follows from its rule."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fedlib import report
+from fedlib.claims.quickstart import claims
+
+PARAMS = {"rounds": 2, "mu": 0.01}
+
+
+def record(final: dict[str, list[float]]) -> pd.DataFrame:
+    """Two rounds per (algorithm, seed); round 2 carries `final[algorithm][seed]`."""
+    rows = [{"algorithm": a, "seed": s, "round": r, "test_acc": 0.5 if r == 1 else acc, "test_loss": 1.0,
+             "train_loss": 1.0} for a, accs in final.items() for s, acc in enumerate(accs) for r in (1, 2)]
+    return pd.DataFrame(rows)
+
+
+def verdicts(rec: pd.DataFrame) -> list[str]:
+    return claims(rec, PARAMS, num_classes=10).table()["verdict"].tolist()
+
+
+def test_scaffold_ahead_and_fedprox_level_reproduce_both():
+    rec = record({"FedAvg": [0.80, 0.82, 0.81], "SCAFFOLD": [0.86, 0.87, 0.88], "FedProx": [0.801, 0.819, 0.812]})
+    table = claims(rec, PARAMS, num_classes=10).table()
+    assert table["verdict"].tolist() == [report.REPRODUCED, report.REPRODUCED]
+    assert table["measured"].iloc[0] == "0.870 vs 0.810 (+0.060)"  # means over the three seeds, by hand
+
+
+def test_scaffold_behind_and_fedprox_far_are_not_reproduced():
+    rec = record({"FedAvg": [0.80, 0.82, 0.81], "SCAFFOLD": [0.70, 0.72, 0.69], "FedProx": [0.70, 0.71, 0.72]})
+    assert verdicts(rec) == [report.NOT_REPRODUCED, report.NOT_REPRODUCED]
+
+
+def test_one_seed_is_not_testable_and_a_diverged_run_overrides_the_rule():
+    one = record({"FedAvg": [0.80], "SCAFFOLD": [0.86], "FedProx": [0.80]})
+    assert verdicts(one) == [report.NOT_TESTABLE, report.NOT_TESTABLE]
+    rec = record({"FedAvg": [0.80, 0.82, 0.81], "SCAFFOLD": [0.86, 0.87, 0.88], "FedProx": [0.801, 0.819, 0.812]})
+    rec.loc[(rec["algorithm"] == "SCAFFOLD") & (rec["seed"] == 1), "train_loss"] = np.nan
+    assert verdicts(rec) == [report.DIVERGED, report.REPRODUCED]
