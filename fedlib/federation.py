@@ -161,8 +161,9 @@ def run_federation(
 
     `executor` ("sequential", "vmap", "auto") and `threads` (an int or "auto") pick how clients are
     trained; "auto" is the batched executor on a GPU and the sequential one on a CPU (see `choose_executor`).
-    `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs encode on the CPU
-    with the run's keyed noise streams (see `fedlib.channel`), so compression is the same on any device.
+    `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs that declare
+    `device_generic` (every built-in codec) encode there too, with a device generator seeded from the run's
+    keyed noise streams (see `fedlib.channel`): the same distributions on any device, not the same values.
     A run whose loss turns non-finite is flagged: the record's `diverged` column is true from that round on.
     `checkpoint` (see `Checkpoint`) saves the run's state every `checkpoint.every` rounds and resumes from
     the last save: every draw is keyed by (purpose, round, client), so the continuation is exact.

@@ -125,13 +125,22 @@ def test_every_exported_codec_is_registered():
     assert codec_classes and codec_classes <= registered, f"unregistered codecs: {codec_classes - registered}"
 
 
+def codec_device(name: str, device: str) -> str:
+    """The device a codec's test runs on; a codec that is not device-generic is only tested on the CPU."""
+    if device != "cpu" and not getattr(CODECS[name].factory, "device_generic", False):
+        pytest.skip(f"{name} encodes on the CPU only (not device_generic)")
+    return device
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name,kwargs", CODEC_CASES)
-def test_codec_shapes_dtypes_and_bit_fields(name, kwargs):
+def test_codec_shapes_dtypes_and_bit_fields(name, kwargs, device):
+    device = codec_device(name, device)
     codec = make_codec(name, **kwargs)
-    x = torch.randn(3, 17, generator=torch.Generator().manual_seed(1))
-    msg = codec.encode(x, torch.Generator().manual_seed(2))
+    x = torch.randn(3, 17, generator=torch.Generator().manual_seed(1)).to(device)
+    msg = codec.encode(x, torch.Generator(device).manual_seed(2))
     y = codec.decode(msg)
-    assert y.shape == x.shape and y.dtype == x.dtype and torch.isfinite(y).all()
+    assert y.shape == x.shape and y.dtype == x.dtype and y.device == x.device and torch.isfinite(y).all()
     assert isinstance(msg.payload_bits, int) and isinstance(msg.side_bits, int)
     assert msg.payload_bits >= 0 and msg.side_bits >= 0 and msg.bits == msg.payload_bits + msg.side_bits
     if hasattr(codec, "pack"):
@@ -150,14 +159,18 @@ def test_codec_zero_and_constant_tensors(name, kwargs, value):
         assert torch.equal(y, torch.zeros_like(x)), "an all-zero tensor must decode to zeros"
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name,kwargs", [c for c in CODEC_CASES if getattr(make_codec(c.values[0], **c.values[1]), "unbiased", False)])
-def test_unbiased_codecs_by_monte_carlo(name, kwargs):
+def test_unbiased_codecs_by_monte_carlo(name, kwargs, device):
     """E[decode(encode(x))] = x: every element's mean over m draws within 5 standard errors, and the
-    standardized mean error over all elements consistent with N(0, 1/d)."""
+    standardized mean error over all elements consistent with N(0, 1/d). On a GPU this tests the codec's
+    device path with a device generator."""
+    device = codec_device(name, device)
     codec = make_codec(name, **kwargs)
-    x = torch.randn(24, generator=torch.Generator().manual_seed(3))
+    x = torch.randn(24, generator=torch.Generator().manual_seed(3)).to(device)
     m = 3000
-    draws = torch.stack([codec.decode(codec.encode(x, torch.Generator().manual_seed(s))) for s in range(m)]).double()
+    draws = torch.stack([codec.decode(codec.encode(x, torch.Generator(device).manual_seed(s))) for s in range(m)])
+    draws, x = draws.double().cpu(), x.cpu()
     mean, se = draws.mean(0), draws.std(0) / math.sqrt(m)
     exact = se < 1e-12  # elements the codec sends exactly (min/max levels)
     assert torch.allclose(mean[exact], x.double()[exact], atol=1e-6)

@@ -18,7 +18,8 @@ B-MUCSC clusters only the d0 = ceil(frac * d) largest-magnitude elements (Z = 25
 replaces all others by their mean, one float (the "super cluster"); every kept element also carries
 its ceil(log2 d)-bit index (Eq. 17). It is biased per coordinate, unbiased for the sum.
 
-Everything below works on float64 internally; the levels that are sent are float32.
+Everything below works on float64 internally; the levels that are sent are float32. Both codecs run on the
+tensor's device (levels, rounding, ids), with a generator on that device.
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def _gradient_from_sums(levels: torch.Tensor, n: torch.Tensor, s: torch.Tensor) 
 def uniform_levels(x: torch.Tensor, num_levels: int) -> torch.Tensor:
     """Z equally spaced levels from min to max (the initialisation bound (32) assumes)."""
     x = x.double()
-    return torch.linspace(float(x.min()), float(x.max()), num_levels, dtype=torch.float64)
+    return torch.linspace(float(x.min()), float(x.max()), num_levels, dtype=torch.float64, device=x.device)
 
 
 def paper_levels(
@@ -113,7 +114,7 @@ def paper_levels(
     levels = uniform_levels(x, num_levels)
     lo, hi = float(levels[0]), float(levels[-1])
     if init == "random" and num_levels > 2:
-        inner = lo + (hi - lo) * torch.rand(num_levels - 2, generator=gen, dtype=torch.float64)
+        inner = lo + (hi - lo) * torch.rand(num_levels - 2, generator=gen, dtype=torch.float64, device=x.device)
         levels[1:-1] = inner.sort().values
     sq = float((x * x).sum())
     n, s = _interval_sums(levels, x)
@@ -156,10 +157,12 @@ def descent_levels(x: torch.Tensor, num_levels: int, *, sweeps: int = 100) -> tu
     b - a per element, so the minimiser is v_k with m = floor(S / (b - a)) elements above it. A sweep updates
     z = 2..Z-1 in order (Gauss-Seidel); sweeps stop when no level moves (or after `sweeps`). Every update
     lowers J or keeps it, so J <= J(uniform). Returns float64 levels and {"J_init", "J", "sweeps"}.
+    The sort runs on x's device; the sequential search over the Z levels runs on the host (one copy of the
+    sorted vector: a few hundred scalar steps would each synchronise with a GPU).
     """
-    v = np.sort(x.double().reshape(-1).numpy())
+    v = x.double().reshape(-1).sort().values.cpu().numpy()
     prefix = np.concatenate([[0.0], np.cumsum(v)])
-    levels = uniform_levels(x, num_levels).numpy()
+    levels = uniform_levels(x, num_levels).cpu().numpy()
     j_init = _sorted_error(levels, v, prefix)
     done = 0
     while done < sweeps and num_levels > 2 and levels[-1] > levels[0]:
@@ -177,7 +180,8 @@ def descent_levels(x: torch.Tensor, num_levels: int, *, sweeps: int = 100) -> tu
             levels[z] = best
         if not moved:
             break
-    return torch.from_numpy(levels), {"J_init": j_init, "J": _sorted_error(levels, v, prefix), "sweeps": done}
+    j = _sorted_error(levels, v, prefix)
+    return torch.from_numpy(levels).to(x.device), {"J_init": j_init, "J": j, "sweeps": done}
 
 
 def _sorted_error(levels: np.ndarray, v: np.ndarray, prefix: np.ndarray) -> float:
@@ -199,14 +203,14 @@ def optimal_levels(x: torch.Tensor, num_levels: int, max_distinct: int = 5000) -
     cost(i, j) = sum_{i<k<j} c_k (v_j - v_k)(v_k - v_i) from prefix sums. O(Z n^2) time, O(n^2) memory:
     a reference for small vectors only. Returns float64 levels and the optimal J.
     """
-    values, counts = np.unique(x.double().numpy(), return_counts=True)
+    values, counts = np.unique(x.double().cpu().numpy(), return_counts=True)
     n = values.size
     if n > max_distinct:
         raise ValueError(f"optimal_levels is O(Z n^2): {n} distinct values > max_distinct={max_distinct}; "
                          "subsample the vector or raise max_distinct")
     if n <= num_levels:  # every value can be a level: J = 0
         padded = np.concatenate([values, np.full(num_levels - n, values[-1])])
-        return torch.from_numpy(padded), 0.0
+        return torch.from_numpy(padded).to(x.device), 0.0
     lo, scale = values[0], values[-1] - values[0]
     v = (values - lo) / scale  # J is invariant to shifts and scales by scale^2; [0, 1] keeps the sums tame
     s0, s1, s2 = (np.concatenate([[0.0], np.cumsum(counts * v**p)]) for p in (0, 1, 2))
@@ -225,7 +229,7 @@ def optimal_levels(x: torch.Tensor, num_levels: int, max_distinct: int = 5000) -
     path = [n - 1]
     for parent in reversed(parents):
         path.append(int(parent[path[-1]]))
-    levels = torch.from_numpy(values[path[::-1]].copy())
+    levels = torch.from_numpy(values[path[::-1]].copy()).to(x.device)
     return levels, float(best[-1]) * scale**2
 
 
@@ -240,7 +244,7 @@ def stochastic_round(levels: torch.Tensor, x: torch.Tensor, gen: torch.Generator
     lo, hi = levels.gather(-1, z), levels.gather(-1, z + 1)
     width = hi - lo
     p_up = torch.where(width > 0, (x - lo) / torch.where(width > 0, width, 1), 0)
-    u = torch.rand(x.shape, generator=gen, dtype=p_up.dtype)
+    u = torch.rand(x.shape, generator=gen, dtype=p_up.dtype, device=x.device)
     return z + (u < p_up)
 
 
@@ -250,7 +254,7 @@ def _id_dtype(num_levels: int) -> torch.dtype:
 
 def pack_ids(ids: torch.Tensor, bits: int) -> np.ndarray:
     """Bit-pack integer ids at `bits` bits each (little-endian bit order); ceil(bits * d / 8) bytes."""
-    values = ids.to(torch.int64).numpy()
+    values = ids.to(torch.int64).cpu().numpy()
     matrix = ((values[:, None] >> np.arange(bits)) & 1).astype(np.uint8)
     return np.packbits(matrix.reshape(-1), bitorder="little")
 
@@ -295,6 +299,7 @@ class MUCSC:
 
     unbiased = True
     deterministic = False
+    device_generic = True
 
     def fit_levels(self, x: torch.Tensor, gen: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
         """The Z levels this codec sends for x (float32) and diagnostics (J of the float64 levels)."""
@@ -326,7 +331,7 @@ class MUCSC:
     def pack(self, msg: Message) -> bytes:
         """The message as bytes: Z float32 levels, then the bit-packed ids (its size is msg.bits, rounded up)."""
         levels, ids = msg.payload
-        return levels.float().numpy().tobytes() + pack_ids(ids, id_bits(self.num_levels)).tobytes()
+        return levels.float().cpu().numpy().tobytes() + pack_ids(ids, id_bits(self.num_levels)).tobytes()
 
     def __repr__(self) -> str:
         return f"MUCSC({self.num_levels}, levels={self.levels!r}, iters={self.iters}, init={self.init!r})"
@@ -344,6 +349,7 @@ class BMUCSC:
 
     unbiased = False  # per coordinate; the sum is unbiased
     deterministic = False
+    device_generic = True
 
     def encode(self, x: torch.Tensor, gen: torch.Generator | None = None) -> Message:
         flat = x.detach().reshape(-1)
@@ -355,7 +361,7 @@ class BMUCSC:
         mean_rest = (float(flat.double().sum()) - float(values.double().sum())) / rest if rest else 0.0
         levels, info = self.inner.fit_levels(values, gen)
         ids = stochastic_round(levels, values, gen).to(_id_dtype(self.num_levels))
-        payload = (index.to(torch.int32), levels, ids, torch.tensor(mean_rest, dtype=x.dtype))
+        payload = (index.to(torch.int32), levels, ids, torch.tensor(mean_rest, dtype=x.dtype, device=x.device))
         return Message(payload=payload, shape=x.shape, payload_bits=kept * (id_bits(self.num_levels) + id_bits(d)),
                        side_bits=FLOAT_BITS * (self.num_levels + 1), info={**info, "kept": kept, "mean_rest": mean_rest})
 
