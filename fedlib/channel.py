@@ -113,7 +113,10 @@ class _LinkState:
         codec = self.link.codec_for(LinkContext(round=round_, client=client, history=history))
         key = (self.purpose, round_) if client is None else (self.purpose, round_, client)
         on_device = self.device.type == "cpu" or getattr(codec, "device_generic", False)
-        gen = self.seeds.torch(*key, device=self.device if on_device else "cpu")
+        # A deterministic codec never draws (the battery checks it ignores the generator): no stream to seed.
+        gen = None
+        if not getattr(codec, "deterministic", False):
+            gen = self.seeds.torch(*key, device=self.device if on_device else "cpu")
         if on_device:
             return transmit(codec, x, self.link.granularity, gen)
         tx = transmit(codec, {k: v.cpu() for k, v in x.items()}, self.link.granularity, gen)

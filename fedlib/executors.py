@@ -71,6 +71,7 @@ def train_sequential(
 ) -> list[ClientOutcome]:
     names = [n for n, _ in model.named_parameters()]
     plist = [p for _, p in model.named_parameters()]
+    named_buffers = list(model.named_buffers())
     use_direction = _has_correction(algorithm)
     model.train()
     outcomes = []
@@ -78,7 +79,7 @@ def train_sequential(
         with torch.no_grad():
             for p, n in zip(plist, names):
                 p.copy_(received[n])
-            for n, b in model.named_buffers():
+            for n, b in named_buffers:
                 b.copy_(buffers[n])
         momentum_buf = [torch.zeros_like(p) for p in plist] if local.momentum else None
         loss_sum = torch.zeros((), device=x.device)
@@ -101,7 +102,7 @@ def train_sequential(
         lr_sum = float(sum(lrs))
         outcomes.append(ClientOutcome(
             params={n: p.detach().clone() for n, p in zip(names, plist)},
-            buffers={n: b.detach().clone() for n, b in model.named_buffers()},
+            buffers={n: b.detach().clone() for n, b in named_buffers},
             loss=float(loss_sum) / len(job.batches), lr_sum=lr_sum,
         ))
     return outcomes
