@@ -101,8 +101,8 @@ from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer, weight_quantiz
 from fedlib.data import label_counts
 from fedlib.papers import fedshift as fs
 from fedlib.runs import RunStore, build_run, run_specs
-from fedlib import report
-from fedlib.report import Claims, results_dir
+from fedlib.claims.fedshift import ShiftGains, claims as fedshift_claims
+from fedlib.report import results_dir
 from theory import fedshift as th
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -272,21 +272,15 @@ t1 = t1.merge(th.PAPER_TABLE1.assign(quantizer="kmeans"), on=["quantizer", "algo
 fs.beside_paper(t1, ["quantizer", "algorithm"])
 
 # %%
-per_seed = grid.pivot_table(index=["quantizer", "algorithm", "bits", "seed"], columns="shift", values="acc").reset_index()
-per_seed["gain"] = per_seed[True] - per_seed[False]
-gains = per_seed.groupby(["quantizer", "algorithm", "bits"])["gain"].mean().unstack("bits")
+gains = ShiftGains.of(grid)  # FedShift minus its baseline on the same seed (fedlib/claims/fedshift.py)
 paper_gains = th.PAPER_TABLE1.pivot_table(index=["algorithm", "bits"], columns="shift", values="paper_acc")
 paper_gains = (paper_gains[True] - paper_gains[False]).unstack("bits")
 print("FedShift - baseline, points (ours; the 32 column is the shift-only ablation at full precision):")
-display(gains.round(2))
+display(gains.by_bits.round(2))
 print("paper (Table I, K-means):")
 display(paper_gains.round(1))
-quant = per_seed[per_seed["bits"] < 32]
-gain_mean = quant["gain"].mean()
-gain_se = quant["gain"].std(ddof=1) / np.sqrt(len(quant)) if len(quant) > 1 else float("nan")
-cell_gains = quant.groupby(["quantizer", "algorithm", "bits"])["gain"].mean()
-print(f"mean gain over {len(quant)} quantized (quantizer, algorithm, bits, seed) runs: {gain_mean:+.2f} ± {gain_se:.2f} (SE); "
-      f"cells with a positive mean gain: {(cell_gains > 0).mean():.0%}")
+print(f"mean gain over {len(gains.quantized)} quantized (quantizer, algorithm, bits, seed) runs: {gains.mean:+.2f} ± "
+      f"{gains.se:.2f} (SE); cells with a positive mean gain: {(gains.cells > 0).mean():.0%}")
 
 # %% [markdown]
 # ## Figure 7 analogue: training curves (SMA), baseline vs FedShift, with FedShift's pre-shift model
@@ -631,149 +625,15 @@ plt.show()
 
 # %% [markdown]
 # ## Claims
+# Each verdict comes from a rule in `fedlib.report`, stated in the `criterion` column; `fedlib/claims/fedshift.py`
+# pairs each claim with its paper value, its measured value and the rule's evidence, from the tables above.
 
 # %%
-# Verdicts come from the rules in fedlib.report (criterion and evidence columns).
-claims = Claims()
-lowest, highest = min(bits_list), max(bits_list)
-t1_note = f"{len(seeds)} seed(s) x {len(algorithms)} algorithms x bits {bits_list}, {q0} uplinks, T = {rounds}"
-base = fs.summarize(grid[~grid["shift"] & (grid["quantizer"] == q0)], ["algorithm", "bits"]).set_index(["algorithm", "bits"])["mean"]
-if lowest < highest:
-    drops = {a: base[(a, highest)] - base[(a, lowest)] for a in algorithms}
-    n_drop = sum(v > 0 for v in drops.values())
-    c1 = report.criterion_met(f"mean accuracy over seeds at 32+{highest} above 32+{lowest} for every algorithm "
-                              "(partly: for at least half)", n_drop == len(algorithms),
-                              partly=n_drop >= len(algorithms) / 2, evidence=t1_note)
-    c1_measured = f"32+{highest} minus 32+{lowest}: " + ", ".join(f"{a} {v:+.1f}" for a, v in drops.items())
-else:
-    c1, c1_measured = report.not_testable(f"one inferior bit width in this profile ({bits_list})"), "-"
-claims.add("C1: baseline accuracy falls as inferior bits fall (every algorithm)",
-           "59.7-64.8 at 32+4 vs 65.5-66.8 at 32+8", c1_measured, c1)
-PAPER_LOWEST_BITS = 4  # Table I's lowest inferior bit width
-if PAPER_LOWEST_BITS in bits_list and q0 == "kmeans" and "fedef" in algorithms and len(algorithms) > 1:
-    at_paper = base.xs(PAPER_LOWEST_BITS, level="bits")
-    c2 = report.criterion_met(f"Fed-EF's mean accuracy over seeds the highest of the baselines at 32+{PAPER_LOWEST_BITS}",
-                              at_paper.idxmax() == "fedef", evidence=t1_note)
-    c2_measured = f"best: {at_paper.idxmax()}; " + ", ".join(f"{a} {v:.1f}" for a, v in at_paper.items())
-else:
-    c2, c2_measured = report.not_testable(f"needs K-means 32+{PAPER_LOWEST_BITS} for Fed-EF and another baseline; this "
-                                          f"profile has {q0} bits {bits_list}, algorithms {algorithms}"), "-"
-claims.add(f"C2: Fed-EF is the best baseline at the lowest bit width (32+{PAPER_LOWEST_BITS})", "Fed-EF 64.8 at 32+4",
-           c2_measured, c2)
-c3 = report.paired_gain(quant["gain"], cells=cell_gains, unit=" points",
-                        evidence=f"(quantizer, algorithm, bits, seed) pairs FedShift - baseline; {t1_note}")
-claims.add("C3: FedShift improves every baseline at every bit width", "20/20 cells positive, mean +3.35 points",
-           f"{(cell_gains > 0).mean():.0%} of {len(cell_gains)} cells positive, mean {gain_mean:+.2f} ± {gain_se:.2f} (SE)", c3)
-fp32 = fs.summarize(grid[(grid["bits"] == 32) & ~grid["shift"]], ["algorithm"])["mean"].iloc[0]
-high = t1[(t1["bits"] >= 5) & (t1["bits"] < 32)].pivot_table(index=["quantizer", "algorithm", "bits"], columns="shift", values="mean")
-if len(high):
-    shift_beats, base_beats = high[True] > fp32, high[False] > fp32
-    credited = shift_beats & ~base_beats  # the control: the baseline cell alone does not beat full precision
-    c4 = report.criterion_met("in every >= 5-bit cell FedShift's mean accuracy over seeds beats 32+32 FedAvg's while the "
-                              "same cell without the shift does not (partly: in some cells)",
-                              bool(credited.all()), partly=bool(credited.any()), evidence=t1_note)
-    c4_measured = (f"FedShift > our 32+32 FedAvg {fp32:.1f} in {int(shift_beats.sum())}/{len(high)} cells; "
-                   f"the baseline alone also does in {int((shift_beats & base_beats).sum())} of them")
-else:
-    c4, c4_measured = report.not_testable(f"no inferior bit width >= 5 in this profile's bits {bits_list}"), "-"
-claims.add("C4: FedShift with >= 5-bit inferior clients beats full-precision FedAvg", f"all cells > {th.PAPER_FP32_FEDAVG}",
-           c4_measured, c4)
-base_share, shift_share = lb.loc["baseline", "share_inferior_classes"], lb.loc["FedShift", "share_inferior_classes"]
-true_share = float((ds.y_test.numpy() % 2 == 1).mean())  # share of the test labels in the inferior clients' classes
-n_pred = len(ds.y_test) * len(seeds)
-claims.add(f"C5a: without the shift predictions lean to the inferior clients' labels ({ref} 32+{low})",
-           "Fig. 8 (qualitative)", f"share of predictions in inferior classes {base_share:.3f} vs {true_share:.3f} of the labels",
-           report.proportion_above(round(base_share * n_pred), n_pred, true_share,
-                                   evidence=f"test predictions pooled over {len(seeds)} seed(s)"))
-closer = abs(shift_share - true_share) < abs(base_share - true_share) - 0.02
-flatter = lb.loc["FedShift", "kl_to_uniform"] < lb.loc["baseline", "kl_to_uniform"]
-claims.add(f"C5b: FedShift evens the predicted labels ({ref} 32+{low})", "Fig. 8 (qualitative)",
-           f"share in inferior classes {base_share:.3f} -> {shift_share:.3f} (labels {true_share:.3f}); KL to uniform "
-           f"{lb.loc['baseline', 'kl_to_uniform']:.3f} -> {lb.loc['FedShift', 'kl_to_uniform']:.3f}",
-           report.criterion_met("FedShift's share of predictions in the inferior classes closer to the labels' share by "
-                                "more than 0.02 and its KL to uniform lower (partly: one of the two)",
-                                closer and flatter, partly=closer or flatter, evidence=f"mean over {len(seeds)} seed(s)"))
-lower = {w: div_summary.loc[w, "FedShift"] < 0.95 * div_summary.loc[w, "baseline"] for w in ("global", "drift")}
-claims.add(f"C6: FedShift lowers layer-wise global divergence and client drift ({ref} 32+{low})", "Fig. 9 (qualitative)",
-           ", ".join(f"{w}: {div_summary.loc[w, 'baseline']:.3f} -> {div_summary.loc[w, 'FedShift']:.3f}" for w in lower),
-           report.criterion_met("FedShift's mean global divergence and mean client drift each >= 5% below the baseline's "
-                                "(partly: one of the two)", all(lower.values()), partly=any(lower.values()),
-                                evidence=f"{len(seeds)} seed(s), all rounds and layers"))
-if len(grid2):
-    pairs2 = grid2.pivot_table(index=["alpha", "quantizer", "bits", "seed"], columns="shift", values="acc")
-    gains2 = pairs2[True] - pairs2[False]
-    cells2 = gains2.groupby(level=["alpha", "quantizer", "bits"]).mean()
-    c7 = report.paired_gain(gains2, cells=cells2, unit=" points",
-                            evidence=f"(alpha, quantizer, bits, seed) pairs; alphas {table2_alphas}, quantizers "
-                                     f"{table2_quantizers}, bits {table2_bits}, {len(seeds)} seed(s)")
-    c7_measured = f"{(cells2 > 0).mean():.0%} of {len(cells2)} cells positive, mean {gains2.mean():+.2f}"
-else:
-    c7, c7_measured = report.not_testable("Table II (Dirichlet splits) is not in this profile"), "-"
-claims.add("C7: FedShift gains hold for Dirichlet alpha 0.1/0.5/100 and both quantizers", "28 of 29 printed cells positive",
-           c7_measured, c7)
-claims.add("C8a: Table III weight sizes (CNN2, CIFAR-10) from the codecs", "1,052 / 2,105 / 8,421 KB",
-           " / ".join(str(v) for v in table3.drop_duplicates("bits")["weight_KiB"]) + " KiB",
-           report.within_tolerance(table3["weight_KiB"], table3["paper_weight_KB"],
-                                   evidence="bits counted by the codecs on CNN2's layers, whole KiB"))
-aux = table3[table3["bits"] < 32]
-claims.add("C8b: Table III auxiliary sizes", "0.25 / 6.19 / 0.25 / 88.82 KB",
-           " / ".join(f"{v:.2f}" for v in aux["side_info_KiB"]) + " KiB (raw side information)",
-           report.within_tolerance(aux["side_info_KiB"], aux["paper_aux_KB"], atol=0.005,
-                                   evidence="side information counted by the codecs"))
-claims.add("C8c: efficiency threshold ratio", "7.78", f"{th.threshold_ratio():.2f}",
-           report.arithmetic_check(th.threshold_ratio(), 7.78, atol=0.005, inputs="Table III's sizes, (8.421 - 0.179) / 1.059"))
-claims.add("C9a: Theorem 2 divergence identity, appendix Eq. 30 (corrected)", "exact identity",
-           f"max rel. error {t2['rel_err_corrected'].max():.1e} over {len(t2)} (round, layer)",
-           report.criterion_met("relative error <= 1e-4 on every (round, layer) of the runs", bool(t2["holds_corrected"].all()),
-                                evidence=f"{len(t2)} (round, layer) pairs"))
-claims.add("C9b: Theorem 2 as printed in Eq. 12", "exact identity",
-           f"holds in {int(t2['holds_printed'].sum())} of {len(t2)}; median rel. error {t2['rel_err_printed'].median():.1e}",
-           report.criterion_met("relative error <= 1e-4 on every (round, layer) of the runs", bool(t2["holds_printed"].all()),
-                                evidence=f"{len(t2)} (round, layer) pairs"))
-bound_negative = bool(th.theorem1_bound(1e6, *vals.values()) < 0)
-claims.add("C9c: Theorem 1, O(1/T) convergence when M -> 0", "bound vanishes as tau grows",
-           f"bound < 0 for tau + gamma > eps + 2 (limit {f1['limit_second_term_main']}); quadratic with mean(w*) = {m_star}: "
-           f"FedShift gap {quad['simulated gap'].iloc[-1]:.3f} vs FedAvg {quad['FedAvg gap'].iloc[-1]:.1e}",
-           report.illustrative(", ".join(f"{k}={v:g}" for k, v in vals.items()),
-                               f"bound at tau = 1e6 {'negative' if bound_negative else 'non-negative'}; the quadratic toy "
-                               f"shows FedShift's fixed point, not the bound's constants"))
-gain_fp32 = float(gains[32].mean()) if 32 in gains else float("nan")
-if c3.verdict in (report.REPRODUCED, report.PARTLY):
-    ablation_judgement = report.criterion_met("shift-only gain at 32+32 below half the mean gain at quantized bits",
-                                              gain_fp32 < gain_mean / 2, evidence=f"{len(seeds)} seed(s)")
-else:
-    ablation_judgement = report.not_testable("no significant gain at quantized bits (C3) to attribute")
-claims.add("Ablation (ours): the gain comes from compensating quantization, not from centring weights",
-           "implied by the paper's motivation (Sec. IV-A)",
-           f"shift-only gain at 32+32 {gain_fp32:+.2f} vs mean gain at quantized bits {gain_mean:+.2f}", ablation_judgement)
-if t1_checks:
-    held = all(bool(c["holds"].all()) for c in t1_checks.values())
-    c9d = report.criterion_met("the bound (main text, constants measured on the run, best eps) >= the measured F - F* at "
-                               "every round of every Theorem 1 run", held,
-                               evidence=f"{len(t1_checks)} runs x {theorem1_rounds} rounds (strongly convex, digits); "
-                                        f"bound / measured gap >= {t1_est['min bound / gap'].min():.3g}")
-    c9d_measured = (f"final gap {t1_est['final gap'].max():.3g} vs bound {t1_est['final bound'].min():.3g}; L {t1_est['L'].max():.3g}, "
-                    f"sigma^2 {t1_est['sigma2'].max():.3g}, G^2 {t1_est['G2'].max():.3g}, M {t1_est['M'].max():.2g}")
-else:
-    c9d, c9d_measured = report.not_testable("no Theorem 1 run in this profile (theorem1_rounds = 0)"), "-"
-claims.add("C9d: Theorem 1's bound holds with constants measured on a run (ours, issue 13 f)", "bound >= F - F*",
-           c9d_measured, c9d)
-if len(ks) and km_gain.notna().all().all() and {"converged", "reference"} <= set(km_gain.columns):
-    ks_note = f"(method, seed) pairs at K-means 32+{kmeans_reference_bits}; methods {algorithms}, {len(seeds)} seed(s)"
-    ks_rounds = curves_all[curves_all["run"].isin(ks["run"])]
-    g_ref = report.paired_gain(km_gain["reference"], unit=" points", evidence=ks_note).unless_diverged(
-        ks_rounds, by=["run"], num_classes=ds.num_classes)
-    g_dep = report.paired_equivalence(km_gain["reference"] - km_gain["converged"], margin=1.0, unit=" points",
-                                      evidence=ks_note).unless_diverged(ks_rounds, by=["run"], num_classes=ds.num_classes)
-    g_measured = (f"gain with reference K-means {km_gain['reference'].mean():+.2f}, converged {km_gain['converged'].mean():+.2f} "
-                  "points")
-else:
-    g_ref = g_dep = report.not_testable("the K-means-setting grid is off in this profile")
-    g_measured = "-"
-claims.add("G1: with the authors' early-stopped K-means, FedShift improves the baselines (Table I's gap)",
-           "Table I: +0.7 to +5.4 points at 32+4", g_measured, g_ref)
-claims.add("G2: Table I's gap does not depend on the K-means setting (ours, issue 13 g)", "not stated",
-           g_measured, g_dep)
+claims = fedshift_claims(  # fedlib/claims/fedshift.py: the rule, paper value and evidence of each claim
+    params, grid=grid, table1=t1, gains=gains, figure_algorithm=ref, label_bias=lb, test_labels=ds.y_test.numpy(),
+    divergence=div_summary, table2_runs=grid2, table3=table3, theorem2=t2, assumed=vals, theorem1_facts=f1,
+    mean_star=m_star, quadratic=quad, theorem1_runs=t1_est, theorem1_checks=t1_checks, kmeans_runs=ks,
+    kmeans_gain=km_gain, rounds=curves_all, num_classes=ds.num_classes)
 claims.save(out_dir)
 print(f"total notebook run time: {time.perf_counter() - t_start:.0f} s")
 claims.table()

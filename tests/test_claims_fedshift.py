@@ -1,0 +1,197 @@
+"""FedShift's claims table on hand-built tables: each verdict follows from its rule, each measured value by hand."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedlib import report
+from fedlib.claims.fedshift import ShiftGains, claims
+from fedlib.papers import fedshift as fs
+from theory import fedshift as th
+
+R, P, NR, NT = report.REPRODUCED, report.PARTLY, report.NOT_REPRODUCED, report.NOT_TESTABLE
+PARAMS = {"bits_list": [4, 8], "algorithms": ["fedavg", "fedef"], "quantizers": ["kmeans"], "seeds": [0, 1, 2],
+          "rounds": 10, "table2_alphas": [0.1, 0.5], "table2_quantizers": ["kmeans"], "table2_bits": [4],
+          "theorem1_rounds": 5, "kmeans_reference_bits": 4}
+BASE = {("fedavg", 4): 80.0, ("fedavg", 8): 85.0, ("fedef", 4): 82.0, ("fedef", 8): 85.0}  # baseline accuracy, %
+FP32 = 86.0  # FedAvg 32+32 without the shift
+
+
+def table1_grid(base: dict[tuple[str, int], float], gains: dict[tuple[str, int], list[float]] | None = None,
+                shift_only: float = 0.2) -> pd.DataFrame:
+    """Table I's runs: each cell's baseline on every seed, FedShift = baseline + the cell's gain on that seed
+    (default +1, +2, +3 points on seeds 0, 1, 2), and FedAvg 32+32 with and without the shift."""
+    rows = []
+    for (algorithm, bits), acc in base.items():
+        for seed, gain in enumerate((gains or {}).get((algorithm, bits), [1.0, 2.0, 3.0])):
+            rows += [("kmeans", algorithm, bits, False, seed, acc), ("kmeans", algorithm, bits, True, seed, acc + gain)]
+    for seed in range(3):
+        rows += [("none", "fedavg", 32, False, seed, FP32), ("none", "fedavg", 32, True, seed, FP32 + shift_only)]
+    grid = pd.DataFrame(rows, columns=["quantizer", "algorithm", "bits", "shift", "seed", "acc"])
+    return grid.assign(run=[f"r{i}" for i in range(len(grid))])
+
+
+def table2_runs(gains: list[float]) -> pd.DataFrame:
+    rows = [(alpha, "kmeans", 4, shift, seed, 70.0 + (gains[3 * i + seed] if shift else 0.0))
+            for i, alpha in enumerate((0.1, 0.5)) for seed in range(3) for shift in (False, True)]
+    return pd.DataFrame(rows, columns=["alpha", "quantizer", "bits", "shift", "seed", "acc"])
+
+
+KMEANS_RUNS = pd.DataFrame({"run": [f"k{i}" for i in range(4)]})
+
+
+def kmeans_rounds(final_acc: float = 0.8) -> pd.DataFrame:
+    """Three rounds of every K-means-grid run, and of one run outside the grid that diverged."""
+    return pd.DataFrame([{"run": run, "round": r, "train_loss": 1.0, "test_loss": 1.0, "test_acc": final_acc if r == 3 else 0.5}
+                         for run in [*KMEANS_RUNS["run"], "elsewhere"] for r in (1, 2, 3)]).assign(
+        train_loss=lambda d: d["train_loss"].where(d["run"] != "elsewhere", np.nan))
+
+
+def evidence(**changes) -> dict:
+    """The keyword arguments of `claims` for a small profile where FedShift helps everywhere; `changes` replace some."""
+    grid = table1_grid(BASE)
+    gain_ref = [1.0, 1.5, 2.0, 1.2, 1.8, 1.1]
+    kw = dict(
+        grid=grid, table1=fs.summarize(grid, ["quantizer", "algorithm", "bits", "shift"]), gains=ShiftGains.of(grid),
+        figure_algorithm="fedavg",
+        label_bias=pd.DataFrame({"share_inferior_classes": [0.6, 0.5], "kl_to_uniform": [0.05, 0.01]},
+                                index=["baseline", "FedShift"]),
+        test_labels=np.arange(1000) % 10,
+        divergence=pd.DataFrame({"baseline": [1.0, 2.0], "FedShift": [0.8, 1.5]}, index=["global", "drift"]),
+        table2_runs=table2_runs([1.0, 2.0, 3.0, 1.5, 2.5, 0.5]),
+        table3=th.PAPER_TABLE3.assign(weight_KiB=th.PAPER_TABLE3["paper_weight_KB"],
+                                      side_info_KiB=th.PAPER_TABLE3["paper_aux_KB"]),
+        theorem2=pd.DataFrame({"rel_err_corrected": [1e-7, 2e-6], "rel_err_printed": [3.0, 5.0],
+                               "holds_corrected": [True, True], "holds_printed": [False, False]}),
+        assumed=dict(gamma=7.0, eps=20.0, beta=2.0, mu=1.0, L=1.0, B1=1.0, B2=1.0, M=0.01, Delta1=1.0),
+        theorem1_facts={"limit_second_term_main": "-B_2*L*M*epsilon/2"}, mean_star=0.264,
+        quadratic=pd.DataFrame({"simulated gap": [0.9, 0.5], "FedAvg gap": [1e-3, 2e-12]}),
+        theorem1_runs=pd.DataFrame({"min bound / gap": [12.0, 30.0], "final gap": [0.05, 0.04], "final bound": [330.0, 400.0],
+                                    "L": [2.0, 2.1], "sigma2": [0.1, 0.2], "G2": [3.0, 4.0], "M": [1e-3, 2e-3]}),
+        theorem1_checks={(False, 0): pd.DataFrame({"holds": [True, True]}), (True, 0): pd.DataFrame({"holds": [True, True]})},
+        kmeans_runs=KMEANS_RUNS,
+        kmeans_gain=pd.DataFrame({"converged": np.add(gain_ref, [0.1, -0.1, 0.05, 0.0, 0.02, -0.03]), "reference": gain_ref},
+                                 index=pd.MultiIndex.from_product([["fedavg", "fedef"], [0, 1, 2]], names=["method", "seed"])),
+        rounds=kmeans_rounds(), num_classes=10)
+    return {**kw, **changes}
+
+
+def table(params: dict | None = None, **changes) -> pd.DataFrame:
+    """The claims table, indexed by the claim's id (the text before the colon)."""
+    t = claims(params or PARAMS, **evidence(**changes)).table()
+    return t.set_index(t["claim"].str.split(":").str[0])
+
+
+def test_the_shift_helping_everywhere_reproduces_every_testable_claim():
+    t = table()
+    assert t["verdict"].to_dict() == {
+        "C1": R, "C2": R, "C3": R, "C4": R, "C5a": R, "C5b": R, "C6": R, "C7": R, "C8a": R, "C8b": R,
+        "C8c": report.AGREES, "C9a": R, "C9b": NR, "C9c": report.ILLUSTRATIVE, "Ablation (ours)": R, "C9d": R,
+        "G1": R, "G2": R}
+    assert list(t.columns) == report.COLUMNS
+
+
+def test_measured_values_by_hand():
+    m = table()["measured"]
+    assert m["C1"] == "32+8 minus 32+4: fedavg +5.0, fedef +3.0"
+    assert m["C2"] == "best: fedef; fedavg 80.0, fedef 82.0"
+    # 4 cells x gains (1, 2, 3): mean 2, sample sd sqrt(8/11) over sqrt(12) pairs = 0.246
+    assert m["C3"] == "100% of 4 cells positive, mean +2.00 ± 0.25 (SE)"
+    # 32+8 cells: baselines 85 < 86 = FP32, FedShift 85 + 2 > 86
+    assert m["C4"] == "FedShift > our 32+32 FedAvg 86.0 in 2/2 cells; the baseline alone also does in 0 of them"
+    assert m["C5a"] == "share of predictions in inferior classes 0.600 vs 0.500 of the labels"
+    assert m["C6"] == "global: 1.000 -> 0.800, drift: 2.000 -> 1.500"
+    assert m["C7"] == "100% of 2 cells positive, mean +1.75"
+    assert m["C8a"] == "1052 / 2105 / 8421 KiB"
+    assert m["Ablation (ours)"] == "shift-only gain at 32+32 +0.20 vs mean gain at quantized bits +2.00"
+    assert m["G1"] == "gain with reference K-means +1.43, converged +1.44 points"
+    assert table()["claim"]["C5a"].endswith("(fedavg 32+4)")
+
+
+def test_shift_gains_pair_runs_by_seed():
+    g = ShiftGains.of(table1_grid(BASE, gains={("fedef", 8): [-1.0, -2.0, -3.0]}))
+    assert g.mean == pytest.approx((3 * 6 - 6) / 12)
+    assert g.se == pytest.approx(np.std([1, 2, 3] * 3 + [-1, -2, -3], ddof=1) / np.sqrt(12))
+    assert g.cells.to_dict() == {("kmeans", "fedavg", 4): 2.0, ("kmeans", "fedavg", 8): 2.0,
+                                 ("kmeans", "fedef", 4): 2.0, ("kmeans", "fedef", 8): -2.0}
+    assert g.by_bits.loc[("none", "fedavg"), 32] == pytest.approx(0.2)
+    assert np.isnan(ShiftGains.of(table1_grid({("fedavg", 4): 80.0}, gains={("fedavg", 4): [1.0]})).se)
+
+
+def test_negative_gains_are_not_reproduced_and_leave_the_ablation_nothing_to_attribute():
+    grid = table1_grid(BASE, gains={cell: [-1.0, -2.0, -0.5] for cell in BASE})
+    t = table(grid=grid, gains=ShiftGains.of(grid), table1=fs.summarize(grid, ["quantizer", "algorithm", "bits", "shift"]),
+              table2_runs=table2_runs([-1.0, -2.0, -3.0, 0.5, -0.5, -1.0]))
+    assert t.loc["C3", "verdict"] == NR
+    assert t.loc["C7", "verdict"] == NR
+    assert t.loc["Ablation (ours)", "verdict"] == NT
+    assert t.loc["C4", "verdict"] == NR  # FedShift no longer above FP32 in any >= 5-bit cell
+
+
+def test_one_losing_cell_makes_the_gain_partly_reproduced_and_a_large_shift_only_gain_fails_the_ablation():
+    grid = table1_grid(BASE, gains={("fedef", 8): [-0.1, -0.2, -0.3]}, shift_only=1.5)
+    t = table(grid=grid, gains=ShiftGains.of(grid), table1=fs.summarize(grid, ["quantizer", "algorithm", "bits", "shift"]))
+    assert t.loc["C3", "verdict"] == P
+    assert "3/4 cells above 0" in t.loc["C3", "evidence"]
+    assert t.loc["Ablation (ours)", "verdict"] == NR  # 1.5 >= half of the mean gain
+    assert t.loc["C4", "verdict"] == P  # fedef 32+8 no longer beats FP32 with the shift
+
+
+def test_baselines_in_the_wrong_order_fail_c1_c2_and_c4():
+    base = {("fedavg", 4): 84.0, ("fedavg", 8): 87.0, ("fedef", 4): 83.0, ("fedef", 8): 82.0}
+    grid = table1_grid(base)
+    t = table(grid=grid, gains=ShiftGains.of(grid), table1=fs.summarize(grid, ["quantizer", "algorithm", "bits", "shift"]))
+    assert t.loc["C1", "verdict"] == P  # fedavg's accuracy falls with the bits, fedef's does not
+    assert t.loc["C2", "verdict"] == NR  # fedavg, not fedef, is the best baseline at 32+4
+    assert t.loc["C4", "verdict"] == NR  # fedavg 32+8 beats FP32 without the shift, fedef 32+8 not even with it
+    assert t.loc["C4", "measured"].endswith("in 1/2 cells; the baseline alone also does in 1 of them")
+
+
+def test_a_profile_without_the_evidence_is_not_testable():
+    grid = table1_grid({("fedavg", 2): 80.0, ("fedef", 2): 82.0})
+    params = {**PARAMS, "bits_list": [2]}
+    t = table(params, grid=grid, gains=ShiftGains.of(grid), table1=fs.summarize(grid, ["quantizer", "algorithm", "bits", "shift"]),
+              table2_runs=table2_runs([0.0] * 6).iloc[:0], theorem1_checks={}, theorem1_runs=pd.DataFrame(),
+              kmeans_runs=KMEANS_RUNS.iloc[:0], kmeans_gain=pd.DataFrame())
+    for claim in ("C1", "C2", "C4", "C7", "C9d", "G1", "G2"):
+        assert t.loc[claim, "verdict"] == NT, claim
+        assert t.loc[claim, "measured"] == "-", claim
+    assert t.loc["C3", "verdict"] == R  # 6 pairs at 32+2 still test the gain
+
+
+def test_figures_without_the_effect_are_not_reproduced():
+    t = table(label_bias=pd.DataFrame({"share_inferior_classes": [0.5, 0.49], "kl_to_uniform": [0.05, 0.01]},
+                                      index=["baseline", "FedShift"]),
+              divergence=pd.DataFrame({"baseline": [1.0, 2.0], "FedShift": [0.99, 1.5]}, index=["global", "drift"]))
+    assert t.loc["C5a", "verdict"] == NR  # 1500/3000 is not above 0.5
+    assert t.loc["C5b", "verdict"] == P  # flatter, but no closer to the labels' share by more than 0.02
+    assert t.loc["C6", "verdict"] == P  # drift 25% lower, global divergence only 1%
+
+
+def test_theory_and_table3_checks_fail_on_a_single_bad_value():
+    table3 = th.PAPER_TABLE3.assign(weight_KiB=th.PAPER_TABLE3["paper_weight_KB"], side_info_KiB=[0.03, 0.25, 0.03, 4.0, np.nan])
+    t = table(table3=table3,
+              theorem2=pd.DataFrame({"rel_err_corrected": [1e-7, 1e-3], "rel_err_printed": [1e-7, 1e-7],
+                                     "holds_corrected": [True, False], "holds_printed": [True, True]}),
+              theorem1_checks={(False, 0): pd.DataFrame({"holds": [True, True]}), (True, 0): pd.DataFrame({"holds": [True, False]})})
+    assert t.loc["C8a", "verdict"] == R
+    assert t.loc["C8b", "verdict"] == NR
+    assert t.loc["C8b", "measured"] == "0.03 / 0.25 / 0.03 / 4.00 KiB (raw side information)"
+    assert t.loc["C9a", "verdict"] == NR
+    assert t.loc["C9b", "verdict"] == R
+    assert t.loc["C9b", "measured"] == "holds in 2 of 2; median rel. error 1.0e-07"
+    assert t.loc["C9d", "verdict"] == NR
+
+
+def test_a_diverged_kmeans_run_overrides_g1_and_g2_and_settings_apart_fail_g2():
+    rounds = kmeans_rounds()
+    rounds.loc[rounds["run"] == "k2", "train_loss"] = np.nan
+    t = table(rounds=rounds)
+    assert t.loc["G1", "verdict"] == t.loc["G2", "verdict"] == report.DIVERGED
+    assert t.loc["G1", "evidence"].startswith("diverged: run=k2")
+    assert table(rounds=kmeans_rounds(final_acc=0.1))["verdict"]["G1"] == report.DIVERGED  # at chance (1/10)
+    gain = evidence()["kmeans_gain"]
+    far = table(kmeans_gain=gain.assign(converged=gain["reference"] + [3.0, 2.5, 3.5, 2.0, 3.0, 2.8]))
+    assert far.loc["G1", "verdict"] == R
+    assert far.loc["G2", "verdict"] == NR
