@@ -94,17 +94,16 @@ import torch
 from scipy.stats import spearmanr
 
 from fedlib import build_model, load_dataset
+from fedlib.claims.fedaq import TABLE_OF_MODE, claims as fedaq_claims, has_runs, saving_tables
 from fedlib.codecs import make_codec
 from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
 from fedlib.energy import add_energy, payload_bits, saving
 from fedlib.papers.fedaq import (BASELINE, PAPER_MODELS, PAPER_SETUP, PAPER_TABLES, best_by_energy, downlink_resolution,
-                                 energy_to_target_judgement, energy_to_targets, equal_shards, experiments, layer_ranges,
-                                 relative_targets, saving_table, to_target_per_seed)
+                                 energy_to_targets, equal_shards, experiments, layer_ranges)
 from fedlib.models import count_parameters
 from fedlib.runs import RunStore, run_specs
-from fedlib import report, targets
-from fedlib.report import Claims, results_dir
+from fedlib.report import results_dir
 from theory import fedaq as th
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -243,8 +242,6 @@ print(alloc.round(4).to_string(index=False))
 #
 # Joint: fp32, fixed-b on both links, FedAQ (Eq. 26). Uplink-only: FedAQ (= FedDQ), AdaQuantFL, fixed-8, with
 # an fp32 downlink whose energy is not counted. Downlink-only: FedAQ with β = α/√(2n) and multiples of it (the
-# paper gives no β for this mode), fixed-8, with an fp32 uplink not counted.
-
 # paper gives no β for this mode), fixed-8, with an fp32 uplink not counted. The sweeps (α for joint FedAQ,
 # s0 for AdaQuantFL) come with them. The grid is data: `fedlib.papers.fedaq.experiments(params)` turns this
 # notebook's parameters into run specs, `run_specs` computes the ones not yet in the store (`runs_root`) and
@@ -273,23 +270,12 @@ record.drop(columns=[c for c in record.columns if "/" in c]).to_csv(out_dir / "r
 # (mJ) and round are read at the first round that reaches the target; saving = (E_base − E_FedAQ)/E_base.
 
 # %%
-
-
-have = lambda mode, scheme: all((mode, scheme, sd) in runs for sd in seeds)  # noqa: E731 (a subset may lack a run)
-
-
-def comparison(mode: str, base: str, prop: str) -> pd.DataFrame:  # targets: the paper's, else fractions of both's best
-    return saving_table(runs, mode, base, prop, seeds, [paper_targets[mode]] if paper_targets else
-                        relative_targets(runs, mode, [base, prop], seeds, target_fracs))
-
-
-tables = {mode: comparison(mode, BASELINE[mode], "fedaq") for mode in ("joint", "up", "down")
-          if have(mode, BASELINE[mode]) and have(mode, "fedaq")}
-paper_rows = pd.DataFrame([{"table": {"joint": "II", "up": "III", "down": "IV"}[mode], "mode": mode, "paper row": row,
+tables = saving_tables(runs, params)  # fedlib/claims/fedaq.py: every mode that has FedAQ and the paper's baseline
+paper_rows = pd.DataFrame([{"table": TABLE_OF_MODE[mode], "mode": mode, "paper row": row,
                             "paper target": t, "paper baseline mJ": b, "paper FedAQ mJ": p, "paper saving %": s}
                            for mode, rows_ in PAPER_TABLES.items() for row, (t, b, p, s) in rows_.items()])
 for mode, table in tables.items():
-    print(f"\n== Table {dict(joint='II', up='III', down='IV')[mode]} analogue ({mode}; baseline {BASELINE[mode]}) ==")
+    print(f"\n== Table {TABLE_OF_MODE[mode]} analogue ({mode}; baseline {BASELINE[mode]}) ==")
     print(table.to_string(index=False))
 paper_rows
 
@@ -302,7 +288,7 @@ for mode, table in tables.items():
     t, b, p, s = PAPER_TABLES[mode][paper_row]
     mid = table.iloc[len(table) // 2]
     base = BASELINE[mode]
-    side_by_side.append({"table": {"joint": "II", "up": "III", "down": "IV"}[mode], "paper row": paper_row,
+    side_by_side.append({"table": TABLE_OF_MODE[mode], "paper row": paper_row,
                          "paper target": t, "paper base mJ": b, "paper FedAQ mJ": p, "paper saving %": s,
                          "our target": mid["target_acc"], "our base mJ": mid[f"{base}_mJ"], "our FedAQ mJ": mid["fedaq_mJ"],
                          "our saving %": mid["saving_%"],
@@ -333,7 +319,8 @@ def panel_row(mode: str, schemes: list[str], title: str) -> None:
 
 panel_row("joint", ["fixed8", "fedaq", "fp32"], "Fig. 3 analogue: joint uplink + downlink quantization")
 panel_row("up", ["fedaq", "adaquantfl", "fixed8"], "Fig. 4 analogue: uplink-only quantization")
-panel_row("down", [s for s in record.loc[record["mode"] == "down", "scheme"].unique()], "Fig. 5 analogue: downlink-only")
+down_schemes = list(record.loc[record["mode"] == "down", "scheme"].unique())  # grid order
+panel_row("down", down_schemes, "Fig. 5 analogue: downlink-only")
 
 # %% [markdown]
 # ## Figure 2 analogue: ranges of the uplink updates and of the downlink weights, per layer
@@ -357,11 +344,11 @@ plt.show()
 fixed = [f"fixed{b}" for b in fixed_bits]
 best_acc = record[(record["mode"] == "joint") & record["scheme"].isin(fixed)].groupby("scheme")["test_acc"].max().min()
 sweep_targets = [round(float(f * best_acc), 4) for f in target_fracs]
-sweep = energy_to_targets(runs, "joint", [s for s in fixed + ["fedaq", "fp32"] if have("joint", s)], seeds, sweep_targets)
+sweep = energy_to_targets(runs, "joint", [s for s in fixed + ["fedaq", "fp32"] if has_runs(runs, "joint", s, seeds)],
+                          seeds, sweep_targets)
 sweep_wide = sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
 sweep_wide["final_acc"] = sweep.groupby("scheme")["final_acc"].mean()
 best_fixed_at = {t: best_by_energy(sweep[sweep["target_acc"] == t], fixed) for t in sweep_targets}
-best_fixed = best_fixed_at[sweep_targets[len(sweep_targets) // 2]]
 print(f"median energy (mJ) over seeds to each target, joint mode; best fixed width per target: {best_fixed_at}")
 sweep_wide
 
@@ -499,115 +486,14 @@ quad.groupby(["n", "theorem", "scheme"])[["lhs", "uplink", "downlink", "initial_
 
 # %% [markdown]
 # ## Claims
+#
+# Verdicts come from the rules in `fedlib.report` (criterion and evidence columns). Energy and rounds to a target
+# are compared seed by seed with `fedlib.targets`: a run that never reaches the target counts as worse, not dropped.
 
 # %%
-# Verdicts come from the rules in fedlib.report (criterion and evidence columns). Energy and rounds to a target
-# are compared seed by seed with fedlib.targets: a run that never reaches the target counts as worse, not dropped.
-claims = Claims()
-missing = lambda mode: report.not_testable(f"this parameter set has no {mode}-mode FedAQ/{BASELINE[mode]} pair")  # noqa: E731
-
-
-to_target = lambda mode, scheme, t, cost: to_target_per_seed(runs, mode, scheme, seeds, t, cost)  # noqa: E731
-energy_judgement = lambda mode, baselines, proposed: energy_to_target_judgement(runs, mode, baselines, proposed, seeds)  # noqa: E731
-versus = lambda mode, table, base: energy_judgement(mode, {float(t): base for t in table["target_acc"]}, "fedaq")  # noqa: E731
-
-
-def savings_text(table: pd.DataFrame) -> str:
-    return ", ".join(f"{t:.3f}: {s:.1f}%" for t, s in zip(table["target_acc"], table["saving_%"])) + " (seed-mean energies)"
-
-
-jt = tables.get("joint")
-if paper_row == "ResNet-18 on CIFAR-10" and jt is not None:
-    headline = report.within_tolerance(jt["saving_%"].iloc[-1], 66.7, rtol=0.1, evidence=f"seeds {seeds}, highest target")
-else:
-    headline = report.not_testable(f"the paper's headline is ResNet-18 on CIFAR-10; this profile runs {paper_row}")
-claims.add("Up to 66.7% energy saving, joint FedAQ vs fixed 8-bit (Table II, ResNet-18/CIFAR-10, 86%)", "66.7%",
-           f"best joint saving here {jt['saving_%'].max():.1f}% ({dataset}/{model})" if jt is not None else "-", headline)
-for mode, table_name, paper_range in (("joint", "II", "25.6-66.7%"), ("up", "III", "18.6-64.5%"), ("down", "IV", "13.3-66.0%")):
-    what = {"joint": "Joint FedAQ needs less energy than fixed 8-bit to reach the same accuracy",
-            "up": "Uplink-only FedAQ saves energy vs AdaQuantFL", "down": "Downlink-only FedAQ saves energy vs fixed 8-bit "
-            "(beta = alpha/sqrt(2n))"}[mode]
-    claims.add(f"{what} (Table {table_name}; {paper_row})", f"{PAPER_TABLES[mode][paper_row][3]}% ({paper_range} over rows)",
-               savings_text(tables[mode]) if mode in tables else "-",
-               versus(mode, tables[mode], BASELINE[mode]) if mode in tables else missing(mode))
-if jt is not None:
-    round_pairs = [(p_, b_) for t in jt["target_acc"] for p_, b_ in zip(to_target("joint", "fedaq", t, None),
-                                                                        to_target("joint", BASELINE["joint"], t, None))]
-    similar = [p_ == b_ or abs(p_ - b_) <= 0.2 * b_ for p_, b_ in round_pairs]
-    claims.add("Similar number of rounds to the target as fixed 8-bit (no loss of convergence speed)", "similar",
-               "rounds FedAQ/fixed8 per seed and target: " + ", ".join(f"{a:g}/{b:g}" for a, b in round_pairs),
-               report.criterion_met("FedAQ's rounds to each target within 20% of fixed 8-bit's on every seed (never reached "
-                                    "by one of the two counts as not similar; by both, as similar)", all(similar),
-                                    evidence=f"{len(round_pairs)} (seed, target) pairs, targets {list(jt['target_acc'])}"))
-rho = dict(zip(trend["quantity"], trend["spearman rho vs round"]))
-for claim, q_up, q_dn in (("Uplink bits decrease and downlink bits increase over rounds (Fig. 3)", "up_bits", "down_bits"),
-                          ("Update ranges shrink, global-weight ranges grow (Fig. 2)", "up_range", "down_range")):
-    claims.add(claim, "decreasing / increasing", f"Spearman rho: {q_up} {rho[q_up]:.2f}, {q_dn} {rho[q_dn]:.2f}",
-               report.criterion_met(f"Spearman rho vs round < 0 for {q_up} and > 0 for {q_dn} (partly: one of the two)",
-                                    rho[q_up] < 0 and rho[q_dn] > 0, partly=rho[q_up] < 0 or rho[q_dn] > 0))
-coarser = [s for s in record.loc[record["mode"] == "down", "scheme"].unique() if s.startswith("fedaq β×")]
-if coarser and have("down", "fixed8"):
-    dt_best = comparison("down", "fixed8", coarser[-1])
-    claims.add(f"(ours) Downlink-only FedAQ with a coarser beta = {coarser[-1].split('×')[1]} alpha/sqrt(2n) saves vs fixed 8-bit",
-               "no beta given for this mode", savings_text(dt_best),
-               energy_judgement("down", {float(t): "fixed8" for t in dt_best["target_acc"]}, coarser[-1]))
-mid_target = sweep_targets[len(sweep_targets) // 2]
-claims.add("8-bit is the best fixed bit-length of {2, 4, 8, 16}", "8 bits",
-           f"best fixed width at the middle target {mid_target} among {fixed}: {best_fixed}",
-           report.criterion_met(f"fixed 8-bit is the width fewest seeds miss the middle target {mid_target} with, then with "
-                                f"the lowest median energy, among {fixed}", best_fixed == "fixed8",
-                                evidence=f"seeds {seeds}, joint mode") if "fixed8" in fixed and len(fixed) > 1
-           else report.not_testable(f"needs fixed 8 bits and another width; this profile runs {fixed}"))
-best_fixed_text = ", ".join(f"{t}: {b}" for t, b in best_fixed_at.items())
-claims.add("(ours) Joint FedAQ needs less energy than the best fixed width (the paper's comparison, at the width that is "
-           "best here)", "FedAQ < best fixed",
-           "median mJ FedAQ vs best fixed: " + ", ".join(
-               f"{t}: {np.median(to_target('joint', 'fedaq', t, 'cum_energy_mJ')):.4g} vs "
-               f"{np.median(to_target('joint', b, t, 'cum_energy_mJ')):.4g} ({b})" for t, b in best_fixed_at.items() if b),
-           energy_judgement("joint", best_fixed_at, "fedaq") if fixed and have("joint", "fedaq")
-           else report.not_testable("no fixed widths or no joint FedAQ run in this parameter set"))
-claims.add("(ours) Uplink-only FedAQ needs less energy than AdaQuantFL at its best s0 (s0 swept)", "FedAQ < AdaQuantFL",
-           f"best AdaQuantFL per target: {best_s0_at}; s0 tried {sorted(s0_sweep['s0'].dropna().unique().tolist())}",
-           energy_judgement("up", best_s0_at, "fedaq") if best_s0_at and len(s0_schemes) > 1
-           else report.not_testable("needs the uplink comparison and at least two AdaQuantFL s0 values"))
-eq22 = alloc.set_index(["e1", "e2"])["Eq.22 excess"]
-claims.add("beta = alpha/sqrt(2n) (Eq. 22) is the optimal downlink resolution", "optimal",
-           f"KKT optimum beta/alpha = sqrt(e2/(2n e1)); Eq. 22 exact at e1 = e2 (excess {eq22[(1, 1)]:.1e}), "
-           f"{100 * eq22[(1, 3)]:.1f}% worse at e2 = 3 e1",
-           report.criterion_met("Eq. 22's objective within 1e-6 (relative) of the KKT optimum at every tested link-cost "
-                                "ratio e2/e1 (partly: at e1 = e2 only)", bool((eq22.abs() <= 1e-6).all()),
-                                partly=abs(eq22[(1, 1)]) <= 1e-6, evidence=f"{len(eq22)} (e1, e2) pairs, KKT checked by SLSQP"))
-ok_mc = bool(mc["unbiased"].all() and mc["variance_ok"].all())
-claims.add("Quantizer is unbiased with E||Q(w)-w||^2 <= q_s R^2 (Assumption 1)", "holds",
-           f"{mc['unbiased'].sum()}/{len(mc)} unbiased, {mc['variance_ok'].sum()}/{len(mc)} variance within bound; "
-           f"exact/bound {mc['exact_over_A1'].min():.3f}-{mc['exact_over_A1'].max():.3f}",
-           report.criterion_met("Monte Carlo bias within its tolerance and variance within q_s R^2 for every tested "
-                                "vector and bit width", ok_mc, evidence=f"{len(mc)} cases, {mc_draws} draws each"))
-# The bound is informative about quantization only where the measured side exceeds its other terms (the initial
-# gap and the SGD noise): there the uplink/downlink terms are what keeps it above the measurement.
-informative = curves["lhs"] > curves["initial_gap"] + curves["sgd_noise"]
-fl = last.loc["fedaq"]
-claims.add("Theorem 1's bound holds and its quantization terms matter (convex toy with known L, sigma^2)", "bound (9)",
-           f"holds at {int(curves['holds'].sum())}/{len(curves)} prefixes over {list(toy_codecs)}; FedAQ at K = {toy_rounds}: "
-           f"initial-gap term {fl['initial_gap']:.3g} of a {fl['rhs']:.3g} bound vs {fl['lhs']:.3g} measured",
-           report.criterion_met("the bound holds at every prefix, and at some prefix the measured side exceeds the "
-                                "initial-gap + SGD-noise terms, so the quantization terms are tested (partly: it holds, "
-                                "but by those terms alone)", bool(curves["holds"].all() and informative.any()),
-                                partly=bool(curves["holds"].all()),
-                                evidence=f"softmax regression on digits, {len(toy_codecs)} schemes, {toy_rounds} rounds"))
-for theorem, eq in (("Theorem 2", "(27), uplink-only"), ("Theorem 3", "(30), downlink-only")):
-    rows_ = quad[quad["theorem"] == theorem]
-    claims.add(f"{theorem}'s bound {eq} holds and its quantization term matters (quadratic clients, exact constants)",
-               f"bound {eq.split(',')[0]}",
-               f"holds in {int(rows_['holds'].sum())}/{len(rows_)} runs; max measured/initial-gap term "
-               f"{rows_['lhs_over_gap_term'].max():.2f}; max measured/bound {(rows_['lhs'] / rows_['rhs']).max():.3f}",
-               report.criterion_met("the bound holds in every run (the toy's L, sigma^2 = 0 and f(w0) - f* are exact), and in "
-                                    "some run the measured side exceeds the initial-gap term, so the quantization term is "
-                                    "tested (partly: it holds, but by the initial-gap term alone)",
-                                    bool(rows_["holds"].all() and (rows_["lhs_over_gap_term"] > 1).any()),
-                                    partly=bool(rows_["holds"].all()),
-                                    evidence=f"run_federation on d = 200 quadratics, n = 1 and 4, {list(rows_['scheme'].unique())}, "
-                                             f"seeds {toy_seeds}, {toy_rounds} rounds"))
+claims = fedaq_claims(params, runs=runs, tables=tables, down_schemes=down_schemes, trend=trend, fixed=fixed,
+                      best_fixed_at=best_fixed_at, best_s0_at=best_s0_at, s0_sweep=s0_sweep, alloc=alloc, mc=mc,
+                      curves=curves, quad=quad)  # fedlib/claims/fedaq.py: the rules, per claim
 claims.save(out_dir)
 print(f"total notebook time {time.perf_counter() - t_start:.0f} s; claims saved to {out_dir / 'claims.csv'}")
 claims.table()
