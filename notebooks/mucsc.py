@@ -107,8 +107,8 @@ from fedlib.models import build_model, count_parameters
 from fedlib.papers import mucsc as paper
 from fedlib.papers.mucsc import D_CIFAR, D_FEMNIST, LABELS, Setup, links, message_bits, table2, traffic_tables
 from fedlib.runs import RunStore, run_specs
-from fedlib import report
-from fedlib.report import Claims, results_dir
+from fedlib.claims.mucsc import claims as mucsc_claims
+from fedlib.report import results_dir
 import theory.mucsc as th
 
 torch.set_num_threads(threads)
@@ -118,7 +118,6 @@ pd.set_option("display.max_colwidth", 110)
 sns.set_theme(style="whitegrid", context="notebook")
 t_start = time.time()
 out_dir = results_dir("mucsc", results_root)
-claims = Claims()
 
 # %% [markdown]
 # ## 1. Setup
@@ -235,7 +234,8 @@ print("hand = paper formula and codec formula = Message.bits:", bits_ok)
 # %%
 update = paper.client_update(grids["main"][0], data_root).double()
 mc = th.monte_carlo_rounding(MUCSC(zu), update, draws=mc_draws, seed=1)
-bias = th.bmucsc_bias(update, draws=max(100, mc_draws // 4), num_levels=bm_levels, frac=bm_frac)
+bias_draws = max(100, mc_draws // 4)
+bias = th.bmucsc_bias(update, draws=bias_draws, num_levels=bm_levels, frac=bm_frac)
 mucsc_unbiased = th.is_unbiased(mc) and abs(mc["J_empirical"] - mc["J_analytic"]) < 5 * mc["J_stderr"]
 print(f"update: d = {update.numel():,}, ||U||^2 = {float(update.pow(2).sum()):.3e}")
 print(pd.Series(mc).to_string())
@@ -470,152 +470,16 @@ print("bound (32) precondition:", b32)
 # ## 9. Claims
 
 # %%
-# Verdicts come from the rules in fedlib.report (criterion and evidence columns). Tables II-V and C4/C6 recompute
-# the paper's numbers from its own inputs (d, T, Eqs. 16-17): arithmetic checks, not reproductions. A claim whose
-# runs a parameter left out (e.g. -p methods '["mucsc"]') is "not testable", with the missing methods named.
-def add(claim, paper_value, needed, judge):
-    """Add a claim judged by `judge()` -> (measured, judgement), or "not testable" if a needed method was not run."""
-    absent = [LABELS[m] for m in needed if m not in methods]
-    measured, judgement = ("-", report.not_testable(f"needs the runs of {', '.join(absent)} (`methods` = {methods})")
-                           ) if absent else judge()
-    claims.add(claim, paper_value, measured, judgement)
-
-
-rate_at = t2.set_index(["dataset", "method"])["rate_conventionA"]
-rate_here = measured_rates.set_index(measured_rates.method.map(LABELS))["rate_conventionA_paperKN"]
-not_dgc = t2[t2.method != "dgc"]
-claims.add("Table II rates from Eqs. (16)-(17) at the paper's d", "14.54x / 196.57x (CIFAR-10)",
-           f"{rate_at['cifar10', 'mucsc']:.3f}x / {rate_at['cifar10', 'bmucsc']:.3f}x (Z_U = 16 for all, no '+h')",
-           report.arithmetic_check(not_dgc.rate_conventionA.round(2), not_dgc.paper_rate, atol=1e-6,
-                                   inputs="Eqs. (16)-(17) at the paper's d, rounded to 2 decimals like Table II"))
-claims.add("Tables III-V traffic from d and T", "e.g. MUCSC 587.88 MB, B-MUCSC 72.49 MB (CIFAR iid)",
-           f"all within 0.05 MB except the FEMNIST QSGD misprint: {traffic_ok}",
-           report.arithmetic_check(tt.loc[~misprint, "MB"], tt.loc[~misprint, "paper_MB"], atol=0.05,
-                                   inputs="the paper's d and T (the FEMNIST QSGD misprint excluded)"))
-claims.add("C1 MUCSC is unbiased (Eq. 6)", "E[U~] = U",
-           f"{update.numel():,} elements, {mc_draws} draws: mean R(mean-U)^2/J_m = {mc['mean_sq_z']:.3f} ± {mc['mean_sq_z_se']:.3f} "
-           f"(1 if unbiased), sum bias {mc['sum_bias_z']:+.2f} SD; J emp/analytic = {mc['J_empirical'] / mc['J_analytic']:.4f}",
-           report.criterion_met("Monte Carlo: the standardised squared bias consistent with 1 and the summed bias within "
-                                "its tolerance (theory.mucsc.is_unbiased), and the empirical J within 5 SE of Eq. 6's",
-                                bool(mucsc_unbiased), evidence=f"a real update, {mc_draws} draws"))
-bm_rest = bias.set_index("part").loc["super cluster"]
-claims.add("B-MUCSC is biased (paper: 'biased algorithm')", "biased per coordinate",
-           f"super-cluster bias^2 = {bm_rest.bias_sq_norm / bm_rest.signal_sq_norm:.1%} of its signal^2, kept part ~ 0",
-           report.criterion_met("Monte Carlo: the super cluster's squared bias > 10% of its squared signal",
-                                bool(bm_rest.bias_sq_norm > 0.1 * bm_rest.signal_sq_norm),
-                                evidence=f"a real update, {max(100, mc_draws // 4)} draws"))
-conv_ix = conv.set_index("run")
-claims.add("C2 O(1/T) rate with MUCSC (Thms 1-2, full participation)", "same rate as FedAvg",
-           f"toy slopes {', '.join(f'{v:.2f}' for v in conv_ix.loglog_slope)}; bound holds: {bool(conv_ix.holds.all())}",
-           report.criterion_met("on every toy run the log-log slope of the error vs T lies in [-1.4, -0.7] (O(1/T): -1) "
-                                "and the bound holds", bool(conv_ix.loglog_slope.between(-1.4, -0.7).all() and conv_ix.holds.all()),
-                                evidence=f"{len(conv_ix)} toy runs"))
-claims.add("C2b Theorems 3-4 (partial participation) bound the error", "E F(w_T) - F* <= bound, O(1/T)",
-           f"{len(partial)} runs through the round loop, K = {partial_k} of {toy_partial.num_clients}: measured / Thm 3 "
-           f"(measured psi) max {float((partial.measured_gap / partial.thm3_measured_psi).max()):.2e}, / Thm 4 max "
-           f"{float((partial.measured_gap / partial.thm4).max()):.2e}",
-           report.criterion_met("the seed-mean gap at every sync step <= Theorem 3 with the measured psi_t and <= Theorem 4, "
-                                "with mu, L, Gamma, sigma = 0 exact and G^2 measured on the trajectory",
-                                bool(partial.holds.all()), evidence=f"{partial_seeds} seeds per run, {partial_rounds} rounds"))
-real = levels_tab[levels_tab.data == "real update (subset)"]
-claims.add("C3 Algorithm 1 finds (near-)optimal centroids", "'very reliably'",
-           f"real update: J/J_unif Algorithm 1 as printed {', '.join(f'{v:.2f}' for v in real.paper_uniform_init)}; "
-           f"optimum {', '.join(f'{v:.2f}' for v in real.optimal)} (Z = {z_sweep}); at d = {D_CIFAR:,}: printed "
-           f"{', '.join(f'{v:.3f}' for v in large_d.paper)} vs optimum {', '.join(f'{v:.3f}' for v in large_d.optimal)}",
-           report.criterion_met("Algorithm 1 as printed ends within 5% of the optimal J at every Z, on the real update and "
-                                "at the paper's d (partly: below the uniform levels' J at every Z on both)",
-                                bool((real.paper_uniform_init / real.optimal).max() < 1.05 and (large_d.paper / large_d.optimal).max() < 1.05),
-                                partly=bool((real.paper_uniform_init < 1).all() and (large_d.paper < 1).all()),
-                                evidence=f"Z = {z_sweep}"))
-claims.add("C3' coordinate descent on J (our reading) finds near-optimal centroids", "(the aim of Algorithm 1)",
-           f"J/J_opt: real update {', '.join(f'{v:.3f}' for v in real.descent / real.optimal)}; at d = {D_CIFAR:,}: "
-           f"{', '.join(f'{v:.3f}' for v in large_d.descent / large_d.optimal)}",
-           report.criterion_met("coordinate descent's J within 5% of the optimal J at every Z, on the real update and at the paper's d "
-                                "(partly: at the paper's d)", bool((real.descent / real.optimal).max() < 1.05
-                                                                   and (large_d.descent / large_d.optimal).max() < 1.05),
-                                partly=bool((large_d.descent / large_d.optimal).max() < 1.05), evidence=f"Z = {z_sweep}"))
-level_evidence = f"seeds {seeds}, partition {part0}, round {rounds}"
-both = lambda *v: "-" if not set(v) <= set(level_final) else f"final acc {v[0]} {level_final[v[0]].mean():.4f} vs {v[1]} {level_final[v[1]].mean():.4f}"  # noqa: E731
-claims.add(f"C3b adapted levels (min J) beat uniform levels in FL (Z = {zu})", "implied by Sec. V-C (J enters the bound)",
-           both("MUCSC descent", "MUCSC uniform"), report.paired_gain(
-               level_final["MUCSC descent"] - level_final["MUCSC uniform"], threshold=0.0, test="t", evidence=level_evidence
-           ).unless_diverged(level_runs[level_runs.variant.str.startswith("MUCSC")], by=["variant", "seed"], num_classes=ds.num_classes)
-           if {"MUCSC descent", "MUCSC uniform"} <= set(level_final) else report.not_testable("needs level_searches 'descent' and 'uniform'"))
-claims.add("C3c MUCSC (adapted levels) ~ QSGD at 4 bits per element", "Figs. 2-4 (MUCSC ~ QSGD)", both("MUCSC descent", "QSGD"),
-           report.paired_equivalence(level_final["MUCSC descent"] - level_final["QSGD"], margin=0.01, evidence=level_evidence)
-           if "MUCSC descent" in level_final else report.not_testable("needs the 'descent' level search"))
-boost_paper = rate_at["cifar10", "bmucsc"] / rate_at["cifar10", "mucsc"]
-boost_here = (f"this d = {d:,}: {rate_here['B-MUCSC'] / rate_here['MUCSC']:.1f}x"
-              if {"B-MUCSC", "MUCSC"} <= set(rate_here.index) else "this d: not run")
-claims.add("C4 B-MUCSC raises compression >10x over MUCSC (at the paper's d)", "196.57/14.54 = 13.5x",
-           f"paper d: {boost_paper:.1f}x; {boost_here}",
-           report.arithmetic_check(boost_paper, 196.57 / 14.54, rtol=0.005, inputs="Eqs. (16)-(17) at the paper's d (CIFAR-10)"))
-cut_paper = 100 * (1 - 1 / rate_at["cifar10", "bmucsc"])
-cut_here = f"this d: {100 * (1 - 1 / rate_here['B-MUCSC']):.2f}%" if "B-MUCSC" in rate_here else "this d: not run"
-claims.add("C6 B-MUCSC cuts >99% of traffic per round (at the paper's d)", "196x => 99.49%",
-           f"paper d: {cut_paper:.2f}%; {cut_here}",
-           report.arithmetic_check(cut_paper, 99.49, atol=0.005, inputs="Eq. (17)'s rate at the paper's d (CIFAR-10)"))
-tgt = to_target.set_index(["partition", "method"])
-fin = runs[runs["round"] == rounds].groupby(["partition", "method"])["test_acc"].mean()
-n_seeds = len(seeds)
-reach = lambda part, m: tgt.loc[(part, m), "seeds_reached"] == n_seeds  # noqa: E731
-pct = lambda part, m: (f"{tgt.loc[(part, m), 'traffic_pct_of_NC']:.1f}% ({tgt.loc[(part, m), 'seeds_reached']}/{n_seeds} "  # noqa: E731
-                       "seeds reached)" if np.isfinite(tgt.loc[(part, m), "traffic_pct_of_NC"]) else "not reached on every seed")
-
-
-def c5(part):
-    mu_ok = bool(reach(part, "mucsc") and tgt.loc[(part, "mucsc"), "traffic_pct_of_NC"] < 20)
-    bm_ok = bool(reach(part, "bmucsc") and tgt.loc[(part, "bmucsc"), "traffic_pct_of_NC"] < 5)
-    return (f"MUCSC {pct(part, 'mucsc')}, B-MUCSC {pct(part, 'bmucsc')} (target acc {tgt.loc[(part, 'nc'), 'target']:.3f})",
-            report.criterion_met("every seed reaches the target and the mean traffic to it is < 20% of NC's for MUCSC and "
-                                 "< 5% for B-MUCSC (partly: one of the two)", mu_ok and bm_ok, partly=mu_ok or bm_ok,
-                                 evidence=f"seeds {seeds}, target {target_frac:g} x NC's final accuracy"))
-
-
-def c7(part):
-    acc = fin.loc[part]
-    close = abs(acc["mucsc"] - acc["nc"]) < 0.02 and abs(acc["qsgd"] - acc["nc"]) < 0.02
-    below = all(acc[m] < acc["nc"] for m in ("ssgd", "bmucsc", "dgc", "stc"))
-    return (", ".join(f"{LABELS[m]} {acc[m]:.3f}" for m in paper.METHODS), report.criterion_met(
-        "final accuracy (mean over seeds) of MUCSC and QSGD within 0.02 of NC's, and SSGD's, B-MUCSC's, DGC's and STC's "
-        "below NC's (partly: the first)", close and below, partly=close, evidence=f"seeds {seeds}, round {rounds}"
-    ).unless_diverged(runs[(runs.partition == part) & runs.method.isin(["nc", "mucsc", "qsgd"])], by=["method", "seed"],
-                      num_classes=ds.num_classes))
-
-
-def c9(part):
-    eligible = [m for m in paper.METHODS if m != "nc" and reach(part, m)]
-    times = tgt.loc[part].loc[eligible, "total_pct_of_NC"]
-    best = LABELS[times.idxmin()] if len(times) else None
-    return (f"best: {best} ({times.min():.1f}% of NC)" if best else "no method reached the target on every seed",
-            report.criterion_met("among the methods reaching the target on every seed, MUCSC or B-MUCSC has the lowest mean "
-                                 "total time to it", best in ("MUCSC", "B-MUCSC"),
-                                 evidence=f"seeds {seeds}; eligible: {', '.join(LABELS[m] for m in eligible) or 'none'}"))
-
-
-for part in partitions:
-    add(f"C5 traffic to target, {part}: MUCSC < 20%, B-MUCSC < 5% of NC", "18.75-28.13% / 2.78-3.69%",
-        ["nc", "mucsc", "bmucsc"], lambda: c5(part))
-    add(f"C7 accuracy, {part}: MUCSC ~ QSGD ~ NC; SSGD and biased methods below NC", "Figs. 2-4", paper.METHODS,
-        lambda: c7(part))
-    add(f"C10 DGC needs more total traffic than NC, {part}", "190.61% / 211.78% / 165.19%", ["nc", "dgc"],
-        lambda: (pct(part, "dgc") + " of NC's traffic", report.criterion_met(
-            "DGC's mean traffic to the target > NC's, a seed on which DGC never reaches the target counting as more",
-            not reach(part, "dgc") or bool(tgt.loc[(part, "dgc"), "traffic_pct_of_NC"] > 100), evidence=f"seeds {seeds}")))
-    add(f"C9 total time to target, {part}: MUCSC or B-MUCSC best", "MUCSC 74.39%/49.59% (CIFAR), B-MUCSC 45.05% (FEMNIST)",
-        paper.METHODS, lambda: c9(part))
-z_acc = [z_final[paper.setting_label(z, z, level_search)] for z in z_sweep]
-claims.add("C8 larger Z gives better accuracy (Fig. 5)", "Z = 16 > 8 > 4",
-           ", ".join(f"Z={z}: {a:.3f}" for z, a in zip(z_sweep, z_acc)),
-           report.criterion_met("final accuracy (mean over seeds) never drops by 0.005 or more as Z grows, and the largest "
-                                "Z beats the smallest by more than 0.005",
-                                bool(all(np.diff(z_acc) > -0.005) and z_acc[-1] - z_acc[0] > 0.005),
-                                evidence=f"Z = {z_sweep}, partition {part0}, seeds {seeds}"))
-claims.add("Thm 2 proof, step (34): E||sum p_i U~i||^2 <= sum p_i^2 E||U~i||^2", "holds (used for the downlink term)",
-           f"10 identical clients: {jensen['lhs']:.2f} vs sum p_i^2 bound {jensen['paper_rhs_sum_p2']:.2f} "
-           f"(Jensen's sum p_i bound {jensen['jensen_rhs_sum_p']:.2f} holds)",
-           report.criterion_met("the inequality holds for 10 identical clients (a counterexample refutes it)",
-                                bool(jensen["paper_step_holds"])))
+# Verdicts come from the rules in fedlib.report (criterion and evidence columns), applied in fedlib/claims/mucsc.py
+# to the tables above. Tables II-V and C4/C6 recompute the paper's numbers from its own inputs (d, T, Eqs. 16-17):
+# arithmetic checks, not reproductions. A claim whose runs a parameter left out (e.g. -p methods '["mucsc"]') is
+# "not testable", with the missing methods named.
+claims = mucsc_claims(
+    params, d=d, num_classes=ds.num_classes, table2=t2, traffic=tt[~misprint], traffic_ok=traffic_ok,
+    update_size=update.numel(), rounding=mc, unbiased=mucsc_unbiased, bias=bias, bias_draws=bias_draws,
+    convergence=conv, partial=partial, partial_clients=partial_k, partial_population=toy_partial.num_clients,
+    partial_seeds=partial_seeds, levels=levels_tab, large_d=large_d, level_runs=level_runs, level_final=level_final,
+    measured_rates=measured_rates, runs=runs, to_target=to_target, z_final=z_final, jensen=jensen)
 claims_table = claims.table()
 claims.save(out_dir)
 runs.to_csv(out_dir / "rounds.csv", index=False)
