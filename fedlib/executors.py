@@ -33,6 +33,14 @@ def cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(output, target, reduction="none")
 
 
+def batch_mean(loss_fn: LossFn) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The mini-batch mean of `loss_fn`; for the default cross-entropy, torch's fused mean reduction (two
+    fewer kernels per step forward and backward, which a small model on a CPU notices)."""
+    if loss_fn is cross_entropy:
+        return F.cross_entropy
+    return lambda output, target: loss_fn(output, target).mean()
+
+
 def half_squared_error(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Per-sample 0.5 * (output - target)^2 for scalar regression (least-squares clients)."""
     return 0.5 * (output.reshape(target.shape) - target) ** 2
@@ -73,6 +81,7 @@ def train_sequential(
     plist = [p for _, p in model.named_parameters()]
     named_buffers = list(model.named_buffers())
     use_direction = _has_correction(algorithm)
+    mean_loss = batch_mean(loss_fn)
     model.train()
     outcomes = []
     for job in jobs:
@@ -82,16 +91,16 @@ def train_sequential(
             for n, b in named_buffers:
                 b.copy_(buffers[n])
         momentum_buf = [torch.zeros_like(p) for p in plist] if local.momentum else None
-        loss_sum = torch.zeros((), device=x.device)
+        losses = []  # kept on the device: one host sync per client, not per step
         lrs = [local.lr_at(round_, k) for k in range(len(job.batches))]
         for k, idx in enumerate(_batch_indices(job, x.device)):
             xb, yb = x[idx], y[idx]
             if local.augment:
                 xb = AUGMENTATIONS[local.augment](xb, job.augment_gen)
-            loss = loss_fn(model(xb), yb).mean()
+            loss = mean_loss(model(xb), yb)
             grads = torch.autograd.grad(loss, plist)
+            losses.append(loss.detach())
             with torch.no_grad():
-                loss_sum += loss.detach()
                 if use_direction:
                     direction = algorithm.local_direction(
                         dict(zip(names, plist)), dict(zip(names, grads)), received, job.state, server_state,
@@ -103,7 +112,7 @@ def train_sequential(
         outcomes.append(ClientOutcome(
             params={n: p.detach().clone() for n, p in zip(names, plist)},
             buffers={n: b.detach().clone() for n, b in named_buffers},
-            loss=float(loss_sum) / len(job.batches), lr_sum=lr_sum,
+            loss=float(torch.stack(losses).mean()), lr_sum=lr_sum,
         ))
     return outcomes
 
@@ -120,7 +129,7 @@ def _grad_at(model: nn.Module, loss_fn: LossFn, xb: torch.Tensor, yb: torch.Tens
     def grad_at(q: Params) -> Params:
         with torch.enable_grad():
             leaves = {k: v.detach().requires_grad_() for k, v in q.items()}
-            loss = loss_fn(functional_call(model, leaves, (xb,)), yb).mean()
+            loss = batch_mean(loss_fn)(functional_call(model, leaves, (xb,)), yb)
             return dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values()))))
 
     return grad_at
