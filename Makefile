@@ -27,8 +27,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (fedlib)" > /dev/null
 	touch $(STAMP)
 
+# Test modules and notebooks run in parallel worker processes (at most 4); --dist loadscope keeps each
+# notebook's cells, and each test module, in one worker (nbval runs a notebook's cells in one kernel).
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 
 reproduce: setup
 	$(PY) scripts/reproduce.py --profile $(PROFILE)

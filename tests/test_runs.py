@@ -76,6 +76,14 @@ def test_code_version_covers_the_engine_and_the_experiments_own_module():
     assert RunStore("x").key(tiny_spec()) == tiny_spec().key(code_version("quickstart"))
 
 
+def test_code_version_leaves_out_what_only_reads_records():
+    from fedlib.runs.store import versioned_sources
+
+    sources = {str(p) for p in versioned_sources("taco")}
+    assert {"federation.py", "executors.py", "codecs/mucsc.py", "papers/taco.py", "runs/store.py"} <= sources
+    assert not {"papers/fedshift.py", "report.py", "targets.py", "claims/taco.py", "claims/__init__.py"} & sources
+
+
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from fedlib.runs import RunStore, RunSpec, execute, register_experiment

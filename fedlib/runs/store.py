@@ -34,19 +34,29 @@ Records = dict[str, pd.DataFrame]  # table name -> frame ("rounds", "clients", .
 RECORD_READERS = ("report.py", "targets.py", "notebook_params.py", "claims")
 
 
-@functools.lru_cache(maxsize=None)
-def code_version(experiment: str) -> str:
-    """Hash (paths and contents) of the fedlib sources that can change `experiment`'s records."""
+def versioned_sources(experiment: str) -> list[Path]:
+    """The fedlib sources that can change `experiment`'s records (paths relative to the package): the engine
+    and the experiment's own paper module, not the other papers' modules nor the record readers."""
     package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
+    sources = []
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package)
         if relative.parts[0] == "papers" and relative.stem not in ("__init__", experiment):
             continue
         if str(relative) in RECORD_READERS or relative.parts[0] in RECORD_READERS:
             continue
+        sources.append(relative)
+    return sources
+
+
+@functools.lru_cache(maxsize=None)
+def code_version(experiment: str) -> str:
+    """Hash (paths and contents) of `versioned_sources(experiment)`."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for relative in versioned_sources(experiment):
         digest.update(str(relative).encode())
-        digest.update(path.read_bytes())
+        digest.update((package / relative).read_bytes())
     return digest.hexdigest()[:16]
 
 
