@@ -34,7 +34,7 @@ import yaml
 
 from fedlib.notebook_params import UnknownParameterError, check_parameters, declared_parameters, parameter_defaults
 from fedlib.report import collect_report
-from fedlib.runs import RunStore, parse_selection, run_specs
+from fedlib.runs import RunSpec, RunStore, parse_selection, run_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -90,11 +90,16 @@ def gpu_name() -> str:
     return f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no GPU"
 
 
+def grid(name: str, parameters: dict) -> list[RunSpec]:
+    """The run specs notebook `name` reads under these parameters (its paper module's `experiments`)."""
+    params = {**parameter_defaults(NOTEBOOKS / f"{name}.py"), **parameters}
+    return list(dict.fromkeys(importlib.import_module(f"fedlib.papers.{name}").experiments(params)))
+
+
 def compute_selection(names: list[str], parameters: dict[str, dict], selection: dict, store: RunStore,
                       executor: str, ray_address: str | None) -> int:
     for name in names:
-        params = {**parameter_defaults(NOTEBOOKS / f"{name}.py"), **parameters[name]}
-        specs = [s for s in importlib.import_module(f"fedlib.papers.{name}").experiments(params) if s.matches(selection)]
+        specs = [s for s in grid(name, parameters[name]) if s.matches(selection)]
         print(f"[{name}] {len(specs)} runs match {selection}", flush=True)
         run_specs(specs, store=store, executor=executor, ray_address=ray_address)
     return 0
@@ -140,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         output = out_dir / f"{name}.ipynb"
         print(f"[{name}] profile={args.profile} -> {output.relative_to(ROOT) if output.is_relative_to(ROOT) else output}",
               flush=True)
+        specs = grid(name, parameters[name])
+        stored = sum(store.has(spec) for spec in specs)
+        print(f"[{name}] {len(specs)} runs: {stored} from the store, {len(specs) - stored} to compute", flush=True)
         start = time.perf_counter()
         try:  # executes the jupytext source (the source of truth), not the committed quick-profile copy
             nbformat.write(jupytext.read(NOTEBOOKS / f"{name}.py"), output)

@@ -31,3 +31,16 @@ def test_report_names_the_failure_and_shows_only_this_profile(tmp_path):
     assert "Profile `quick`" in report and "commit `" in report
     assert "| quickstart | FAILED: ValueError: lr must be a finite number in (0, inf), got -1.0 (cell [" in report
     assert "OTHER PROFILE CLAIM" not in report and "STALE CLAIM" not in report
+
+
+def test_a_second_reproduce_computes_no_run_says_so_and_writes_the_same_claims(tmp_path, capsys):
+    results = tmp_path / "results"
+    argv = ["--profile", "quick", "--only", "quickstart", "--results", str(results), "-p", "rounds", "2",
+            "-p", "num_clients", "4", "-p", "clients_per_round", "2"]
+    reproduce = load_reproduce()
+    assert reproduce.main(argv) == 0
+    assert "[quickstart] 3 runs: 0 from the store, 3 to compute" in capsys.readouterr().out
+    first = (results / "quick" / "quickstart" / "claims.csv").read_text()
+    assert reproduce.main(argv) == 0
+    assert "[quickstart] 3 runs: 3 from the store, 0 to compute" in capsys.readouterr().out
+    assert (results / "quick" / "quickstart" / "claims.csv").read_text() == first
