@@ -638,12 +638,13 @@ def test_femnist_samples_that_are_not_28x28_are_named(tmp_path):
         load_dataset("femnist", root=tmp_path)
 
 
+# mtime=0 and explicit ids: test ids must not depend on the clock (parallel workers compare their collections)
 @pytest.mark.parametrize("content,problem", [
-    (gzip.compress(b"1,2,3\n4,5\n"), "not a CSV of integers 0-255"),
-    (gzip.compress(b"1,2,300\n"), "not a CSV of integers 0-255"),
-    (gzip.compress(b"1,2,3\n")[:-5], "truncated gzip"),
-    (gzip.compress(b""), "empty CSV"),
-])
+    (gzip.compress(b"1,2,3\n4,5\n", mtime=0), "not a CSV of integers 0-255"),
+    (gzip.compress(b"1,2,300\n", mtime=0), "not a CSV of integers 0-255"),
+    (gzip.compress(b"1,2,3\n", mtime=0)[:-5], "truncated gzip"),
+    (gzip.compress(b"", mtime=0), "empty CSV"),
+], ids=["ragged-rows", "value-over-255", "truncated", "empty"])
 def test_bad_bundled_csv_is_named(tmp_path, content, problem):
     from fedlib.data import DatasetFileError, read_csv_gz
 
