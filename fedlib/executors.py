@@ -104,7 +104,7 @@ def train_sequential(
                 if use_direction:
                     direction = algorithm.local_direction(
                         dict(zip(names, plist)), dict(zip(names, grads)), received, job.state, server_state,
-                        _grad_at(model, loss_fn, xb, yb),
+                        _grad_at(model, mean_loss, xb, yb),
                     )
                     grads = [direction[n] for n in names]
                 sgd_step(plist, list(grads), momentum_buf, lrs[k], local)
@@ -123,13 +123,13 @@ def _batch_indices(job: ClientJob, device: torch.device) -> list[torch.Tensor]:
     return list(torch.from_numpy(flat).to(device).split([len(pos) for pos in job.batches]))
 
 
-def _grad_at(model: nn.Module, loss_fn: LossFn, xb: torch.Tensor, yb: torch.Tensor) -> Callable[[Params], Params]:
+def _grad_at(model: nn.Module, mean_loss: LossFn, xb: torch.Tensor, yb: torch.Tensor) -> Callable[[Params], Params]:
     """The current mini-batch's gradient at other parameters q (for methods like STEM)."""
 
     def grad_at(q: Params) -> Params:
         with torch.enable_grad():
             leaves = {k: v.detach().requires_grad_() for k, v in q.items()}
-            loss = batch_mean(loss_fn)(functional_call(model, leaves, (xb,)), yb)
+            loss = mean_loss(functional_call(model, leaves, (xb,)), yb)
             return dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values()))))
 
     return grad_at
