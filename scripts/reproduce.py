@@ -1,66 +1,202 @@
-"""`make reproduce`: execute every notebook with papermill under a profile, then write results/REPORT.md.
+"""`make reproduce`: plan every notebook's runs, compute them into the run store, render the notebooks, write REPORT.md.
 
     python scripts/reproduce.py --profile cpu                    # the main job (default)
     python scripts/reproduce.py --profile gpu --only taco        # one notebook
     python scripts/reproduce.py --only quickstart -p rounds 60 -p seeds "[0, 1]"   # overrides (YAML values)
+    python scripts/reproduce.py --profile cpu --workers 2        # two runs at a time
     python scripts/reproduce.py --profile full --executor ray --ray-address auto    # runs as Ray tasks
     python scripts/reproduce.py --profile full --only fedshift --select seed=0      # part of a grid
 
-Each notebook runs with notebooks/profiles/<notebook>/<profile>.yaml ("quick" is the parameters cell
-itself); its runs go through the run store `results/runs/` (a run already there is not recomputed, an
-interrupted one resumes from its checkpoint), its executed copy and claims.csv go to
-results/<profile>/<notebook>/, and REPORT.md is rebuilt from this profile's claims only. Every profile
-key and `-p` name is checked against each notebook's parameters cell before anything starts.
+Three phases, each printed as it starts:
+1. plan: each selected notebook's run specs under the profile (notebooks/profiles/<notebook>/<profile>.yaml, then
+   `-p` overrides), de-duplicated across notebooks; runs, local SGD steps and store hits per notebook; every
+   dataset the plan reads is checked, and a missing one stops everything before any run, naming where it goes;
+2. compute: the runs not yet in the store (`results/runs/`), with a progress bar over runs (done/total, ETA) and,
+   with one worker, over the current run's rounds; `--workers N` processes or Ray tasks;
+3. render: each notebook executed with papermill; it finds every run in the store and builds its tables,
+   figures and claims into results/<profile>/<notebook>/.
+Interrupting any phase and running the same command again continues where it stopped (finished runs are in the
+store, an interrupted run resumes from its checkpoint). REPORT.md lists every notebook of the profile that has
+claims: those rendered now and earlier ones, each with the stamp (commit, date, machine, overrides, selection)
+of the invocation that rendered it.
 
-`--select key=value,...` computes only the matching runs of each selected notebook's grid into the store
-(keys: seed, algorithm, model, dataset, device or any spec label/option; values OR, keys AND) and executes
-no notebook: run again without --select to build the tables and REPORT.md from the store.
+`--select key=value,...` computes only the matching runs (values of one key OR, keys AND, case-insensitive;
+keys: seed, experiment, dataset, algorithm, model, device, rounds, or a label/option of the notebook's specs) and
+renders no notebook: split a grid across machines, then run without `--select` to render from the store.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
+import difflib
+import json
+import os
 import platform
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import jupytext
 import nbformat
 import papermill
-import yaml
 
-from fedlib.notebook_params import UnknownParameterError, check_parameters, declared_parameters, parameter_defaults
+from fedlib.data import load_dataset
+from fedlib.data.roots import ENV_VAR, data_root
+from fedlib.grids import BUNDLED_DATASETS, client_steps, notebook_parameters, notebook_specs, read_yaml
+from fedlib.notebook_params import UnknownParameterError, declared_parameters
 from fedlib.report import collect_report
-from fedlib.runs import RunSpec, RunStore, parse_selection, run_specs
+from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
+from fedlib.runs.pool import default_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 PROFILES = ["quick", *sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")})]
+# Parameters that reproduce sets for every notebook: a -p of one of these would be silently replaced.
+RUNNER_OWNED = {"profile": "--profile", "results_root": "--results", "runs_root": "--results",
+                "runner": "--executor", "ray_address": "--ray-address"}
 
 
-def profile_parameters(name: str, profile: str) -> dict:
-    if profile == "quick":
-        return {}
-    path = NOTEBOOKS / "profiles" / name / f"{profile}.yaml"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: every notebook needs a {profile!r} profile file")
-    return yaml.safe_load(path.read_text()) or {}
+# The kernel logs one warning per start that it talks to papermill over local TCP without encryption; its own
+# errors still show.
+KERNEL_QUIET = ["--IPKernelApp.log_level=ERROR"]
 
 
-def run_parameters(name: str, profile: str, overrides: dict, injected: dict) -> dict:
-    """The parameters papermill gets for notebook `name`: profile, then overrides, then the runner's own.
+class UsageError(ValueError):
+    """A command-line value that cannot be used; the message says which and what to do."""
 
-    Raises `UnknownParameterError` (listing the valid names) if the profile file or an override
-    names a parameter the notebook's parameters cell does not declare.
-    """
-    declared = declared_parameters(NOTEBOOKS / f"{name}.py")
-    values = profile_parameters(name, profile)
-    check_parameters(values, declared, f"notebook '{name}', {NOTEBOOKS / 'profiles' / name / f'{profile}.yaml'}")
-    check_parameters(overrides, declared, f"notebook '{name}', -p option")
-    return {**values, **overrides, **{k: v for k, v in injected.items() if k in declared}}
+
+def absolute(path: str | Path) -> Path:
+    """`path` against the folder reproduce was started from (the notebooks' kernels run in notebooks/)."""
+    return Path(path).expanduser().resolve()
+
+
+def parse_overrides(pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """`-p NAME VALUE` pairs as YAML values (`1e6` a number); runner-owned names refused; `data_root` made absolute."""
+    overrides = {name: read_yaml(value) for name, value in pairs}
+    owned = sorted(set(overrides) & set(RUNNER_OWNED))
+    if owned:
+        raise UsageError("-p " + ", ".join(f"{n} is set by reproduce itself (use {RUNNER_OWNED[n]})" for n in owned))
+    if overrides.get("data_root"):
+        overrides["data_root"] = str(absolute(overrides["data_root"]))
+    return overrides
+
+
+def check_selection(selection: Mapping[str, Sequence[str]], specs: Sequence[RunSpec]) -> None:
+    """Raise UsageError for a key no spec has, or a value no spec has for its key, listing the valid ones."""
+    known: dict[str, set[str]] = {}
+    for spec in specs:
+        for key, value in spec.fields_for_selection().items():
+            known.setdefault(key, set()).add(value)
+    problems = []
+    for key, values in selection.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            problems.append(f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                            + f"; keys: {', '.join(sorted(known))}")
+            continue
+        valid = {v.casefold(): v for v in known[key]}
+        for value in values:
+            if value.casefold() not in valid:
+                close = difflib.get_close_matches(value.casefold(), valid, n=1)
+                shown = sorted(known[key])
+                listing = ", ".join(shown[:40]) + (f", ... ({len(shown)} in all)" if len(shown) > 40 else "")
+                problems.append(f"{key}={value} matches no run" + (f" (did you mean {valid[close[0]]!r}?)" if close
+                                else "") + f"; values of {key}: {listing}")
+    if problems:
+        raise UsageError("--select: " + "; ".join(problems))
+    if not any(spec.matches(selection) for spec in specs):
+        raise UsageError(f"--select: no run has all of {dict(selection)} at once")
+
+
+@dataclass
+class NotebookPlan:
+    name: str
+    params: dict[str, Any]
+    specs: list[RunSpec]
+    steps: int = 0
+    stored: int = 0
+
+
+@dataclass
+class Plan:
+    notebooks: list[NotebookPlan]
+    datasets: dict[str, list[str]] = field(default_factory=dict)  # dataset -> notebooks that read it
+
+    @property
+    def specs(self) -> list[RunSpec]:
+        return list(dict.fromkeys(s for nb in self.notebooks for s in nb.specs))
+
+
+def plan_runs(names: Sequence[str], parameters: Mapping[str, dict], store: RunStore,
+              selection: Mapping[str, Sequence[str]]) -> Plan:
+    notebooks = [NotebookPlan(name, parameters[name], notebook_specs(name, parameters[name])) for name in names]
+    if selection:
+        check_selection(selection, [s for nb in notebooks for s in nb.specs])
+        for nb in notebooks:
+            nb.specs = [s for s in nb.specs if s.matches(selection)]
+    plan = Plan(notebooks)
+    for nb in notebooks:
+        for name in sorted({s.dataset for s in nb.specs} | datasets_named(nb.params)):
+            plan.datasets.setdefault(name, []).append(nb.name)
+    return plan
+
+
+def datasets_named(params: Mapping[str, Any]) -> set[str]:
+    """Dataset names among a notebook's parameter values (a notebook may load one outside its specs)."""
+    from fedlib.data.datasets import available_datasets
+
+    names = set(available_datasets())
+    return {v for v in params.values() if isinstance(v, str) and v in names}
+
+
+def missing_datasets(plan: Plan) -> list[str]:
+    """One line per dataset the plan reads that this machine does not have: the loader's message says where."""
+    lines = []
+    for name, users in sorted(plan.datasets.items()):
+        roots = {nb.params.get("data_root") for nb in plan.notebooks if nb.name in users}
+        for root in roots:
+            try:
+                load_dataset(name, root=data_root(root))
+            except FileNotFoundError as err:
+                lines.append(f"  {name} (read by {', '.join(users)}): {err}")
+    return lines
+
+
+def count_steps(plan: Plan, store: RunStore) -> None:
+    for nb in plan.notebooks:
+        nb.stored = sum(store.has(s) for s in nb.specs)
+        nb.steps = sum(client_steps(s, build_run(s, nb.params.get("data_root"))) for s in nb.specs)
+
+
+def print_plan(plan: Plan, profile: str) -> None:
+    total = plan.specs
+    print(f"== plan: profile {profile}, {len(plan.notebooks)} notebook(s), {len(total)} distinct runs", flush=True)
+    for nb in plan.notebooks:
+        print(f"[{nb.name}] {len(nb.specs)} runs: {nb.stored} from the store, {len(nb.specs) - nb.stored} to compute;"
+              f" {nb.steps:,} local SGD steps", flush=True)
+
+
+def git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def stamp(profile: str, overrides: Mapping[str, Any], selection: str | None) -> str:
+    import torch
+
+    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
+    gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no GPU"
+    given = ", ".join(f"-p {k} {json.dumps(v)}" for k, v in overrides.items()) or "no -p overrides"
+    chosen = f", --select {selection}" if selection else ""
+    return (f"profile `{profile}`, commit `{git('rev-parse', '--short', 'HEAD')}`{dirty}, "
+            f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, {platform.node() or 'this machine'} "
+            f"({platform.machine()}, {os.cpu_count()} CPUs{gpu}), {given}{chosen}")
 
 
 def failure(err: Exception) -> str:
@@ -71,107 +207,123 @@ def failure(err: Exception) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def stamp(profile: str) -> str:
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return "unknown"
-
-    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
-    return (f"Profile `{profile}`, commit `{git('rev-parse', '--short', 'HEAD')}`{dirty}, "
-            f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, {platform.node() or 'this machine'} "
-            f"({platform.machine()}, {__import__('os').cpu_count()} CPUs{gpu_name()}).")
-
-
-def gpu_name() -> str:
-    import torch
-
-    return f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no GPU"
-
-
-def grid(name: str, parameters: dict) -> list[RunSpec]:
-    """The run specs notebook `name` reads under these parameters (its paper module's `experiments`)."""
-    params = {**parameter_defaults(NOTEBOOKS / f"{name}.py"), **parameters}
-    return list(dict.fromkeys(importlib.import_module(f"fedlib.papers.{name}").experiments(params)))
+def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple[str, float]:
+    """Execute notebook `name` into out_dir; write out_dir/stamp.json; return (status, seconds)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "claims.csv").unlink(missing_ok=True)  # a failed run must not leave an old table behind
+    output = out_dir / f"{name}.ipynb"
+    print(f"[{name}] rendering -> {output}", flush=True)
+    start = time.perf_counter()
+    try:  # executes the jupytext source (the source of truth), not the committed quick-profile copy
+        nbformat.write(jupytext.read(NOTEBOOKS / f"{name}.py"), output)
+        papermill.execute_notebook(str(output), str(output), parameters=params, kernel_name="python3",
+                                   cwd=str(NOTEBOOKS), progress_bar=False, log_output=False,
+                                   extra_arguments=KERNEL_QUIET)
+        status = "ok"
+    except Exception as err:  # report and go on: results of the other notebooks are kept
+        status = f"FAILED: {failure(err)}"
+    seconds = time.perf_counter() - start
+    (out_dir / "stamp.json").write_text(json.dumps({"status": status, "seconds": round(seconds, 1), "stamp": note}))
+    print(f"[{name}] {status} in {seconds:.0f} s", flush=True)
+    return status, seconds
 
 
-def compute_selection(names: list[str], parameters: dict[str, dict], selection: dict, store: RunStore,
-                      executor: str, ray_address: str | None) -> int:
-    for name in names:
-        specs = [s for s in grid(name, parameters[name]) if s.matches(selection)]
-        print(f"[{name}] {len(specs)} runs match {selection}", flush=True)
-        run_specs(specs, store=store, executor=executor, ray_address=ray_address)
-    return 0
+def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequence[str]) -> Path:
+    """REPORT.md: every notebook of this profile with claims, marked rendered now or with its own earlier stamp."""
+    lines = ["| notebook | status | minutes | rendered |", "|---|---|---|---|"]
+    for path in sorted(profile_dir.glob("*/stamp.json")):
+        info = json.loads(path.read_text())
+        when = "by this invocation" if path.parent.name in rendered else f"earlier: {info['stamp']}"
+        cells = [path.parent.name, info["status"], f"{info['seconds'] / 60:.1f}", when]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    try:
+        claims = collect_report(profile_dir)
+    except FileNotFoundError as err:
+        claims = f"(no claims tables: {err})"
+    report = results / "REPORT.md"
+    report.write_text(f"# Reproduction report\n\nThis invocation: {header}.\n\n## Notebooks\n\n" + "\n".join(lines)
+                      + "\n\n" + claims + "\n")
+    return report
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu", choices=PROFILES)
     parser.add_argument("--only", nargs="*", help="notebook names (default: all in notebooks/)")
-    parser.add_argument("--results", type=Path, default=ROOT / "results")
+    parser.add_argument("--results", type=Path, default=ROOT / "results",
+                        help="results folder (a relative path is taken from the current folder)")
     parser.add_argument("--executor", default="local", choices=["local", "ray"], help="how runs execute")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="worker processes of the local executor (default: from the cores and the device)")
     parser.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local Ray)")
     parser.add_argument("--select", default=None, help="compute only these runs, e.g. algorithm=fedavg,seed=0")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a parameter in every selected notebook (VALUE is read as YAML)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     available = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
     names = args.only or available
-    unknown = sorted(set(names) - set(available))
-    if unknown:
-        parser.error(f"unknown notebook(s) {unknown}; available: {available}")
     try:
+        unknown = sorted(set(names) - set(available))
+        if unknown:
+            raise UsageError(f"unknown notebook(s) {unknown}; available: {available}")
+        if args.workers is not None and args.workers < 1:
+            raise UsageError(f"--workers must be a positive integer, got {args.workers}")
+        if args.select is not None and not parse_selection(args.select):
+            raise UsageError(f"--select {args.select!r} selects nothing: give key=value pairs, e.g. seed=0,algorithm=FedAvg")
         selection = parse_selection(args.select)
-    except ValueError as err:
-        parser.error(str(err))
-    overrides = {key: yaml.safe_load(value) for key, value in args.parameter}
-    results, store = args.results / args.profile, RunStore(args.results / "runs")
-    injected = {"results_root": str(results), "runs_root": str(store.root), "runner": args.executor,
-                "ray_address": args.ray_address}
-    try:  # every notebook's parameters are checked before the first one starts
-        parameters = {name: run_parameters(name, args.profile, overrides, injected) for name in names}
-    except UnknownParameterError as err:
-        parser.error(str(err))
+        overrides = parse_overrides(args.parameter)
+        if os.environ.get(ENV_VAR):  # the kernels run in notebooks/: a relative FEDLIB_DATA would move with them
+            os.environ[ENV_VAR] = str(absolute(os.environ[ENV_VAR]))
+        results = absolute(args.results)
+        store = RunStore(results / "runs")
+        injected = {"profile": args.profile, "results_root": str(results / args.profile), "runs_root": str(store.root),
+                    "runner": args.executor, "ray_address": args.ray_address}
+        parameters = {}
+        for name in names:  # every notebook's parameters are checked before anything runs
+            declared = declared_parameters(NOTEBOOKS / f"{name}.py")
+            parameters[name] = {**notebook_parameters(name, args.profile, overrides),
+                                **{k: v for k, v in injected.items() if k in declared}}
+        plan = plan_runs(names, parameters, store, selection)
+    except (UsageError, UnknownParameterError, ValueError) as err:
+        print(f"reproduce: error: {err}", file=sys.stderr)
+        return 2
+
+    missing = missing_datasets(plan)
+    if missing:
+        print("reproduce: the plan reads datasets this machine does not have; nothing was computed:\n"
+              + "\n".join(missing) + f"\nThe quick and cpu profiles run on bundled data only "
+              f"({', '.join(BUNDLED_DATASETS)}): `PROFILE=cpu make reproduce`.", file=sys.stderr)
+        return 2
+    count_steps(plan, store)
+    print_plan(plan, args.profile)
+
+    workers = args.workers or default_workers("cpu" if not _has_gpu() else "cuda")
+    todo = [s for s in plan.specs if not store.has(s)]
+    print(f"== compute: {len(todo)} runs ({args.executor}" + (f", {workers} worker(s))" if args.executor == "local"
+                                                                else ")"), flush=True)
+    if todo:
+        run_specs(todo, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
+                  progress=True)
+    header = stamp(args.profile, overrides, args.select)
     if selection:
-        return compute_selection(names, parameters, selection, store, args.executor, args.ray_address)
+        print("== render: skipped (--select computes runs only; run again without it to render from the store)")
+        return 0
 
-    timings, failed = [], []
-    for name in names:
-        out_dir = results / name
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "claims.csv").unlink(missing_ok=True)  # a failed run must not leave an old table behind
-        output = out_dir / f"{name}.ipynb"
-        print(f"[{name}] profile={args.profile} -> {output.relative_to(ROOT) if output.is_relative_to(ROOT) else output}",
-              flush=True)
-        specs = grid(name, parameters[name])
-        stored = sum(store.has(spec) for spec in specs)
-        print(f"[{name}] {len(specs)} runs: {stored} from the store, {len(specs) - stored} to compute", flush=True)
-        start = time.perf_counter()
-        try:  # executes the jupytext source (the source of truth), not the committed quick-profile copy
-            nbformat.write(jupytext.read(NOTEBOOKS / f"{name}.py"), output)
-            papermill.execute_notebook(str(output), str(output), parameters=parameters[name],
-                                       kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
-            status = "ok"
-        except Exception as err:  # report and go on: results of the other notebooks are kept
-            status = f"FAILED: {failure(err)}"
-            failed.append(name)
-        seconds = time.perf_counter() - start
-        timings.append((name, status, seconds))
-        print(f"[{name}] {status} in {seconds:.0f} s", flush=True)
-
-    lines = ["| notebook | status | minutes |", "|---|---|---|"]
-    lines += [f"| {n} | {s.replace('|', chr(92) + '|')} | {t / 60:.1f} |" for n, s, t in timings]
-    try:
-        claims = collect_report(results)
-    except FileNotFoundError as err:
-        claims = f"(no claims tables: {err})"
-    report = args.results / "REPORT.md"
-    report.write_text(f"# Reproduction report\n\n{stamp(args.profile)}\n\n## Notebooks\n\n" + "\n".join(lines)
-                      + "\n\n" + claims + "\n")
+    print(f"== render: {len(names)} notebook(s)", flush=True)
+    statuses = [render(name, parameters[name], results / args.profile / name, header)[0] for name in names]
+    report = write_report(results, results / args.profile, header, names)
     print(f"wrote {report}")
-    return 1 if failed else 0
+    return 1 if any(s != "ok" for s in statuses) else 0
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 if __name__ == "__main__":

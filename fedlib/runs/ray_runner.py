@@ -9,6 +9,7 @@ a task interrupted on a worker resumes from that worker's checkpoint when rerun 
 from __future__ import annotations
 
 import io
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,6 +34,21 @@ def _records(texts: dict[str, str]) -> Records:
     return {name: pd.read_csv(io.StringIO(text), float_precision="round_trip") for name, text in texts.items()}
 
 
+def check_address(address: str | None, timeout: float = 10.0) -> None:
+    """Raise ConnectionError within `timeout` seconds if a "host:port" (or "ray://host:port") Ray address does not
+    accept connections: `ray.init` itself waits minutes on one, printing only its own warnings."""
+    if address in (None, "", "auto", "local"):
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"Ray address {address!r} is not host:port, ray://host:port, 'auto' or 'local'")
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise ConnectionError(f"the Ray cluster at {address!r} does not answer ({err}): start one there with "
+                              "`ray start --head`, or leave out --ray-address to run on a local Ray") from err
+
+
 def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
                address: str | None = None, gpus_per_run: float | None = None) -> None:
     try:
@@ -40,6 +56,7 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
     except ImportError as err:
         raise ImportError("executor='ray' needs Ray: pip install -e '.[ray]' (make test installs it)") from err
     if not ray.is_initialized():
+        check_address(address)
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     has_gpus = ray.cluster_resources().get("GPU", 0) > 0
     refs = {}

@@ -118,8 +118,10 @@ def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, c
 
 def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "local", ray_address: str | None = None,
               root: str | Path | None = None, checkpoint_every: int = 10, progress: bool = True,
-              gpus_per_run: float | None = None) -> Records:
-    """Execute the specs not yet in the store and return every spec's records as tidy tables."""
+              gpus_per_run: float | None = None, workers: int = 1) -> Records:
+    """Execute the specs not yet in the store and return every spec's records as tidy tables.
+
+    `workers` > 1 runs the local executor's specs in that many worker processes (`fedlib.runs.pool`)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     specs = list(dict.fromkeys(specs))  # duplicates run once
@@ -130,8 +132,16 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     if todo and executor == "local":
         from tqdm.auto import tqdm
 
-        for spec in tqdm(todo, desc="runs", disable=not progress):
-            execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
+        with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
+            if workers > 1:
+                from fedlib.runs.pool import run_in_processes
+
+                run_in_processes(todo, store, workers=workers, root=root, checkpoint_every=checkpoint_every,
+                                 on_done=lambda spec: bar.update())
+            else:
+                for spec in todo:
+                    execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
+                    bar.update()
     elif todo:
         from fedlib.runs.ray_runner import run_on_ray
 

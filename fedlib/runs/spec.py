@@ -139,13 +139,19 @@ class RunSpec:
         text = json.dumps(self.to_json(), sort_keys=True, allow_nan=False) + "\n" + code_version
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
-    def matches(self, selection: Mapping[str, Sequence[str]]) -> bool:
-        """True if every selected field has one of the given values (seed, experiment, dataset, algorithm,
-        model, device, rounds, an option or a label; a label or option of that name wins), compared as strings."""
+    def fields_for_selection(self) -> dict[str, str]:
+        """The fields `--select` can name, as strings: seed, experiment, dataset, algorithm, model, device, rounds,
+        the experiment's options and the notebook's labels (a label or option of the same name wins)."""
         flat = {"seed": self.seed, "experiment": self.experiment, "dataset": self.dataset,
                 "algorithm": self.algorithm.name, "model": self.model.name, "device": self.device,
-                "rounds": self.rounds, **self.get("options"), **self.get("labels")}  # a notebook's labels win
-        return all(k in flat and str(flat[k]) in values for k, values in selection.items())
+                "rounds": self.rounds, **self.get("options"), **self.get("labels")}
+        return {k: str(v) for k, v in flat.items()}
+
+    def matches(self, selection: Mapping[str, Sequence[str]]) -> bool:
+        """True if every selected field has one of the given values (`fields_for_selection`), compared as strings
+        without regard to case (`algorithm=fedavg` matches the label "FedAvg")."""
+        flat = {k: v.casefold() for k, v in self.fields_for_selection().items()}
+        return all(k in flat and flat[k] in {v.casefold() for v in values} for k, values in selection.items())
 
 
 def parse_selection(text: str | None) -> dict[str, list[str]]:

