@@ -95,3 +95,11 @@ def client_steps(spec: RunSpec, plan: Any, train_scale: float = 1.0) -> int:
         per_client = float(np.mean([max(1, round(local.epochs * math.ceil(len(idx) * train_scale / local.batch_size)))
                                     for idx in plan.data.client_indices]))
     return round(spec.rounds * per_round * per_client)
+
+
+def datasets_named(params: Mapping[str, Any]) -> set[str]:
+    """Dataset names among a notebook's parameter values (its specs' datasets, and any it loads outside them)."""
+    from fedlib.data.datasets import available_datasets
+
+    names = set(available_datasets())
+    return {v for v in params.values() if isinstance(v, str) and v in names}

@@ -46,7 +46,7 @@ import papermill
 
 from fedlib.data import load_dataset
 from fedlib.data.roots import ENV_VAR, data_root
-from fedlib.grids import BUNDLED_DATASETS, client_steps, notebook_parameters, notebook_specs, read_yaml
+from fedlib.grids import BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs, read_yaml
 from fedlib.notebook_params import UnknownParameterError, declared_parameters
 from fedlib.report import collect_report
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
@@ -143,14 +143,6 @@ def plan_runs(names: Sequence[str], parameters: Mapping[str, dict], store: RunSt
         for name in sorted({s.dataset for s in nb.specs} | datasets_named(nb.params)):
             plan.datasets.setdefault(name, []).append(nb.name)
     return plan
-
-
-def datasets_named(params: Mapping[str, Any]) -> set[str]:
-    """Dataset names among a notebook's parameter values (a notebook may load one outside its specs)."""
-    from fedlib.data.datasets import available_datasets
-
-    names = set(available_datasets())
-    return {v for v in params.values() if isinstance(v, str) and v in names}
 
 
 def missing_datasets(plan: Plan) -> list[str]:
@@ -306,8 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"== compute: {len(todo)} runs ({args.executor}" + (f", {workers} worker(s))" if args.executor == "local"
                                                                 else ")"), flush=True)
     if todo:
-        run_specs(todo, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
-                  progress=True)
+        try:
+            run_specs(todo, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
+                      progress=True)
+        except ConnectionError as err:  # a Ray cluster that does not answer
+            print(f"reproduce: error: {err}", file=sys.stderr)
+            return 2
     header = stamp(args.profile, overrides, args.select)
     if selection:
         print("== render: skipped (--select computes runs only; run again without it to render from the store)")
