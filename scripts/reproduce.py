@@ -159,9 +159,13 @@ def missing_datasets(plan: Plan) -> list[str]:
 
 
 def count_steps(plan: Plan, store: RunStore) -> None:
+    """Store hits and local SGD steps per notebook; building every run here stops a bad parameter before any run."""
     for nb in plan.notebooks:
         nb.stored = sum(store.has(s) for s in nb.specs)
-        nb.steps = sum(client_steps(s, build_run(s, nb.params.get("data_root"))) for s in nb.specs)
+        try:
+            nb.steps = sum(client_steps(s, build_run(s, nb.params.get("data_root"))) for s in nb.specs)
+        except ValueError as err:
+            raise UsageError(f"notebook '{nb.name}': {err}") from err
 
 
 def print_plan(plan: Plan, profile: str) -> None:
@@ -280,17 +284,16 @@ def main(argv: list[str] | None = None) -> int:
             parameters[name] = {**notebook_parameters(name, args.profile, overrides),
                                 **{k: v for k, v in injected.items() if k in declared}}
         plan = plan_runs(names, parameters, store, selection)
+        missing = missing_datasets(plan)
+        if missing:
+            print("reproduce: the plan reads datasets this machine does not have; nothing was computed:\n"
+                  + "\n".join(missing) + f"\nThe quick and cpu profiles run on bundled data only "
+                  f"({', '.join(BUNDLED_DATASETS)}): `PROFILE=cpu make reproduce`.", file=sys.stderr)
+            return 2
+        count_steps(plan, store)
     except (UsageError, UnknownParameterError, ValueError) as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
-
-    missing = missing_datasets(plan)
-    if missing:
-        print("reproduce: the plan reads datasets this machine does not have; nothing was computed:\n"
-              + "\n".join(missing) + f"\nThe quick and cpu profiles run on bundled data only "
-              f"({', '.join(BUNDLED_DATASETS)}): `PROFILE=cpu make reproduce`.", file=sys.stderr)
-        return 2
-    count_steps(plan, store)
     print_plan(plan, args.profile)
 
     workers = args.workers or default_workers("cpu" if not _has_gpu() else "cuda")

@@ -1,46 +1,159 @@
-"""scripts/reproduce.py end to end on the quickstart notebook: a failing notebook is named with its error and
-cell in REPORT.md, and REPORT.md shows only the profile that ran."""
+"""scripts/reproduce.py end to end on the quickstart notebook: the three phases, what stops it before any run
+(bad parameters, selections, missing data, an unanswering Ray address), paths, REPORT.md and its stamps."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
+import socket
+import sys
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
+from fedlib.grids import notebook_parameters, notebook_specs
+from fedlib.runs import RunStore, run_specs
+from fedlib.runs.ray_runner import check_address
+
 ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["-p", "rounds", "2", "-p", "num_clients", "4", "-p", "clients_per_round", "2"]
 
 
 def load_reproduce():
     spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["reproduce"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
 
-def test_report_names_the_failure_and_shows_only_this_profile(tmp_path):
-    results = tmp_path / "results"
-    stale = results / "cpu" / "quickstart"  # another profile's table, and a stale one of this profile
-    stale.mkdir(parents=True)
-    (stale / "claims.csv").write_text("claim,paper_value,measured,criterion,evidence,verdict\n"
-                                      "OTHER PROFILE CLAIM,x,y,z,w,reproduced\n")
-    (results / "quick" / "quickstart").mkdir(parents=True)
-    (results / "quick" / "quickstart" / "claims.csv").write_text(
-        "claim,paper_value,measured,criterion,evidence,verdict\nSTALE CLAIM,x,y,z,w,reproduced\n")
-    code = load_reproduce().main(["--profile", "quick", "--only", "quickstart", "--results", str(results),
-                                  "-p", "lr", "-1.0"])
-    assert code == 1
-    report = (results / "REPORT.md").read_text()
-    assert "Profile `quick`" in report and "commit `" in report
-    assert "| quickstart | FAILED: ValueError: lr must be a finite number in (0, inf), got -1.0 (cell [" in report
-    assert "OTHER PROFILE CLAIM" not in report and "STALE CLAIM" not in report
+@pytest.fixture(scope="module")
+def reproduce():
+    return load_reproduce()
 
 
-def test_a_second_reproduce_computes_no_run_says_so_and_writes_the_same_claims(tmp_path, capsys):
-    results = tmp_path / "results"
-    argv = ["--profile", "quick", "--only", "quickstart", "--results", str(results), "-p", "rounds", "2",
-            "-p", "num_clients", "4", "-p", "clients_per_round", "2"]
-    reproduce = load_reproduce()
-    assert reproduce.main(argv) == 0
-    assert "[quickstart] 3 runs: 0 from the store, 3 to compute" in capsys.readouterr().out
-    first = (results / "quick" / "quickstart" / "claims.csv").read_text()
-    assert reproduce.main(argv) == 0
-    assert "[quickstart] 3 runs: 3 from the store, 0 to compute" in capsys.readouterr().out
-    assert (results / "quick" / "quickstart" / "claims.csv").read_text() == first
+def quick(results: Path | str, *more: str) -> list[str]:
+    return ["--profile", "quick", "--only", "quickstart", "--results", str(results), *SMALL, *more]
+
+
+def stored_entries(results: Path) -> list[Path]:
+    runs = results / "runs"
+    return [p for p in runs.iterdir() if (p / "spec.json").is_file()] if runs.is_dir() else []
+
+
+def test_a_bad_parameter_stops_the_plan_naming_notebook_and_parameter(reproduce, tmp_path, capsys):
+    assert reproduce.main(quick(tmp_path, "-p", "lr", "-1.0")) == 2
+    err = capsys.readouterr().err
+    assert "notebook 'quickstart'" in err and "lr must be a finite number in (0, inf), got -1.0" in err
+    assert stored_entries(tmp_path) == [] and not (tmp_path / "REPORT.md").exists()
+
+
+def test_three_phases_then_a_second_reproduce_computes_nothing_and_writes_the_same_claims(reproduce, tmp_path, capsys):
+    assert reproduce.main(quick(tmp_path)) == 0
+    out = capsys.readouterr()
+    assert "== plan: profile quick" in out.out and "== compute: 3 runs" in out.out and "== render: 1" in out.out
+    assert re.search(r"\[quickstart\] 3 runs: 0 from the store, 3 to compute; [1-9][0-9,]* local SGD steps", out.out)
+    assert "runs: 100%" in out.err and "3/3" in out.err  # the progress bar over runs (done/total)
+    first = (tmp_path / "quick" / "quickstart" / "claims.csv").read_text()
+    assert reproduce.main(quick(tmp_path)) == 0
+    out = capsys.readouterr()
+    assert "[quickstart] 3 runs: 3 from the store, 0 to compute" in out.out and "== compute: 0 runs" in out.out
+    assert (tmp_path / "quick" / "quickstart" / "claims.csv").read_text() == first
+
+
+def test_relative_results_and_data_paths_are_taken_from_the_invoking_folder(reproduce, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FEDLIB_DATA", "my-data")
+    assert reproduce.main(quick("rel")) == 0
+    assert len(stored_entries(tmp_path / "rel")) == 3
+    assert (tmp_path / "rel" / "quick" / "quickstart" / "claims.csv").is_file()
+    report = (tmp_path / "rel" / "REPORT.md").read_text()
+    assert "no claims tables" not in report and "## quickstart" in report
+    assert not (ROOT / "notebooks" / "rel").exists()
+    import os
+
+    assert os.environ["FEDLIB_DATA"] == str(tmp_path / "my-data")  # what the kernels inherited
+    assert reproduce.parse_overrides([("data_root", "d")])["data_root"] == str(tmp_path / "d")
+
+
+def test_report_stamps_overrides_and_keeps_earlier_notebooks_with_their_own_stamp(reproduce, tmp_path):
+    earlier = tmp_path / "quick" / "taco"
+    earlier.mkdir(parents=True)
+    (earlier / "claims.csv").write_text("claim,paper_value,measured,criterion,evidence,verdict\n"
+                                        "EARLIER CLAIM,x,y,z,w,not reproduced\n")
+    (earlier / "stamp.json").write_text(json.dumps({"status": "ok", "seconds": 60.0,
+                                                    "stamp": "profile `quick`, commit `abc1234`, -p rounds 9"}))
+    other = tmp_path / "cpu" / "quickstart"  # another profile's table is never shown
+    other.mkdir(parents=True)
+    (other / "claims.csv").write_text("claim,paper_value,measured,criterion,evidence,verdict\nOTHER,x,y,z,w,reproduced\n")
+    assert reproduce.main(quick(tmp_path, "-p", "lr", "1e-1")) == 0
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "-p rounds 2, -p num_clients 4, -p clients_per_round 2, -p lr 0.1" in report.splitlines()[2]
+    assert "| quickstart | ok |" in report and "by this invocation |" in report
+    assert "| taco | ok | 1.0 | earlier: profile `quick`, commit `abc1234`, -p rounds 9 |" in report
+    assert "EARLIER CLAIM" in report and "OTHER" not in report
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--select", ","], "selects nothing"),
+    (["--select", ""], "selects nothing"),
+    (["--select", "algo=FedAvg"], "unknown key 'algo' (did you mean 'algorithm'?)"),
+    (["--select", "algorithm=fedav"], "algorithm=fedav matches no run (did you mean 'FedAvg'?); values of algorithm: "
+                                      "FedAvg, FedProx, SCAFFOLD"),
+    (["--select", "seed=0,seed=5"], "seed=5 matches no run"),
+    (["--select", "seed"], "key=value pairs"),
+    (["-p", "runs_root", "/elsewhere"], "runs_root is set by reproduce itself (use --results)"),
+    (["-p", "runner", "ray"], "runner is set by reproduce itself (use --executor)"),
+    (["-p", "lrr", "0.1"], "lrr (did you mean lr?)"),
+    (["--workers", "0"], "--workers must be a positive integer"),
+])
+def test_usage_errors_stop_before_any_run(reproduce, tmp_path, capsys, argv, message):
+    assert reproduce.main(quick(tmp_path, *argv)) == 2
+    assert message in capsys.readouterr().err
+    assert stored_entries(tmp_path) == []
+
+
+def test_select_is_case_insensitive_computes_only_its_runs_and_renders_nothing(reproduce, tmp_path, capsys):
+    assert reproduce.main(quick(tmp_path, "--select", "algorithm=fedavg,algorithm=scaffold")) == 0
+    assert "[quickstart] 2 runs: 0 from the store, 2 to compute" in capsys.readouterr().out
+    labels = sorted(json.loads((p / "spec.json").read_text())["labels"]["algorithm"] for p in stored_entries(tmp_path))
+    assert labels == ["FedAvg", "SCAFFOLD"] and not (tmp_path / "REPORT.md").exists()
+
+
+def test_a_missing_dataset_stops_the_plan_naming_it_and_where_it_goes(reproduce, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FEDLIB_DATA", str(tmp_path / "empty"))
+    assert reproduce.main(quick(tmp_path, "-p", "dataset", "cifar10")) == 2
+    err = capsys.readouterr().err
+    assert "nothing was computed" in err and "cifar10 (read by quickstart)" in err and "data/README.md" in err
+    assert "bundled data only (digits, mnist5k, synthetic)" in err
+    assert stored_entries(tmp_path) == []
+
+
+def _unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_ray_address_that_does_not_answer_is_an_error_naming_it(reproduce, tmp_path, capsys):
+    address = f"127.0.0.1:{_unused_port()}"
+    with pytest.raises(ConnectionError, match="does not answer"):
+        check_address(address)
+    with pytest.raises(ValueError, match="not host:port"):
+        check_address("head-node")
+    assert reproduce.main(quick(tmp_path, "--executor", "ray", "--ray-address", address)) == 2
+    assert f"the Ray cluster at '{address}' does not answer" in capsys.readouterr().err
+
+
+def test_two_worker_processes_give_the_records_of_one(tmp_path):
+    params = notebook_parameters("quickstart", "quick", {"rounds": 2, "num_clients": 4, "clients_per_round": 2,
+                                                         "seeds": [0, 1]})
+    specs = notebook_specs("quickstart", params)
+    one = run_specs(specs, store=RunStore(tmp_path / "one"), progress=False)
+    two = run_specs(specs, store=RunStore(tmp_path / "two"), progress=False, workers=2)
+    assert len(list((tmp_path / "two").glob("*/spec.json"))) == len(specs) == 6
+    clocks = ["train_s", "wall_s"]
+    for table in ("rounds", "clients"):
+        pd.testing.assert_frame_equal(one[table].drop(columns=clocks, errors="ignore"),
+                                      two[table].drop(columns=clocks, errors="ignore"), check_exact=True)

@@ -1,0 +1,72 @@
+"""fedlib.grids: the main job reads bundled data only, YAML numbers, local SGD step counts on hand-computed cases."""
+from __future__ import annotations
+
+import pytest
+
+from fedlib.data import load_dataset
+from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
+                          read_yaml)
+from fedlib.notebook_params import NOTEBOOKS, UnknownParameterError
+from fedlib.runs import RunSpec, build_run
+
+NOTEBOOK_NAMES = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
+
+
+@pytest.mark.parametrize("profile", ["quick", "cpu"])
+@pytest.mark.parametrize("notebook", NOTEBOOK_NAMES)
+def test_the_main_job_reads_only_bundled_datasets(notebook, profile):
+    params = notebook_parameters(notebook, profile)
+    read = {spec.dataset for spec in notebook_specs(notebook, params)} | datasets_named(params)
+    assert read, f"{notebook}/{profile}: no dataset found in its parameters or specs"
+    assert read <= set(BUNDLED_DATASETS), (
+        f"{notebook}/{profile} reads {sorted(read - set(BUNDLED_DATASETS))}, which no installed package ships: "
+        "move that setting to the gpu profile")
+
+
+@pytest.mark.parametrize("name", BUNDLED_DATASETS)
+def test_bundled_datasets_load_from_an_empty_data_root(name, tmp_path, monkeypatch):
+    monkeypatch.delenv("FEDLIB_DATA", raising=False)
+    ds = load_dataset(name, root=tmp_path)
+    assert len(ds.y_train) > 0 and len(ds.y_test) > 0
+
+
+def test_datasets_named_finds_every_dataset_valued_parameter():
+    params = {"dataset": "digits", "oscillation_dataset": "fashion_mnist", "model": "mlp", "note": "cifar10 x"}
+    assert datasets_named(params) == {"digits", "fashion_mnist"}
+
+
+@pytest.mark.parametrize("text, value", [
+    ("1e6", 1e6), ("-3E-4", -3e-4), ("2.5e+3", 2500.0), ("5", 5), ("0.1", 0.1), ("[1e-3, 2]", [1e-3, 2]),
+    ("{lr: 1e-2}", {"lr": 0.01}), ("abc", "abc"), ("true", True), ("null", None), ("e5", "e5"), ("1e", "1e"),
+])
+def test_read_yaml_takes_exponent_numbers_as_numbers(text, value):
+    got = read_yaml(text)
+    assert got == value and type(got) is type(value)
+
+
+def test_a_profile_value_and_an_override_are_checked_and_layered():
+    params = notebook_parameters("quickstart", "cpu", {"rounds": 7})
+    assert params["rounds"] == 7 and params["dataset"] == "mnist5k"  # override > cpu.yaml > parameters cell
+    with pytest.raises(UnknownParameterError, match="lrr .did you mean lr"):
+        notebook_parameters("quickstart", "cpu", {"lrr": 0.1})
+    with pytest.raises(FileNotFoundError, match="no 'nope' profile"):
+        notebook_parameters("quickstart", "nope")
+
+
+def _digits_iid(**local) -> RunSpec:
+    # digits: 1,797 images, 360 held out -> 1,437 training images, 4 IID clients of 359 or 360.
+    return RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {"hidden": [8]}), ("fedavg", {}),
+                        3, 0, local={"lr": 0.1, "batch_size": 100, **local}, loop={"sampler": 2})
+
+
+def test_client_steps_counts_rounds_times_sampled_clients_times_local_steps():
+    spec = _digits_iid(steps=5)
+    assert client_steps(spec, build_run(spec)) == 3 * 2 * 5
+
+
+def test_client_steps_from_epochs_uses_each_clients_share():
+    spec = _digits_iid(epochs=1)
+    plan = build_run(spec)
+    assert sorted(len(i) for i in plan.data.client_indices) == [359, 359, 359, 360]
+    assert client_steps(spec, plan) == 3 * 2 * 4  # ceil(359 / 100) = ceil(360 / 100) = 4 steps per epoch
+    assert client_steps(spec, plan, train_scale=2.0) == 3 * 2 * 8  # ceil(718 / 100) = ceil(720 / 100) = 8
