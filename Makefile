@@ -33,7 +33,7 @@ test: setup
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 
 reproduce: setup
-	$(PY) scripts/reproduce.py --profile $(PROFILE)
+	$(PY) scripts/reproduce.py --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS))
 
 bench: setup
 	$(PY) benchmarks/bench_round.py
