@@ -20,12 +20,10 @@ from fedlib.runs.store import RunStore
 
 
 def default_workers(device: str = "cpu") -> int:
-    """Worker processes for `reproduce`: up to 4 runs sharing one GPU; on CPUs one per 2 cores (a convolutional
-    model trains on every core by itself, a dense one on one core)."""
-    cores = os.cpu_count() or 1
-    if device != "cpu":
-        return max(1, min(4, cores))
-    return max(1, cores // 2)
+    """Worker processes for `reproduce`: up to 4 runs sharing one GPU (small runs are launch-bound); one on a CPU,
+    where a convolutional model already trains on every core and more processes would only oversubscribe them
+    (`--workers N` pays for grids of dense models, which train on one core each)."""
+    return max(1, min(4, os.cpu_count() or 1)) if device != "cpu" else 1
 
 
 def _execute(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int) -> None:
