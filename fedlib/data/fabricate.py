@@ -176,28 +176,35 @@ def write_adult_uci(root: Path, n_train: int, n_test: int, seed: int = 0) -> Non
         (root / "adult" / stem).write_text(adult_uci_text(rows, rng.integers(0, 2, n).tolist(), stem == "adult.test"))
 
 
-def _idx(folder: str) -> Callable[[Path, int, int], None]:
-    def write(root: Path, n_train: int, seed: int) -> None:
-        write_idx_set(root / folder, gz=True, n_train=n_train, n_test=max(1, n_train // 5), seed=seed)
+def _idx(folder: str) -> Fabricator:
+    def write(root: Path, n_train: int, n_test: int, seed: int) -> None:
+        write_idx_set(root / folder, gz=True, n_train=n_train, n_test=n_test, seed=seed)
 
     return write
 
 
-FABRICATORS: dict[str, Callable[[Path, int, int], None]] = {
+def _cifar10(root: Path, n_train: int, n_test: int, seed: int) -> None:
+    """Five train batches and a test batch of max(n_train // 5, n_test) images each."""
+    write_cifar(root, n_per_batch=max(1, n_train // 5, n_test), seed=seed)
+
+
+Fabricator = Callable[[Path, int, int, int], None]  # (root, n_train, n_test, seed)
+FABRICATORS: dict[str, Fabricator] = {
     "mnist": _idx("MNIST/raw"),
     "fashion_mnist": _idx("FashionMNIST/raw"),
-    "cifar10": lambda root, n, seed: write_cifar(root, n_per_batch=max(1, n // 5), seed=seed),
-    "cifar100": lambda root, n, seed: write_cifar100(root, n, max(1, n // 5), seed),
-    "svhn": lambda root, n, seed: write_svhn(root, n, max(1, n // 5), seed),
-    "femnist": lambda root, n, seed: write_femnist(root, writers=100, per_writer=max(1, n // 100), seed=seed),
-    "shakespeare": lambda root, n, seed: write_shakespeare(root, roles=100, per_role=max(1, n // 100), seed=seed),
-    "adult": lambda root, n, seed: write_a9a(root, n, max(1, n // 5), seed),
-    "adult_uci": lambda root, n, seed: write_adult_uci(root, n, max(1, n // 5), seed),
+    "cifar10": _cifar10,
+    "cifar100": write_cifar100,
+    "svhn": write_svhn,
+    "femnist": lambda root, n, t, seed: write_femnist(root, writers=100, per_writer=max(5, n // 100), seed=seed),
+    "shakespeare": lambda root, n, t, seed: write_shakespeare(root, roles=100, per_role=max(5, n // 100), seed=seed),
+    "adult": write_a9a,
+    "adult_uci": write_adult_uci,
 }
 
 
-def fabricate(name: str, root: Path, n_train: int = 2000, seed: int = 0) -> None:
-    """Write dataset `name`'s files with about `n_train` random training samples under `root`."""
+def fabricate(name: str, root: str | Path, n_train: int = 2000, n_test: int | None = None, seed: int = 0) -> None:
+    """Write dataset `name`'s files with about `n_train` random training samples (and `n_test`, by default a fifth
+    as many, test samples; LEAF sets: 100 users with a fifth of their train count each) under `root`."""
     if name not in FABRICATORS:
         raise ValueError(f"no fabricator for dataset {name!r}; fabricated: {', '.join(sorted(FABRICATORS))}")
-    FABRICATORS[name](Path(root), n_train, seed)
+    FABRICATORS[name](Path(root), n_train, max(1, n_train // 5) if n_test is None else n_test, seed)
