@@ -37,6 +37,7 @@ from typing import Any, TextIO
 import numpy as np
 import yaml
 
+from fedlib.data import datasets
 from fedlib.data.fabricate import FABRICATORS, fabricate
 from fedlib.federation import make_sampler, run_federation
 from fedlib.notebook_params import NOTEBOOKS, check_parameters, declared_parameters, parameter_defaults
@@ -195,6 +196,7 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
                 print(f"  FAILED: {failure}", file=out)
             failed |= bool(r.failures)
             out.flush()
+    datasets._load_cached.cache_clear()  # its entries hold the fabricated sets of a root that is gone
     return 1 if failed else 0
 
 

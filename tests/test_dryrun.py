@@ -27,13 +27,13 @@ def test_fast_subset_fedaq_full_grid_runs(tmp_path):
 
 
 def test_a_grid_that_cannot_build_fails_with_its_spec(tmp_path):
-    """quickstart's full grid splits CIFAR-10 over 100 clients by Dirichlet(0.1) with >= 10 samples each: 320
-    fabricated images (5 batches of 64) cannot give that, and the dry run says so and exits 1."""
+    """quickstart's full grid splits CIFAR-10 over 100 clients by Dirichlet(0.1) with >= 10 samples each: 300
+    fabricated images cannot give that, and the dry run says so and exits 1."""
     out = io.StringIO()
     assert dry_run(["quickstart"], "full", out=out, train_size=300) == 1
     text = out.getvalue()
     assert "9 FAILED" in text and "build failed for ('cifar10', 'cnn', 'fedavg', 'fp32', 'fp32')" in text
-    assert "min_size=10 per client is impossible with 320 samples and 100 clients" in text
+    assert "min_size=10 per client is impossible with 300 samples and 100 clients" in text
 
 
 def test_client_steps_by_hand(tmp_path):

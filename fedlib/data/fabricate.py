@@ -47,17 +47,20 @@ def write_idx_set(folder: Path, gz: bool, n_train: int = 30, n_test: int = 12, s
     return arrays
 
 
-def write_cifar(root: Path, n_per_batch: int = 8, seed: int = 0) -> dict[str, tuple[np.ndarray, list[int]]]:
-    """CIFAR-10's six python batches in root/cifar-10-batches-py; return {batch: (images, labels)}."""
+def write_cifar(root: Path, n_per_batch: int = 8, seed: int = 0,
+                n_test: int | None = None) -> dict[str, tuple[np.ndarray, list[int]]]:
+    """CIFAR-10's six python batches in root/cifar-10-batches-py (test_batch: `n_test` images, by default
+    `n_per_batch`); return {batch: (images, labels)}."""
     rng = np.random.default_rng(seed)
     folder = root / "cifar-10-batches-py"
     folder.mkdir(parents=True)
     batches = {}
     for stem in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        data = rng.integers(0, 256, (n_per_batch, 3072), dtype=np.uint8)
+        n = n_test if stem == "test_batch" and n_test is not None else n_per_batch
+        data = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
         # give each channel a different offset so per-channel statistics matter
         data = (data // 4 + np.repeat([0, 60, 120], 1024)).astype(np.uint8)
-        labels = rng.integers(0, 10, n_per_batch).tolist()
+        labels = rng.integers(0, 10, n).tolist()
         (folder / stem).write_bytes(pickle.dumps({b"data": data, b"labels": labels}))
         batches[stem] = (data.reshape(-1, 3, 32, 32), labels)
     return batches
@@ -184,8 +187,8 @@ def _idx(folder: str) -> Fabricator:
 
 
 def _cifar10(root: Path, n_train: int, n_test: int, seed: int) -> None:
-    """Five train batches and a test batch of max(n_train // 5, n_test) images each."""
-    write_cifar(root, n_per_batch=max(1, n_train // 5, n_test), seed=seed)
+    """Five train batches of n_train // 5 images and a test batch of n_test."""
+    write_cifar(root, n_per_batch=max(1, n_train // 5), seed=seed, n_test=n_test)
 
 
 Fabricator = Callable[[Path, int, int, int], None]  # (root, n_train, n_test, seed)
