@@ -17,8 +17,8 @@ For each notebook, the parameters are its parameters cell's defaults updated wit
 Local SGD steps count client-steps: per run, rounds x clients per round x local steps per client per round, the
 last from the spec's `steps`, or its `epochs` over each client's share of the real training set (the fabricated
 split's client shares scaled to `REAL_TRAIN_SIZES`; exact where the fabricated set has the real size, an
-approximation for FEMNIST writers and Shakespeare roles, whose real sizes vary per user). The exit code is 0 when every spec built and every
-combination ran, 1 otherwise (each failure is printed with its spec).
+approximation for FEMNIST writers and Shakespeare roles, whose real sizes vary per user). The exit code is 0
+when every spec built and every combination ran, 1 otherwise (each failure is printed with its spec).
 """
 from __future__ import annotations
 

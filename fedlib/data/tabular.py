@@ -144,7 +144,8 @@ def _one_hot(rows: list[list[str]], cuts: dict[str, np.ndarray]) -> np.ndarray:
     return np.concatenate(blocks, axis=1)
 
 
-def adult_one_hot(train_path: str | Path, test_path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def adult_one_hot(train_path: str | Path,
+                  test_path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test) from UCI adult.data / adult.test, encoded as the module docstring
     states: uint8 N x 123 binary features, bins cut at the train split's quantiles."""
     train_rows, y_train = read_adult_uci(train_path)
