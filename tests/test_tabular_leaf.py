@@ -12,7 +12,7 @@ from fedlib.data.fabricate import (
     a9a_text, adult_uci_row, adult_uci_text, random_lines, shakespeare_shard, write_a9a, write_adult_uci,
     write_femnist, write_shakespeare,
 )
-from fedlib.data.leaf import LEAF_VOCABULARY, read_leaf_shakespeare
+from fedlib.data.leaf import LEAF_VOCABULARY, encode, read_leaf_shakespeare
 from fedlib.data.tabular import A9A_FEATURES, ATTRIBUTES, CATEGORIES, adult_one_hot, read_a9a, read_adult_uci
 
 
@@ -161,6 +161,14 @@ def write_shards(root, shards: dict) -> None:
 def test_vocabulary_is_leafs_80_characters():
     assert len(LEAF_VOCABULARY) == 80 and len(set(LEAF_VOCABULARY)) == 80
     assert LEAF_VOCABULARY[:3] == "\n !" and LEAF_VOCABULARY[-1] == "}"
+    assert encode(LEAF_VOCABULARY).tolist() == list(range(80))
+    assert encode("a~é\x00}").tolist() == [LEAF_VOCABULARY.index("a"), -1, -1, -1, 79]
+
+
+def test_a_role_without_samples_is_skipped(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps(shakespeare_shard({"A": [], "B": [("b" * 80, "c")]})))
+    x, y, users = read_leaf_shakespeare([tmp_path / "s.json"])
+    assert x.shape == (1, 80) and y.tolist() == [LEAF_VOCABULARY.index("c")] and users == ["B"]
 
 
 def test_shakespeare_tokens_labels_and_roles(tmp_path):
