@@ -50,6 +50,7 @@ local_epochs = 5.0
 batch_size = 64
 lr = 0.05
 momentum = 0.5
+augment = None  # "flip_gray" for CIFAR-10: the authors' RandomHorizontalFlip + RandomGrayscale (specs/fedaq.md 2.1)
 alpha = 0.005
 alpha_sweep = []
 fixed_bits = [2, 4, 8]

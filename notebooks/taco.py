@@ -53,6 +53,7 @@ lr = 0.05
 target_acc = 0.75
 margin_pts = 1.0  # accuracy differences below this many points count as ties in the verdicts
 algorithms = ["FedAvg", "FedProx", "FoolsGold", "Scaffold", "STEM", "FedACG", "TACO"]
+table5_columns = {}  # Table V's other columns: name -> {dataset, model, partition, rounds, local_steps, lr, target_acc}
 fedprox_zeta = 0.1
 scaffold_alpha = 1.0
 stem_alpha = 0.2

@@ -72,3 +72,20 @@ def test_both_executors_draw_the_same_augmentations():
 def test_unknown_augmentation_is_rejected():
     with pytest.raises(ValueError, match="augment must be None or one of"):
         LocalTraining(augment="mixup")
+
+
+@pytest.mark.parametrize("notebook,augment", [("fedaq", "flip_gray"), ("fedshift", "crop_flip")])
+def test_papers_pass_the_augmentation_to_every_run(notebook, augment):
+    """The notebook parameter `augment` reaches every spec's local training; unset, FedAQ's specs carry no key
+    (their store keys stay as they were)."""
+    import importlib
+
+    from fedlib.notebook_params import NOTEBOOKS, parameter_defaults
+
+    experiments = importlib.import_module(f"fedlib.papers.{notebook}").experiments
+    params = parameter_defaults(NOTEBOOKS / f"{notebook}.py")
+    assert all(LocalTraining(**s.get("local")).augment is None for s in experiments(params))
+    if notebook == "fedaq":
+        assert all("augment" not in s.get("local") for s in experiments(params))
+    specs = experiments({**params, "augment": augment})
+    assert specs and all(s.get("local")["augment"] == augment for s in specs if s.get("local").get("epochs"))

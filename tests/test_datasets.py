@@ -16,33 +16,7 @@ import torch
 
 from fedlib.data import available_datasets, load_dataset, read_cifar_batch, read_idx, read_svhn_mat
 from fedlib.data.datasets import FASHION_MNIST_SYSTEM_DIR
-
-IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-
-
-def idx_bytes(arr: np.ndarray) -> bytes:
-    """Serialize an array in IDX format (magic 0x00 0x00 type ndim, big-endian dims)."""
-    code = {np.dtype(np.uint8): 0x08, np.dtype(np.int16): 0x0B, np.dtype(np.float32): 0x0D}[arr.dtype]
-    header = bytes([0, 0, code, arr.ndim]) + struct.pack(f">{arr.ndim}I", *arr.shape)
-    return header + arr.astype(arr.dtype.newbyteorder(">")).tobytes()
-
-
-def write_idx_set(folder: Path, gz: bool, n_train: int = 30, n_test: int = 12, seed: int = 0):
-    """Write the four MNIST-style IDX files; return the arrays written."""
-    rng = np.random.default_rng(seed)
-    arrays = (rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-              rng.integers(0, 10, n_train).astype(np.uint8),
-              rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-              rng.integers(0, 10, n_test).astype(np.uint8))
-    folder.mkdir(parents=True, exist_ok=True)
-    for stem, arr in zip(IDX_FILES, arrays):
-        data = idx_bytes(arr)
-        if gz:
-            (folder / f"{stem}.gz").write_bytes(gzip.compress(data))
-        else:
-            (folder / stem).write_bytes(data)
-    return arrays
+from fedlib.data.fabricate import IDX_FILES, idx_bytes, leaf_shard, write_cifar, write_idx_set
 
 
 def standardized(train: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -143,21 +117,6 @@ def test_fashion_mnist_error_mentions_debian_location(tmp_path):
         load_dataset("fashion_mnist", root=tmp_path)
 
 
-def write_cifar(root: Path, n_per_batch: int = 8, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    batches = {}
-    for stem in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        data = rng.integers(0, 256, (n_per_batch, 3072), dtype=np.uint8)
-        # give each channel a different offset so per-channel statistics matter
-        data = (data // 4 + np.repeat([0, 60, 120], 1024)).astype(np.uint8)
-        labels = rng.integers(0, 10, n_per_batch).tolist()
-        (folder / stem).write_bytes(pickle.dumps({b"data": data, b"labels": labels}))
-        batches[stem] = (data.reshape(-1, 3, 32, 32), labels)
-    return batches
-
-
 def test_cifar10_loads_all_batches_with_per_channel_normalization(tmp_path):
     batches = write_cifar(tmp_path)
     ds = load_dataset("cifar10", root=tmp_path)
@@ -211,12 +170,6 @@ def test_svhn_missing_test_file_is_named(tmp_path):
             {"X": np.zeros((32, 32, 3, 2), np.uint8), "y": np.ones((2, 1))})
     with pytest.raises(FileNotFoundError, match="test_32x32.mat"):
         load_dataset("svhn", root=tmp_path)
-
-
-def leaf_shard(users: dict[str, list[int]], rng) -> dict:
-    return {"users": list(users), "num_samples": [len(v) for v in users.values()],
-            "user_data": {u: {"x": rng.random((len(v), 784)).round(3).tolist(), "y": v}
-                          for u, v in users.items()}}
 
 
 def test_femnist_leaf_json_groups_by_writer(tmp_path):
@@ -312,7 +265,7 @@ def test_unknown_name_and_bad_options():
     with pytest.raises(TypeError, match="no options"):
         load_dataset("digits", alpha=1.0)
     assert {"digits", "mnist5k", "mnist", "fashion_mnist", "cifar10", "cifar100", "svhn",
-            "femnist", "synthetic"} == set(available_datasets())
+            "femnist", "shakespeare", "adult", "adult_uci", "synthetic"} == set(available_datasets())
 
 
 # --- download=True, against a local file:// mirror (no network in tests) -----------------------

@@ -218,3 +218,54 @@ def test_bad_arguments_raise():
         build_model("mlp", (), 10)
     with pytest.raises(ValueError, match="num_classes"):
         build_model("mlp", DIGITS, 0)
+
+
+def lstm_layer(inputs: int, hidden: int) -> int:
+    """torch.nn.LSTM layer: 4 gates, each W_ih (hidden x inputs), W_hh (hidden x hidden) and two biases."""
+    return 4 * hidden * (inputs + hidden) + 2 * 4 * hidden
+
+
+def test_char_lstm_count_by_hand_and_architecture():
+    """LEAF's Shakespeare model: embedding 80 x 8, LSTM 8 -> 256, LSTM 256 -> 256, fc 256 -> 80."""
+    model = build_model("char_lstm", (80,), 80, seed=0)
+    expected = 80 * 8 + lstm_layer(8, 256) + lstm_layer(256, 256) + 256 * 80 + 80
+    assert expected == 819_920 and count_parameters(model) == expected
+    assert (model.embed.num_embeddings, model.embed.embedding_dim) == (80, 8)
+    assert (model.lstm.num_layers, model.lstm.hidden_size, model.lstm.batch_first) == (2, 256, True)
+    with torch.no_grad():  # next-character logits depend on the whole 80-character context
+        x = torch.randint(0, 80, (2, 80))
+        y = x.clone()
+        y[:, 0] = (y[:, 0] + 1) % 80
+        assert not torch.equal(model.eval()(x), model(y))
+
+
+def test_taco_mlp_architecture_and_init():
+    """NIID-Bench FcNet(123, [32, 16, 8], 2): weights N(0, 0.1), biases 0.1."""
+    model = build_model("taco_mlp", A9A, 2, seed=0)
+    shapes = [tuple(p.shape) for p in model.parameters()]
+    assert shapes == [(32, 123), (32,), (16, 32), (16,), (8, 16), (8,), (2, 8), (2,)]
+    assert all(torch.all(layer.bias == 0.1) for layer in model.layers)
+    assert model.layers[0].weight.std().item() == pytest.approx(0.1, rel=0.1)  # 3,936 draws
+
+
+def conv(cin: int, cout: int, k: int) -> int:
+    return cin * cout * k * k  # bias-free
+
+
+def test_resnet18_count_by_hand():
+    """FedAQ §2.2 / TACO §4.4 CIFAR ResNet-18: stem, four stages of two BasicBlocks, 1x1 projections, fc."""
+    bn = 2  # weight and bias per channel (GroupNorm: the same)
+    total = conv(3, 64, 3) + bn * 64
+    cin = 64
+    for cout in (64, 128, 256, 512):
+        for block in range(2):
+            first_in = cin if block == 0 else cout
+            total += conv(first_in, cout, 3) + conv(cout, cout, 3) + 2 * bn * cout
+            if block == 0 and cin != cout:
+                total += conv(cin, cout, 1) + bn * cout
+        cin = cout
+    for classes in (10, 100):
+        expected = total + 512 * classes + classes
+        for norm in ("batch", "group"):
+            assert count_parameters(build_model("resnet18_cifar", CIFAR, classes, norm=norm)) == expected
+    assert total + 5130 == 11_173_962

