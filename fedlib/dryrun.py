@@ -23,8 +23,6 @@ when every spec built and every combination ran, 1 otherwise (each failure is pr
 from __future__ import annotations
 
 import argparse
-import importlib
-import math
 import sys
 import tempfile
 import time
@@ -32,15 +30,12 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
-
-import numpy as np
-import yaml
+from typing import TextIO
 
 from fedlib.data import datasets
 from fedlib.data.fabricate import FABRICATORS, fabricate
-from fedlib.federation import make_sampler, run_federation
-from fedlib.notebook_params import NOTEBOOKS, check_parameters, declared_parameters, parameter_defaults
+from fedlib.federation import run_federation
+from fedlib.grids import client_steps, notebook_parameters, notebook_specs
 from fedlib.runs import RunSpec
 from fedlib.runs.runner import RunPlan, build_run
 from fedlib.runs.spec import freeze
@@ -54,28 +49,10 @@ REAL_TRAIN_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000,
 # 50 samples (their real JSON would be gigabytes); test sets are small (each combination evaluates once).
 FABRICATED_TRAIN = {**REAL_TRAIN_SIZES, "femnist": 5_000, "shakespeare": 5_000}
 FABRICATED_TEST = 64
-# Assumed GPU throughput in client-steps per second (low, high): the range last measured for the papers' models
-# on one H100 (figures reported to this project's integrator from the GPU benchmark, `make bench-gpu`; not
-# re-measured here). Estimated GPU hours are steps / rate.
+# Assumed GPU throughput in client-steps per second (low, high): the range last measured for these papers' models
+# on one H100 at commit 11af890 (340-550 sequential, 840-3,030 with batched clients; `benchmarks/bench_gpu.py`),
+# not re-measured since: no GPU was lent to later work. Estimated GPU hours are steps / rate.
 GPU_RATES = (340.0, 3_030.0)
-
-
-def notebook_parameters(notebook: str, profile: str) -> dict[str, Any]:
-    """The notebook's parameters cell defaults updated with notebooks/profiles/<notebook>/<profile>.yaml."""
-    source = NOTEBOOKS / f"{notebook}.py"
-    params = parameter_defaults(source)
-    if profile != "quick":
-        path = NOTEBOOKS / "profiles" / notebook / f"{profile}.yaml"
-        if not path.is_file():
-            raise FileNotFoundError(f"no profile {profile!r} for notebook {notebook!r}: {path} is missing")
-        values = yaml.safe_load(path.read_text()) or {}
-        check_parameters(values, declared_parameters(source), f"notebook '{notebook}', {path}")
-        params.update(values)
-    return params
-
-
-def notebook_specs(notebook: str, params: dict[str, Any]) -> list[RunSpec]:
-    return list(importlib.import_module(f"fedlib.papers.{notebook}").experiments(params))
 
 
 def combination(spec: RunSpec) -> tuple[str, str, str, str, str]:
@@ -91,19 +68,10 @@ def one_round(spec: RunSpec, steps: int) -> RunSpec:
                       device="cpu")
 
 
-def client_steps(spec: RunSpec, plan: RunPlan) -> int:
-    """Local SGD steps of the full-size run: rounds x clients per round x mean steps per client per round."""
-    local = plan.kwargs["local"]
-    n_clients = len(plan.data.client_indices)
-    sampler = make_sampler(plan.kwargs.get("sampler", 1.0), n_clients)
-    per_round = len(sampler(0, n_clients, np.random.default_rng(0)))
-    if local.steps is not None:
-        per_client = float(local.steps)
-    else:
-        scale = REAL_TRAIN_SIZES.get(spec.dataset, len(plan.dataset.y_train)) / len(plan.dataset.y_train)
-        per_client = float(np.mean([max(1, round(local.epochs * math.ceil(len(idx) * scale / local.batch_size)))
-                                    for idx in plan.data.client_indices]))
-    return round(spec.rounds * per_round * per_client)
+def full_size_steps(spec: RunSpec, plan: RunPlan) -> int:
+    """Local SGD steps of the full-size run: `client_steps` with the clients' shares scaled to the real training set."""
+    fabricated = len(plan.dataset.y_train)
+    return client_steps(spec, plan, train_scale=REAL_TRAIN_SIZES.get(spec.dataset, fabricated) / fabricated)
 
 
 @dataclass
@@ -131,7 +99,7 @@ def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int) -> Not
     steps_of: dict[RunSpec, int] = {}
     for spec in specs:
         try:
-            steps_of[spec] = client_steps(spec, build_run(spec, root))
+            steps_of[spec] = full_size_steps(spec, build_run(spec, root))
         except Exception as err:  # noqa: BLE001 - every failure is reported, the dry run goes on
             report.failures.append(_failure("build", spec, err))
     report.steps = sum(steps_of.values())
@@ -166,12 +134,13 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
-def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, out: TextIO = sys.stdout,
+def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, out: TextIO | None = None,
             train_size: int | None = None) -> int:
     """Dry-run `notebooks` under `profile` on fabricated files in a temporary data root; print per notebook its
     runs, local SGD steps and estimated times; return the exit code (0: every spec built and every combination
     ran). `train_size` fabricates that many training samples per dataset instead of `FABRICATED_TRAIN` (faster,
-    but a grid's splits may then not draw as on the real files)."""
+    but a grid's splits may then not draw as on the real files). `out` defaults to the current standard output."""
+    out = sys.stdout if out is None else out
     unknown = sorted(set(notebooks) - set(NOTEBOOK_NAMES))
     if unknown:
         raise ValueError(f"unknown notebook(s) {unknown}; choose from {list(NOTEBOOK_NAMES)}")

@@ -6,6 +6,7 @@
     python scripts/reproduce.py --profile cpu --workers 2        # two runs at a time
     python scripts/reproduce.py --profile full --executor ray --ray-address auto    # runs as Ray tasks
     python scripts/reproduce.py --profile full --only fedshift --select seed=0      # part of a grid
+    python scripts/reproduce.py --profile full --dry-run         # every full grid built and run one round
 
 Three phases, each printed as it starts:
 1. plan: each selected notebook's run specs under the profile (notebooks/profiles/<notebook>/<profile>.yaml, then
@@ -46,6 +47,7 @@ import papermill
 
 from fedlib.data import load_dataset
 from fedlib.data.roots import ENV_VAR, data_root
+from fedlib.dryrun import dry_run
 from fedlib.grids import BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs, read_yaml
 from fedlib.notebook_params import UnknownParameterError, declared_parameters
 from fedlib.report import collect_report
@@ -253,6 +255,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="worker processes of the local executor (default: from the cores and the device)")
     parser.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local Ray)")
     parser.add_argument("--select", default=None, help="compute only these runs, e.g. algorithm=fedavg,seed=0")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="build every spec of the grids and run each distinct combination for one round on "
+                             "fabricated files (no data needed); print runs, local SGD steps and estimated times")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a parameter in every selected notebook (VALUE is read as YAML)")
     return parser.parse_args(argv)
@@ -272,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--select {args.select!r} selects nothing: give key=value pairs, e.g. seed=0,algorithm=FedAvg")
         selection = parse_selection(args.select)
         overrides = parse_overrides(args.parameter)
+        if args.dry_run:
+            if overrides or selection:
+                raise UsageError("--dry-run runs the profiles as they are: leave out -p and --select")
+            return dry_run(names, args.profile)
         if os.environ.get(ENV_VAR):  # the kernels run in notebooks/: a relative FEDLIB_DATA would move with them
             os.environ[ENV_VAR] = str(absolute(os.environ[ENV_VAR]))
         results = absolute(args.results)

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from fedlib.dryrun import (
-    NOTEBOOK_NAMES, client_steps, combination, dry_run, main, notebook_parameters, notebook_specs, one_round,
+    NOTEBOOK_NAMES, combination, dry_run, full_size_steps, main, one_round,
 )
-from fedlib.notebook_params import UnknownParameterError
+from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.runs import RunSpec
 from fedlib.runs.runner import build_run
 
@@ -42,12 +42,12 @@ def test_client_steps_by_hand(tmp_path):
     fabricate("fashion_mnist", tmp_path, 400, 10)
     steps_spec = RunSpec.make("quickstart", "fashion_mnist", ("iid", {"num_clients": 8}), ("mlp", {}), ("fedavg", {}),
                               7, 0, local={"lr": 0.1, "batch_size": 16, "steps": 5}, loop={"sampler": 0.5})
-    assert client_steps(steps_spec, build_run(steps_spec, tmp_path)) == 7 * 4 * 5
+    assert full_size_steps(steps_spec, build_run(steps_spec, tmp_path)) == 7 * 4 * 5
     # epochs: each of 8 clients holds 50 of the 400 fabricated samples = 7,500 of the real 60,000;
     # 2 epochs of ceil(7,500 / 16) = 469 steps; 3 of 8 clients per round
     epochs_spec = steps_spec.with_(local=(("batch_size", 16), ("epochs", 2.0), ("lr", 0.1)),
                                    loop=(("sampler", 3),))
-    assert client_steps(epochs_spec, build_run(epochs_spec, tmp_path)) == 7 * 3 * 2 * 469
+    assert full_size_steps(epochs_spec, build_run(epochs_spec, tmp_path)) == 7 * 3 * 2 * 469
 
 
 def test_one_round_keeps_everything_but_the_amount_of_work():
@@ -58,24 +58,6 @@ def test_one_round_keeps_everything_but_the_amount_of_work():
     assert (small.rounds, small.device, small.get("local"), small.get("loop")) == (
         1, "cpu", {"lr": 0.5, "batch_size": 8, "steps": 2}, {"sampler": 10, "threads": 1})
     assert combination(small) == combination(spec) and small.seed == 3 and small.split == spec.split
-
-
-def test_parameters_are_defaults_plus_profile_and_checked(tmp_path, monkeypatch):
-    params = notebook_parameters("taco", "full")
-    assert params["dataset"] == "fashion_mnist" and params["algorithms"][0] == "FedAvg"  # profile, then default
-    assert notebook_parameters("taco", "quick")["dataset"] == "digits"
-    with pytest.raises(FileNotFoundError, match="no profile 'nope'"):
-        notebook_parameters("taco", "nope")
-    profile = tmp_path / "profiles" / "taco"
-    profile.mkdir(parents=True)
-    (profile / "full.yaml").write_text("lrr: 0.1\n")
-    import fedlib.dryrun as dr
-
-    monkeypatch.setattr(dr, "NOTEBOOKS", tmp_path)
-    monkeypatch.setattr(dr, "parameter_defaults", lambda source: {})
-    monkeypatch.setattr(dr, "declared_parameters", lambda source: ["lr"])
-    with pytest.raises(UnknownParameterError, match="lrr"):
-        notebook_parameters("taco", "full")
 
 
 def test_unknown_notebook_and_bad_steps():

@@ -157,3 +157,9 @@ def test_two_worker_processes_give_the_records_of_one(tmp_path):
     for table in ("rounds", "clients"):
         pd.testing.assert_frame_equal(one[table].drop(columns=clocks, errors="ignore"),
                                       two[table].drop(columns=clocks, errors="ignore"), check_exact=True)
+
+
+def test_dry_run_builds_a_full_grid_on_fabricated_files(reproduce, tmp_path, capsys):
+    assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run"]) == 0
+    assert re.search(r"fedaq \(full\): 18 runs, [\d,]+ local SGD steps; 7 combinations ran one round", capsys.readouterr().out)
+    assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run", "-p", "rounds", "3"]) == 2
