@@ -17,7 +17,7 @@
 # | profile | data | clients | rounds | seeds | time here (2 CPU cores) |
 # |---|---|---|---|---|---|
 # | `quick` (committed outputs, nbval) | digits (8×8), MLP | 10 | 15 | 1 | ~10 s |
-# | `cpu` (`make reproduce`) | mnist5k (28×28), small CNN | 20 (5 per round) | 25 | 3 | ~3 min |
+# | `cpu` (`make reproduce`) | mnist5k (28×28), small CNN | 20 | 40 | 3 | ~3 min |
 #
 # The claims checked here come from Karimireddy et al. (2020) and Li et al. (2020): under label
 # skew, SCAFFOLD's control variates correct client drift, so it should do at least as well as
