@@ -38,7 +38,10 @@ AGREES = "arithmetic check: agrees"
 DISAGREES = "arithmetic check: disagrees"
 ILLUSTRATIVE = "illustrative"
 INCONCLUSIVE = "inconclusive"
-VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, DIVERGED, NOT_TESTABLE, AGREES, DISAGREES, ILLUSTRATIVE, INCONCLUSIVE)
+VACUOUS = "holds (vacuous)"
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, DIVERGED, NOT_TESTABLE, AGREES, DISAGREES, ILLUSTRATIVE, INCONCLUSIVE,
+            VACUOUS)
+VACUOUS_FACTOR = 100.0  # a bound more than this many times the measured quantity everywhere says nothing about it
 COLUMNS = ["claim", "paper_value", "measured", "criterion", "evidence", "verdict"]
 CHANCE_MARGIN = 0.02  # final accuracy <= 1/num_classes + this counts as "at chance"
 
@@ -272,6 +275,31 @@ def criterion_met(criterion: str, passed: bool, *, partly: bool = False, evidenc
     if `partly` (the criterion must say what partly means), else not reproduced."""
     verdict = REPRODUCED if passed else PARTLY if partly else NOT_REPRODUCED
     return Judgement(verdict, criterion, evidence)
+
+
+def bound_holds(measured: object, bound: object, *, what: str, vacuous_factor: float = VACUOUS_FACTOR,
+                evidence: str = "") -> Judgement:
+    """Does an upper bound hold on measured values (elementwise, measured <= bound)?
+
+    not testable: a NaN/inf value (a missing or diverged run); not reproduced: measured > bound somewhere;
+    holds (vacuous): it holds but the bound exceeds the measured value by more than `vacuous_factor` everywhere
+    (it would hold for almost anything); reproduced: it holds and is tight somewhere.
+    """
+    m, b = np.asarray(measured, dtype=float).ravel(), np.asarray(bound, dtype=float).ravel()
+    if m.shape != b.shape or not m.size:
+        raise ValueError(f"measured and bound must be paired and non-empty, got {m.size} and {b.size} values")
+    criterion = (f"{what}: measured <= bound at every point; a bound > {vacuous_factor:g} x measured at every point "
+                 "holds only vacuously")
+    missing = _non_finite(m, "measured values") or _non_finite(b, "bound values")
+    if missing:
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, missing))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(m > 0, b / m, np.inf)
+    stat = (f"bound holds at {int((m <= b).sum())}/{m.size} points; smallest bound / measured "
+            f"{float(ratio.min()):.3g}")
+    if not (m <= b).all():
+        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat))
+    return Judgement(VACUOUS if ratio.min() > vacuous_factor else REPRODUCED, criterion, _join(evidence, stat))
 
 
 def illustrative(assumptions: str, outcome: str) -> Judgement:

@@ -204,3 +204,12 @@ def test_underpowered_tost_is_inconclusive_not_not_reproduced():
     # a tight interval wholly outside the margin is a real difference
     assert R.paired_equivalence([0.05, 0.06, 0.055, 0.052], margin=0.02).verdict == R.NOT_REPRODUCED
     assert R.paired_equivalence([0.001, float("nan"), 0.0, 0.002], margin=0.02).verdict == R.NOT_TESTABLE
+
+
+def test_bound_holds_tight_vacuous_broken_and_missing():
+    assert R.bound_holds([1.0, 2.0], [1.5, 2.1], what="b").verdict == R.REPRODUCED
+    vac = R.bound_holds([1.0, 2.0], [512.0, 1024.0], what="b")  # FedShift C9d: bound >= 512 x the gap
+    assert vac.verdict == R.VACUOUS and "512" in vac.evidence
+    assert R.bound_holds([1.0, 3.0], [1.5, 2.0], what="b").verdict == R.NOT_REPRODUCED
+    assert R.bound_holds([1.0, float("nan")], [1.5, 2.0], what="b").verdict == R.NOT_TESTABLE
+    assert R.bound_holds([1.0], [1e4], what="b", vacuous_factor=1e5).verdict == R.REPRODUCED
