@@ -75,7 +75,9 @@ def evidence(**changes) -> dict:
         kmeans_runs=KMEANS_RUNS,
         kmeans_gain=pd.DataFrame({"converged": np.add(gain_ref, [0.1, -0.1, 0.05, 0.0, 0.02, -0.03]), "reference": gain_ref},
                                  index=pd.MultiIndex.from_product([["fedavg", "fedef"], [0, 1, 2]], names=["method", "seed"])),
-        rounds=kmeans_rounds(), num_classes=10)
+        rounds=kmeans_rounds(), num_classes=10,
+        theory_values={"paper_fp32_fedavg": th.PAPER_FP32_FEDAVG, "threshold_ratio": th.threshold_ratio(),
+                       "theorem1_bound_at_1e6": th.theorem1_bound(1e6, 7.0, 20.0, 2.0, 1.0, 1.0, 1.0, 1.0, 0.01, 1.0)})
     return {**kw, **changes}
 
 

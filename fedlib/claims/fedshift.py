@@ -15,7 +15,6 @@ import pandas as pd
 from fedlib import report
 from fedlib.papers import fedshift as fs
 from fedlib.report import Claims, Judgement
-from theory import fedshift as th
 
 CELL = ["quantizer", "algorithm", "bits"]  # a Table I cell; its seeds are the pairs
 PAPER_LOWEST_BITS = 4  # Table I's lowest inferior bit width
@@ -66,7 +65,8 @@ def claims(params: Mapping[str, Any], *, grid: pd.DataFrame, table1: pd.DataFram
            table2_runs: pd.DataFrame, table3: pd.DataFrame, theorem2: pd.DataFrame, assumed: Mapping[str, float],
            theorem1_facts: Mapping[str, Any], mean_star: float, quadratic: pd.DataFrame, theorem1_runs: pd.DataFrame,
            theorem1_checks: Mapping[tuple[bool, int], pd.DataFrame], kmeans_runs: pd.DataFrame,
-           kmeans_gain: pd.DataFrame, rounds: pd.DataFrame, num_classes: int) -> Claims:
+           kmeans_gain: pd.DataFrame, rounds: pd.DataFrame, num_classes: int,
+           theory_values: Mapping[str, float]) -> Claims:
     """FedShift's claims table, in the notebook's order; every verdict from a rule in `fedlib.report`.
 
     params: the notebook's parameters (bits_list, algorithms, quantizers, seeds, rounds, table2_*, theorem1_rounds,
@@ -78,13 +78,15 @@ def claims(params: Mapping[str, Any], *, grid: pd.DataFrame, table1: pd.DataFram
         per kind (index global / drift) and model (columns baseline / FedShift, Fig. 9);
     table2_runs: Table II's runs (Dirichlet splits; may be empty);
     table3: Table III from the codecs (bits, weight_KiB, side_info_KiB beside the paper's columns);
-    theorem2: `th.check_theorem2` on every (round, layer) of the FedShift runs;
-    assumed, theorem1_facts, mean_star, quadratic: Theorem 1's assumed constants (in `th.theorem1_bound`'s order),
-        `th.theorem1_facts()`, and the quadratic toy's mean(w*) and table (simulated and FedAvg gaps, last row last);
-    theorem1_runs, theorem1_checks: `th.theorem1_report` on the Theorem 1 runs (empty without them);
+    theorem2: `theory.fedshift.check_theorem2` on every (round, layer) of the FedShift runs;
+    assumed, theorem1_facts, mean_star, quadratic: Theorem 1's assumed constants (in `theory.fedshift.theorem1_bound`'s order),
+        `theory.fedshift.theorem1_facts()`, and the quadratic toy's mean(w*) and table (simulated and FedAvg gaps, last row last);
+    theorem1_runs, theorem1_checks: `theory.fedshift.theorem1_report` on the Theorem 1 runs (empty without them);
     kmeans_runs, kmeans_gain: the K-means-setting grid's runs and the shift's gain per (method, seed), one column
         per setting (converged / reference; empty without the grid);
-    rounds: every run's per-round records (the K-means grid's runs' are checked for divergence).
+    rounds: every run's per-round records (the K-means grid's runs' are checked for divergence);
+    theory_values: values from `theory.fedshift` (fedlib does not import theory): `paper_fp32_fedavg`,
+        `threshold_ratio` and `theorem1_bound_at_1e6` (`th.theorem1_bound(1e6, *assumed.values())`).
     """
     bits_list, algorithms, seeds = params["bits_list"], params["algorithms"], params["seeds"]
     q0, low = params["quantizers"][0], min(bits_list)
@@ -138,7 +140,7 @@ def claims(params: Mapping[str, Any], *, grid: pd.DataFrame, table1: pd.DataFram
                        f"the baseline alone also does in {int((shift_beats & base_beats).sum())} of them")
     else:
         c4, c4_measured = report.not_testable(f"no inferior bit width >= 5 in this profile's bits {bits_list}"), "-"
-    table.add("C4: FedShift with >= 5-bit inferior clients beats full-precision FedAvg", f"all cells > {th.PAPER_FP32_FEDAVG}",
+    table.add("C4: FedShift with >= 5-bit inferior clients beats full-precision FedAvg", f"all cells > {theory_values['paper_fp32_fedavg']}",
               c4_measured, guarded(c4))
 
     # Fig. 8 (C5a, C5b) and Fig. 9 (C6), on one algorithm at the lowest bit width
@@ -193,8 +195,8 @@ def claims(params: Mapping[str, Any], *, grid: pd.DataFrame, table1: pd.DataFram
               " / ".join(f"{v:.2f}" for v in aux["side_info_KiB"]) + " KiB (raw side information)",
               report.within_tolerance(aux["side_info_KiB"], aux["paper_aux_KB"], atol=0.005,
                                       evidence="side information counted by the codecs"))
-    table.add("C8c: efficiency threshold ratio", "7.78", f"{th.threshold_ratio():.2f}",
-              report.arithmetic_check(th.threshold_ratio(), 7.78, atol=0.005,
+    table.add("C8c: efficiency threshold ratio", "7.78", f"{theory_values['threshold_ratio']:.2f}",
+              report.arithmetic_check(theory_values["threshold_ratio"], 7.78, atol=0.005,
                                       inputs="Table III's sizes, (8.421 - 0.179) / 1.059"))
 
     # Theory (C9a-c), the shift-only ablation, Theorem 1 on a run (C9d)
@@ -208,7 +210,7 @@ def claims(params: Mapping[str, Any], *, grid: pd.DataFrame, table1: pd.DataFram
         table.add(claim, "exact identity", measured,
                   report.criterion_met("relative error <= 1e-4 on every (round, layer) of the runs", bool(t2[column].all()),
                                        evidence=f"{len(t2)} (round, layer) pairs"))
-    bound_negative = bool(th.theorem1_bound(1e6, *assumed.values()) < 0)
+    bound_negative = bool(theory_values["theorem1_bound_at_1e6"] < 0)
     table.add("C9c: Theorem 1, O(1/T) convergence when M -> 0", "bound vanishes as tau grows",
               f"bound < 0 for tau + gamma > eps + 2 (limit {theorem1_facts['limit_second_term_main']}); quadratic with "
               f"mean(w*) = {mean_star}: FedShift gap {quadratic['simulated gap'].iloc[-1]:.3f} vs FedAvg "
