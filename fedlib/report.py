@@ -37,7 +37,11 @@ NOT_TESTABLE = "not testable at this scale"
 AGREES = "arithmetic check: agrees"
 DISAGREES = "arithmetic check: disagrees"
 ILLUSTRATIVE = "illustrative"
-VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, DIVERGED, NOT_TESTABLE, AGREES, DISAGREES, ILLUSTRATIVE)
+INCONCLUSIVE = "inconclusive"
+VACUOUS = "holds (vacuous)"
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, DIVERGED, NOT_TESTABLE, AGREES, DISAGREES, ILLUSTRATIVE, INCONCLUSIVE,
+            VACUOUS)
+VACUOUS_FACTOR = 100.0  # a bound more than this many times the measured quantity everywhere says nothing about it
 COLUMNS = ["claim", "paper_value", "measured", "criterion", "evidence", "verdict"]
 CHANCE_MARGIN = 0.02  # final accuracy <= 1/num_classes + this counts as "at chance"
 
@@ -102,11 +106,20 @@ def _p_greater(values: np.ndarray, threshold: float, test: str) -> float:
     d = values - threshold
     if not np.any(d):
         return 1.0
-    if test == "wilcoxon":
-        return float(stats.wilcoxon(d, alternative="greater").pvalue)
+    if test == "wilcoxon":  # zsplit: zero gains count half for, half against, never dropped after the pairs were counted
+        return float(stats.wilcoxon(d, alternative="greater", zero_method="zsplit", correction=True).pvalue)
     if np.all(d == d[0]):  # zero variance: the t statistic is +-inf
         return 0.0 if d[0] > 0 else 1.0
     return float(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+
+
+def _non_finite(values: np.ndarray, what: str) -> str:
+    """'' if every value is finite, else which ones are not (a missing run or a diverged one)."""
+    bad = np.flatnonzero(~np.isfinite(values))
+    if not len(bad):
+        return ""
+    return (f"{len(bad)} of {len(values)} {what} are NaN/inf (positions {', '.join(map(str, bad[:8]))}): "
+            "a run is missing or diverged")
 
 
 def _min_pairs(test: str, alpha: float) -> int:
@@ -134,6 +147,9 @@ def paired_gain(gains: Sequence[float], *, threshold: float = 0.0, alpha: float 
     need = _min_pairs(test, alpha)
     every = "" if cells is None else f", and every cell's mean gain > {threshold:g} (else partly)"
     criterion = f"mean gain > {threshold:g}{unit} by a {_TEST_NAMES[test]} at alpha = {alpha:g}{every}"
+    missing = _non_finite(g, "gains") or ("" if cells is None else _non_finite(np.asarray(cells, dtype=float), "cells"))
+    if missing:
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, missing))
     if len(g) < need:
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(g)} pairs; the test needs >= {need}"))
     if test == "t" and np.ptp(g) == 0:
@@ -155,11 +171,17 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
                        evidence: str = "") -> Judgement:
     """Are two methods equivalent within +-`margin` (one paired difference per seed/cell)?
 
-    reproduced: both one-sided paired t tests (TOST) reject |difference| >= margin at `alpha`;
-    not reproduced otherwise; not testable with fewer than 3 pairs or when every difference is the same.
+    reproduced: both one-sided paired t tests (TOST) reject |difference| >= margin at `alpha` (equivalently the
+    (1 - 2 alpha) confidence interval lies inside +-margin); not reproduced: that interval lies wholly outside
+    +-margin; inconclusive: it straddles the margin (the test lacks the power to decide); not testable with
+    fewer than 3 pairs, a NaN/inf difference, or when every difference is the same.
     """
     d = np.asarray(differences, dtype=float)
-    criterion = f"|mean difference| < {margin:g}{unit} by two one-sided paired t tests (TOST) at alpha = {alpha:g}"
+    criterion = (f"|mean difference| < {margin:g}{unit} by two one-sided paired t tests (TOST) at alpha = {alpha:g}; "
+                 f"a {1 - 2 * alpha:.0%} CI straddling +-{margin:g} is inconclusive")
+    missing = _non_finite(d, "differences")
+    if missing:
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, missing))
     need = _min_pairs("t", alpha)
     if len(d) < need:
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(d)} pairs; the test needs >= {need}"))
@@ -167,8 +189,18 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"all {len(d)} differences equal {d[0]:+.3g}{unit}: "
                                                         "no spread to test against"))
     p = max(_p_greater(d, -margin, "t"), _p_greater(-d, -margin, "t"))
-    stat = f"mean difference {d.mean():+.3g}{unit} +/- {d.std(ddof=1) / math.sqrt(len(d)):.2g} (SE) over {len(d)} pairs, p = {p:.2g}"
-    return Judgement(REPRODUCED if p < alpha else NOT_REPRODUCED, criterion, _join(evidence, stat))
+    se = d.std(ddof=1) / math.sqrt(len(d))
+    half = float(stats.t.ppf(1 - alpha, len(d) - 1)) * se
+    low, high = d.mean() - half, d.mean() + half
+    stat = (f"mean difference {d.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(d)} pairs, "
+            f"{1 - 2 * alpha:.0%} CI [{low:+.3g}, {high:+.3g}], p = {p:.2g}")
+    if p < alpha:
+        verdict = REPRODUCED
+    elif low >= margin or high <= -margin:
+        verdict = NOT_REPRODUCED
+    else:
+        verdict = INCONCLUSIVE
+    return Judgement(verdict, criterion, _join(evidence, stat))
 
 
 def proportion_above(successes: int, trials: int, p0: float, *, alpha: float = 0.05, evidence: str = "") -> Judgement:
@@ -183,14 +215,16 @@ def proportion_above(successes: int, trials: int, p0: float, *, alpha: float = 0
 
 
 def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, str] = ("A", "B"),
-                   quantity: str = "rounds to target", evidence: str = "") -> Judgement:
+                   quantity: str = "rounds to target", evidence: str = "", min_pairs: int = 3) -> Judgement:
     """Does method A reach the target sooner (fewer rounds, less energy, ...) than B, pair by pair?
 
     `a[i]`, `b[i]` are the two methods' values on pair i (the same seed, and target where several are
     compared), `fedlib.targets.NEVER` (inf) where a run never reached the target: it counts as worse than
     any finite value, and never vs never is a tie.
     reproduced: A is lower in more than half of the pairs; partly reproduced: A is lower in more pairs
-    than it is higher, but not in most; not reproduced otherwise.
+    than it is higher, but not in most; not reproduced otherwise; not testable with fewer than `min_pairs`
+    pairs (pairs must be independent: one per seed, not one per (seed, target)) or a NaN value (a missing run;
+    NaN is not "never reached", that is inf).
     """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
@@ -199,8 +233,13 @@ def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, 
     na, nb = names
     criterion = (f"{quantity}, paired by seed, never reached counted as worse than any value: {na} lower in more than "
                  f"half of the pairs (partly: in more pairs than {nb})")
-    if n == 0:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, "no runs"))
+    if np.isnan(x).any() or np.isnan(y).any():
+        bad = np.flatnonzero(np.isnan(x) | np.isnan(y))
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"pairs {', '.join(map(str, bad))} have a NaN "
+                                                        f"{quantity}: a run is missing"))
+    if n < min_pairs:
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{n} pairs; the rule needs >= {min_pairs} "
+                                                        "independent pairs (seeds)"))
     wins, losses = int((x < y).sum()), int((x > y).sum())
     stat = (f"{na} reached it in {int(np.isfinite(x).sum())}/{n}, {nb} in {int(np.isfinite(y).sum())}/{n}; "
             f"{na} lower in {wins}, higher in {losses}, tied in {n - wins - losses} of {n} pairs")
@@ -236,6 +275,31 @@ def criterion_met(criterion: str, passed: bool, *, partly: bool = False, evidenc
     if `partly` (the criterion must say what partly means), else not reproduced."""
     verdict = REPRODUCED if passed else PARTLY if partly else NOT_REPRODUCED
     return Judgement(verdict, criterion, evidence)
+
+
+def bound_holds(measured: object, bound: object, *, what: str, vacuous_factor: float = VACUOUS_FACTOR,
+                evidence: str = "") -> Judgement:
+    """Does an upper bound hold on measured values (elementwise, measured <= bound)?
+
+    not testable: a NaN/inf value (a missing or diverged run); not reproduced: measured > bound somewhere;
+    holds (vacuous): it holds but the bound exceeds the measured value by more than `vacuous_factor` everywhere
+    (it would hold for almost anything); reproduced: it holds and is tight somewhere.
+    """
+    m, b = np.asarray(measured, dtype=float).ravel(), np.asarray(bound, dtype=float).ravel()
+    if m.shape != b.shape or not m.size:
+        raise ValueError(f"measured and bound must be paired and non-empty, got {m.size} and {b.size} values")
+    criterion = (f"{what}: measured <= bound at every point; a bound > {vacuous_factor:g} x measured at every point "
+                 "holds only vacuously")
+    missing = _non_finite(m, "measured values") or _non_finite(b, "bound values")
+    if missing:
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, missing))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(m > 0, b / m, np.inf)
+    stat = (f"bound holds at {int((m <= b).sum())}/{m.size} points; smallest bound / measured "
+            f"{float(ratio.min()):.3g}")
+    if not (m <= b).all():
+        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat))
+    return Judgement(VACUOUS if ratio.min() > vacuous_factor else REPRODUCED, criterion, _join(evidence, stat))
 
 
 def illustrative(assumptions: str, outcome: str) -> Judgement:

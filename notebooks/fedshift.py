@@ -633,7 +633,9 @@ claims = fedshift_claims(  # fedlib/claims/fedshift.py: the rule, paper value an
     params, grid=grid, table1=t1, gains=gains, figure_algorithm=ref, label_bias=lb, test_labels=ds.y_test.numpy(),
     divergence=div_summary, table2_runs=grid2, table3=table3, theorem2=t2, assumed=vals, theorem1_facts=f1,
     mean_star=m_star, quadratic=quad, theorem1_runs=t1_est, theorem1_checks=t1_checks, kmeans_runs=ks,
-    kmeans_gain=km_gain, rounds=curves_all, num_classes=ds.num_classes)
+    kmeans_gain=km_gain, rounds=curves_all, num_classes=ds.num_classes,
+    theory_values={"paper_fp32_fedavg": th.PAPER_FP32_FEDAVG, "threshold_ratio": th.threshold_ratio(),
+                   "theorem1_bound_at_1e6": th.theorem1_bound(1e6, *vals.values())})
 claims.save(out_dir)
 print(f"total notebook run time: {time.perf_counter() - t_start:.0f} s")
 claims.table()

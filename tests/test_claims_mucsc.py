@@ -13,8 +13,8 @@ from fedlib.papers.mucsc import METHODS, setting_label, table2, traffic_tables
 
 PARAMS = {"seeds": [0, 1, 2], "rounds": 2, "methods": list(METHODS), "partitions": ["iid", "noniid"], "zu": 16,
           "z_sweep": [4, 8, 16], "mc_draws": 100, "partial_rounds": 50, "target_frac": 0.97, "level_search": "descent"}
-# Final accuracy per seed: MUCSC and QSGD within 0.02 of NC, the others below it.
-ACC = {"nc": [0.90, 0.91, 0.89], "mucsc": [0.905, 0.90, 0.91], "qsgd": [0.895, 0.90, 0.893], "ssgd": [0.80, 0.81, 0.79],
+# Final accuracy per seed: MUCSC and QSGD within 0.003 of NC on every seed (equivalent within 0.02 by TOST), the others below it.
+ACC = {"nc": [0.90, 0.91, 0.89], "mucsc": [0.901, 0.909, 0.892], "qsgd": [0.899, 0.911, 0.889], "ssgd": [0.80, 0.81, 0.79],
        "bmucsc": [0.85, 0.86, 0.84], "dgc": [0.86, 0.87, 0.85], "stc": [0.87, 0.88, 0.86]}
 # (traffic %, total time % of NC's, seeds reaching the target): MUCSC < 20%, B-MUCSC < 5%, DGC > NC, B-MUCSC fastest.
 TARGET = {"nc": (100.0, 100.0, 3), "mucsc": (15.0, 60.0, 3), "qsgd": (20.0, 70.0, 3), "ssgd": (5.0, 50.0, 3),
@@ -56,7 +56,7 @@ def evidence(*, acc: dict[str, list[float]] = ACC, target: dict[str, tuple[float
         unbiased=True, bias=pd.DataFrame({"part": ["kept (top by |U|)", "super cluster"], "bias_sq_norm": [0.0, 0.5],
                                           "signal_sq_norm": [1.0, 1.0]}), bias_draws=25,
         convergence=pd.DataFrame({"run": ["NC", "MUCSC Z=4"], "loglog_slope": [-1.0, -0.9], "holds": [True, True]}),
-        partial=pd.DataFrame({"measured_gap": [1e-4, 2e-4], "thm3_measured_psi": [1.0, 1.0], "thm4": [2.0, 2.0],
+        partial=pd.DataFrame({"measured_gap": [0.1, 0.2], "thm3_measured_psi": [1.0, 1.0], "thm4": [2.0, 2.0],
                               "holds": [True, True]}), partial_clients=3, partial_population=10, partial_seeds=2,
         # A synthetic vector's rows far from the optimum: only the real update's rows may count.
         levels=pd.concat([real, real.assign(data="gaussian", paper_uniform_init=5.0, descent=5.0)], ignore_index=True),
@@ -92,15 +92,15 @@ def test_measured_strings_by_hand():
     # C4/C6: B-MUCSC's measured rate 60 over MUCSC's 10, and 100 (1 - 1/60) = 98.33% of the traffic cut.
     assert row(table, "C4 ")["measured"] == "paper d: 13.5x; this d = 1,000: 6.0x"
     assert row(table, "C6 ")["measured"] == "paper d: 99.49%; this d: 98.33%"
-    # C7: seed means of ACC, e.g. MUCSC (0.905 + 0.90 + 0.91) / 3 = 0.905, QSGD 2.688 / 3 = 0.896.
-    assert row(table, "C7 accuracy, iid")["measured"] == ("NC 0.900, MUCSC 0.905, QSGD 0.896, SSGD 0.800, B-MUCSC 0.850, "
+    # C7: seed means of ACC, e.g. MUCSC (0.901 + 0.909 + 0.892) / 3 = 0.9007, QSGD 2.699 / 3 = 0.8997.
+    assert row(table, "C7 accuracy, iid")["measured"] == ("NC 0.900, MUCSC 0.901, QSGD 0.900, SSGD 0.800, B-MUCSC 0.850, "
                                                           "DGC 0.860, STC 0.870")
     assert row(table, "C5 traffic to target, noniid")["measured"] == (
         "MUCSC 15.0% (3/3 seeds reached), B-MUCSC 4.0% (3/3 seeds reached) (target acc 0.900)")
     assert row(table, "C9 total time to target, iid")["measured"] == "best: B-MUCSC (40.0% of NC)"
     assert row(table, "C3b ")["measured"] == "final acc MUCSC descent 0.9050 vs MUCSC uniform 0.8850"
     assert row(table, "C2b ")["measured"] == ("2 runs through the round loop, K = 3 of 10: measured / Thm 3 (measured psi) "
-                                              "max 2.00e-04, / Thm 4 max 1.00e-04")
+                                              "max 2.00e-01, / Thm 4 max 1.00e-01")
     assert row(table, "B-MUCSC is biased")["measured"] == "super-cluster bias^2 = 50.0% of its signal^2, kept part ~ 0"
     assert row(table, "B-MUCSC is biased")["evidence"] == "a real update, 25 draws"  # its own draws, not mc_draws
     assert row(table, "C1 ")["measured"] == ("19,210 elements, 100 draws: mean R(mean-U)^2/J_m = 1.019 ± 0.010 (1 if unbiased), "
@@ -126,6 +126,7 @@ def _put(frame: str, index: int, column: str, value: float) -> Any:
     ("C2 ", _set("convergence", "loglog_slope", [-1.0, -0.3]), report.NOT_REPRODUCED),
     ("C2 ", _set("convergence", "holds", [True, False]), report.NOT_REPRODUCED),
     ("C2b ", _set("partial", "holds", [True, False]), report.NOT_REPRODUCED),
+    ("C2b ", _set("partial", "measured_gap", [1e-4, 2e-4]), report.VACUOUS),  # quick: gap / bound <= 3e-4
     ("C3 ", _set("large_d", "paper", [0.9, 0.8, 0.7]), report.PARTLY),  # below uniform, not near the optimum
     ("C3 ", _set("large_d", "paper", [1.0, 1.0, 1.0]), report.NOT_REPRODUCED),
     ("C3' ", _put("levels", 2, "descent", 0.35), report.PARTLY),  # the real update's Z = 16 at 1.21 x the optimum
@@ -149,7 +150,9 @@ def test_each_rule_can_fail(prefix, change, expected):
     ("C5 traffic to target, iid", {"target": {**TARGET, "mucsc": (30.0, 60.0, 3), "bmucsc": (np.inf, np.inf, 2)}},
      report.NOT_REPRODUCED),
     ("C7 accuracy, iid", {"acc": {**ACC, "stc": [0.95, 0.95, 0.95]}}, report.PARTLY),
-    ("C7 accuracy, iid", {"acc": {**ACC, "mucsc": [0.85, 0.86, 0.84]}}, report.NOT_REPRODUCED),
+    ("C7 accuracy, iid", {"acc": {**ACC, "mucsc": [0.85, 0.865, 0.84]}}, report.NOT_REPRODUCED),
+    ("C7 accuracy, iid", {"acc": {**ACC, "mucsc": [0.905, 0.90, 0.91]}}, report.INCONCLUSIVE),  # 3 noisy seeds
+    ("C7 accuracy, iid", {"acc": {**ACC, "mucsc": [0.901, np.nan, 0.892]}}, report.NOT_TESTABLE),  # a missing run
     (C10_IID, {"target": {**TARGET, "dgc": (90.0, 90.0, 3)}}, report.NOT_REPRODUCED),
     ("C9 total time to target, noniid", {"target": {**TARGET, "stc": (6.0, 30.0, 3)}}, report.NOT_REPRODUCED),
 ])
@@ -209,3 +212,4 @@ def test_a_diverged_run_overrides_the_rule():
     assert "method=mucsc seed=1" in row(table, "C7 accuracy, iid")["evidence"]
     assert row(table, "C7 accuracy, noniid")["verdict"] == report.REPRODUCED
     assert row(table, "C3b ")["verdict"] == report.DIVERGED
+

@@ -19,10 +19,13 @@ PARAMS = {"seeds": [0, 1, 2], "algorithms": ALGORITHMS, "rounds": 15, "margin_pt
           "timing_repeats": 3, "timing_model": "taco_cnn", "timing_dataset": "mnist5k", "kappa": 0.6,
           "lambda_frac": 0.2, "n_freeloaders": 8, "kappa_grid": [0.6, 0.7, 0.8, 1.0], "lambda_fracs": [0.2],
           "ablation_seeds": [0], "ablation_partitions": ["groups"], "gamma_grid": [0.0, 0.01, 0.1, 1.0],
-          "gamma_steps": [10], "extra_seeds": [0], "scal_clients": 100, "scal_dirichlet": 0.5, "scal_rounds": 10,
+          "gamma_steps": [10], "extra_seeds": [0, 1, 2], "scal_clients": 100, "scal_dirichlet": 0.5, "scal_rounds": 10,
           "overcorrection_gamma": 3.0, "oscillation_algorithms": OSCILLATION, "oscillation_dataset": "digits",
           "oscillation_steps": 10, "oscillation_lr": 0.05, "oscillation_rounds": 15, "oscillation_seeds": [0, 1]}
 SEEDS = PARAMS["seeds"]
+
+
+NOISE = 0.5  # % spread between timing repeats
 
 
 def by_algorithm(column: str, values: dict[str, float]) -> pd.DataFrame:
@@ -49,7 +52,7 @@ def evidence() -> dict[str, Any]:
                                          "STEM": 78.0, "FedACG": 81.0, "TACO": 85.0}),
         taco_final=pd.DataFrame({"w": [80.0, 81.0, 82.0], "z": [80.5, 81.0, 82.0]}, index=pd.Index(SEEDS, name="seed")),
         table1=by_algorithm("vs_fedavg_%", {"FedAvg": 0.0, "FedProx": 10.0, "FoolsGold": 0.5, "Scaffold": 8.0,
-                                            "STEM": 100.0, "FedACG": 12.0, "TACO": 5.0}),
+                                            "STEM": 100.0, "FedACG": 12.0, "TACO": 5.0}).assign(**{"noise_%": NOISE}),
         table2=pd.DataFrame({"mean": [0.2, 0.3, 0.4, 0.9]}, index=["A", "B", "C", "Freeloaders"]),
         live_detection=Detection(tpr=1.0, fpr=0.0, caught=8, freeloaders=8, misjudged=0, normal=12),
         table8=pd.DataFrame({"kappa": [0.6, 0.7, 0.8, 1.0], "lambda": "T*0.2", "TPR_%": [100.0, 100.0, 100.0, 0.0],
@@ -68,7 +71,7 @@ def evidence() -> dict[str, Any]:
         boundary=pd.DataFrame({"agree": [True, True, True, True]}),
         fixed_points=pd.DataFrame({"method": ["FedAvg", "constant", "tailored uniform", "TACO"],
                                    "prediction_error": [1e-6, 2e-6, 1e-6, 0.1], "excess_loss": [0.0, 0.0, 0.0, 0.5],
-                                   "settled": [True, True, True, False]}),
+                                   "settled": [True, True, True, True]}),
         lemma_runs=pd.DataFrame({"lemma2_printed_residual": [0.5, 0.05], "lemma2_corrected_residual": [1e-8, 2e-8]}),
         y_gradients_equal=False,
         oscillation=oscillation({"TACO": [10.0, 12.0], "FedAvg": [3.0, 3.0], tp.UNIFORM_AGGREGATION: [2.0, 2.0],
@@ -155,10 +158,27 @@ def test_c3_a_taco_run_that_never_reaches_the_target_counts_as_worse():
 
 
 def test_c4_taco_dearer_than_scaffold_is_partly_and_stem_not_highest_is_not_reproduced():
-    t1 = evidence()["table1"]["vs_fedavg_%"]
-    assert row(table(table1=t1.replace({5.0: 9.0}).to_frame()), "C4 ")["verdict"] == report.PARTLY
-    assert row(table(table1=t1.replace({12.0: 150.0}).to_frame()), "C4 ")["verdict"] == report.NOT_REPRODUCED
-    assert row(table(table1=t1.drop("STEM").to_frame()), "C4 ")["verdict"] == report.NOT_TESTABLE
+    t1 = evidence()["table1"]
+    assert row(table(table1=t1.replace({5.0: 9.0})), "C4 ")["verdict"] == report.PARTLY
+    assert row(table(table1=t1.replace({12.0: 150.0})), "C4 ")["verdict"] == report.NOT_REPRODUCED
+    assert row(table(table1=t1.drop("STEM")), "C4 ")["verdict"] == report.NOT_TESTABLE
+
+
+def test_c4_needs_gaps_above_the_noise_between_timing_repeats():
+    t1 = evidence()["table1"]
+    # TACO 9% vs SCAFFOLD 8%: a 1-point gap inside 2% noise cannot order them (the issue's flip between executions)
+    noisy = t1.replace({5.0: 9.0}).assign(**{"noise_%": 2.0})
+    assert row(table(table1=noisy), "C4 ")["verdict"] == report.INCONCLUSIVE
+    assert row(table(table1=t1.drop(columns="noise_%")), "C4 ")["verdict"] == report.NOT_TESTABLE
+    one_repeat = {**PARAMS, "timing_repeats": 1}
+    assert row(claims(one_repeat, **evidence()).table(), "C4 ")["verdict"] == report.NOT_TESTABLE
+
+
+def test_one_seed_secondary_cells_and_an_unsettled_fixed_point_decide_nothing():
+    one_seed = {**PARAMS, "extra_seeds": [0]}
+    assert row(claims(one_seed, **evidence()).table(), "C2' ")["verdict"] == report.NOT_TESTABLE
+    fp = evidence()["fixed_points"].assign(settled=[True, True, True, False])
+    assert row(table(fixed_points=fp), "Ours:")["verdict"] == report.INCONCLUSIVE
 
 
 def test_c5_and_c6_partly():

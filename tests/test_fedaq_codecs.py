@@ -175,3 +175,8 @@ def test_adaquantfl_needs_the_loss_column():
 def test_quantize_rejects_empty():
     with pytest.raises(ValueError):
         quantize(torch.empty(0), 2)
+
+
+@pytest.mark.parametrize("r", [float("nan"), float("inf")])
+def test_fedaq_bits_of_a_diverged_range_is_the_widest_code_flagged_clamped(r):
+    assert fedaq_bits(r, 1e-2, b_max=8) == (8, True)

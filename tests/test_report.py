@@ -68,8 +68,8 @@ def test_taco_c3_case_from_the_issue():
 def test_reaches_sooner_works_with_fedlib_targets():
     fast = runs(m=[0.2, 0.9, 0.9])
     never = runs(m=[0.2, 0.3, 0.4])
-    a = [rounds_to_target(fast, 0.85)]
-    b = [rounds_to_target(never, 0.85)]
+    a = [rounds_to_target(fast, 0.85)] * 3
+    b = [rounds_to_target(never, 0.85)] * 3
     assert R.reaches_sooner(a, b).verdict == R.REPRODUCED
     assert R.reaches_sooner(b, a).verdict == R.NOT_REPRODUCED
     with pytest.raises(ValueError, match="paired"):
@@ -111,7 +111,7 @@ def test_paired_rule_with_too_few_pairs_is_not_testable():
 def test_paired_equivalence():
     assert R.paired_equivalence([0.004, -0.003, 0.001, 0.002], margin=0.02).verdict == R.REPRODUCED
     assert R.paired_equivalence([0.05, 0.06, 0.04], margin=0.02).verdict == R.NOT_REPRODUCED
-    assert R.paired_equivalence([0.3, -0.3, 0.2, -0.2], margin=0.02).verdict == R.NOT_REPRODUCED  # noisy
+    assert R.paired_equivalence([0.3, -0.3, 0.2, -0.2], margin=0.02).verdict == R.INCONCLUSIVE  # noisy: no power
     assert R.paired_equivalence([0.0], margin=0.02).verdict == R.NOT_TESTABLE
 
 
@@ -171,3 +171,45 @@ def test_equivalence_needs_pairs_with_spread():
     assert paired_equivalence([0.001, 0.001], margin=0.02).verdict == NOT_TESTABLE  # two pairs
     assert paired_equivalence([0.001] * 5, margin=0.02).verdict == NOT_TESTABLE  # no spread
     assert paired_equivalence([0.001, -0.002, 0.0015, 0.0], margin=0.02).verdict != NOT_TESTABLE
+
+
+def test_paired_gain_with_a_nan_or_inf_gain_is_not_testable():
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        j = R.paired_gain([0.1, 0.12, bad, 0.11, 0.09], test="t")
+        assert j.verdict == R.NOT_TESTABLE and "NaN/inf" in j.evidence
+    assert R.paired_gain([float("nan")] * 6).verdict == R.NOT_TESTABLE
+    assert R.paired_gain([0.1] * 6, cells=[0.1, float("nan")]).verdict == R.NOT_TESTABLE
+
+
+def test_wilcoxon_counts_zero_gains():
+    # 20 ties and 5 tiny gains: dropping the zeros would make this "reproduced" (p = 1/32); split, p > 0.05
+    assert R.paired_gain([0.0] * 20 + [0.01] * 5).verdict == R.NOT_REPRODUCED
+    assert R.paired_gain([0.01] * 6).verdict == R.REPRODUCED  # p = 2**-6 with no zeros
+
+
+def test_reaches_sooner_needs_independent_pairs_and_no_nan():
+    one = R.reaches_sooner([9], [11], names=("TACO", "FedAvg"))
+    assert one.verdict == R.NOT_TESTABLE and "1 pairs" in one.evidence
+    assert R.reaches_sooner([9, 10], [11, 12]).verdict == R.NOT_TESTABLE
+    nan = R.reaches_sooner([9, float("nan"), 8], [11, 12, 13])
+    assert nan.verdict == R.NOT_TESTABLE and "missing" in nan.evidence
+    assert R.reaches_sooner([9, float("nan"), 8], [11, 12, 13]).verdict != R.PARTLY
+    assert R.reaches_sooner([9, 10], [11, 12], min_pairs=2).verdict == R.REPRODUCED
+
+
+def test_underpowered_tost_is_inconclusive_not_not_reproduced():
+    # FedShift G2 at quick: mean +0.02, SE ~0.2 over 4 pairs, margin 0.02: the CI straddles the margin
+    j = R.paired_equivalence([0.4, -0.35, 0.3, -0.27], margin=0.02)
+    assert j.verdict == R.INCONCLUSIVE and "CI" in j.evidence
+    # a tight interval wholly outside the margin is a real difference
+    assert R.paired_equivalence([0.05, 0.06, 0.055, 0.052], margin=0.02).verdict == R.NOT_REPRODUCED
+    assert R.paired_equivalence([0.001, float("nan"), 0.0, 0.002], margin=0.02).verdict == R.NOT_TESTABLE
+
+
+def test_bound_holds_tight_vacuous_broken_and_missing():
+    assert R.bound_holds([1.0, 2.0], [1.5, 2.1], what="b").verdict == R.REPRODUCED
+    vac = R.bound_holds([1.0, 2.0], [512.0, 1024.0], what="b")  # FedShift C9d: bound >= 512 x the gap
+    assert vac.verdict == R.VACUOUS and "512" in vac.evidence
+    assert R.bound_holds([1.0, 3.0], [1.5, 2.0], what="b").verdict == R.NOT_REPRODUCED
+    assert R.bound_holds([1.0, float("nan")], [1.5, 2.0], what="b").verdict == R.NOT_TESTABLE
+    assert R.bound_holds([1.0], [1e4], what="b", vacuous_factor=1e5).verdict == R.REPRODUCED

@@ -56,13 +56,19 @@ def _federated(table: Claims, params: Mapping[str, Any], runs: pd.DataFrame, to_
 
     def c7(part: str) -> Judged:
         acc = fin.loc[part]
-        close = abs(acc["mucsc"] - acc["nc"]) < 0.02 and abs(acc["qsgd"] - acc["nc"]) < 0.02
+        per_seed = runs[(runs.partition == part) & (runs["round"] == rounds)].pivot(
+            index="seed", columns="method", values="test_acc").reindex(index=seeds, columns=METHODS)
+        close = {m: report.paired_equivalence(per_seed[m] - per_seed["nc"], margin=0.02, evidence=f"{LABELS[m]} - NC")
+                 for m in ("mucsc", "qsgd")}
         below = all(acc[m] < acc["nc"] for m in ("ssgd", "bmucsc", "dgc", "stc"))
         judged = runs[(runs.partition == part) & runs.method.isin(["nc", "mucsc", "qsgd"])]
-        return ", ".join(f"{LABELS[m]} {acc[m]:.3f}" for m in METHODS), report.criterion_met(
-            "final accuracy (mean over seeds) of MUCSC and QSGD within 0.02 of NC's, and SSGD's, B-MUCSC's, DGC's and "
-            "STC's below NC's (partly: the first)", close and below, partly=close, evidence=f"seeds {seeds}, round {rounds}"
-        ).unless_diverged(judged, by=["method", "seed"], num_classes=num_classes)
+        undecided = [j for j in close.values() if j.verdict != report.REPRODUCED]
+        judgement = undecided[0] if undecided else report.criterion_met(
+            "final accuracy of MUCSC and QSGD equivalent to NC's within 0.02 (paired TOST per seed), and SSGD's, "
+            "B-MUCSC's, DGC's and STC's mean below NC's (partly: the first)", below, partly=True,
+            evidence="; ".join(j.evidence for j in close.values()))
+        return ", ".join(f"{LABELS[m]} {acc[m]:.3f}" for m in METHODS), judgement.unless_diverged(
+            judged, by=["method", "seed"], num_classes=num_classes)
 
     def c10(part: str) -> Judged:
         more = not reach(part, "dgc") or bool(tgt.loc[(part, "dgc"), "traffic_pct_of_NC"] > 100)
@@ -147,10 +153,14 @@ def claims(params: Mapping[str, Any], *, d: int, num_classes: int, table2: pd.Da
               f"{len(partial)} runs through the round loop, K = {partial_clients} of {partial_population}: "
               f"measured / Thm 3 (measured psi) max {float((partial.measured_gap / partial.thm3_measured_psi).max()):.2e}, "
               f"/ Thm 4 max {float((partial.measured_gap / partial.thm4).max()):.2e}",
+              report.bound_holds(partial.measured_gap, np.minimum(partial.thm3_measured_psi, partial.thm4),
+                                 what="the seed-mean final gap <= min(Theorem 3 with the measured psi_t, Theorem 4), "
+                                      "mu, L, Gamma, sigma = 0 exact and G^2 measured on the trajectory",
+                                 evidence=f"{partial_seeds} seeds per run, {params['partial_rounds']} rounds; every "
+                                          f"sync step held: {bool(partial.holds.all())}")
+              if partial.holds.all() else
               report.criterion_met("the seed-mean gap at every sync step <= Theorem 3 with the measured psi_t and <= "
-                                   "Theorem 4, with mu, L, Gamma, sigma = 0 exact and G^2 measured on the trajectory",
-                                   bool(partial.holds.all()),
-                                   evidence=f"{partial_seeds} seeds per run, {params['partial_rounds']} rounds"))
+                                   "Theorem 4", False, evidence=f"{partial_seeds} seeds per run"))
     real = levels[levels.data == "real update (subset)"]
     printed_near = bool((real.paper_uniform_init / real.optimal).max() < 1.05
                         and (large_d.paper / large_d.optimal).max() < 1.05)
@@ -189,6 +199,8 @@ def claims(params: Mapping[str, Any], *, d: int, num_classes: int, table2: pd.Da
               "implied by Sec. V-C (J enters the bound)", both("MUCSC descent", "MUCSC uniform"), adapted)
     like_qsgd = (report.paired_equivalence(level_final["MUCSC descent"] - level_final["QSGD"], margin=0.01,
                                            evidence=level_evidence)
+                 .unless_diverged(level_runs[level_runs.variant.isin(["MUCSC descent", "QSGD"])], by=["variant", "seed"],
+                                  num_classes=num_classes)
                  if "MUCSC descent" in level_final else report.not_testable("needs the 'descent' level search"))
     table.add("C3c MUCSC (adapted levels) ~ QSGD at 4 bits per element", "Figs. 2-4 (MUCSC ~ QSGD)",
               both("MUCSC descent", "QSGD"), like_qsgd)

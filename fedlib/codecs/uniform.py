@@ -133,6 +133,8 @@ def fedaq_bits(r: float, resolution: float, b_min: int = 1, b_max: int = MAX_BIT
     """Eq. (26): b = ceil(log2(R / resolution)), clamped to [b_min, b_max]; returns (b, clamped)."""
     if not resolution > 0:
         raise ValueError(f"resolution must be > 0, got {resolution!r}")
+    if not math.isfinite(r):
+        return b_max, True  # a diverged update (NaN/inf range): the widest code, flagged clamped; the run's loss records the divergence
     if r <= 0:
         return b_min, False  # a constant tensor costs no index bits at any b
     raw = math.ceil(math.log2(r / resolution))
