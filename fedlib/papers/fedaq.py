@@ -28,10 +28,12 @@ import pandas as pd
 
 from fedlib.channel import Link
 from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL
-from fedlib.contracts import FederatedData, RunResult
+from fedlib.contracts import RunResult
+from fedlib.data import Dataset
 from fedlib import report
 from fedlib.energy import add_energy, saving
 from fedlib.runs import RunPlan, RunSpec, register_experiment
+from fedlib.runs.splits import SPLITS
 from fedlib.runs.store import Records
 from fedlib.seeding import Seeds
 from fedlib.targets import cost_to_target, rounds_to_target
@@ -197,14 +199,18 @@ def energy_and_trends(mode: str, e_up: float, e_down: float) -> Callable[[RunRes
     return collect
 
 
+@SPLITS.register(SPLIT)
+def equal_shards_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.ndarray]:
+    """The authors' IID split: equal shards of a permutation drawn on the partition stream."""
+    return equal_shards(len(dataset.y_train), num_clients, seeds.numpy("partition"))
+
+
 @register_experiment("fedaq")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
-    """The equal-shard split on the partition stream, AdaQuantFL's policy, energy and trend records."""
+    """AdaQuantFL's policy, energy and trend records (on the authors' equal-shard split)."""
     if spec.split.name != SPLIT:
         raise ValueError(f"fedaq spec: split must be {SPLIT!r} (the authors' IID split), got {spec.split.name!r}")
     opts = spec.get("options")
-    n = spec.split.args["num_clients"]
-    run.data = FederatedData(run.dataset, equal_shards(len(run.dataset.y_train), n, Seeds(spec.seed).numpy("partition")))
     if "uplink_policy" in opts:
         if opts["uplink_policy"] != "adaquantfl":
             raise ValueError(f"fedaq spec: unknown uplink_policy {opts['uplink_policy']!r}; known: 'adaquantfl'")

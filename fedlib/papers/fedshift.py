@@ -44,12 +44,14 @@ from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Link, LinkContext
 from fedlib.codecs.base import Codec, Identity
 from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer
+from fedlib.data import Dataset
 from fedlib.data.partition import from_indices
 from fedlib import params as P
 from fedlib.contracts import FederatedData, RoundInfo, RunResult
 from fedlib.federation import evaluate, resolve_device
 from fedlib.params import Params
 from fedlib.runs import RunPlan, RunSpec, register_experiment
+from fedlib.runs.splits import SPLITS
 from fedlib.seeding import Seeds
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
@@ -521,14 +523,17 @@ def _predictions(model_fn: Callable[[], nn.Module], x_test: torch.Tensor, num_cl
     return collect
 
 
+@SPLITS.register("parity")
+def parity_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.ndarray]:
+    """FedShift's label-parity shards on the partition stream."""
+    return parity_shards(dataset.y_train.numpy(), num_clients, seeds.numpy("partition"))
+
+
 @register_experiment("fedshift")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
-    """The paper-specific parts of a run: split, sampler, mixed-precision uplink, hooks, step sizes."""
-    o, n = spec.get("options"), spec.split.args["num_clients"]
+    """The paper-specific parts of a run: sampler, mixed-precision uplink, hooks, step sizes."""
+    o, n = spec.get("options"), run.num_clients
     inferior = inferior_clients(n)
-    if spec.split.name == "parity":
-        parts = parity_shards(run.dataset.y_train.numpy(), n, Seeds(spec.seed).numpy("partition"))
-        run.data = FederatedData(run.dataset, parts)
     link = run.kwargs["uplink"]
     run.kwargs["uplink"] = mixed_uplink(None if spec.uplink.name == "fp32" else link.codec, inferior, link.error_feedback)
     if o["selection"] == "stratified":

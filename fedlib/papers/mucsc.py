@@ -23,11 +23,12 @@ from fedlib.codecs.base import FLOAT_BITS, Codec, Identity
 from fedlib.codecs.mucsc import MUCSC, bmucsc_bits, id_bits, mucsc_bits
 from fedlib.codecs.qsgd import qsgd_bits, sign_bits
 from fedlib.codecs.sparse import stc_bits, topk_bits
-from fedlib.contracts import FederatedData, RunResult
-from fedlib.data import by_group
+from fedlib.contracts import RunResult
+from fedlib.data import Dataset, by_group
 from fedlib.federation import evaluate, run_federation
 from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run, register_experiment
 from fedlib.runs.runner import make_link
+from fedlib.runs.splits import SPLITS
 from fedlib.seeding import Seeds
 from fedlib.targets import NEVER, rounds_to_target
 
@@ -291,7 +292,7 @@ def target_summary(rounds: pd.DataFrame, clients: pd.DataFrame, target: float, c
 
 
 # ------------------------------------------------------------------------------ the notebook's runs as data
-SPLITS = {"iid": "iid", "noniid": "labels", "writers": "writers"}  # notebook partition -> split scheme
+PARTITION_SCHEMES = {"iid": "iid", "noniid": "labels", "writers": "writers"}  # notebook partition -> split scheme
 
 
 def setting_label(zu: int | str, zd: int, levels: str) -> str:
@@ -301,8 +302,8 @@ def setting_label(zu: int | str, zd: int, levels: str) -> str:
 
 def _spec(p: Mapping[str, Any], method: str, partition: str, seed: int, *, setup: Setup, levels: str,
           setting: str, zu_split: Sequence[int] | None = None) -> RunSpec:
-    if partition not in SPLITS:
-        raise ValueError(f"unknown partition {partition!r}; choose from {sorted(SPLITS)}")
+    if partition not in PARTITION_SCHEMES:
+        raise ValueError(f"unknown partition {partition!r}; choose from {sorted(PARTITION_SCHEMES)}")
     split_args: dict[str, Any] = {"num_clients": p["num_clients"]}
     if partition == "noniid":
         split_args["k"] = p["classes_per_client"]
@@ -311,7 +312,7 @@ def _spec(p: Mapping[str, Any], method: str, partition: str, seed: int, *, setup
     options = {"lr_decay": p["lr_decay"], "lr_floor": p["lr_floor"], "lr_t_per_round": p["lr_t_per_round"],
                "download_max_over": p["download_max_over"], "zu_split": list(zu_split) if zu_split else None}
     return RunSpec.make(
-        "mucsc", p["dataset"], (SPLITS[partition], split_args), (p["model"], p["model_kwargs"]), ("fedavg", {}),
+        "mucsc", p["dataset"], (PARTITION_SCHEMES[partition], split_args), (p["model"], p["model_kwargs"]), ("fedavg", {}),
         p["rounds"], seed, local={"lr": p["lr0"], "batch_size": p["batch_size"], **work}, uplink=up, downlink=down,
         loop={"sampler": p["clients_per_round"], "downlink_receivers": "all", "eval_every": p["eval_every"],
               "threads": p["threads"]},
@@ -359,22 +360,26 @@ def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
     return list(dict.fromkeys(main_grid(params) + z_sweep(params) + level_grid(params)))
 
 
+@SPLITS.register("writers")
+def writers_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.ndarray]:
+    """One client per writer (FEMNIST's natural split); num_clients must be the number of writers."""
+    parts = by_group(dataset.groups)
+    if len(parts) != num_clients:
+        raise ValueError(f"{dataset.name} has {len(parts)} writers; set num_clients = {len(parts)} for 'writers'")
+    return parts
+
+
 @register_experiment("mucsc")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     """The paper's lr schedule, the per-client Z_U split, FEMNIST's writers and the communication-time table."""
     o = spec.get("options")
     local = run.kwargs["local"]
     run.kwargs["local"] = replace(local, lr=PaperLR(local.lr, o["lr_decay"], o["lr_floor"], o["lr_t_per_round"]))
-    num_clients = spec.split.args["num_clients"]
+    num_clients = run.num_clients
     if o.get("zu_split"):
         levels = spec.uplink.args.get("levels", "descent")
         run.kwargs["uplink"] = Link(LevelSplit(num_clients, o["zu_split"], seed=spec.seed, levels=levels),
                                     granularity="model")
-    if spec.split.name == "writers":
-        parts = by_group(run.dataset.groups)
-        if len(parts) != num_clients:
-            raise ValueError(f"{spec.dataset} has {len(parts)} writers; set num_clients = {len(parts)} for 'writers'")
-        run.data = FederatedData(run.dataset, parts)
 
     def comm(result: RunResult) -> Records:
         return {"comm": communication_time(result.rounds, result.clients, num_clients,

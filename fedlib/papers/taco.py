@@ -37,6 +37,8 @@ from fedlib.data import Dataset, labels_per_client
 from fedlib.federation import evaluate
 from fedlib.params import Params
 from fedlib.runs import Records, RunPlan, RunSpec, RunStore, register_experiment
+from fedlib.runs.splits import SPLITS
+from fedlib.seeding import Seeds
 
 GROUP_NAMES = ("A", "B", "C")
 
@@ -52,10 +54,29 @@ def client_groups(labels: np.ndarray, group_sizes: Sequence[int] = (7, 7, 6),
     num_classes = len(np.unique(labels))
     ks = [max(1, round(f * num_classes)) for f in label_fractions]
     rng = np.random.default_rng(rng)
-    group_of = rng.permutation(np.repeat(np.arange(len(group_sizes)), group_sizes))
+    group_of = _group_of(group_sizes, rng)
     parts = labels_per_client(labels, len(group_of), [ks[g] for g in group_of], rng)
+    return parts, _group_names(group_sizes, group_of)
+
+
+def _group_of(group_sizes: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+    """Each client's group index: the first draw of the split's generator."""
+    return rng.permutation(np.repeat(np.arange(len(group_sizes)), group_sizes))
+
+
+def _group_names(group_sizes: Sequence[int], group_of: np.ndarray) -> np.ndarray:
     names = GROUP_NAMES if len(group_sizes) <= len(GROUP_NAMES) else tuple(str(g) for g in range(len(group_sizes)))
-    return parts, np.array([names[g] for g in group_of])
+    return np.array([names[g] for g in group_of])
+
+
+@SPLITS.register("groups")
+def groups_split(dataset: Dataset, num_clients: int, seeds: Seeds, group_sizes: Sequence[int] = (7, 7, 6),
+                 label_fractions: Sequence[float] = (0.1, 0.2, 0.5)) -> list[np.ndarray]:
+    """TACO's three-group split (drawn from the run's raw seed, as the stored runs were)."""
+    if sum(group_sizes) != num_clients:
+        raise ValueError(f"taco 'groups' split: group_sizes {list(group_sizes)} sum to {sum(group_sizes)}, "
+                         f"not num_clients = {num_clients}")
+    return client_groups(dataset.y_train.numpy(), group_sizes, label_fractions, rng=seeds.seed)[0]
 
 
 def plant_freeloaders(num_clients: int, count: int, rng: np.random.Generator | int = 0) -> np.ndarray:
@@ -398,10 +419,8 @@ def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     """TACO's three-group split, planted freeloaders, and the alpha / expulsion / output-model tables."""
     groups = np.array(["-"] * run.num_clients)
     if spec.split.name == "groups":
-        args = spec.split.args
-        parts, groups = client_groups(run.dataset.y_train.numpy(), args["group_sizes"], args["label_fractions"],
-                                      rng=spec.seed)
-        run.data = FederatedData(run.dataset, parts)
+        sizes = spec.split.args["group_sizes"]
+        groups = _group_names(sizes, _group_of(sizes, np.random.default_rng(spec.seed)))
     count = spec.get("options").get("freeloaders", 0)
     free = plant_freeloaders(run.num_clients, count, rng=spec.seed) if count else np.array([], dtype=int)
     if count:

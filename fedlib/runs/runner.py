@@ -9,7 +9,9 @@ A spec already in the store is not recomputed; a run interrupted mid-way resumes
 How a spec becomes a run: `build_run` does the common part (dataset through the data-root rule, split,
 model, algorithm, local training, links from registered codecs, loop options); the spec's experiment
 may then adjust it (`register_experiment(name)(plan)`: paper-specific samplers, codec policies, hooks,
-client behaviours, learning-rate schedules, extra record tables). Experiments live in `fedlib.papers`.
+client behaviours, learning-rate schedules, extra record tables). The experiment named `x` lives in the
+module `fedlib.papers.x`, imported on demand; it registers its plan and any split of its own
+(`fedlib.runs.splits.SPLITS`), so a new paper adds files and edits no engine file.
 """
 from __future__ import annotations
 
@@ -28,11 +30,13 @@ from fedlib.algorithms import make_algorithm
 from fedlib.channel import Link
 from fedlib.codecs import make_codec
 from fedlib.contracts import FederatedData, LocalTraining, RunResult
-from fedlib.data import Dataset, load_dataset, split_clients
+from fedlib.data import Dataset, load_dataset
 from fedlib.data.roots import data_root
 from fedlib.federation import run_federation
 from fedlib.models import build_model
+from fedlib.registry import Registry
 from fedlib.runs.spec import Component, RunSpec
+from fedlib.runs.splits import SPLITS
 from fedlib.runs.store import Records, RunStore
 from fedlib.seeding import Seeds
 
@@ -46,31 +50,45 @@ class RunPlan:
     dataset: Dataset
     model_fn: Callable[[], nn.Module]
     num_clients: int
-    data: FederatedData | None  # None until the experiment's plan builds a split of its own
+    data: FederatedData
     kwargs: dict[str, Any]  # run_federation keywords (algorithm, rounds, local, links, sampler, hooks, ...)
     collect: list[Callable[[RunResult], Records]] = field(default_factory=list)
 
 
 Plan = Callable[[RunSpec, RunPlan], RunPlan]
-EXPERIMENTS: dict[str, Plan] = {}
-_EXPERIMENT_MODULES = {"quickstart": "fedlib.papers.quickstart", "fedshift": "fedlib.papers.fedshift",
-                       "taco": "fedlib.papers.taco", "fedaq": "fedlib.papers.fedaq", "mucsc": "fedlib.papers.mucsc"}
+EXPERIMENTS: Registry[Plan] = Registry("experiment")
+EXPERIMENT_PACKAGE = "fedlib.papers"  # experiment `x` is defined by module fedlib.papers.x
 
 
 def register_experiment(name: str) -> Callable[[Plan], Plan]:
-    def add(plan: Plan) -> Plan:
-        EXPERIMENTS[name] = plan
-        return plan
-
-    return add
+    return EXPERIMENTS.register(name)
 
 
 def experiment_plan(name: str) -> Plan:
-    if name not in EXPERIMENTS and name in _EXPERIMENT_MODULES:
-        importlib.import_module(_EXPERIMENT_MODULES[name])  # registers itself
+    """The plan registered as `name`, importing `fedlib.papers.<name>` first if nothing registered it yet."""
     if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(set(EXPERIMENTS) | set(_EXPERIMENT_MODULES)))}")
+        module = f"{EXPERIMENT_PACKAGE}.{name}"
+        try:
+            importlib.import_module(module)  # registers itself
+        except ModuleNotFoundError as err:
+            if err.name != module:
+                raise
+            raise ValueError(f"unknown experiment {name!r}: no module {module} and no register_experiment({name!r}); "
+                             f"registered: {', '.join(sorted(EXPERIMENTS)) or 'none'}") from None
+    if name not in EXPERIMENTS:
+        raise ValueError(f"module {EXPERIMENT_PACKAGE}.{name} registers no experiment {name!r}: "
+                         f"decorate its plan with @register_experiment({name!r})")
     return EXPERIMENTS[name]
+
+
+def build_split(spec: RunSpec, ds: Dataset) -> FederatedData:
+    """The spec's split through the split registry (the experiment's module is imported first)."""
+    args = spec.split.args
+    num_clients = args.pop("num_clients")
+    if spec.split.name not in SPLITS:
+        raise ValueError(f"run spec: unknown split {spec.split.name!r} for experiment {spec.experiment!r}; "
+                         f"registered splits: {', '.join(sorted(SPLITS))}")
+    return FederatedData(ds, SPLITS[spec.split.name](ds, num_clients, Seeds(spec.seed), **args))
 
 
 def make_link(component: Component) -> Link:
@@ -81,13 +99,9 @@ def make_link(component: Component) -> Link:
 
 
 def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
+    experiment = experiment_plan(spec.experiment)
     ds = load_dataset(spec.dataset, root=data_root(root))
-    split = spec.split.args
-    num_clients = split.pop("num_clients")
-    data = None
-    if spec.split.name in ("dirichlet", "iid", "shards", "labels"):
-        data = FederatedData(ds, split_clients(ds.y_train.numpy(), num_clients, spec.split.name,
-                                               Seeds(spec.seed).numpy("partition"), **split))
+    data = build_split(spec, ds)
     model = spec.model
 
     def model_fn() -> nn.Module:
@@ -96,11 +110,7 @@ def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
     kwargs = {"algorithm": make_algorithm(spec.algorithm.name, **spec.algorithm.args), "rounds": spec.rounds,
               "local": LocalTraining(**spec.get("local")), "uplink": make_link(spec.uplink),
               "downlink": make_link(spec.downlink), "seed": spec.seed, "device": spec.device, **spec.get("loop")}
-    plan = experiment_plan(spec.experiment)(spec, RunPlan(ds, model_fn, num_clients, data, kwargs))
-    if plan.data is None:
-        raise ValueError(f"split {spec.split.name!r} is no fedlib.data scheme and experiment {spec.experiment!r} "
-                         "built no split for it: name a scheme (dirichlet, iid, shards, labels) or the paper's own")
-    return plan
+    return experiment(spec, RunPlan(ds, model_fn, data.num_clients, data, kwargs))
 
 
 def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
