@@ -10,10 +10,11 @@
 - `link_components(mode, scheme, ...)`: the paper's modes as the spec's uplink/downlink codecs. The uplink sends
   the update relative to the (quantized) model the client received, Eq. (6)-(7); the downlink sends the global
   weights and the server keeps its fp32 model, Eq. (8). Schemes: "fp32", "fixed<b>" (2/4/8/16 in the paper),
-  "fedaq" (Eq. 26), "adaquantfl" (the uplink-only baseline: a loss-driven codec policy, named by the option
-  `uplink_policy` and built by the plan, since a spec holds no callables).
-- The plan registered as "fedaq": the equal-shard split, full participation, every client receives the
-  broadcast, AdaQuantFL's policy, and the energy (only the mode's links count) and trend columns.
+  "fedaq" (Eq. 26), "adaquantfl" (the uplink-only baseline: a loss-driven codec policy, the spec's
+  `uplink_policy` component "adaquantfl").
+- Registered components: the split "equal_shards", the codec policy "adaquantfl" and the collector
+  "fedaq_energy_trends" (energy, only the mode's links count, and trend columns); full participation and
+  every client receiving the broadcast are the spec's loop options.
 - `trends`, `layer_ranges`, `target_table`: what the paper's figures and Tables II-IV are built from.
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ from fedlib.data import Dataset
 from fedlib import report
 from fedlib.energy import add_energy, saving
 from fedlib.runs import RunPlan, RunSpec, register_experiment
+from fedlib.runs.components import CODEC_POLICIES, COLLECTORS
 from fedlib.runs.splits import SPLITS
 from fedlib.runs.store import Records
 from fedlib.seeding import Seeds
@@ -103,7 +105,7 @@ def _fixed_bits(scheme: str) -> int | None:
 def link_components(mode: str, scheme: str, *, alpha: float, beta: float, granularity: str = "layer",
                     b_min: int = 1) -> tuple[CodecSpec, CodecSpec]:
     """(uplink, downlink) as registered codec names with their Link options; the link a single-link mode
-    leaves alone is fp32. AdaQuantFL's uplink is a policy the plan builds: here it is the fp32 placeholder."""
+    leaves alone is fp32. AdaQuantFL's uplink is the spec's uplink_policy: here it is the fp32 placeholder."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     bits = _fixed_bits(scheme)
@@ -160,15 +162,17 @@ def run_spec(p: Mapping[str, Any], cell: Cell, seed: int) -> RunSpec:
     beta = cell.beta_mult * downlink_resolution(alpha, p["num_clients"])
     up, down = link_components(cell.mode, cell.scheme, alpha=alpha, beta=beta, granularity=p["granularity"],
                                b_min=p["b_min"])
-    options: dict[str, Any] = {"mode": cell.mode, "scheme": cell.scheme, "e_up_pj": p["e_up_pj"], "e_down_pj": p["e_down_pj"]}
+    options: dict[str, Any] = {"mode": cell.mode, "scheme": cell.scheme}
+    policy = None
     if cell.scheme == "adaquantfl":
-        options.update(uplink_policy="adaquantfl", s0=cell.s0, b_min=p["b_min"])
+        policy = ("adaquantfl", {"s0": cell.s0, "b_min": p["b_min"], "granularity": p["granularity"]})
     return RunSpec.make(
         "fedaq", p["dataset"], (SPLIT, {"num_clients": p["num_clients"]}), (p["model"], {}), ("fedavg", {}),
         p["rounds"], seed, uplink=up, downlink=down, options=options, device=p["device"],
         local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"]},
         loop={"sampler": 1.0, "downlink_receivers": "all", "threads": p["threads"]},
-        labels={"mode": cell.mode, "scheme": cell.label or cell.scheme, **cell.extra_labels})
+        labels={"mode": cell.mode, "scheme": cell.label or cell.scheme, **cell.extra_labels}, uplink_policy=policy,
+        collectors=[("fedaq_energy_trends", {"mode": cell.mode, "e_up_pj": p["e_up_pj"], "e_down_pj": p["e_down_pj"]})])
 
 
 def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
@@ -178,21 +182,21 @@ def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
 
 
 # ------------------------------------------------------------------------------------------ the plan
-def _uplink_policy(spec: RunSpec) -> Link:
-    """AdaQuantFL's loss-driven bit schedule on the uplink (the spec's uplink is its fp32 placeholder)."""
-    opts, up = spec.get("options"), spec.uplink.args
-    if spec.uplink.name != "fp32":
-        raise ValueError(f"fedaq spec: uplink_policy={opts['uplink_policy']!r} replaces the uplink codec, so the "
-                         f"spec's uplink must be the 'fp32' placeholder, got {spec.uplink.name!r}")
-    policy = AdaQuantFL(opts["s0"], opts["b_min"], rounding=ROUNDING)
-    return Link(codec=policy, granularity=up.get("granularity", "layer"), payload="update")
+@CODEC_POLICIES.register("adaquantfl")
+def adaquantfl_uplink(run: RunPlan, s0: int, b_min: int = 1, granularity: str = "layer") -> Link:
+    """AdaQuantFL's loss-driven bit schedule on the uplink, sending the update."""
+    return Link(codec=AdaQuantFL(s0, b_min, rounding=ROUNDING), granularity=granularity, payload="update")
 
 
-def energy_and_trends(mode: str, e_up: float, e_down: float) -> Callable[[RunResult], Records]:
+@COLLECTORS.register("fedaq_energy_trends")
+def energy_and_trends(run: RunPlan, mode: str, e_up_pj: float, e_down_pj: float) -> Callable[[RunResult], Records]:
     """Record tables: rounds with energy (only the mode's links) and trend columns; the layers' dimensions."""
+    if mode not in LINKS_OF_MODE:
+        raise ValueError(f"fedaq_energy_trends: mode must be one of {sorted(LINKS_OF_MODE)}, got {mode!r}")
+
     def collect(result: RunResult) -> Records:
         dims = {k: v.numel() for k, v in result.params.items()}
-        rounds = add_energy(result.rounds, e_up, e_down, LINKS_OF_MODE[mode])
+        rounds = add_energy(result.rounds, e_up_pj, e_down_pj, LINKS_OF_MODE[mode])
         return {"rounds": rounds.merge(trends(result.rounds, result.clients, dims), on="round"),
                 "layers": pd.DataFrame({"layer": list(dims), "dim": list(dims.values())})}
 
@@ -207,15 +211,9 @@ def equal_shards_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list
 
 @register_experiment("fedaq")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
-    """AdaQuantFL's policy, energy and trend records (on the authors' equal-shard split)."""
+    """Everything is named in the spec; the paper's runs use the authors' equal-shard split."""
     if spec.split.name != SPLIT:
         raise ValueError(f"fedaq spec: split must be {SPLIT!r} (the authors' IID split), got {spec.split.name!r}")
-    opts = spec.get("options")
-    if "uplink_policy" in opts:
-        if opts["uplink_policy"] != "adaquantfl":
-            raise ValueError(f"fedaq spec: unknown uplink_policy {opts['uplink_policy']!r}; known: 'adaquantfl'")
-        run.kwargs["uplink"] = _uplink_policy(spec)
-    run.collect.append(energy_and_trends(opts["mode"], opts["e_up_pj"], opts["e_down_pj"]))
     return run
 
 

@@ -15,6 +15,7 @@ module `fedlib.papers.x`, imported on demand; it registers its plan and any spli
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 from torch import nn
 
 from fedlib.algorithms import make_algorithm
@@ -32,9 +34,10 @@ from fedlib.codecs import make_codec
 from fedlib.contracts import FederatedData, LocalTraining, RunResult
 from fedlib.data import Dataset, load_dataset
 from fedlib.data.roots import data_root
-from fedlib.federation import run_federation
+from fedlib.federation import resolve_device, run_federation
 from fedlib.models import build_model
 from fedlib.registry import Registry
+from fedlib.runs.components import make_component
 from fedlib.runs.spec import Component, RunSpec
 from fedlib.runs.splits import SPLITS
 from fedlib.runs.store import Records, RunStore
@@ -47,12 +50,17 @@ EXECUTORS = ("local", "ray")
 class RunPlan:
     """Everything `run_federation` needs for one spec, and how to turn its result into record tables."""
 
+    spec: RunSpec
     dataset: Dataset
     model_fn: Callable[[], nn.Module]
-    num_clients: int
     data: FederatedData
+    device: torch.device  # the spec's device, resolved once ("auto" -> cuda or cpu)
     kwargs: dict[str, Any]  # run_federation keywords (algorithm, rounds, local, links, sampler, hooks, ...)
     collect: list[Callable[[RunResult], Records]] = field(default_factory=list)
+
+    @property
+    def num_clients(self) -> int:
+        return self.data.num_clients
 
 
 Plan = Callable[[RunSpec, RunPlan], RunPlan]
@@ -107,10 +115,36 @@ def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
     def model_fn() -> nn.Module:
         return build_model(model.name, ds.input_shape, ds.num_classes, **model.args)
 
+    if spec.sampler is not None and "sampler" in spec.get("loop"):
+        raise ValueError("run spec names a sampler component and loop['sampler']: keep one")
+    if spec.hooks and "hooks" in spec.get("loop"):
+        raise ValueError("run spec names hooks components and loop['hooks']: keep one")
     kwargs = {"algorithm": make_algorithm(spec.algorithm.name, **spec.algorithm.args), "rounds": spec.rounds,
               "local": LocalTraining(**spec.get("local")), "uplink": make_link(spec.uplink),
               "downlink": make_link(spec.downlink), "seed": spec.seed, "device": spec.device, **spec.get("loop")}
-    return experiment(spec, RunPlan(ds, model_fn, data.num_clients, data, kwargs))
+    run = RunPlan(spec, ds, model_fn, data, resolve_device(spec.device), kwargs)
+    add_components(run)
+    return experiment(spec, run)
+
+
+def add_components(run: RunPlan) -> None:
+    """Build the spec's named components (fedlib.runs.components) into the run's keywords and collectors."""
+    spec = run.spec
+    if spec.lr_schedule is not None:
+        lr = make_component("lr_schedule", run, spec.lr_schedule.name, spec.lr_schedule.args)
+        run.kwargs["local"] = dataclasses.replace(run.kwargs["local"], lr=lr)
+    if spec.uplink_policy is not None:
+        if spec.uplink.name != "fp32":
+            raise ValueError(f"run spec: uplink_policy {spec.uplink_policy.name!r} replaces the uplink codec, so "
+                             f"the uplink must be the 'fp32' placeholder, got {spec.uplink.name!r}")
+        run.kwargs["uplink"] = make_component("uplink_policy", run, spec.uplink_policy.name, spec.uplink_policy.args)
+    for name in ("sampler", "client_behavior"):
+        component = getattr(spec, name)
+        if component is not None:
+            run.kwargs[name] = make_component(name, run, component.name, component.args)
+    if spec.hooks:
+        run.kwargs["hooks"] = [make_component("hooks", run, h.name, h.args) for h in spec.hooks]
+    run.collect += [make_component("collectors", run, c.name, c.args) for c in spec.collectors]
 
 
 def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
