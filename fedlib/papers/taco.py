@@ -37,6 +37,7 @@ from fedlib.data import Dataset, labels_per_client
 from fedlib.federation import evaluate
 from fedlib.params import Params
 from fedlib.runs import Records, RunPlan, RunSpec, RunStore, register_experiment
+from fedlib.runs.components import CLIENT_BEHAVIORS, COLLECTORS
 from fedlib.runs.splits import SPLITS
 from fedlib.seeding import Seeds
 
@@ -296,9 +297,9 @@ def split(p: Mapping[str, Any], num_clients: int, partition: str) -> tuple[str, 
 def _spec(p: Mapping[str, Any], labels: Mapping[str, Any], algo: tuple[str, Mapping[str, Any]], seed: int, *,
           partition: str | tuple[str, Mapping[str, Any]] = "groups", num_clients: int | None = None, steps: int | None = None,
           rounds: int | None = None, dataset: str | None = None, model: tuple[str, Mapping[str, Any]] | None = None,
-          loop: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None) -> RunSpec:
+          loop: Mapping[str, Any] | None = None, freeloaders: int = 0) -> RunSpec:
     """One run on the notebook's setting; keywords override what the grid changes (`partition`: a name for
-    `split`, or a split component as it is)."""
+    `split`, or a split component as it is). The collectors follow from the algorithm and the freeloaders."""
     parts = partition if isinstance(partition, tuple) else split(p, num_clients or p["num_clients"], partition)
     executor = p["executor"]
     if executor == "vmap" and not ALGORITHM_CLASSES[algo[0]].vmap_compatible:
@@ -308,7 +309,15 @@ def _spec(p: Mapping[str, Any], labels: Mapping[str, Any], algo: tuple[str, Mapp
         model or (p["model"], p["model_kwargs"]), algo, rounds or p["rounds"], seed,
         local={"lr": p["lr"], "batch_size": p["batch_size"], "steps": steps or p["local_steps"]},
         loop={"aggregation_weights": "uniform", "executor": executor, "threads": p["threads"], **(loop or {})},
-        options=options, labels=labels, device=p["device"])
+        labels=labels, device=p["device"],
+        client_behavior=("freeloaders", {"count": freeloaders}) if freeloaders else None,
+        collectors=_collectors(algo[0], freeloaders))
+
+
+def _collectors(algorithm_name: str, freeloaders: int) -> list[tuple[str, dict[str, Any]]]:
+    cls = ALGORITHM_CLASSES[algorithm_name]
+    return ([("taco_alpha", {})] if issubclass(cls, TailoredAlpha) else []) \
+        + ([("taco_expelled", {})] if freeloaders else []) + ([("taco_output", {})] if issubclass(cls, Taco) else [])
 
 
 def main_grid(p: Mapping[str, Any]) -> list[RunSpec]:
@@ -319,10 +328,10 @@ def main_grid(p: Mapping[str, Any]) -> list[RunSpec]:
 def freeloader_grid(p: Mapping[str, Any]) -> list[RunSpec]:
     """Tables II and VIII: TACO with `n_freeloaders` planted freeloaders on the first seed, once without
     expulsion (alpha observed all along; the kappa x lambda grid is replayed on its traces) and once live."""
-    seed, options = p["seeds"][0], {"freeloaders": p["n_freeloaders"]}
-    return [_spec(p, {"algorithm": "TACO", "expulsion": "off"}, ("taco", taco_args(p)), seed, options=options),
+    seed, count = p["seeds"][0], p["n_freeloaders"]
+    return [_spec(p, {"algorithm": "TACO", "expulsion": "off"}, ("taco", taco_args(p)), seed, freeloaders=count),
             _spec(p, {"algorithm": "TACO", "expulsion": "live"}, ("taco", taco_args(p, expel_after=expel_after(p))),
-                  seed, options=options)]
+                  seed, freeloaders=count)]
 
 
 def expel_after(p: Mapping[str, Any]) -> int:
@@ -414,23 +423,48 @@ def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) ->
     return {name: frame[frame["run"].isin(keys)] for name, frame in records.items()}
 
 
+@CLIENT_BEHAVIORS.register("freeloaders")
+def freeloaders(run: RunPlan, count: int, mode: str = "previous_update") -> Freeloaders:
+    """`count` planted freeloaders (drawn from the run's raw seed, as the stored runs were)."""
+    return Freeloaders(plant_freeloaders(run.num_clients, count, rng=run.spec.seed), mode=mode)
+
+
+def _planted(run: RunPlan) -> np.ndarray:
+    behavior = run.kwargs.get("client_behavior")
+    return np.array(sorted(behavior.clients) if isinstance(behavior, Freeloaders) else [], dtype=int)
+
+
+def _split_groups(run: RunPlan) -> np.ndarray:
+    """Each client's group name on TACO's "groups" split ("-" on any other split)."""
+    if run.spec.split.name != "groups":
+        return np.array(["-"] * run.num_clients)
+    sizes = run.spec.split.args["group_sizes"]
+    return _group_names(sizes, _group_of(sizes, np.random.default_rng(run.spec.seed)))
+
+
+@COLLECTORS.register("taco_alpha")
+def alpha_table(run: RunPlan) -> Callable[[RunResult], Records]:
+    """The "alpha" table of a TACO-family run (freeloaders as their own group)."""
+    groups, free = _split_groups(run), _planted(run)
+    return lambda res: {"alpha": alpha_frame(res, groups, free)}
+
+
+@COLLECTORS.register("taco_expelled")
+def expelled_table(run: RunPlan) -> Callable[[RunResult], Records]:
+    """The "expelled" table: which planted freeloaders were expelled, and when."""
+    free = _planted(run)
+    return lambda res: {"expelled": expelled_frame(res, free)}
+
+
+@COLLECTORS.register("taco_output")
+def output_table(run: RunPlan) -> Callable[[RunResult], Records]:
+    """The "output" table: test accuracy of w_T and of TACO's output model z_T."""
+    return lambda res: {"output": output_frame(res, run)}
+
+
 @register_experiment("taco")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
-    """TACO's three-group split, planted freeloaders, and the alpha / expulsion / output-model tables."""
-    groups = np.array(["-"] * run.num_clients)
-    if spec.split.name == "groups":
-        sizes = spec.split.args["group_sizes"]
-        groups = _group_names(sizes, _group_of(sizes, np.random.default_rng(spec.seed)))
-    count = spec.get("options").get("freeloaders", 0)
-    free = plant_freeloaders(run.num_clients, count, rng=spec.seed) if count else np.array([], dtype=int)
-    if count:
-        run.kwargs["client_behavior"] = Freeloaders(free)
-    if isinstance(run.kwargs["algorithm"], TailoredAlpha):
-        run.collect.append(lambda res: {"alpha": alpha_frame(res, groups, free)})
-    if count:
-        run.collect.append(lambda res: {"expelled": expelled_frame(res, free)})
-    if isinstance(run.kwargs["algorithm"], Taco):
-        run.collect.append(lambda res: {"output": output_frame(res, run)})
+    """Everything is named in the spec (split "groups", client behaviour "freeloaders", taco_* collectors)."""
     return run
 
 
