@@ -379,7 +379,7 @@ def writers_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.n
 @LR_SCHEDULES.register("mucsc_paper_lr")
 def paper_lr(run: RunPlan, decay: float, floor: float, steps_per_round: int) -> PaperLR:
     """The paper's decaying lr from the spec's local lr (Sec. VI-A3)."""
-    return PaperLR(run.kwargs["local"].lr, decay, floor, steps_per_round)
+    return PaperLR(run.local.lr, decay, floor, steps_per_round)
 
 
 @CODEC_POLICIES.register("level_split")

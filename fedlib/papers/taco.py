@@ -430,7 +430,7 @@ def freeloaders(run: RunPlan, count: int, mode: str = "previous_update") -> Free
 
 
 def _planted(run: RunPlan) -> np.ndarray:
-    behavior = run.kwargs.get("client_behavior")
+    behavior = run.client_behavior
     return np.array(sorted(behavior.clients) if isinstance(behavior, Freeloaders) else [], dtype=int)
 
 
@@ -478,7 +478,7 @@ def expelled_frame(result: RunResult, freeloaders: Sequence[int]) -> pd.DataFram
 
 def output_frame(result: RunResult, run: RunPlan) -> pd.DataFrame:
     """Final test accuracy of TACO's w_T and of its output model z_T (Eq. 15), whatever the run evaluated."""
-    algo: Taco = run.kwargs["algorithm"]
+    algo: Taco = run.algorithm
     model = run.model_fn()
     rows = []
     for name, params in (("w", result.params), ("z", output_model(result.params, result.server_state["prev"],

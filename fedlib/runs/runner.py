@@ -29,9 +29,10 @@ import torch
 from torch import nn
 
 from fedlib.algorithms import make_algorithm
+from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Link
 from fedlib.codecs import make_codec
-from fedlib.contracts import FederatedData, LocalTraining, RunResult
+from fedlib.contracts import ClientBehavior, FederatedData, LocalTraining, RunResult
 from fedlib.data import Dataset, load_dataset
 from fedlib.data.roots import data_root
 from fedlib.federation import resolve_device, run_federation
@@ -61,6 +62,18 @@ class RunPlan:
     @property
     def num_clients(self) -> int:
         return self.data.num_clients
+
+    @property
+    def local(self) -> LocalTraining:
+        return self.kwargs["local"]
+
+    @property
+    def algorithm(self) -> Algorithm:
+        return self.kwargs["algorithm"]
+
+    @property
+    def client_behavior(self) -> ClientBehavior | None:
+        return self.kwargs.get("client_behavior")
 
 
 Plan = Callable[[RunSpec, RunPlan], RunPlan]
