@@ -196,7 +196,7 @@ def run_federation(
                 client_behavior.load_state_dict(saved["behavior"])
         bar = _progress(rounds, algorithm.name, progress, initial=len(history))
         for r in range(len(history), rounds):
-            t_round, ctx = time.perf_counter(), RoundContext(r, n_clients)
+            t_round, ctx = time.perf_counter(), RoundContext(r, n_clients, device=device)
             ids = _sample_clients(sample, r, n_clients, seeds)
             received, w = down.receive(algorithm.broadcast(w, server_state), w, r, history)
             jobs = []

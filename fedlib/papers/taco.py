@@ -73,11 +73,11 @@ def _group_names(group_sizes: Sequence[int], group_of: np.ndarray) -> np.ndarray
 @SPLITS.register("groups")
 def groups_split(dataset: Dataset, num_clients: int, seeds: Seeds, group_sizes: Sequence[int] = (7, 7, 6),
                  label_fractions: Sequence[float] = (0.1, 0.2, 0.5)) -> list[np.ndarray]:
-    """TACO's three-group split (drawn from the run's raw seed, as the stored runs were)."""
+    """TACO's three-group split, drawn from the run's partition stream."""
     if sum(group_sizes) != num_clients:
         raise ValueError(f"taco 'groups' split: group_sizes {list(group_sizes)} sum to {sum(group_sizes)}, "
                          f"not num_clients = {num_clients}")
-    return client_groups(dataset.y_train.numpy(), group_sizes, label_fractions, rng=seeds.seed)[0]
+    return client_groups(dataset.y_train.numpy(), group_sizes, label_fractions, rng=seeds.numpy("partition"))[0]
 
 
 def plant_freeloaders(num_clients: int, count: int, rng: np.random.Generator | int = 0) -> np.ndarray:
@@ -425,8 +425,9 @@ def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) ->
 
 @CLIENT_BEHAVIORS.register("freeloaders")
 def freeloaders(run: RunPlan, count: int, mode: str = "previous_update") -> Freeloaders:
-    """`count` planted freeloaders (drawn from the run's raw seed, as the stored runs were)."""
-    return Freeloaders(plant_freeloaders(run.num_clients, count, rng=run.spec.seed), mode=mode)
+    """`count` planted freeloaders, drawn from the run's "freeloaders" stream."""
+    return Freeloaders(plant_freeloaders(run.num_clients, count, rng=Seeds(run.spec.seed).numpy("freeloaders")),
+                       mode=mode)
 
 
 def _planted(run: RunPlan) -> np.ndarray:
@@ -439,7 +440,7 @@ def _split_groups(run: RunPlan) -> np.ndarray:
     if run.spec.split.name != "groups":
         return np.array(["-"] * run.num_clients)
     sizes = run.spec.split.args["group_sizes"]
-    return _group_names(sizes, _group_of(sizes, np.random.default_rng(run.spec.seed)))
+    return _group_names(sizes, _group_of(sizes, Seeds(run.spec.seed).numpy("partition")))
 
 
 @COLLECTORS.register("taco_alpha")
