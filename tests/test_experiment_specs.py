@@ -18,7 +18,8 @@ from fedlib.notebook_params import NOTEBOOKS, parameter_defaults
 from fedlib.runs import RunSpec, RunStore, execute
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS = ("quickstart", "fedshift", "taco", "fedaq", "mucsc")
+# every experiment module (fedlib/papers/<x>.py, with its notebook notebooks/<x>.py)
+EXPERIMENTS = tuple(sorted(p.stem for p in (ROOT / "fedlib" / "papers").glob("*.py") if not p.stem.startswith("_")))
 
 
 def _components(spec: RunSpec) -> tuple:
