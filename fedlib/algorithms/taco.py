@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from fedlib import params as P
-from fedlib.algorithms.base import Algorithm
+from fedlib.algorithms.base import Algorithm, view_bits
 from fedlib.algorithms.fedprox import FedProx
 from fedlib.algorithms.scaffold import Scaffold
 from fedlib.contracts import ClientResult, LocalRun, RoundContext
@@ -67,6 +67,9 @@ class TailoredAlpha:
     def _init_alpha_state(self, state: dict[str, Any], params: Params, num_clients: int) -> dict[str, Any]:
         state.update(alpha=torch.full((num_clients,), float(self.alpha0), dtype=torch.float64), alpha_history=[])
         return state
+
+    def client_view(self, server_state: dict[str, Any], ctx: RoundContext) -> dict[str, Any]:
+        return {**super().client_view(server_state, ctx), "alpha": server_state["alpha"]}  # type: ignore[misc]
 
     def client_alpha(self, server_state: dict[str, Any], client: int) -> float:
         return float(server_state["alpha"][client])
@@ -137,6 +140,16 @@ class Taco(TailoredAlpha, Algorithm):
                  "flags": torch.zeros(num_clients, dtype=torch.int64),
                  "expelled": torch.zeros(num_clients, dtype=torch.bool), "expelled_round": {}}
         return self._init_alpha_state(state, params, num_clients)
+
+    def client_view(self, server_state: dict[str, Any], ctx: RoundContext) -> dict[str, Any]:
+        return {**super().client_view(server_state, ctx), "global_grad": server_state["global_grad"],
+                "steps": server_state["steps"]}
+
+    def client_view_bits(self, view: dict[str, Any]) -> int:
+        """The alphas and K are sent; Delta_t is not: under the paper's full participation every client
+        received w_{t-1} and w_t and derives Delta_t from them (with the common local lr sum for
+        "per_step" units), so only the scalars cost downlink bits."""
+        return view_bits({k: v for k, v in view.items() if k != "global_grad"})
 
     def gamma_value(self, server_state: dict[str, Any]) -> float:
         if self.gamma != "1/K":
