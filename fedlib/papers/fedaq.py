@@ -222,25 +222,42 @@ def _layer_columns(frame: pd.DataFrame, prefix: str) -> list[str]:
     return [c for c in frame.columns if c.startswith(prefix)]
 
 
+def _weighted_columns(frame: pd.DataFrame, key: str, dims: dict[str, int]) -> dict[str, int] | None:
+    """Columns of diagnostic `key` (e.g. "bits_per_value", "down/range") with each one's number of values:
+    one per layer ("key/<layer>") on a layer-granularity link, the one "key" column on a model-granularity
+    link, None where the link records no such diagnostic (fp32)."""
+    if all(f"{key}/{k}" in frame for k in dims):
+        return {f"{key}/{k}": n for k, n in dims.items()}
+    if key in frame:
+        return {key: sum(dims.values())}
+    return None
+
+
 def trends(rounds: pd.DataFrame, clients: pd.DataFrame, dims: dict[str, int]) -> pd.DataFrame:
     """Per round: size-weighted mean bits per value on each link (32 for fp32), mean ranges over layers
-    (clients averaged on the uplink) and the share of clamped bit-lengths; dims maps layer -> size."""
+    (clients averaged on the uplink) and the share of clamped bit-lengths; dims maps layer -> size. Works
+    for either link granularity (a model-granularity link has one "layer": the whole model)."""
     out = pd.DataFrame({"round": rounds["round"]})
     total = float(sum(dims.values()))
-    if all(f"bits_per_value/{k}" in clients for k in dims):
-        per_client = sum(clients[f"bits_per_value/{k}"] * dims[k] for k in dims) / total
+    bits = _weighted_columns(clients, "bits_per_value", dims)
+    if bits:
+        per_client = sum(clients[c] * n for c, n in bits.items()) / total
         by_round = clients.assign(_bits=per_client).groupby("round")
         out["up_bits"] = out["round"].map(by_round["_bits"].mean())
-        out["up_range"] = out["round"].map(by_round[[f"range/{k}" for k in dims]].mean().mean(axis=1))
-        if all(f"clamped/{k}" in clients for k in dims):
-            out["up_clamped"] = out["round"].map(by_round[[f"clamped/{k}" for k in dims]].mean().mean(axis=1))
+        ranges = _weighted_columns(clients, "range", dims) or {}
+        out["up_range"] = out["round"].map(by_round[list(ranges)].mean().mean(axis=1))
+        clamped = _weighted_columns(clients, "clamped", dims)
+        if clamped:
+            out["up_clamped"] = out["round"].map(by_round[list(clamped)].mean().mean(axis=1))
     else:
         out["up_bits"] = 32.0
-    if all(f"down/bits_per_value/{k}" in rounds for k in dims):
-        out["down_bits"] = sum(rounds[f"down/bits_per_value/{k}"] * dims[k] for k in dims).to_numpy() / total
-        out["down_range"] = rounds[[f"down/range/{k}" for k in dims]].mean(axis=1).to_numpy()
-        if all(f"down/clamped/{k}" in rounds for k in dims):
-            out["down_clamped"] = rounds[[f"down/clamped/{k}" for k in dims]].mean(axis=1).to_numpy()
+    bits = _weighted_columns(rounds, "down/bits_per_value", dims)
+    if bits:
+        out["down_bits"] = sum(rounds[c] * n for c, n in bits.items()).to_numpy() / total
+        out["down_range"] = rounds[list(_weighted_columns(rounds, "down/range", dims) or {})].mean(axis=1).to_numpy()
+        clamped = _weighted_columns(rounds, "down/clamped", dims)
+        if clamped:
+            out["down_clamped"] = rounds[list(clamped)].mean(axis=1).to_numpy()
     else:
         out["down_bits"] = 32.0
     return out
