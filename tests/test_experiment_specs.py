@@ -87,3 +87,28 @@ def test_each_spec_runs_and_its_json_rebuilds_the_same_run_in_a_fresh_process(ex
     there = pickle.loads((tmp_path / "out.pkl").read_bytes())
     for a, b in zip(here, there, strict=True):
         _frames_equal(a, b)
+
+
+def test_every_registered_component_is_named_by_some_experiment_spec():
+    """So the fresh-process test above builds each of them (one spec per distinct component set)."""
+    from fedlib.registry import REGISTRIES
+
+    used: dict[str, set[str]] = {}
+    for experiment in EXPERIMENTS:
+        module = importlib.import_module(f"fedlib.papers.{experiment}")
+        for spec in module.experiments(parameter_defaults(NOTEBOOKS / f"{experiment}.py")):
+            used.setdefault("experiment", set()).add(spec.experiment)
+            used.setdefault("split", set()).add(spec.split.name)
+            for kind, field in (("sampler", "sampler"), ("codec_policy", "uplink_policy"),
+                                ("client_behavior", "client_behavior"), ("lr_schedule", "lr_schedule")):
+                if getattr(spec, field) is not None:
+                    used.setdefault(kind, set()).add(getattr(spec, field).name)
+            used.setdefault("hook", set()).update(h.name for h in spec.hooks)
+            used.setdefault("collector", set()).update(c.name for c in spec.collectors)
+    unused = {kind: sorted(set(reg) - used.get(kind, set())) for kind, reg in REGISTRIES.items()
+              if not kind.startswith("test-")}
+    # fedlib.data's schemes the defaults leave out are tested in tests/test_partition.py; MUCSC's "writers"
+    # needs FEMNIST's writer ids and is tested in tests/test_mucsc_experiments.py
+    unused["split"] = [s for s in unused.get("split", [])
+                       if s not in ("iid", "shards", "labels", "dirichlet", "writers")]
+    assert not any(unused.values()), f"registered but named by no experiment's default spec: {unused}"

@@ -115,3 +115,17 @@ def test_notebook_parameters_include_the_runner_ones(defaults):
     for name in ("data_root", "runs_root", "runner", "ray_address", "results_root", "level_search", "level_searches"):
         assert name in defaults
     assert defaults["level_search"] in defaults["level_searches"]
+
+
+def test_writers_split_gives_one_client_per_writer_and_checks_the_count():
+    import torch
+    from fedlib.data import Dataset
+    from fedlib.seeding import Seeds
+
+    x = torch.zeros(6, 2)
+    ds = Dataset("w", x, torch.tensor([0, 1, 0, 1, 0, 1]), x[:2], torch.tensor([0, 1]), num_classes=2,
+                 groups=np.array([7, 3, 7, 9, 3, 7]))
+    parts = paper.writers_split(ds, 3, Seeds(0))
+    assert [p.tolist() for p in parts] == [[1, 4], [0, 2, 5], [3]]  # writers 3, 7, 9 in id order
+    with pytest.raises(ValueError, match="has 3 writers; set num_clients = 3"):
+        paper.writers_split(ds, 4, Seeds(0))
