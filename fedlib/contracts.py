@@ -116,14 +116,16 @@ class FederatedData:
 @dataclass(frozen=True)
 class RoundContext:
     """Where a call happens: `round` counts from 0 (record rows are numbered round + 1); `client` is set for
-    per-client calls (start/finish of local training, client behaviours) and None for server-side ones."""
+    per-client calls (start/finish of local training, client behaviours) and None for server-side ones;
+    `device` is where the run trains (resolved: never "auto")."""
 
     round: int
     num_clients: int
     client: int | None = None
+    device: torch.device = torch.device("cpu")
 
     def for_client(self, client: int) -> RoundContext:
-        return RoundContext(self.round, self.num_clients, client)
+        return RoundContext(self.round, self.num_clients, client, self.device)
 
 
 @dataclass

@@ -196,18 +196,19 @@ def run_federation(
                 client_behavior.load_state_dict(saved["behavior"])
         bar = _progress(rounds, algorithm.name, progress, initial=len(history))
         for r in range(len(history), rounds):
-            t_round, ctx = time.perf_counter(), RoundContext(r, n_clients)
+            t_round, ctx = time.perf_counter(), RoundContext(r, n_clients, device=device)
             ids = _sample_clients(sample, r, n_clients, seeds)
             received, w = down.receive(algorithm.broadcast(w, server_state), w, r, history)
+            view = algorithm.client_view(server_state, ctx)  # all a client reads from the server this round
             jobs = []
             for i in ids:
                 state = client_states.setdefault(int(i), algorithm.init_client_state(w))
-                algorithm.start_client(state, server_state, ctx.for_client(int(i)))
+                algorithm.start_client(state, view, ctx.for_client(int(i)))
                 idx = data.client_indices[i]
                 jobs.append(ClientJob(int(i), idx, local.schedule(len(idx), seeds.numpy("batches", r, int(i))), state,
                                       seeds.torch("augment", r, int(i)) if local.augment else None))
             t_train = time.perf_counter()
-            outcomes = train(model, x_train, y_train, received, buffers, jobs, local, algorithm, server_state, r, loss_fn)
+            outcomes = train(model, x_train, y_train, received, buffers, jobs, local, algorithm, view, r, loss_fn)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)  # train_s is the GPU's time too, not only the launches
             t_train = time.perf_counter() - t_train
@@ -216,7 +217,7 @@ def run_federation(
             for job, out in zip(jobs, outcomes):
                 cctx, n_i = ctx.for_client(job.client), len(job.indices)
                 run = LocalRun(len(job.batches), out.lr_sum, n_i, local.epochs_of(len(job.batches), n_i))
-                extras = algorithm.finish_client(received, out.params, job.state, server_state, run, cctx)
+                extras = algorithm.finish_client(received, out.params, job.state, view, run, cctx)
                 sent = out.params if client_behavior is None else client_behavior(
                     cctx, received, out.params, seeds.torch("behavior", r, job.client))
                 update, tx = up.upload(sent, received, r, job.client, history)
@@ -253,7 +254,7 @@ def run_federation(
                 "clients": len(ids), "bits_up": up_bits, "payload_bits_up": up_payload,
                 "bits_down": sum(t.bits for t in down.sent), "payload_bits_down": sum(t.payload_bits for t in down.sent),
                 "receivers": len(ids) if downlink_receivers == "selected" else n_clients,
-                "bits_up_extra": extra_bits, "bits_down_extra": _tensor_bits(algorithm.broadcast_extras(server_state)),
+                "bits_up_extra": extra_bits, "bits_down_extra": algorithm.client_view_bits(view),
                 "train_s": t_train, "wall_s": time.perf_counter() - t_round,
                 **{f"down/{k}": v for t in down.sent for k, v in t.info.items()},
                 **algorithm.diagnostics(server_state), **diagnostics,

@@ -553,6 +553,11 @@ th.theorem_scope()
 # * **Evaluated model** (A5): the paper does not say whether reported accuracies are of w_t or z_t. TACO is
 #   evaluated per round on `taco_output` (default w_t, as every baseline); the final accuracy of z_T is
 #   printed beside Table V and enters the claims table.
+# * **What a client receives** (declared by `client_view`, counted in `bits_down_extra`): TACO's clients read the
+#   global update Δ_t, their α_i and K. We read Δ_t as derived by each client from the two global models it
+#   received (w_{t-1}, w_t; the paper's full participation, with the common local learning-rate sum for
+#   per-step units), so it costs no downlink bits, as the paper counts none; the α vector and K are counted
+#   (32 bits per value). STEM's v̄ and SCAFFOLD's c are sent and counted at 32 bits per value.
 
 # %% [markdown]
 # ## Claims

@@ -70,6 +70,51 @@ def test_algorithm_runs_two_rounds(data, name, executor, device):
     assert all(v.device.type == device for v in res.params.values())
 
 
+class _Recording(dict):
+    """A server state that notes every key client code reads."""
+
+    def __init__(self, state: dict, touched: set) -> None:
+        super().__init__(state)
+        self.touched = touched
+
+    def __getitem__(self, key):
+        self.touched.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.touched.add(key)
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_client_code_reads_only_what_its_view_declares(data, name):
+    """Client methods get the whole server state (recording reads) instead of the view: every key they
+    touch must be one client_view declares (a client on another machine gets only the view)."""
+    algo = make_algorithm(name)
+    declare, touched, declared = algo.client_view, set(), set()
+
+    def recording_view(server_state, ctx):
+        declared.update(declare(server_state, ctx))
+        return _Recording(server_state, touched)
+
+    algo.client_view, algo.client_view_bits = recording_view, lambda view: 0
+    local = LocalTraining(lr=0.1, batch_size=8, epochs=1)
+    run_federation(tiny_model, data, algo, rounds=3, local=local, executor="sequential", progress=False)
+    assert touched <= declared, f"{name}: client code read undeclared server state {sorted(touched - declared)}"
+
+
+def test_declared_views_are_counted_on_the_downlink(data):
+    """SCAFFOLD's c and STEM's v_bar (one value per parameter) cost 32 bits each; TACO sends its alphas
+    and K (its Delta_t the clients derive from the two global models they received); FedAvg sends nothing."""
+    n_params = sum(p.numel() for p in tiny_model().parameters())
+    bits = {name: run(data, name, "sequential").rounds["bits_down_extra"].tolist()
+            for name in ("fedavg", "scaffold", "stem", "taco")}
+    assert bits["fedavg"] == [0, 0]
+    assert bits["scaffold"] == [32 * n_params] * 2
+    assert bits["stem"] == [32 * n_params + 1] * 2  # v_bar and the has_v_bar flag
+    assert bits["taco"] == [32 * 4 + 0, 32 * 4 + 32]  # alpha per client; K is None before the first round
+
+
 @pytest.mark.parametrize("name,executor", ALGO_EXECUTORS)
 def test_same_seed_same_record_bitwise(data, name, executor):
     a, b = run(data, name, executor), run(data, name, executor)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fedlib.codecs.base import Identity
@@ -111,3 +112,32 @@ def test_energy_to_targets_counts_never_and_best_by_energy_prefers_reaching():
     assert best_by_energy(t, ["a", "b"]) == "b"  # a is cheaper where it arrives, but misses on one seed
     assert best_by_energy(t[t["seed"] == 0], ["a", "b"]) == "a"
     assert best_by_energy(t, []) is None
+
+
+def test_trends_read_either_link_granularity():
+    """Hand-made records: per-layer columns are size-weighted (layer a: 1 value, b: 3); a model-granularity
+    link's single column is the whole model's (it used to read as fp32, 32 bits, and its series as constant)."""
+    from fedlib.papers.fedaq import trends
+
+    dims = {"a": 1, "b": 3}
+    rounds = pd.DataFrame({"round": [1, 2]})
+    layer = pd.DataFrame({"round": [1, 1, 2], "bits_per_value/a": [8.0, 4.0, 2.0], "bits_per_value/b": [4.0, 4.0, 6.0],
+                          "range/a": [1.0, 1.0, 1.0], "range/b": [3.0, 3.0, 3.0]})
+    out = trends(rounds, layer, dims)
+    # round 1: clients (8 + 12) / 4 = 5 and (4 + 12) / 4 = 4 -> 4.5; round 2: (2 + 18) / 4 = 5
+    assert out["up_bits"].tolist() == [4.5, 5.0] and out["up_range"].tolist() == [2.0, 2.0]
+    assert out["down_bits"].tolist() == [32.0, 32.0]
+    model = pd.DataFrame({"round": [1, 1, 2], "bits_per_value": [3.0, 5.0, 2.0], "range": [1.0, 2.0, 4.0]})
+    down = rounds.assign(**{"down/bits_per_value": [7.0, 6.0], "down/range": [0.5, 0.25]})
+    out = trends(down, model, dims)
+    assert out["up_bits"].tolist() == [4.0, 2.0] and out["up_range"].tolist() == [1.5, 4.0]
+    assert out["down_bits"].tolist() == [7.0, 6.0] and out["down_range"].tolist() == [0.5, 0.25]
+
+
+def test_a_model_granularity_run_records_its_quantized_bits(tmp_path):
+    specs = [s for s in experiments({**TINY, "granularity": "model", "seeds": [0]})
+             if s.get("labels")["scheme"] == "fedaq" and s.get("labels")["mode"] == "joint"]
+    records = execute(specs[0], RunStore(tmp_path))
+    rounds, clients = records["rounds"], records["clients"]
+    assert (rounds["up_bits"] < 32).all() and (rounds["down_bits"] < 32).all()
+    assert rounds["up_bits"].tolist() == clients.groupby("round")["bits_per_value"].mean().tolist()

@@ -38,8 +38,8 @@ def test_the_grid_covers_every_run_the_notebook_reads(defaults):
     assert len({s.key() for s in specs}) == len(specs)
     for spec in specs:
         assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
-    thirds = [s for s in sweep if s.get("options")["zu_split"]]
-    assert len(thirds) == 2 and all(s.get("options")["zu_split"] == p["zu_thirds"] for s in thirds)
+    thirds = [s for s in sweep if s.uplink_policy is not None]
+    assert len(thirds) == 2 and all(s.uplink_policy.args["choices"] == p["zu_thirds"] for s in thirds)
 
 
 def test_a_subset_of_methods_selects_a_subset(defaults):
@@ -79,7 +79,7 @@ def test_a_tiny_spec_runs_through_the_runner_with_the_columns_the_notebook_reads
     mucsc = records["clients"][records["clients"]["method"] == "mucsc"]
     assert (mucsc["J"] <= mucsc["J_init"] * (1 + 1e-9)).all()  # descent never raises J above the uniform start
     # the per-client Z_U split goes through the plan
-    thirds = [s for s in paper.z_sweep(tiny) if s.get("options")["zu_split"]][0]
+    thirds = [s for s in paper.z_sweep(tiny) if s.uplink_policy is not None][0]
     codecs = set(execute(thirds, store)["clients"]["codec"])
     assert codecs <= {"mucsc4", "mucsc8", "mucsc16"} and len(codecs) > 1
 
@@ -115,3 +115,17 @@ def test_notebook_parameters_include_the_runner_ones(defaults):
     for name in ("data_root", "runs_root", "runner", "ray_address", "results_root", "level_search", "level_searches"):
         assert name in defaults
     assert defaults["level_search"] in defaults["level_searches"]
+
+
+def test_writers_split_gives_one_client_per_writer_and_checks_the_count():
+    import torch
+    from fedlib.data import Dataset
+    from fedlib.seeding import Seeds
+
+    x = torch.zeros(6, 2)
+    ds = Dataset("w", x, torch.tensor([0, 1, 0, 1, 0, 1]), x[:2], torch.tensor([0, 1]), num_classes=2,
+                 groups=np.array([7, 3, 7, 9, 3, 7]))
+    parts = paper.writers_split(ds, 3, Seeds(0))
+    assert [p.tolist() for p in parts] == [[1, 4], [0, 2, 5], [3]]  # writers 3, 7, 9 in id order
+    with pytest.raises(ValueError, match="has 3 writers; set num_clients = 3"):
+        paper.writers_split(ds, 4, Seeds(0))

@@ -126,3 +126,21 @@ def test_final_rows_and_oscillation_rows_by_hand():
     assert rows.loc["A", "alpha_lag2"] == pytest.approx(1.0) and rows.loc["A", "alpha_lag1"] < 0
     assert rows.loc["B", "alternation"] == 0.0 and np.isnan(rows.loc["B", "alpha_lag1"])
     assert tp.missing(["TACO", "FedAvg"], ["TACO"]).startswith("needs FedAvg") and tp.missing(["TACO"], ["TACO"]) == ""
+
+
+def test_split_groups_and_freeloaders_come_from_their_own_keyed_streams():
+    """The collectors' group names are those of the split that ran, and the planted freeloaders are drawn
+    from the "freeloaders" stream, not from the seed that drew the split."""
+    from fedlib.data import load_dataset
+    from fedlib.runs import build_run
+    from fedlib.seeding import Seeds
+
+    spec = RunSpec.make("taco", "digits", ("groups", {"num_clients": 6, "group_sizes": [2, 2, 2],
+                                                       "label_fractions": [0.1, 0.2, 0.5]}),
+                        ("mlp", {}), ("taco", {}), 1, 3, client_behavior=("freeloaders", {"count": 2}))
+    run = build_run(spec)
+    parts, names = tp.client_groups(load_dataset("digits").y_train.numpy(), [2, 2, 2], [0.1, 0.2, 0.5],
+                                    rng=Seeds(3).numpy("partition"))
+    assert all((a == b).all() for a, b in zip(run.data.client_indices, parts))
+    assert list(tp._split_groups(run)) == list(names)
+    assert sorted(run.client_behavior.clients) == list(tp.plant_freeloaders(6, 2, rng=Seeds(3).numpy("freeloaders")))

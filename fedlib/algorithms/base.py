@@ -27,8 +27,24 @@ from typing import Any
 import torch
 
 from fedlib import params as P
+from fedlib.codecs.base import FLOAT_BITS
 from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
+
+
+def view_bits(obj: Any) -> int:
+    """32 bits per tensor value or number, 1 per flag, 0 for None, in a (nested) dict."""
+    if isinstance(obj, torch.Tensor):
+        return FLOAT_BITS * obj.numel()
+    if isinstance(obj, dict):
+        return sum(view_bits(v) for v in obj.values())
+    if obj is None:
+        return 0
+    if isinstance(obj, bool):
+        return 1
+    if isinstance(obj, (int, float)):
+        return FLOAT_BITS
+    raise TypeError(f"a client view holds tensors, numbers, flags or dicts of them, not {type(obj).__name__}")
 
 
 class Algorithm:
@@ -50,9 +66,15 @@ class Algorithm:
         """The model the server sends this round (FedACG sends a look-ahead model)."""
         return params
 
-    def broadcast_extras(self, server_state: dict[str, Any]) -> Params:
-        """Extra tensors sent to each client at full precision (SCAFFOLD's c); counted in bits."""
+    def client_view(self, server_state: dict[str, Any], ctx: RoundContext) -> dict[str, Any]:
+        """Everything client code (start_client, correction, local_direction, finish_client) reads from the
+        server in round ctx.round, as a sub-dict of the server state: the client methods receive this view,
+        not the server state, and it is counted on the downlink at full precision (`client_view_bits`)."""
         return {}
+
+    def client_view_bits(self, view: dict[str, Any]) -> int:
+        """Downlink bits of a client's view beyond the model (bits_down_extra)."""
+        return view_bits(view)
 
     # ---- client --------------------------------------------------------------------------------
     def correction(

@@ -35,8 +35,8 @@ class Scaffold(Algorithm):
     def init_client_state(self, params: Params) -> dict[str, Any]:
         return {"c_i": P.zeros_like(params)}
 
-    def broadcast_extras(self, server_state: dict[str, Any]) -> Params:
-        return server_state["c"]
+    def client_view(self, server_state: dict[str, Any], ctx: RoundContext) -> dict[str, Any]:
+        return {"c": server_state["c"]}
 
     def correction(
         self, p: Params, anchor: Params, client_state: dict[str, Any], server_state: dict[str, Any]

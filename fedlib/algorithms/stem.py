@@ -40,6 +40,9 @@ class Stem(Algorithm):
     def init_server_state(self, params: Params, num_clients: int) -> dict[str, Any]:
         return {"v_bar": P.zeros_like(params), "has_v_bar": False}
 
+    def client_view(self, server_state: dict[str, Any], ctx: RoundContext) -> dict[str, Any]:
+        return {"v_bar": server_state["v_bar"], "has_v_bar": server_state["has_v_bar"]}
+
     def init_client_state(self, params: Params) -> dict[str, Any]:
         flag = torch.zeros((), dtype=torch.bool, device=next(iter(params.values())).device)
         return {"v": P.zeros_like(params), "w_prev": P.zeros_like(params), "last_iterate": P.zeros_like(params),

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from fedlib import params as P
-from fedlib.algorithms.base import Algorithm
+from fedlib.algorithms.base import Algorithm, view_bits
 from fedlib.algorithms.fedprox import FedProx
 from fedlib.algorithms.scaffold import Scaffold
 from fedlib.contracts import ClientResult, LocalRun, RoundContext
@@ -58,23 +58,25 @@ def tailored_alpha(deltas: torch.Tensor) -> torch.Tensor:
 class TailoredAlpha:
     """Mixin: the server computes alpha_i^{t+1} (Eq. 7) from each round's uploads; each client reads its own.
 
-    Server state: "alpha" (per client, initial `alpha0`, on the CPU), "alpha_history" (one array per round)
-    and "device" (where clients train). `client_alpha` is what client i uses in the coming round.
+    Server state: "alpha" (per client, initial `alpha0`, on the CPU) and "alpha_history" (one array per
+    round). `client_alpha` is what client i uses in the coming round.
     """
 
     alpha0: float = 0.1
 
     def _init_alpha_state(self, state: dict[str, Any], params: Params, num_clients: int) -> dict[str, Any]:
-        state.update(alpha=torch.full((num_clients,), float(self.alpha0), dtype=torch.float64), alpha_history=[],
-                     device=str(next(iter(params.values())).device))
+        state.update(alpha=torch.full((num_clients,), float(self.alpha0), dtype=torch.float64), alpha_history=[])
         return state
+
+    def client_view(self, server_state: dict[str, Any], ctx: RoundContext) -> dict[str, Any]:
+        return {**super().client_view(server_state, ctx), "alpha": server_state["alpha"]}  # type: ignore[misc]
 
     def client_alpha(self, server_state: dict[str, Any], client: int) -> float:
         return float(server_state["alpha"][client])
 
-    def _client_scalar(self, value: float, server_state: dict[str, Any]) -> torch.Tensor:
+    def _client_scalar(self, value: float, ctx: RoundContext) -> torch.Tensor:
         """A per-client factor as a 0-d tensor on the training device (stackable by the batched executor)."""
-        return torch.tensor(value, dtype=torch.float32, device=server_state["device"])
+        return torch.tensor(value, dtype=torch.float32, device=ctx.device)
 
     def _update_alpha(self, results: Sequence[ClientResult], server_state: dict[str, Any]) -> torch.Tensor:
         """Eq. (7) over `results` (the clients still in the federation); stores and returns their alphas."""
@@ -139,6 +141,16 @@ class Taco(TailoredAlpha, Algorithm):
                  "expelled": torch.zeros(num_clients, dtype=torch.bool), "expelled_round": {}}
         return self._init_alpha_state(state, params, num_clients)
 
+    def client_view(self, server_state: dict[str, Any], ctx: RoundContext) -> dict[str, Any]:
+        return {**super().client_view(server_state, ctx), "global_grad": server_state["global_grad"],
+                "steps": server_state["steps"]}
+
+    def client_view_bits(self, view: dict[str, Any]) -> int:
+        """The alphas and K are sent; Delta_t is not: under the paper's full participation every client
+        received w_{t-1} and w_t and derives Delta_t from them (with the common local lr sum for
+        "per_step" units), so only the scalars cost downlink bits."""
+        return view_bits({k: v for k, v in view.items() if k != "global_grad"})
+
     def gamma_value(self, server_state: dict[str, Any]) -> float:
         if self.gamma != "1/K":
             return float(self.gamma)
@@ -155,7 +167,7 @@ class Taco(TailoredAlpha, Algorithm):
     # ---- client --------------------------------------------------------------------------------
     def start_client(self, client_state: dict[str, Any], server_state: dict[str, Any], ctx: RoundContext) -> None:
         assert ctx.client is not None
-        client_state["factor"] = self._client_scalar(self.correction_factor(server_state, ctx.client), server_state)
+        client_state["factor"] = self._client_scalar(self.correction_factor(server_state, ctx.client), ctx)
 
     def correction(self, p: Params, anchor: Params, client_state: dict[str, Any],
                    server_state: dict[str, Any]) -> Params | None:
@@ -241,7 +253,7 @@ class TailoredPlugIn(TailoredAlpha):
     def start_client(self, client_state: dict[str, Any], server_state: dict[str, Any], ctx: RoundContext) -> None:
         assert ctx.client is not None
         scale = self.correction_scale(self.client_alpha(server_state, ctx.client))
-        client_state["scale"] = self._client_scalar(scale, server_state)
+        client_state["scale"] = self._client_scalar(scale, ctx)
 
     def correction(self, p: Params, anchor: Params, client_state: dict[str, Any],
                    server_state: dict[str, Any]) -> Params:

@@ -10,10 +10,11 @@
 - `link_components(mode, scheme, ...)`: the paper's modes as the spec's uplink/downlink codecs. The uplink sends
   the update relative to the (quantized) model the client received, Eq. (6)-(7); the downlink sends the global
   weights and the server keeps its fp32 model, Eq. (8). Schemes: "fp32", "fixed<b>" (2/4/8/16 in the paper),
-  "fedaq" (Eq. 26), "adaquantfl" (the uplink-only baseline: a loss-driven codec policy, named by the option
-  `uplink_policy` and built by the plan, since a spec holds no callables).
-- The plan registered as "fedaq": the equal-shard split, full participation, every client receives the
-  broadcast, AdaQuantFL's policy, and the energy (only the mode's links count) and trend columns.
+  "fedaq" (Eq. 26), "adaquantfl" (the uplink-only baseline: a loss-driven codec policy, the spec's
+  `uplink_policy` component "adaquantfl").
+- Registered components: the split "equal_shards", the codec policy "adaquantfl" and the collector
+  "fedaq_energy_trends" (energy, only the mode's links count, and trend columns); full participation and
+  every client receiving the broadcast are the spec's loop options.
 - `trends`, `layer_ranges`, `target_table`: what the paper's figures and Tables II-IV are built from.
 """
 from __future__ import annotations
@@ -28,10 +29,13 @@ import pandas as pd
 
 from fedlib.channel import Link
 from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL
-from fedlib.contracts import FederatedData, RunResult
+from fedlib.contracts import RunResult
+from fedlib.data import Dataset
 from fedlib import report
 from fedlib.energy import add_energy, saving
 from fedlib.runs import RunPlan, RunSpec, register_experiment
+from fedlib.runs.components import CODEC_POLICIES, COLLECTORS
+from fedlib.runs.splits import SPLITS
 from fedlib.runs.store import Records
 from fedlib.seeding import Seeds
 from fedlib.targets import cost_to_target, rounds_to_target
@@ -101,7 +105,7 @@ def _fixed_bits(scheme: str) -> int | None:
 def link_components(mode: str, scheme: str, *, alpha: float, beta: float, granularity: str = "layer",
                     b_min: int = 1) -> tuple[CodecSpec, CodecSpec]:
     """(uplink, downlink) as registered codec names with their Link options; the link a single-link mode
-    leaves alone is fp32. AdaQuantFL's uplink is a policy the plan builds: here it is the fp32 placeholder."""
+    leaves alone is fp32. AdaQuantFL's uplink is the spec's uplink_policy: here it is the fp32 placeholder."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     bits = _fixed_bits(scheme)
@@ -158,16 +162,18 @@ def run_spec(p: Mapping[str, Any], cell: Cell, seed: int) -> RunSpec:
     beta = cell.beta_mult * downlink_resolution(alpha, p["num_clients"])
     up, down = link_components(cell.mode, cell.scheme, alpha=alpha, beta=beta, granularity=p["granularity"],
                                b_min=p["b_min"])
-    options: dict[str, Any] = {"mode": cell.mode, "scheme": cell.scheme, "e_up_pj": p["e_up_pj"], "e_down_pj": p["e_down_pj"]}
+    options: dict[str, Any] = {"mode": cell.mode, "scheme": cell.scheme}
+    policy = None
     if cell.scheme == "adaquantfl":
-        options.update(uplink_policy="adaquantfl", s0=cell.s0, b_min=p["b_min"])
+        policy = ("adaquantfl", {"s0": cell.s0, "b_min": p["b_min"], "granularity": p["granularity"]})
     return RunSpec.make(
         "fedaq", p["dataset"], (SPLIT, {"num_clients": p["num_clients"]}), (p["model"], {}), ("fedavg", {}),
         p["rounds"], seed, uplink=up, downlink=down, options=options, device=p["device"],
         local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"],
                **({"augment": p["augment"]} if p.get("augment") else {})},  # no key without one: stored runs keep theirs
         loop={"sampler": 1.0, "downlink_receivers": "all", "threads": p["threads"]},
-        labels={"mode": cell.mode, "scheme": cell.label or cell.scheme, **cell.extra_labels})
+        labels={"mode": cell.mode, "scheme": cell.label or cell.scheme, **cell.extra_labels}, uplink_policy=policy,
+        collectors=[("fedaq_energy_trends", {"mode": cell.mode, "e_up_pj": p["e_up_pj"], "e_down_pj": p["e_down_pj"]})])
 
 
 def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
@@ -177,40 +183,38 @@ def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
 
 
 # ------------------------------------------------------------------------------------------ the plan
-def _uplink_policy(spec: RunSpec) -> Link:
-    """AdaQuantFL's loss-driven bit schedule on the uplink (the spec's uplink is its fp32 placeholder)."""
-    opts, up = spec.get("options"), spec.uplink.args
-    if spec.uplink.name != "fp32":
-        raise ValueError(f"fedaq spec: uplink_policy={opts['uplink_policy']!r} replaces the uplink codec, so the "
-                         f"spec's uplink must be the 'fp32' placeholder, got {spec.uplink.name!r}")
-    policy = AdaQuantFL(opts["s0"], opts["b_min"], rounding=ROUNDING)
-    return Link(codec=policy, granularity=up.get("granularity", "layer"), payload="update")
+@CODEC_POLICIES.register("adaquantfl")
+def adaquantfl_uplink(run: RunPlan, s0: int, b_min: int = 1, granularity: str = "layer") -> Link:
+    """AdaQuantFL's loss-driven bit schedule on the uplink, sending the update."""
+    return Link(codec=AdaQuantFL(s0, b_min, rounding=ROUNDING), granularity=granularity, payload="update")
 
 
-def energy_and_trends(mode: str, e_up: float, e_down: float) -> Callable[[RunResult], Records]:
+@COLLECTORS.register("fedaq_energy_trends")
+def energy_and_trends(run: RunPlan, mode: str, e_up_pj: float, e_down_pj: float) -> Callable[[RunResult], Records]:
     """Record tables: rounds with energy (only the mode's links) and trend columns; the layers' dimensions."""
+    if mode not in LINKS_OF_MODE:
+        raise ValueError(f"fedaq_energy_trends: mode must be one of {sorted(LINKS_OF_MODE)}, got {mode!r}")
+
     def collect(result: RunResult) -> Records:
         dims = {k: v.numel() for k, v in result.params.items()}
-        rounds = add_energy(result.rounds, e_up, e_down, LINKS_OF_MODE[mode])
+        rounds = add_energy(result.rounds, e_up_pj, e_down_pj, LINKS_OF_MODE[mode])
         return {"rounds": rounds.merge(trends(result.rounds, result.clients, dims), on="round"),
                 "layers": pd.DataFrame({"layer": list(dims), "dim": list(dims.values())})}
 
     return collect
 
 
+@SPLITS.register(SPLIT)
+def equal_shards_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.ndarray]:
+    """The authors' IID split: equal shards of a permutation drawn on the partition stream."""
+    return equal_shards(len(dataset.y_train), num_clients, seeds.numpy("partition"))
+
+
 @register_experiment("fedaq")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
-    """The equal-shard split on the partition stream, AdaQuantFL's policy, energy and trend records."""
+    """Everything is named in the spec; the paper's runs use the authors' equal-shard split."""
     if spec.split.name != SPLIT:
         raise ValueError(f"fedaq spec: split must be {SPLIT!r} (the authors' IID split), got {spec.split.name!r}")
-    opts = spec.get("options")
-    n = spec.split.args["num_clients"]
-    run.data = FederatedData(run.dataset, equal_shards(len(run.dataset.y_train), n, Seeds(spec.seed).numpy("partition")))
-    if "uplink_policy" in opts:
-        if opts["uplink_policy"] != "adaquantfl":
-            raise ValueError(f"fedaq spec: unknown uplink_policy {opts['uplink_policy']!r}; known: 'adaquantfl'")
-        run.kwargs["uplink"] = _uplink_policy(spec)
-    run.collect.append(energy_and_trends(opts["mode"], opts["e_up_pj"], opts["e_down_pj"]))
     return run
 
 
@@ -219,25 +223,42 @@ def _layer_columns(frame: pd.DataFrame, prefix: str) -> list[str]:
     return [c for c in frame.columns if c.startswith(prefix)]
 
 
+def _weighted_columns(frame: pd.DataFrame, key: str, dims: dict[str, int]) -> dict[str, int] | None:
+    """Columns of diagnostic `key` (e.g. "bits_per_value", "down/range") with each one's number of values:
+    one per layer ("key/<layer>") on a layer-granularity link, the one "key" column on a model-granularity
+    link, None where the link records no such diagnostic (fp32)."""
+    if all(f"{key}/{k}" in frame for k in dims):
+        return {f"{key}/{k}": n for k, n in dims.items()}
+    if key in frame:
+        return {key: sum(dims.values())}
+    return None
+
+
 def trends(rounds: pd.DataFrame, clients: pd.DataFrame, dims: dict[str, int]) -> pd.DataFrame:
     """Per round: size-weighted mean bits per value on each link (32 for fp32), mean ranges over layers
-    (clients averaged on the uplink) and the share of clamped bit-lengths; dims maps layer -> size."""
+    (clients averaged on the uplink) and the share of clamped bit-lengths; dims maps layer -> size. Works
+    for either link granularity (a model-granularity link has one "layer": the whole model)."""
     out = pd.DataFrame({"round": rounds["round"]})
     total = float(sum(dims.values()))
-    if all(f"bits_per_value/{k}" in clients for k in dims):
-        per_client = sum(clients[f"bits_per_value/{k}"] * dims[k] for k in dims) / total
+    bits = _weighted_columns(clients, "bits_per_value", dims)
+    if bits:
+        per_client = sum(clients[c] * n for c, n in bits.items()) / total
         by_round = clients.assign(_bits=per_client).groupby("round")
         out["up_bits"] = out["round"].map(by_round["_bits"].mean())
-        out["up_range"] = out["round"].map(by_round[[f"range/{k}" for k in dims]].mean().mean(axis=1))
-        if all(f"clamped/{k}" in clients for k in dims):
-            out["up_clamped"] = out["round"].map(by_round[[f"clamped/{k}" for k in dims]].mean().mean(axis=1))
+        ranges = _weighted_columns(clients, "range", dims) or {}
+        out["up_range"] = out["round"].map(by_round[list(ranges)].mean().mean(axis=1))
+        clamped = _weighted_columns(clients, "clamped", dims)
+        if clamped:
+            out["up_clamped"] = out["round"].map(by_round[list(clamped)].mean().mean(axis=1))
     else:
         out["up_bits"] = 32.0
-    if all(f"down/bits_per_value/{k}" in rounds for k in dims):
-        out["down_bits"] = sum(rounds[f"down/bits_per_value/{k}"] * dims[k] for k in dims).to_numpy() / total
-        out["down_range"] = rounds[[f"down/range/{k}" for k in dims]].mean(axis=1).to_numpy()
-        if all(f"down/clamped/{k}" in rounds for k in dims):
-            out["down_clamped"] = rounds[[f"down/clamped/{k}" for k in dims]].mean(axis=1).to_numpy()
+    bits = _weighted_columns(rounds, "down/bits_per_value", dims)
+    if bits:
+        out["down_bits"] = sum(rounds[c] * n for c, n in bits.items()).to_numpy() / total
+        out["down_range"] = rounds[list(_weighted_columns(rounds, "down/range", dims) or {})].mean(axis=1).to_numpy()
+        clamped = _weighted_columns(rounds, "down/clamped", dims)
+        if clamped:
+            out["down_clamped"] = rounds[list(clamped)].mean(axis=1).to_numpy()
     else:
         out["down_bits"] = 32.0
     return out

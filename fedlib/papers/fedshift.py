@@ -29,7 +29,6 @@ histogram as a "predictions" table.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -42,14 +41,18 @@ from torch import nn
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Link, LinkContext
+from fedlib.codecs import make_codec
 from fedlib.codecs.base import Codec, Identity
 from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer
+from fedlib.data import Dataset
 from fedlib.data.partition import from_indices
 from fedlib import params as P
 from fedlib.contracts import FederatedData, RoundInfo, RunResult
-from fedlib.federation import evaluate, resolve_device
+from fedlib.federation import evaluate
 from fedlib.params import Params
 from fedlib.runs import RunPlan, RunSpec, register_experiment
+from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, HOOKS, LR_SCHEDULES, SAMPLERS
+from fedlib.runs.splits import SPLITS
 from fedlib.seeding import Seeds
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
@@ -431,6 +434,10 @@ def run_spec(p: Mapping[str, Any], *, method: str, quantizer: str, bits: int, sh
     """One Table I/II-style run: `method`'s clients upload trained weights, the inferior ones quantized by
     `quantizer` at `bits` ("none" = fp32, bits 32), with or without the shift hook."""
     codec = ("fp32", {}) if quantizer == "none" else (quantizer, _codec_args(p, quantizer, bits, kmeans))
+    if selection not in ("stratified", "random"):
+        raise ValueError(f"fedshift run_spec: selection must be 'stratified' or 'random', got {selection!r}")
+    per_round = {"per_round_inferior": p["per_round_inferior"], "per_round_superior": p["per_round_superior"]}
+    sampler = {"sampler": sum(per_round.values())} if selection == "random" else {}
     split_part = (("parity", {"num_clients": p["num_clients"]}) if split == "parity" else
                   ("dirichlet", {"num_clients": p["num_clients"], "alpha": alpha, "min_size": p["batch_size"] // 2}))
     return RunSpec.make(
@@ -438,10 +445,12 @@ def run_spec(p: Mapping[str, Any], *, method: str, quantizer: str, bits: int, sh
         _method_component(p, method), p["rounds"], seed,
         local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"],
                "augment": p.get("augment")},
-        uplink=(codec[0], {**codec[1], "payload": "weights", "error_feedback": method == "fedef"}),
-        loop={"aggregation_weights": "uniform", "threads": p["threads"]},
-        options={"shift": shift, "scope": scope, "selection": selection, "per_round_inferior": p["per_round_inferior"],
-                 "per_round_superior": p["per_round_superior"]},
+        uplink_policy=("mixed_precision", {"codec": None if quantizer == "none" else codec[0],
+                                           "codec_args": codec[1], "error_feedback": method == "fedef"}),
+        loop={"aggregation_weights": "uniform", "threads": p["threads"], **sampler},
+        sampler=("stratified", per_round) if selection == "stratified" else None,
+        hooks=[*([("pre_shift_accuracy", {}), ("fedshift", {"scope": scope})] if shift else []), ("divergence", {})],
+        collectors=[("fedshift_predictions", {})],
         labels={"method": method, "quantizer": quantizer, "bits": bits if quantizer != "none" else 32, "shift": shift,
                 "split": split, "alpha": alpha, "kmeans": kmeans if quantizer == "kmeans" else "-", "scope": scope,
                 "selection": selection},
@@ -498,9 +507,10 @@ def theorem1_specs(p: Mapping[str, Any]) -> list[RunSpec]:
         "fedshift", "digits", ("parity", {"num_clients": 10}), ("logistic", {"bias": False}), ("fedavg", {}),
         p["theorem1_rounds"], seed,
         local={"lr": 1.0, "batch_size": p["batch_size"], "steps": p["theorem1_local_steps"],
-               "weight_decay": p["theorem1_lam"]},  # lr: replaced by the theorem's schedule (option lr_schedule)
-        uplink=("fp32", {"payload": "weights"}), loop={"aggregation_weights": "samples", "sampler": 1.0},
-        options={"shift": shift, "scope": "model", "selection": "all", "lr_schedule": "theorem1", "probe": "theorem1"},
+               "weight_decay": p["theorem1_lam"]},  # lr: replaced by the theorem's step size (lr_schedule)
+        uplink_policy=("mixed_precision", {"codec": None}), loop={"aggregation_weights": "samples", "sampler": 1.0},
+        lr_schedule=("theorem1", {}),
+        hooks=[*([("fedshift", {"scope": "model"})] if shift else []), ("theorem1_probe", {})],
         labels={"method": "theorem1", "shift": shift}, device="cpu")
         for shift in (False, True) for seed in p["seeds"][:1]]
 
@@ -512,7 +522,77 @@ def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
     return list(dict.fromkeys(specs))
 
 
-def _predictions(model_fn: Callable[[], nn.Module], x_test: torch.Tensor, num_classes: int) -> Callable[[RunResult], dict[str, pd.DataFrame]]:
+@SPLITS.register("parity")
+def parity_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.ndarray]:
+    """FedShift's label-parity shards on the partition stream."""
+    return parity_shards(dataset.y_train.numpy(), num_clients, seeds.numpy("partition"))
+
+
+@CODEC_POLICIES.register("mixed_precision")
+def mixed_precision_uplink(run: RunPlan, codec: str | None = None, codec_args: Mapping[str, Any] | None = None,
+                           error_feedback: bool = False) -> Link:
+    """Trained weights layer by layer: `codec` (a registered codec name) for the inferior clients, fp32 for
+    the superior ones; codec None is the all-fp32 ("32+32") uplink."""
+    inner = None if codec is None else make_codec(codec, **dict(codec_args or {}))
+    return mixed_uplink(inner, inferior_clients(run.num_clients), error_feedback)
+
+
+@SAMPLERS.register("stratified")
+def stratified_sampler(run: RunPlan, per_round_inferior: int, per_round_superior: int) -> StratifiedSampler:
+    """Every round, `per_round_inferior` inferior and `per_round_superior` superior clients."""
+    return StratifiedSampler(inferior_clients(run.num_clients), run.num_clients, per_round_inferior,
+                             per_round_superior)
+
+
+@HOOKS.register("pre_shift_accuracy")
+def pre_shift_accuracy(run: RunPlan) -> PreShiftAccuracy:
+    """Test accuracy of the aggregate before the shift hook moves it (on the run's device)."""
+    eval_model = run.model_fn().to(run.device)
+    x, y = run.dataset.x_test.to(run.device), run.dataset.y_test.to(run.device)
+    return PreShiftAccuracy(lambda w: evaluate(eval_model, w, {}, x, y)[0])
+
+
+@HOOKS.register("fedshift")
+def fedshift_hook(run: RunPlan, scope: str = "layer") -> FedShift:
+    """The paper's statistical shift of the inferior clients' uploads."""
+    return FedShift(inferior_clients(run.num_clients), scope=scope)
+
+
+@HOOKS.register("divergence")
+def divergence_monitor(run: RunPlan) -> DivergenceMonitor:
+    return DivergenceMonitor()
+
+
+def _theorem1_constants(run: RunPlan) -> tuple[float, float, float]:
+    """(L bound, step size, gamma) of Theorem 1 for the run's data and local training."""
+    local = run.local
+    L = smoothness_bound(run.data, local.weight_decay)
+    lr, _, gamma = theorem1_step_sizes(L, local.weight_decay, local.steps)
+    return L, lr, gamma
+
+
+@LR_SCHEDULES.register("theorem1")
+def theorem1_lr(run: RunPlan) -> float:
+    """Theorem 1's local step size for the run's smoothness bound."""
+    return _theorem1_constants(run)[1]
+
+
+@HOOKS.register("theorem1_probe")
+def theorem1_probe(run: RunPlan) -> Theorem1Probe:
+    """The theorem's quantities on the regularized objective, every round."""
+    L, _, gamma = _theorem1_constants(run)
+    local = run.local
+    model = run.model_fn()
+    objective = RegularizedObjective(model, dict(model.named_parameters()), run.data, local.weight_decay,
+                                     torch.device("cpu"))
+    return Theorem1Probe(objective, local.batch_size, {"L_bound": L, "gamma": gamma})
+
+
+@COLLECTORS.register("fedshift_predictions")
+def prediction_table(run: RunPlan) -> Callable[[RunResult], dict[str, pd.DataFrame]]:
+    """The "predictions" table: the final model's histogram of predicted classes on the test set."""
+    model_fn, x_test, num_classes = run.model_fn, run.dataset.x_test, run.dataset.num_classes
+
     def collect(result: RunResult) -> dict[str, pd.DataFrame]:
         params = {k: v.detach().cpu() for k, v in result.params.items()}
         h = prediction_histogram(model_fn(), params, x_test, num_classes)
@@ -523,38 +603,7 @@ def _predictions(model_fn: Callable[[], nn.Module], x_test: torch.Tensor, num_cl
 
 @register_experiment("fedshift")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
-    """The paper-specific parts of a run: split, sampler, mixed-precision uplink, hooks, step sizes."""
-    o, n = spec.get("options"), spec.split.args["num_clients"]
-    inferior = inferior_clients(n)
-    if spec.split.name == "parity":
-        parts = parity_shards(run.dataset.y_train.numpy(), n, Seeds(spec.seed).numpy("partition"))
-        run.data = FederatedData(run.dataset, parts)
-    link = run.kwargs["uplink"]
-    run.kwargs["uplink"] = mixed_uplink(None if spec.uplink.name == "fp32" else link.codec, inferior, link.error_feedback)
-    if o["selection"] == "stratified":
-        run.kwargs["sampler"] = StratifiedSampler(inferior, n, o["per_round_inferior"], o["per_round_superior"])
-    elif o["selection"] == "random":
-        run.kwargs["sampler"] = o["per_round_inferior"] + o["per_round_superior"]
-    hooks: list[Any] = []
-    if o["shift"]:
-        if o.get("probe") is None:
-            device = resolve_device(spec.device)
-            eval_model, x, y = run.model_fn().to(device), run.dataset.x_test.to(device), run.dataset.y_test.to(device)
-            hooks.append(PreShiftAccuracy(lambda w: evaluate(eval_model, w, {}, x, y)[0]))
-        hooks.append(FedShift(inferior, scope=o["scope"]))
-    if o.get("probe") == "theorem1":
-        local = run.kwargs["local"]
-        L = smoothness_bound(run.data, local.weight_decay)
-        lr, _, gamma = theorem1_step_sizes(L, local.weight_decay, local.steps)
-        run.kwargs["local"] = dataclasses.replace(local, lr=lr)
-        model = run.model_fn()
-        objective = RegularizedObjective(model, dict(model.named_parameters()), run.data, local.weight_decay,
-                                         torch.device("cpu"))
-        hooks.append(Theorem1Probe(objective, local.batch_size, {"L_bound": L, "gamma": gamma}))
-    else:
-        hooks.append(DivergenceMonitor())
-        run.collect.append(_predictions(run.model_fn, run.dataset.x_test, run.dataset.num_classes))
-    run.kwargs["hooks"] = hooks
+    """Everything is named in the spec (split, mixed-precision uplink, sampler, hooks, step size, collector)."""
     return run
 
 

@@ -10,8 +10,8 @@ message the way the paper does (Eqs. 16-17 and the widths the spec recovers from
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,11 +23,13 @@ from fedlib.codecs.base import FLOAT_BITS, Codec, Identity
 from fedlib.codecs.mucsc import MUCSC, bmucsc_bits, id_bits, mucsc_bits
 from fedlib.codecs.qsgd import qsgd_bits, sign_bits
 from fedlib.codecs.sparse import stc_bits, topk_bits
-from fedlib.contracts import FederatedData, RunResult
-from fedlib.data import by_group
+from fedlib.contracts import RunResult
+from fedlib.data import Dataset, by_group
 from fedlib.federation import evaluate, run_federation
 from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run, register_experiment
 from fedlib.runs.runner import make_link
+from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, LR_SCHEDULES
+from fedlib.runs.splits import SPLITS
 from fedlib.seeding import Seeds
 from fedlib.targets import NEVER, rounds_to_target
 
@@ -291,7 +293,7 @@ def target_summary(rounds: pd.DataFrame, clients: pd.DataFrame, target: float, c
 
 
 # ------------------------------------------------------------------------------ the notebook's runs as data
-SPLITS = {"iid": "iid", "noniid": "labels", "writers": "writers"}  # notebook partition -> split scheme
+PARTITION_SCHEMES = {"iid": "iid", "noniid": "labels", "writers": "writers"}  # notebook partition -> split scheme
 
 
 def setting_label(zu: int | str, zd: int, levels: str) -> str:
@@ -301,21 +303,27 @@ def setting_label(zu: int | str, zd: int, levels: str) -> str:
 
 def _spec(p: Mapping[str, Any], method: str, partition: str, seed: int, *, setup: Setup, levels: str,
           setting: str, zu_split: Sequence[int] | None = None) -> RunSpec:
-    if partition not in SPLITS:
-        raise ValueError(f"unknown partition {partition!r}; choose from {sorted(SPLITS)}")
+    if partition not in PARTITION_SCHEMES:
+        raise ValueError(f"unknown partition {partition!r}; choose from {sorted(PARTITION_SCHEMES)}")
     split_args: dict[str, Any] = {"num_clients": p["num_clients"]}
     if partition == "noniid":
         split_args["k"] = p["classes_per_client"]
     work = {"steps": p["local_steps"]} if p["local_steps"] else {"epochs": p["local_epochs"]}
     up, down = ((name, {**args, "granularity": "model"}) for name, args in link_components(method, setup, levels=levels))
-    options = {"lr_decay": p["lr_decay"], "lr_floor": p["lr_floor"], "lr_t_per_round": p["lr_t_per_round"],
-               "download_max_over": p["download_max_over"], "zu_split": list(zu_split) if zu_split else None}
+    policy = None
+    if zu_split:  # the per-client Z_U split replaces the uplink codec
+        policy = ("level_split", {"choices": list(zu_split), "levels": up[1].get("levels", "descent")})
+        up = ("fp32", {"granularity": "model"})
     return RunSpec.make(
-        "mucsc", p["dataset"], (SPLITS[partition], split_args), (p["model"], p["model_kwargs"]), ("fedavg", {}),
+        "mucsc", p["dataset"], (PARTITION_SCHEMES[partition], split_args), (p["model"], p["model_kwargs"]), ("fedavg", {}),
         p["rounds"], seed, local={"lr": p["lr0"], "batch_size": p["batch_size"], **work}, uplink=up, downlink=down,
         loop={"sampler": p["clients_per_round"], "downlink_receivers": "all", "eval_every": p["eval_every"],
               "threads": p["threads"]},
-        options=options, labels={"method": method, "partition": partition, "setting": setting}, device=p["device"])
+        labels={"method": method, "partition": partition, "setting": setting}, device=p["device"],
+        lr_schedule=("mucsc_paper_lr", {"decay": p["lr_decay"], "floor": p["lr_floor"],
+                                        "steps_per_round": p["lr_t_per_round"]}),
+        uplink_policy=policy,
+        collectors=[("mucsc_comm", {"download_max_over": p["download_max_over"]}), ("mucsc_server", {})])
 
 
 def _setup(p: Mapping[str, Any], zu: int | None = None, zd: int | None = None) -> Setup:
@@ -359,35 +367,51 @@ def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
     return list(dict.fromkeys(main_grid(params) + z_sweep(params) + level_grid(params)))
 
 
-@register_experiment("mucsc")
-def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
-    """The paper's lr schedule, the per-client Z_U split, FEMNIST's writers and the communication-time table."""
-    o = spec.get("options")
-    local = run.kwargs["local"]
-    run.kwargs["local"] = replace(local, lr=PaperLR(local.lr, o["lr_decay"], o["lr_floor"], o["lr_t_per_round"]))
-    num_clients = spec.split.args["num_clients"]
-    if o.get("zu_split"):
-        levels = spec.uplink.args.get("levels", "descent")
-        run.kwargs["uplink"] = Link(LevelSplit(num_clients, o["zu_split"], seed=spec.seed, levels=levels),
-                                    granularity="model")
-    if spec.split.name == "writers":
-        parts = by_group(run.dataset.groups)
-        if len(parts) != num_clients:
-            raise ValueError(f"{spec.dataset} has {len(parts)} writers; set num_clients = {len(parts)} for 'writers'")
-        run.data = FederatedData(run.dataset, parts)
+@SPLITS.register("writers")
+def writers_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.ndarray]:
+    """One client per writer (FEMNIST's natural split); num_clients must be the number of writers."""
+    parts = by_group(dataset.groups)
+    if len(parts) != num_clients:
+        raise ValueError(f"{dataset.name} has {len(parts)} writers; set num_clients = {len(parts)} for 'writers'")
+    return parts
 
-    def comm(result: RunResult) -> Records:
-        return {"comm": communication_time(result.rounds, result.clients, num_clients,
-                                           download_max_over=o["download_max_over"], seed=spec.seed)}
 
+@LR_SCHEDULES.register("mucsc_paper_lr")
+def paper_lr(run: RunPlan, decay: float, floor: float, steps_per_round: int) -> PaperLR:
+    """The paper's decaying lr from the spec's local lr (Sec. VI-A3)."""
+    return PaperLR(run.local.lr, decay, floor, steps_per_round)
+
+
+@CODEC_POLICIES.register("level_split")
+def level_split_uplink(run: RunPlan, choices: Sequence[int], levels: str = "descent") -> Link:
+    """The per-client Z_U split on the uplink (one MUCSC codec per set of clients)."""
+    return Link(LevelSplit(run.num_clients, choices, seed=run.spec.seed, levels=levels), granularity="model")
+
+
+@COLLECTORS.register("mucsc_comm")
+def comm_table(run: RunPlan, download_max_over: str = "all") -> Callable[[RunResult], Records]:
+    """The "comm" table: per round communication time over the simulated channels."""
+    num_clients, seed = run.num_clients, run.spec.seed
+    return lambda result: {"comm": communication_time(result.rounds, result.clients, num_clients,
+                                                      download_max_over=download_max_over, seed=seed)}
+
+
+@COLLECTORS.register("mucsc_server")
+def server_table(run: RunPlan) -> Callable[[RunResult], Records]:
+    """The "server" table: the server's own final model on the test set (STC's downlink keeps it apart)."""
     def server(result: RunResult) -> Records:
-        """The server's own final model on the test set (STC's downlink keeps it apart from the clients')."""
         model = run.model_fn()
         params = {k: v.detach().cpu() for k, v in result.params.items()}
         acc, loss = evaluate(model, params, dict(model.named_buffers()), run.dataset.x_test, run.dataset.y_test)
-        return {"server": pd.DataFrame([{"round": spec.rounds, "server_test_acc": acc, "server_test_loss": loss}])}
+        return {"server": pd.DataFrame([{"round": run.spec.rounds, "server_test_acc": acc,
+                                         "server_test_loss": loss}])}
 
-    run.collect += [comm, server]
+    return server
+
+
+@register_experiment("mucsc")
+def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
+    """Everything is named in the spec (lr schedule, split, Z_U policy, collectors)."""
     return run
 
 

@@ -37,6 +37,9 @@ from fedlib.data import Dataset, labels_per_client
 from fedlib.federation import evaluate
 from fedlib.params import Params
 from fedlib.runs import Records, RunPlan, RunSpec, RunStore, register_experiment
+from fedlib.runs.components import CLIENT_BEHAVIORS, COLLECTORS
+from fedlib.runs.splits import SPLITS
+from fedlib.seeding import Seeds
 
 GROUP_NAMES = ("A", "B", "C")
 
@@ -52,10 +55,29 @@ def client_groups(labels: np.ndarray, group_sizes: Sequence[int] = (7, 7, 6),
     num_classes = len(np.unique(labels))
     ks = [max(1, round(f * num_classes)) for f in label_fractions]
     rng = np.random.default_rng(rng)
-    group_of = rng.permutation(np.repeat(np.arange(len(group_sizes)), group_sizes))
+    group_of = _group_of(group_sizes, rng)
     parts = labels_per_client(labels, len(group_of), [ks[g] for g in group_of], rng)
+    return parts, _group_names(group_sizes, group_of)
+
+
+def _group_of(group_sizes: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+    """Each client's group index: the first draw of the split's generator."""
+    return rng.permutation(np.repeat(np.arange(len(group_sizes)), group_sizes))
+
+
+def _group_names(group_sizes: Sequence[int], group_of: np.ndarray) -> np.ndarray:
     names = GROUP_NAMES if len(group_sizes) <= len(GROUP_NAMES) else tuple(str(g) for g in range(len(group_sizes)))
-    return parts, np.array([names[g] for g in group_of])
+    return np.array([names[g] for g in group_of])
+
+
+@SPLITS.register("groups")
+def groups_split(dataset: Dataset, num_clients: int, seeds: Seeds, group_sizes: Sequence[int] = (7, 7, 6),
+                 label_fractions: Sequence[float] = (0.1, 0.2, 0.5)) -> list[np.ndarray]:
+    """TACO's three-group split, drawn from the run's partition stream."""
+    if sum(group_sizes) != num_clients:
+        raise ValueError(f"taco 'groups' split: group_sizes {list(group_sizes)} sum to {sum(group_sizes)}, "
+                         f"not num_clients = {num_clients}")
+    return client_groups(dataset.y_train.numpy(), group_sizes, label_fractions, rng=seeds.numpy("partition"))[0]
 
 
 def plant_freeloaders(num_clients: int, count: int, rng: np.random.Generator | int = 0) -> np.ndarray:
@@ -278,9 +300,9 @@ def split(p: Mapping[str, Any], num_clients: int, partition: str) -> tuple[str, 
 def _spec(p: Mapping[str, Any], labels: Mapping[str, Any], algo: tuple[str, Mapping[str, Any]], seed: int, *,
           partition: str | tuple[str, Mapping[str, Any]] = "groups", num_clients: int | None = None, steps: int | None = None,
           rounds: int | None = None, dataset: str | None = None, model: tuple[str, Mapping[str, Any]] | None = None,
-          loop: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None) -> RunSpec:
+          loop: Mapping[str, Any] | None = None, freeloaders: int = 0) -> RunSpec:
     """One run on the notebook's setting; keywords override what the grid changes (`partition`: a name for
-    `split`, or a split component as it is)."""
+    `split`, or a split component as it is). The collectors follow from the algorithm and the freeloaders."""
     parts = partition if isinstance(partition, tuple) else split(p, num_clients or p["num_clients"], partition)
     executor = p["executor"]
     if executor == "vmap" and not ALGORITHM_CLASSES[algo[0]].vmap_compatible:
@@ -290,7 +312,15 @@ def _spec(p: Mapping[str, Any], labels: Mapping[str, Any], algo: tuple[str, Mapp
         model or (p["model"], p["model_kwargs"]), algo, rounds or p["rounds"], seed,
         local={"lr": p["lr"], "batch_size": p["batch_size"], "steps": steps or p["local_steps"]},
         loop={"aggregation_weights": "uniform", "executor": executor, "threads": p["threads"], **(loop or {})},
-        options=options, labels=labels, device=p["device"])
+        labels=labels, device=p["device"],
+        client_behavior=("freeloaders", {"count": freeloaders}) if freeloaders else None,
+        collectors=_collectors(algo[0], freeloaders))
+
+
+def _collectors(algorithm_name: str, freeloaders: int) -> list[tuple[str, dict[str, Any]]]:
+    cls = ALGORITHM_CLASSES[algorithm_name]
+    return ([("taco_alpha", {})] if issubclass(cls, TailoredAlpha) else []) \
+        + ([("taco_expelled", {})] if freeloaders else []) + ([("taco_output", {})] if issubclass(cls, Taco) else [])
 
 
 def main_grid(p: Mapping[str, Any]) -> list[RunSpec]:
@@ -322,10 +352,10 @@ def table5_grid(p: Mapping[str, Any]) -> list[RunSpec]:
 def freeloader_grid(p: Mapping[str, Any]) -> list[RunSpec]:
     """Tables II and VIII: TACO with `n_freeloaders` planted freeloaders on the first seed, once without
     expulsion (alpha observed all along; the kappa x lambda grid is replayed on its traces) and once live."""
-    seed, options = p["seeds"][0], {"freeloaders": p["n_freeloaders"]}
-    return [_spec(p, {"algorithm": "TACO", "expulsion": "off"}, ("taco", taco_args(p)), seed, options=options),
+    seed, count = p["seeds"][0], p["n_freeloaders"]
+    return [_spec(p, {"algorithm": "TACO", "expulsion": "off"}, ("taco", taco_args(p)), seed, freeloaders=count),
             _spec(p, {"algorithm": "TACO", "expulsion": "live"}, ("taco", taco_args(p, expel_after=expel_after(p))),
-                  seed, options=options)]
+                  seed, freeloaders=count)]
 
 
 def expel_after(p: Mapping[str, Any]) -> int:
@@ -417,25 +447,49 @@ def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) ->
     return {name: frame[frame["run"].isin(keys)] for name, frame in records.items()}
 
 
+@CLIENT_BEHAVIORS.register("freeloaders")
+def freeloaders(run: RunPlan, count: int, mode: str = "previous_update") -> Freeloaders:
+    """`count` planted freeloaders, drawn from the run's "freeloaders" stream."""
+    return Freeloaders(plant_freeloaders(run.num_clients, count, rng=Seeds(run.spec.seed).numpy("freeloaders")),
+                       mode=mode)
+
+
+def _planted(run: RunPlan) -> np.ndarray:
+    behavior = run.client_behavior
+    return np.array(sorted(behavior.clients) if isinstance(behavior, Freeloaders) else [], dtype=int)
+
+
+def _split_groups(run: RunPlan) -> np.ndarray:
+    """Each client's group name on TACO's "groups" split ("-" on any other split)."""
+    if run.spec.split.name != "groups":
+        return np.array(["-"] * run.num_clients)
+    sizes = run.spec.split.args["group_sizes"]
+    return _group_names(sizes, _group_of(sizes, Seeds(run.spec.seed).numpy("partition")))
+
+
+@COLLECTORS.register("taco_alpha")
+def alpha_table(run: RunPlan) -> Callable[[RunResult], Records]:
+    """The "alpha" table of a TACO-family run (freeloaders as their own group)."""
+    groups, free = _split_groups(run), _planted(run)
+    return lambda res: {"alpha": alpha_frame(res, groups, free)}
+
+
+@COLLECTORS.register("taco_expelled")
+def expelled_table(run: RunPlan) -> Callable[[RunResult], Records]:
+    """The "expelled" table: which planted freeloaders were expelled, and when."""
+    free = _planted(run)
+    return lambda res: {"expelled": expelled_frame(res, free)}
+
+
+@COLLECTORS.register("taco_output")
+def output_table(run: RunPlan) -> Callable[[RunResult], Records]:
+    """The "output" table: test accuracy of w_T and of TACO's output model z_T."""
+    return lambda res: {"output": output_frame(res, run)}
+
+
 @register_experiment("taco")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
-    """TACO's three-group split, planted freeloaders, and the alpha / expulsion / output-model tables."""
-    groups = np.array(["-"] * run.num_clients)
-    if spec.split.name == "groups":
-        args = spec.split.args
-        parts, groups = client_groups(run.dataset.y_train.numpy(), args["group_sizes"], args["label_fractions"],
-                                      rng=spec.seed)
-        run.data = FederatedData(run.dataset, parts)
-    count = spec.get("options").get("freeloaders", 0)
-    free = plant_freeloaders(run.num_clients, count, rng=spec.seed) if count else np.array([], dtype=int)
-    if count:
-        run.kwargs["client_behavior"] = Freeloaders(free)
-    if isinstance(run.kwargs["algorithm"], TailoredAlpha):
-        run.collect.append(lambda res: {"alpha": alpha_frame(res, groups, free)})
-    if count:
-        run.collect.append(lambda res: {"expelled": expelled_frame(res, free)})
-    if isinstance(run.kwargs["algorithm"], Taco):
-        run.collect.append(lambda res: {"output": output_frame(res, run)})
+    """Everything is named in the spec (split "groups", client behaviour "freeloaders", taco_* collectors)."""
     return run
 
 
@@ -449,7 +503,7 @@ def expelled_frame(result: RunResult, freeloaders: Sequence[int]) -> pd.DataFram
 
 def output_frame(result: RunResult, run: RunPlan) -> pd.DataFrame:
     """Final test accuracy of TACO's w_T and of its output model z_T (Eq. 15), whatever the run evaluated."""
-    algo: Taco = run.kwargs["algorithm"]
+    algo: Taco = run.algorithm
     model = run.model_fn()
     rows = []
     for name, params in (("w", result.params), ("z", output_model(result.params, result.server_state["prev"],

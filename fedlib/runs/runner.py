@@ -9,10 +9,13 @@ A spec already in the store is not recomputed; a run interrupted mid-way resumes
 How a spec becomes a run: `build_run` does the common part (dataset through the data-root rule, split,
 model, algorithm, local training, links from registered codecs, loop options); the spec's experiment
 may then adjust it (`register_experiment(name)(plan)`: paper-specific samplers, codec policies, hooks,
-client behaviours, learning-rate schedules, extra record tables). Experiments live in `fedlib.papers`.
+client behaviours, learning-rate schedules, extra record tables). The experiment named `x` lives in the
+module `fedlib.papers.x`, imported on demand; it registers its plan and any split of its own
+(`fedlib.runs.splits.SPLITS`), so a new paper adds files and edits no engine file.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 import time
@@ -22,17 +25,22 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 from torch import nn
 
 from fedlib.algorithms import make_algorithm
+from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Link
 from fedlib.codecs import make_codec
-from fedlib.contracts import FederatedData, LocalTraining, RunResult
-from fedlib.data import Dataset, load_dataset, split_clients
+from fedlib.contracts import ClientBehavior, FederatedData, LocalTraining, RunResult
+from fedlib.data import Dataset, load_dataset
 from fedlib.data.roots import data_root
-from fedlib.federation import run_federation
+from fedlib.federation import resolve_device, run_federation
 from fedlib.models import build_model
+from fedlib.registry import Registry
+from fedlib.runs.components import make_component
 from fedlib.runs.spec import Component, RunSpec
+from fedlib.runs.splits import SPLITS
 from fedlib.runs.store import Records, RunStore
 from fedlib.seeding import Seeds
 
@@ -43,34 +51,65 @@ EXECUTORS = ("local", "ray")
 class RunPlan:
     """Everything `run_federation` needs for one spec, and how to turn its result into record tables."""
 
+    spec: RunSpec
     dataset: Dataset
     model_fn: Callable[[], nn.Module]
-    num_clients: int
-    data: FederatedData | None  # None until the experiment's plan builds a split of its own
+    data: FederatedData
+    device: torch.device  # the spec's device, resolved once ("auto" -> cuda or cpu)
     kwargs: dict[str, Any]  # run_federation keywords (algorithm, rounds, local, links, sampler, hooks, ...)
     collect: list[Callable[[RunResult], Records]] = field(default_factory=list)
 
+    @property
+    def num_clients(self) -> int:
+        return self.data.num_clients
+
+    @property
+    def local(self) -> LocalTraining:
+        return self.kwargs["local"]
+
+    @property
+    def algorithm(self) -> Algorithm:
+        return self.kwargs["algorithm"]
+
+    @property
+    def client_behavior(self) -> ClientBehavior | None:
+        return self.kwargs.get("client_behavior")
+
 
 Plan = Callable[[RunSpec, RunPlan], RunPlan]
-EXPERIMENTS: dict[str, Plan] = {}
-_EXPERIMENT_MODULES = {"quickstart": "fedlib.papers.quickstart", "fedshift": "fedlib.papers.fedshift",
-                       "taco": "fedlib.papers.taco", "fedaq": "fedlib.papers.fedaq", "mucsc": "fedlib.papers.mucsc"}
+EXPERIMENTS: Registry[Plan] = Registry("experiment")
+EXPERIMENT_PACKAGE = "fedlib.papers"  # experiment `x` is defined by module fedlib.papers.x
 
 
 def register_experiment(name: str) -> Callable[[Plan], Plan]:
-    def add(plan: Plan) -> Plan:
-        EXPERIMENTS[name] = plan
-        return plan
-
-    return add
+    return EXPERIMENTS.register(name)
 
 
 def experiment_plan(name: str) -> Plan:
-    if name not in EXPERIMENTS and name in _EXPERIMENT_MODULES:
-        importlib.import_module(_EXPERIMENT_MODULES[name])  # registers itself
+    """The plan registered as `name`, importing `fedlib.papers.<name>` first if nothing registered it yet."""
     if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(set(EXPERIMENTS) | set(_EXPERIMENT_MODULES)))}")
+        module = f"{EXPERIMENT_PACKAGE}.{name}"
+        try:
+            importlib.import_module(module)  # registers itself
+        except ModuleNotFoundError as err:
+            if err.name != module:
+                raise
+            raise ValueError(f"unknown experiment {name!r}: no module {module} and no register_experiment({name!r}); "
+                             f"registered: {', '.join(sorted(EXPERIMENTS)) or 'none'}") from None
+    if name not in EXPERIMENTS:
+        raise ValueError(f"module {EXPERIMENT_PACKAGE}.{name} registers no experiment {name!r}: "
+                         f"decorate its plan with @register_experiment({name!r})")
     return EXPERIMENTS[name]
+
+
+def build_split(spec: RunSpec, ds: Dataset) -> FederatedData:
+    """The spec's split through the split registry (the experiment's module is imported first)."""
+    args = spec.split.args
+    num_clients = args.pop("num_clients")
+    if spec.split.name not in SPLITS:
+        raise ValueError(f"run spec: unknown split {spec.split.name!r} for experiment {spec.experiment!r}; "
+                         f"registered splits: {', '.join(sorted(SPLITS))}")
+    return FederatedData(ds, SPLITS[spec.split.name](ds, num_clients, Seeds(spec.seed), **args))
 
 
 def make_link(component: Component) -> Link:
@@ -81,27 +120,44 @@ def make_link(component: Component) -> Link:
 
 
 def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
+    experiment = experiment_plan(spec.experiment)
     ds = load_dataset(spec.dataset, root=data_root(root))
-    split = spec.split.args
-    num_clients = split.pop("num_clients")
-    data = None
-    if spec.split.name in ("dirichlet", "iid", "shards", "labels", "natural"):
-        natural = {"groups": ds.groups} if spec.split.name == "natural" else {}  # FEMNIST writers, Shakespeare roles
-        data = FederatedData(ds, split_clients(ds.y_train.numpy(), num_clients, spec.split.name,
-                                               Seeds(spec.seed).numpy("partition"), **split, **natural))
+    data = build_split(spec, ds)
     model = spec.model
 
     def model_fn() -> nn.Module:
         return build_model(model.name, ds.input_shape, ds.num_classes, **model.args)
 
+    if spec.sampler is not None and "sampler" in spec.get("loop"):
+        raise ValueError("run spec names a sampler component and loop['sampler']: keep one")
+    if spec.hooks and "hooks" in spec.get("loop"):
+        raise ValueError("run spec names hooks components and loop['hooks']: keep one")
     kwargs = {"algorithm": make_algorithm(spec.algorithm.name, **spec.algorithm.args), "rounds": spec.rounds,
               "local": LocalTraining(**spec.get("local")), "uplink": make_link(spec.uplink),
               "downlink": make_link(spec.downlink), "seed": spec.seed, "device": spec.device, **spec.get("loop")}
-    plan = experiment_plan(spec.experiment)(spec, RunPlan(ds, model_fn, num_clients, data, kwargs))
-    if plan.data is None:
-        raise ValueError(f"split {spec.split.name!r} is no fedlib.data scheme and experiment {spec.experiment!r} "
-                         "built no split for it: name a scheme (dirichlet, iid, shards, labels, natural) or the paper's own")
-    return plan
+    run = RunPlan(spec, ds, model_fn, data, resolve_device(spec.device), kwargs)
+    add_components(run)
+    return experiment(spec, run)
+
+
+def add_components(run: RunPlan) -> None:
+    """Build the spec's named components (fedlib.runs.components) into the run's keywords and collectors."""
+    spec = run.spec
+    if spec.lr_schedule is not None:
+        lr = make_component("lr_schedule", run, spec.lr_schedule.name, spec.lr_schedule.args)
+        run.kwargs["local"] = dataclasses.replace(run.kwargs["local"], lr=lr)
+    if spec.uplink_policy is not None:
+        if spec.uplink.name != "fp32":
+            raise ValueError(f"run spec: uplink_policy {spec.uplink_policy.name!r} replaces the uplink codec, so "
+                             f"the uplink must be the 'fp32' placeholder, got {spec.uplink.name!r}")
+        run.kwargs["uplink"] = make_component("uplink_policy", run, spec.uplink_policy.name, spec.uplink_policy.args)
+    for name in ("sampler", "client_behavior"):
+        component = getattr(spec, name)
+        if component is not None:
+            run.kwargs[name] = make_component(name, run, component.name, component.args)
+    if spec.hooks:
+        run.kwargs["hooks"] = [make_component("hooks", run, h.name, h.args) for h in spec.hooks]
+    run.collect += [make_component("collectors", run, c.name, c.args) for c in spec.collectors]
 
 
 def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,

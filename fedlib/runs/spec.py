@@ -68,6 +68,10 @@ class Component:
         return thaw(self.kwargs) if self.kwargs else {}
 
 
+ComponentArg = tuple[str, Mapping[str, Any]]
+OPTIONAL_COMPONENTS = ("sampler", "uplink_policy", "client_behavior", "lr_schedule", "hooks", "collectors")
+
+
 @dataclass(frozen=True)
 class RunSpec:
     experiment: str  # the module whose plan builds the run (fedlib.runs.EXPERIMENTS)
@@ -84,6 +88,14 @@ class RunSpec:
     options: Frozen = ()  # the experiment's own settings
     labels: Frozen = ()
     device: str = "cpu"
+    # named components (fedlib.runs.components); absent ones are left out of the JSON, so adding these
+    # fields kept the keys of specs that use none
+    sampler: Component | None = None  # replaces loop["sampler"]
+    uplink_policy: Component | None = None  # a per-client codec policy replacing the uplink codec
+    client_behavior: Component | None = None
+    lr_schedule: Component | None = None  # replaces local["lr"]
+    hooks: tuple[Component, ...] = ()
+    collectors: tuple[Component, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:
@@ -97,12 +109,20 @@ class RunSpec:
              uplink: tuple[str, Mapping[str, Any]] = ("fp32", {}),
              downlink: tuple[str, Mapping[str, Any]] = ("fp32", {"payload": "weights"}),
              loop: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None,
-             labels: Mapping[str, Any] | None = None, device: str = "cpu") -> RunSpec:
+             labels: Mapping[str, Any] | None = None, device: str = "cpu",
+             sampler: ComponentArg | None = None, uplink_policy: ComponentArg | None = None,
+             client_behavior: ComponentArg | None = None, lr_schedule: ComponentArg | None = None,
+             hooks: Sequence[ComponentArg] = (), collectors: Sequence[ComponentArg] = ()) -> RunSpec:
         """Build a spec from plain dicts (the readable way; `RunSpec(...)` takes the frozen forms)."""
+        def one(c: ComponentArg | None) -> Component | None:
+            return None if c is None else Component.of(*c)
+
         return RunSpec(experiment, dataset, Component.of(*split), Component.of(*model), Component.of(*algorithm),
                        int(rounds), int(seed), freeze(dict(local or {}), "local"), Component.of(*uplink),
                        Component.of(*downlink), freeze(dict(loop or {}), "loop"), freeze(dict(options or {}), "options"),
-                       freeze(dict(labels or {}), "labels"), device)
+                       freeze(dict(labels or {}), "labels"), device, one(sampler), one(uplink_policy),
+                       one(client_behavior), one(lr_schedule), tuple(Component.of(*h) for h in hooks),
+                       tuple(Component.of(*c) for c in collectors))
 
     def get(self, part: str) -> dict[str, Any]:
         """A frozen mapping field (local, loop, options, labels) as a dict."""
@@ -115,8 +135,12 @@ class RunSpec:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name in OPTIONAL_COMPONENTS and not value:
+                continue
             if isinstance(value, Component):
                 out[f.name] = {"name": value.name, "kwargs": value.args}
+            elif f.name in ("hooks", "collectors"):
+                out[f.name] = [{"name": c.name, "kwargs": c.args} for c in value]
             elif isinstance(value, tuple):
                 out[f.name] = thaw(value) if value else {}
             else:
@@ -125,14 +149,18 @@ class RunSpec:
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> RunSpec:
-        expected = {f.name for f in fields(RunSpec)}
-        if set(data) != expected:
-            raise ValueError(f"run spec JSON has keys {sorted(data)}; expected {sorted(expected)}")
+        required = {f.name for f in fields(RunSpec)} - set(OPTIONAL_COMPONENTS)
+        if not required <= set(data) <= required | set(OPTIONAL_COMPONENTS):
+            raise ValueError(f"run spec JSON has keys {sorted(data)}; expected {sorted(required)} and optionally "
+                             f"{sorted(OPTIONAL_COMPONENTS)}")
         comp = {k: (data[k]["name"], data[k]["kwargs"]) for k in ("split", "model", "algorithm", "uplink", "downlink")}
+        named = {k: (data[k]["name"], data[k]["kwargs"]) for k in ("sampler", "uplink_policy", "client_behavior",
+                                                                   "lr_schedule") if k in data}
+        lists = {k: [(c["name"], c["kwargs"]) for c in data[k]] for k in ("hooks", "collectors") if k in data}
         return RunSpec.make(data["experiment"], data["dataset"], comp["split"], comp["model"], comp["algorithm"],
                             data["rounds"], data["seed"], local=data["local"], uplink=comp["uplink"],
                             downlink=comp["downlink"], loop=data["loop"], options=data["options"],
-                            labels=data["labels"], device=data["device"])
+                            labels=data["labels"], device=data["device"], **named, **lists)
 
     def key(self, code_version: str = "") -> str:
         """Content hash of the spec (and of the code that computes it, when given)."""
