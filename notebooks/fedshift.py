@@ -348,7 +348,11 @@ div_summary
 
 # %%
 shift_rounds = curves_all[curves_all["shift"]]
-t2 = pd.concat([th.check_theorem2(r.dropna(axis=1, how="all")).assign(run=key) for key, r in shift_rounds.groupby("run")],
+recorded = {key: r.dropna(axis=1, how="all") for key, r in shift_rounds.groupby("run")}  # each run's own layers
+no_record = sorted(key for key, r in recorded.items() if not any(c.startswith("shift/dfa2/") for c in r))
+if no_record:  # a run that diverged before its first shift records no finite quantity
+    print(f"{len(no_record)} FedShift run(s) recorded no finite Theorem 2 quantity (diverged): {no_record}")
+t2 = pd.concat([th.check_theorem2(r).assign(run=key) for key, r in recorded.items() if key not in no_record],
                ignore_index=True)
 t2.to_csv(out_dir / "theorem2_checks.csv", index=False)
 display(t2.groupby("layer")[["rel_err_corrected", "rel_err_printed"]].agg(["median", "max"]))

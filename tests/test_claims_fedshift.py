@@ -226,3 +226,11 @@ def test_c5b_needs_a_real_kl_drop_and_nothing_moving_the_wrong_way():
     assert table(label_bias=wrong_way).loc["C5b", "verdict"] == NR
     only_kl = wrong_way.assign(share_inferior_classes=[0.55, 0.55], kl_to_uniform=[0.137, 0.1])
     assert table(label_bias=only_kl).loc["C5b", "verdict"] == P
+
+
+def test_theorem2_without_a_finite_record_is_not_testable():
+    """Every FedShift run diverged before recording: no (round, layer) to check is no evidence, not a pass."""
+    empty = pd.DataFrame({"rel_err_corrected": [], "rel_err_printed": [], "holds_corrected": [], "holds_printed": []})
+    t = table(theorem2=empty)
+    assert t.loc["C9a", "verdict"] == t.loc["C9b", "verdict"] == report.NOT_TESTABLE
+    assert "no FedShift run recorded a finite (round, layer)" in t.loc["C9a", "criterion"]

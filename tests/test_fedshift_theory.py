@@ -60,6 +60,18 @@ def test_check_theorem2_can_fail() -> None:
         th.check_theorem2(rounds.drop(columns=["shift/dfa2/w"]))
 
 
+def test_check_theorem2_skips_the_rounds_of_a_diverged_run() -> None:
+    """Non-finite recorded quantities (a run that diverged in round 3) are no evidence either way, and no crash."""
+    rounds = synthetic_rounds(2)
+    diverged = rounds["round"] >= 3
+    rounds.loc[diverged, ["shift/m_agg/w", "shift/dfa2/w", "shift/dfs2/w"]] = np.nan
+    rounds.loc[rounds["round"] == 4, "shift/dfa2/w"] = np.inf
+    chk = th.check_theorem2(rounds)
+    assert chk["round"].tolist() == [1, 2] and chk["holds_corrected"].all()
+    rounds.loc[:, "shift/dfa2/w"] = np.nan
+    assert th.check_theorem2(rounds).empty
+
+
 def test_check_theorem2_on_a_real_run() -> None:
     from fedlib import FederatedData, LocalTraining, build_model, load_dataset, run_federation
     from fedlib.codecs.kmeans import KMeansQuantizer

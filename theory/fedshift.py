@@ -94,10 +94,12 @@ def check_theorem2(rounds: pd.DataFrame, rtol: float = 1e-4) -> pd.DataFrame:
     real arithmetic; the run's shifted model is rounded to float32). `holds_*` = error <= rtol. Also:
     whether Eq. 31 predicts D_FS < D_FA, whether that was observed, and whether the difference is large
     enough (above rtol * scale) for its sign to be meaningful. Rounds with no inferior client
-    (I = 0) are dropped: there the theorem is vacuous.
+    (I = 0) are dropped: there the theorem is vacuous; so are rounds whose recorded quantities are not finite
+    (a diverged run): the identity says nothing about them.
     """
     df = theorem2_records(rounds)
-    df = df[df["I"] > 0].copy()
+    finite = np.isfinite(df[["P", "I", "K", "m_prev", "m_agg", "dfa2", "dfs2"]].to_numpy(dtype=float)).all(axis=1)
+    df = df[finite & (df["I"] > 0)].copy()
     df["measured"] = df["dfa2"] - df["dfs2"]
     args = (df["I"], df["K"], df["P"], df["m_prev"], df["m_agg"])
     df["corrected"] = theorem2_corrected(*args)
