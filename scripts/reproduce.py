@@ -48,8 +48,8 @@ import papermill
 from fedlib.data import load_dataset
 from fedlib.data.roots import ENV_VAR, data_root
 from fedlib.dryrun import dry_run
-from fedlib.grids import BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs, read_yaml
-from fedlib.notebook_params import UnknownParameterError, declared_parameters
+from fedlib.grids import BUNDLED_DATASETS, client_steps, datasets_named, notebook_specs, profile_values, read_yaml
+from fedlib.notebook_params import UnknownParameterError, check_parameters, declared_parameters, parameter_defaults
 from fedlib.report import collect_report
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
 from fedlib.runs.pool import default_workers
@@ -85,6 +85,16 @@ def parse_overrides(pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
     if overrides.get("data_root"):
         overrides["data_root"] = str(absolute(overrides["data_root"]))
     return overrides
+
+
+def run_parameters(name: str, profile: str, overrides: Mapping[str, Any], injected: Mapping[str, Any]) -> dict:
+    """What papermill gives notebook `name`: its profile's values, then the overrides, then reproduce's own values
+    for the names the notebook declares. Raises `UnknownParameterError` (listing the valid names) for a name in the
+    profile or the overrides that the notebook does not declare."""
+    declared = declared_parameters(NOTEBOOKS / f"{name}.py")
+    check_parameters(overrides, declared, f"notebook '{name}', -p option")
+    values = {**profile_values(name, profile, NOTEBOOKS), **overrides}
+    return {**values, **{k: v for k, v in injected.items() if k in declared}}
 
 
 def check_selection(selection: Mapping[str, Sequence[str]], specs: Sequence[RunSpec]) -> None:
@@ -287,11 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         store = RunStore(results / "runs")
         injected = {"profile": args.profile, "results_root": str(results / args.profile), "runs_root": str(store.root),
                     "runner": args.executor, "ray_address": args.ray_address}
-        parameters = {}
-        for name in names:  # every notebook's parameters are checked before anything runs
-            declared = declared_parameters(NOTEBOOKS / f"{name}.py")
-            parameters[name] = {**notebook_parameters(name, args.profile, overrides),
-                                **{k: v for k, v in injected.items() if k in declared}}
+        given = {name: run_parameters(name, args.profile, overrides, injected) for name in names}  # all checked
+        parameters = {name: {**parameter_defaults(NOTEBOOKS / f"{name}.py"), **given[name]} for name in names}
         plan = plan_runs(names, parameters, store, selection)
         missing = missing_datasets(plan)
         if missing:
@@ -322,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     print(f"== render: {len(names)} notebook(s)", flush=True)
-    statuses = [render(name, parameters[name], results / args.profile / name, header)[0] for name in names]
+    statuses = [render(name, given[name], results / args.profile / name, header)[0] for name in names]
     report = write_report(results, results / args.profile, header, names)
     print(f"wrote {report}")
     return 1 if any(s != "ok" for s in statuses) else 0
