@@ -64,7 +64,7 @@ def test_each_experiment_is_found_in_a_fresh_process_by_its_name_alone():
             "print(sorted(SPLITS))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
-    assert out.stdout.strip() == str(sorted(["dirichlet", "iid", "shards", "labels", "parity", "groups",
+    assert out.stdout.strip() == str(sorted(["dirichlet", "iid", "shards", "labels", "natural", "parity", "groups",
                                              "equal_shards", "writers"]))
 
 
