@@ -27,7 +27,7 @@ def build(name: str) -> float:
     nbformat.write(nb, target)
     start = time.perf_counter()
     papermill.execute_notebook(str(target), str(target), kernel_name="python3", cwd=str(NOTEBOOKS),
-                               progress_bar=False)
+                               progress_bar=False, extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no TCP warning
     executed = nbformat.read(target, as_version=4)
     executed.metadata.pop("papermill", None)  # run timestamps would make every rebuild a diff
     for cell in executed.cells:
