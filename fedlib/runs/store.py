@@ -3,11 +3,11 @@
 Layout: `<root>/<key>/` with `spec.json`, one CSV per record table (`rounds.csv`, `clients.csv`, and any
 tables the experiment collects) and `manifest.json` (sizes, row counts and SHA-256 of each, the key, the
 fedlib version: `fedlib.runs.entry`); `<root>/in-progress/<key>.pt` holds a running spec's checkpoint.
-The key hashes the spec and `code_version(spec.experiment)`: the source of every fedlib module that can
-change a run's records (the engine: everything but the paper modules and the modules that only read
-records, `report`, `targets` and `notebook_params`) plus the spec's own paper module. A change there makes
-the entries it could affect stale (recomputed on the next request, never silently reused); notebook,
-theory, test and other papers' changes do not.
+The key hashes the spec and `fedlib.runs.fingerprint.key_context`: the code the spec's run reaches (its
+engine, plan, algorithm, codecs, model and loader, without comments or docstrings), the contents of the data
+files it reads, the torch version, device type and, where torch picks it, the thread count. A change there
+makes the entries it could affect stale (recomputed on the next request, never silently reused); what the
+run does not reach (display helpers, record readers, other papers and components, notebooks) does not.
 
 Every read verifies the entry against its manifest; a damaged entry (a file missing, truncated, edited or
 unlisted, no manifest) is never served: it is moved to `<root>/.damaged/<key>-<time>/` with a
@@ -20,8 +20,6 @@ executed: records are CSV, checkpoints load with `torch.load(weights_only=True)`
 from __future__ import annotations
 
 import errno
-import functools
-import hashlib
 import os
 import shutil
 import socket
@@ -34,6 +32,7 @@ from typing import Any
 import torch
 
 from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_entry
+from fedlib.runs.fingerprint import key_context
 from fedlib.runs.spec import RunSpec
 
 TEMP_PREFIX = ".writing-"  # + host-pid-random: a save or checkpoint being written
@@ -41,36 +40,6 @@ DAMAGED = ".damaged"  # where damaged entries are moved
 IN_PROGRESS = "in-progress"
 FOREIGN_TEMP_AGE_S = 3600.0  # another host's temporary older than this is left over from a dead process
 
-
-# Modules that only read records (verdict rules, targets, notebook parameters, the claims tables): editing them
-# must not invalidate stored runs.
-RECORD_READERS = ("report.py", "targets.py", "notebook_params.py", "claims")
-
-
-def versioned_sources(experiment: str) -> list[Path]:
-    """The fedlib sources that can change `experiment`'s records (paths relative to the package): the engine
-    and the experiment's own paper module, not the other papers' modules nor the record readers."""
-    package = Path(__file__).resolve().parents[1]
-    sources = []
-    for path in sorted(package.rglob("*.py")):
-        relative = path.relative_to(package)
-        if relative.parts[0] == "papers" and relative.stem not in ("__init__", experiment):
-            continue
-        if str(relative) in RECORD_READERS or relative.parts[0] in RECORD_READERS:
-            continue
-        sources.append(relative)
-    return sources
-
-
-@functools.lru_cache(maxsize=None)
-def code_version(experiment: str) -> str:
-    """Hash (paths and contents) of `versioned_sources(experiment)`."""
-    package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for relative in versioned_sources(experiment):
-        digest.update(str(relative).encode())
-        digest.update((package / relative).read_bytes())
-    return digest.hexdigest()[:16]
 
 
 class DamagedEntryWarning(UserWarning):
@@ -152,23 +121,31 @@ class FileCheckpoint:
 
 
 class RunStore:
-    def __init__(self, root: str | Path, code: str | None = None) -> None:
-        """`code` overrides the code version of every entry (None: `code_version` of each spec's experiment)."""
+    def __init__(self, root: str | Path, code: str | None = None, data_root: str | Path | None = None) -> None:
+        """`data_root`: where runs read their datasets (None: the data-root rule, `fedlib.data.roots`).
+        `code` replaces everything but the spec in the key (code, data, environment), for tests."""
         self.root = Path(root)
         self.code = code
+        self.data_root = None if data_root is None or str(data_root) == "" else data_root
         self._cleaned = False
 
     @staticmethod
-    def at(root: str | Path | None = None) -> RunStore:
+    def at(root: str | Path | None = None, data_root: str | Path | None = None) -> RunStore:
         """The store at `root`, or the repository's results/runs/ (a notebook's `runs_root` parameter)."""
         if root is not None and str(root) != "":
-            return RunStore(root)
+            return RunStore(root, data_root=data_root)
         from fedlib.report import repo_root
 
-        return RunStore(repo_root(Path(__file__).parent) / "results" / "runs")
+        return RunStore(repo_root(Path(__file__).parent) / "results" / "runs", data_root=data_root)
+
+    def reading(self, data_root: str | Path | None) -> RunStore:
+        """This store, keying runs by the datasets under `data_root` (itself when None or already so)."""
+        if data_root is None or str(data_root) == "" or data_root == self.data_root:
+            return self
+        return RunStore(self.root, self.code, data_root)
 
     def key(self, spec: RunSpec) -> str:
-        return spec.key(code_version(spec.experiment) if self.code is None else self.code)
+        return spec.key(key_context(spec, self.data_root) if self.code is None else self.code)
 
     def folder(self, spec: RunSpec) -> Path:
         return self.root / self.key(spec)
@@ -231,104 +208,6 @@ class RunStore:
         if not self.folder(spec).exists():
             raise FileNotFoundError(f"no run store entry {self.folder(spec)} for this spec: run it with run_specs")
         return self._read(spec)
-
-    def save(self, state: dict[str, Any]) -> None:
-        tmp = self.path.parent / _temp_name(".pt")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"key": self.key, "state": state}, tmp)
-            os.replace(tmp, self.path)
-        except OSError as err:
-            tmp.unlink(missing_ok=True)
-            raise _write_error(err, self.path) from err
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-
-
-class RunStore:
-    def __init__(self, root: str | Path, code: str | None = None) -> None:
-        """`code` overrides the code version of every entry (None: `code_version` of each spec's experiment)."""
-        self.root = Path(root)
-        self.code = code
-        self._cleaned = False
-
-    @staticmethod
-    def at(root: str | Path | None = None) -> RunStore:
-        """The store at `root`, or the repository's results/runs/ (a notebook's `runs_root` parameter)."""
-        if root is not None and str(root) != "":
-            return RunStore(root)
-        from fedlib.report import repo_root
-
-        return RunStore(repo_root(Path(__file__).parent) / "results" / "runs")
-
-    def key(self, spec: RunSpec) -> str:
-        return spec.key(code_version(spec.experiment) if self.code is None else self.code)
-
-    def folder(self, spec: RunSpec) -> Path:
-        return self.root / self.key(spec)
-
-    def checkpoint(self, spec: RunSpec, every: int) -> FileCheckpoint:
-        return FileCheckpoint(self.root / IN_PROGRESS / f"{self.key(spec)}.pt", every, self.key(spec))
-
-    def clean_temporaries(self) -> list[Path]:
-        """Remove the temporaries (unfinished saves and checkpoints) left by dead processes; return them."""
-        found = [*self.root.glob(TEMP_PREFIX + "*"), *(self.root / IN_PROGRESS).glob(TEMP_PREFIX + "*")]
-        stale = [path for path in found if _is_stale(path)]
-        for path in stale:
-            _remove(path)
-        return stale
-
-    def _clean_once(self) -> None:
-        if not self._cleaned:
-            self._cleaned = True
-            self.clean_temporaries()
-
-    def quarantine(self, folder: Path, damage: DamagedEntryError) -> Path | None:
-        """Move a damaged entry to `<root>/.damaged/<key>-<time>/` with a warning; None if another process
-        already moved it."""
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        dest = self.root / DAMAGED / f"{folder.name}-{stamp}-{uuid.uuid4().hex[:6]}"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(folder, dest)
-        except FileNotFoundError:
-            return None
-        warnings.warn(f"run store entry {folder} is damaged ({damage}); moved to {dest}, it will be recomputed",
-                      DamagedEntryWarning, stacklevel=3)
-        return dest
-
-    def _verified(self, spec: RunSpec, read: Callable[[Path], Any]) -> Any:
-        """`read(folder)` of `spec`'s entry, checked to hold this spec; a damaged entry is quarantined and
-        re-raised."""
-        folder = self.folder(spec)
-        try:
-            result = read(folder)
-            spec_json = result[0] if isinstance(result, tuple) else None
-            if spec_json is not None and spec_json != spec.to_json():
-                raise DamagedEntryError(folder / SPEC, "holds another spec than the one it is filed under")
-            return result
-        except DamagedEntryError as damage:
-            self.quarantine(folder, damage)
-            raise
-
-    def has(self, spec: RunSpec) -> bool:
-        """True if `spec`'s entry is present and intact (a damaged one is moved aside: False)."""
-        self._clean_once()
-        if not self.folder(spec).exists():
-            return False
-        try:
-            self._verified(spec, read_entry)
-        except DamagedEntryError:
-            return False
-        return True
-
-    def load(self, spec: RunSpec) -> Records:
-        """`spec`'s records, verified; `DamagedEntryError` (after moving the entry aside) if damaged."""
-        folder = self.folder(spec)
-        if not folder.exists():
-            raise FileNotFoundError(f"no run store entry {folder} for this spec: run it with run_specs")
-        return self._verified(spec, read_entry)[1]
 
     def save(self, spec: RunSpec, records: Records) -> Path:
         """Store `records` as `spec`'s entry (atomically; if an intact entry is already there, keep it)."""
