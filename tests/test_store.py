@@ -182,7 +182,7 @@ def test_an_unwritable_store_names_the_path(tmp_path, monkeypatch):
         return real_mkdir(self, *args, **kwargs)
 
     monkeypatch.setattr(type(tmp_path), "mkdir", refuse)
-    with pytest.raises(OSError, match=f"cannot write {store.folder(spec())} .Permission denied.*writable"):
+    with pytest.raises(OSError, match=f"cannot write {store.root}/{TEMP_PREFIX}.* .Permission denied.*writable"):
         store.save(spec(), records())
 
 

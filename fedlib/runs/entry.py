@@ -2,7 +2,7 @@
 
 An entry folder holds one CSV per record table, `spec.json`, and `manifest.json`:
 
-    {"key": <the folder's name>, "fedlib_version": "0.1.0",
+    {"key": <the folder's name>, "fedlib_version": "0.1.0", "context": <what the key covers besides the spec>,
      "files": {"rounds.csv": {"bytes": 5120, "sha256": "...", "rows": 6, "columns": 31}, "spec.json": {...}, ...}}
 
 `write_entry` writes all of them into a folder (the store then renames that folder into place);
@@ -49,8 +49,9 @@ def _describe(path: Path, frame: pd.DataFrame | None = None) -> dict[str, Any]:
     return entry
 
 
-def write_entry(folder: Path, key: str, spec_json: dict[str, Any], records: Records) -> None:
-    """Write `records`, the spec and the manifest into the existing, empty `folder` (manifest last)."""
+def write_entry(folder: Path, key: str, context: str, spec_json: dict[str, Any], records: Records) -> None:
+    """Write `records`, the spec and the manifest into the existing, empty `folder` (manifest last).
+    `context` is what the key hashes besides the spec (`fedlib.runs.fingerprint.key_context`)."""
     files: dict[str, dict[str, Any]] = {}
     for name, frame in records.items():
         path = folder / f"{name}.csv"
@@ -59,7 +60,7 @@ def write_entry(folder: Path, key: str, spec_json: dict[str, Any], records: Reco
     spec_path = folder / SPEC
     spec_path.write_text(json.dumps(spec_json, indent=1, sort_keys=True))
     files[SPEC] = _describe(spec_path)
-    manifest = {"key": key, "fedlib_version": fedlib.__version__, "files": files}
+    manifest = {"key": key, "fedlib_version": fedlib.__version__, "context": context, "files": files}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
 

@@ -144,14 +144,39 @@ class RunStore:
             return self
         return RunStore(self.root, self.code, data_root)
 
+    def context(self, spec: RunSpec) -> str:
+        """What `spec`'s key hashes besides the spec: code, data and environment (or the `code` override)."""
+        return key_context(spec, self.data_root) if self.code is None else self.code
+
     def key(self, spec: RunSpec) -> str:
-        return spec.key(key_context(spec, self.data_root) if self.code is None else self.code)
+        return spec.key(self.context(spec))
 
     def folder(self, spec: RunSpec) -> Path:
         return self.root / self.key(spec)
 
     def checkpoint(self, spec: RunSpec, every: int) -> FileCheckpoint:
         return FileCheckpoint(self.root / IN_PROGRESS / f"{self.key(spec)}.pt", every, self.key(spec))
+
+    def entries(self) -> list[Path]:
+        """Every entry folder (not the temporaries, checkpoints or damaged entries)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != IN_PROGRESS)
+
+    def temporary(self) -> Path:
+        """A new, uniquely named empty folder in the store, to write an entry into before `place`."""
+        tmp = self.root / _temp_name()
+        try:
+            tmp.mkdir(parents=True)
+        except OSError as err:
+            raise _write_error(err, tmp) from err
+        return tmp
+
+    def remove(self, folder: Path) -> None:
+        """Delete an entry: renamed away first, so no reader sees it half deleted."""
+        doomed = self.root / _temp_name()
+        os.rename(folder, doomed)
+        _remove(doomed)
 
     def clean_temporaries(self) -> list[Path]:
         """Remove the temporaries (unfinished saves and checkpoints) left by dead processes; return them."""
@@ -214,12 +239,12 @@ class RunStore:
         if "rounds" not in records:
             raise ValueError("a run's records need a 'rounds' table")
         self._clean_once()
-        key = self.key(spec)
+        context = self.context(spec)
+        key = spec.key(context)
         folder = self.root / key
-        tmp = self.root / _temp_name()
+        tmp = self.temporary()
         try:
-            tmp.mkdir(parents=True)
-            write_entry(tmp, key, spec.to_json(), records)
+            write_entry(tmp, key, context, spec.to_json(), records)
         except OSError as err:
             _remove(tmp)
             raise _write_error(err, folder) from err
@@ -227,14 +252,15 @@ class RunStore:
             _remove(tmp)
             raise
         try:
-            self._place(tmp, folder)
+            self.place(tmp, folder)
         finally:
             _remove(tmp)
         self.checkpoint(spec, 1).path.unlink(missing_ok=True)
         return folder
 
-    def _place(self, tmp: Path, folder: Path) -> None:
-        """Rename `tmp` to `folder`; if an entry is there already, keep it when intact, replace it if damaged."""
+    def place(self, tmp: Path, folder: Path) -> None:
+        """Rename the written entry `tmp` to `folder`; if an entry is there already, keep it when intact,
+        replace it if damaged."""
         for _ in range(3):
             try:
                 os.rename(tmp, folder)
