@@ -27,6 +27,8 @@ import torch
 from fedlib.data.roots import data_root
 from fedlib.data.formats import (
     DatasetFileError,
+    check_labels,
+    check_pixels,
     read_cifar_batch,
     read_csv_gz,
     read_idx,
@@ -166,7 +168,7 @@ def _csv_dataset(path: Path, shape: tuple[int, ...], test_every: int) -> _Raw:
     if table.shape[1] != int(np.prod(shape)) + 1:
         raise DatasetFileError(path, f"rows have {table.shape[1]} columns, expected {int(np.prod(shape))} "
                                      f"pixels ({' x '.join(map(str, shape))}) and a label")
-    x, y = table[:, :-1].reshape(-1, *shape), table[:, -1].astype(np.int64)
+    x, y = table[:, :-1].reshape(-1, *shape), check_labels(path, table[:, -1], 10)
     train, test = _split_stratified(y, test_every)
     return _Raw(x[train], y[train], x[test], y[test], 10)
 
@@ -204,7 +206,7 @@ def _idx_split(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.nda
         raise DatasetFileError(labels_path, f"labels have shape {labels.shape}, expected N")
     if len(images) != len(labels):
         raise DatasetFileError(images_path, f"{len(images)} images but {len(labels)} labels in {labels_path}")
-    return images, labels.astype(np.int64)
+    return check_pixels(images_path, images), check_labels(labels_path, labels, 10)
 
 
 def _idx_files(name: str, root: Path) -> list[Path]:
@@ -265,8 +267,8 @@ def _femnist_split_files(root: Path) -> tuple[list[Path], list[Path]]:
 def _load_femnist(root: Path) -> _Raw:
     base = root / "femnist"
     train_files, test_files = _femnist_split_files(root)
-    xtr, ytr, users = read_leaf_json(train_files)
-    xte, yte, _ = read_leaf_json(test_files)
+    xtr, ytr, users = read_leaf_json(train_files, num_classes=62)
+    xte, yte, _ = read_leaf_json(test_files, num_classes=62)
     for split, x in (("train", xtr), ("test", xte)):
         if x.shape[1] != 28 * 28:
             raise DatasetFileError(base / split, f"samples have {x.shape[1]} features, FEMNIST images "
