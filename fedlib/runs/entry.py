@@ -24,6 +24,8 @@ Records = dict[str, pd.DataFrame]  # table name -> frame ("rounds", "clients", .
 
 MANIFEST = "manifest.json"
 SPEC = "spec.json"
+# Floats read back bit for bit: pandas 3 does so by default (and deprecates the option), pandas 2 needs it.
+_EXACT_FLOATS: dict[str, Any] = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
 
 
 class DamagedEntryError(ValueError):
@@ -106,7 +108,7 @@ def _read_table(path: Path, expected: dict[str, Any]) -> pd.DataFrame:
     if expected.get("rows") == 0 and expected.get("columns") == 0:
         return pd.DataFrame()  # an empty table is written as an empty line, which read_csv refuses
     try:
-        frame = pd.read_csv(path, float_precision="round_trip")
+        frame = pd.read_csv(path, **_EXACT_FLOATS)
     except (ValueError, UnicodeDecodeError) as err:  # pandas' parser and empty-data errors are ValueErrors
         raise DamagedEntryError(path, f"not a readable CSV ({err})") from err
     if (len(frame), len(frame.columns)) != (expected.get("rows"), expected.get("columns")):
