@@ -1,6 +1,7 @@
 """The run store key: the code a spec's run reaches, the data files it reads, the environment that changes it."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -13,7 +14,7 @@ import pytest
 from test_datasets import write_idx_set
 
 import fedlib
-from fedlib.runs import RunSpec, RunStore, run_specs
+from fedlib.runs import Component, RunSpec, RunStore, run_specs
 from fedlib.runs.fingerprint import code_roots, data_fingerprint, environment, key_context, reached_definitions
 
 
@@ -41,6 +42,26 @@ def test_only_what_the_run_reaches_is_hashed():
     assert not {("fedlib.papers.fedshift", "beside_paper"), ("fedlib.papers.fedshift", "experiments"),
                 ("fedlib.algorithms", "ALGORITHMS"), ("fedlib.models", "_MODELS"), ("fedlib.models", "SmallCNN")} & reached
     assert ("fedlib.algorithms.scaffold", "Scaffold") in reached_definitions(code_roots(spec("scaffold")))
+
+
+def test_every_registered_component_is_hashed_where_it_is_defined():
+    from fedlib.algorithms import ALGORITHMS
+    from fedlib.codecs.base import CODECS
+    from fedlib.data.datasets import _LOADERS
+    from fedlib.models import _MODELS
+
+    def defined(obj) -> tuple[str, str]:
+        obj = getattr(obj, "func", obj)
+        return obj.__module__, obj.__qualname__.split(".")[0]
+
+    cases = [(spec(algorithm=name), cls) for name, cls in ALGORITHMS.items()]
+    cases += [(spec().with_(uplink=Component(name)), entry.factory) for name, entry in CODECS.items()]
+    cases += [(spec(model=name), builder) for name, builder in _MODELS.items()]
+    cases += [(spec(dataset=name), loader) for name, loader in _LOADERS.items()]
+    for case, component in cases:
+        assert defined(component) in reached_definitions(code_roots(case)), case
+    with pytest.raises(TypeError, match="cannot tell where"):
+        reached_definitions([functools.partial(print)])
 
 
 KEYS_SCRIPT = textwrap.dedent("""

@@ -191,7 +191,12 @@ def _resolve(module: _Module, name: str) -> list[tuple[str, str]]:
 
 def reached_definitions(roots: Iterable[Any]) -> dict[tuple[str, str], str]:
     """(module, name) -> docstring-free syntax dump of every fedlib definition the roots reach."""
-    todo = [origin for origin in map(_origin, roots) if origin is not None]
+    todo = []
+    for root in roots:
+        origin = _origin(root)
+        if origin is None:
+            raise TypeError(f"cannot tell where {root!r} is defined: register a function or a class")
+        todo.append(origin)
     reached: dict[tuple[str, str], str] = {}
     while todo:
         module_name, name = todo.pop()
