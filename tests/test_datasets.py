@@ -688,7 +688,8 @@ def test_svhn_labels_outside_one_to_ten_are_refused_not_wrapped(tmp_path, label)
     from fedlib.data import DatasetFileError
 
     bad = svhn_with(tmp_path / "svhn", np.zeros((32, 32, 3, 5), np.uint8), np.array([[1], [10], [label], [2], [3]]))
-    with pytest.raises(DatasetFileError, match=rf"^{bad}: labels must lie in \[1, 11\); found 1 value\(s\) such as {label}"):
+    with pytest.raises(DatasetFileError,
+                       match=rf"^{bad}: labels must lie in \[1, 11\); found 1 value\(s\) such as {label}"):
         load_dataset("svhn", root=tmp_path)
 
 

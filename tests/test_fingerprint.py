@@ -40,7 +40,8 @@ def test_only_what_the_run_reaches_is_hashed():
     assert not {"fedlib.algorithms.scaffold", "fedlib.papers.taco", "fedlib.report", "fedlib.claims.fedshift",
                 "fedlib.runs.store"} & modules
     assert not {("fedlib.papers.fedshift", "beside_paper"), ("fedlib.papers.fedshift", "experiments"),
-                ("fedlib.algorithms", "ALGORITHMS"), ("fedlib.models", "_MODELS"), ("fedlib.models", "SmallCNN")} & reached
+                ("fedlib.algorithms", "ALGORITHMS"), ("fedlib.models", "_MODELS"),
+                ("fedlib.models", "SmallCNN")} & reached
     assert ("fedlib.algorithms.scaffold", "Scaffold") in reached_definitions(code_roots(spec("scaffold")))
 
 
@@ -121,7 +122,8 @@ def test_a_changed_data_file_changes_the_key_and_an_identical_copy_does_not(tmp_
     write_idx_set(tmp_path / "a" / "fashion_mnist", gz=True)
     shutil.copytree(tmp_path / "a", tmp_path / "b")  # the same data on another machine
     fashion = spec(dataset="fashion_mnist")
-    store_a, store_b = RunStore(tmp_path / "runs", data_root=tmp_path / "a"), RunStore(tmp_path / "runs", data_root=tmp_path / "b")
+    store_a = RunStore(tmp_path / "runs", data_root=tmp_path / "a")
+    store_b = RunStore(tmp_path / "runs", data_root=tmp_path / "b")
     assert store_a.key(fashion) == store_b.key(fashion)
     write_idx_set(tmp_path / "b" / "fashion_mnist", gz=True, seed=1)  # another copy of the dataset
     assert store_a.key(fashion) != store_b.key(fashion)

@@ -65,7 +65,8 @@ DAMAGE = {
     "no manifest": (MANIFEST, lambda p: p.unlink(), "without its manifest"),
     "garbage manifest": (MANIFEST, lambda p: p.write_text("{not json"), "not a JSON manifest"),
     "unlisted file": ("extra.csv", lambda p: p.write_text("a\n1\n"), "not listed"),
-    "spec edited": ("spec.json", lambda p: p.write_text(p.read_text().replace('"rounds": 3', '"rounds": 4')), "spec.json"),
+    "spec edited": ("spec.json", lambda p: p.write_text(p.read_text().replace('"rounds": 3', '"rounds": 4')),
+                    "spec.json"),
 }
 
 
@@ -108,7 +109,8 @@ def test_a_checkpoint_is_refused_for_another_spec(tmp_path):
     mine.save({"w": torch.ones(2), "history": "[]"})
     assert torch.equal(mine.load()["w"], torch.ones(2))
     other.path.write_bytes(mine.path.read_bytes())  # another run's valid checkpoint copied under this key
-    with pytest.raises(ValueError, match=f"{other.path}.*written for store key {store.key(spec(0))}, not .*{store.key(spec(1))}"):
+    refused = f"{other.path}.*written for store key {store.key(spec(0))}, not .*{store.key(spec(1))}"
+    with pytest.raises(ValueError, match=refused):
         other.load()
     assert not list(mine.path.parent.glob(TEMP_PREFIX + "*"))
 

@@ -83,7 +83,8 @@ def _unpack(archive: Path, into: Path) -> None:
     except FileExistsError as err:
         raise ArchiveError(archive, f"member {err.filename} appears twice: refused") from err
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as err:
-        raise ArchiveError(archive, f"truncated or corrupt archive ({type(err).__name__}: {err}); nothing imported") from err
+        raise ArchiveError(archive, f"truncated or corrupt archive ({type(err).__name__}: {err}); "
+                                    "nothing imported") from err
 
 
 def import_entries(store: RunStore, archive: Path) -> ImportReport:

@@ -98,7 +98,8 @@ def verify_entry(folder: Path) -> dict[str, Any]:
             raise DamagedEntryError(path, "missing")
         size = path.stat().st_size
         if size != expected.get("bytes"):
-            raise DamagedEntryError(path, f"{size} bytes, the manifest says {expected.get('bytes')} (truncated or edited)")
+            raise DamagedEntryError(path, f"{size} bytes, the manifest says {expected.get('bytes')} "
+                                          "(truncated or edited)")
         if file_sha256(path) != expected.get("sha256"):
             raise DamagedEntryError(path, "content differs from the manifest's SHA-256 (edited)")
     return manifest

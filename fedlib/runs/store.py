@@ -161,7 +161,8 @@ class RunStore:
         """Every entry folder (not the temporaries, checkpoints or damaged entries)."""
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != IN_PROGRESS)
+        return sorted(p for p in self.root.iterdir()
+                      if p.is_dir() and not p.name.startswith(".") and p.name != IN_PROGRESS)
 
     def temporary(self) -> Path:
         """A new, uniquely named empty folder in the store, to write an entry into before `place`."""
@@ -275,4 +276,5 @@ class RunStore:
                 self.quarantine(folder, damage)
             except FileNotFoundError:
                 pass  # moved aside by another process meanwhile: try again
-        raise OSError(errno.EEXIST, f"cannot place run store entry {folder}: it keeps changing under concurrent writers")
+        raise OSError(errno.EEXIST, f"cannot place run store entry {folder}: it keeps changing under "
+                                    "concurrent writers")
