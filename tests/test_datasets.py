@@ -1,6 +1,7 @@
 """Dataset loaders: real file formats fabricated in tmp_path, bundled datasets, errors."""
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib.data import available_datasets, load_dataset, read_cifar_batch, read_idx, read_svhn_mat
+from fedlib.data import available_datasets, load_dataset, read_cifar_batch, read_csv_gz, read_idx, read_svhn_mat
 from fedlib.data.datasets import FASHION_MNIST_SYSTEM_DIR
 from fedlib.data.fabricate import IDX_FILES, idx_bytes, leaf_shard, write_cifar, write_idx_set
 
@@ -569,7 +570,7 @@ def set_user(user: str, **record) -> Callable[[dict], dict]:
     (lambda s: {"users": s["users"]}, "keys 'users' and 'user_data' (found ['users'])"),
     (lambda s: [s], "(found list)"),
     (set_user("u2", y=[3, 4]), "user 'u2' has 1 samples but 2 labels"),
-    (set_user("u1", x=[[0.0] * 784, [0.0] * 10]), "user 'u1': 'x' or 'y' is not a rectangular numeric array"),
+    (set_user("u1", x=[[0.0] * 784, [0.0] * 10]), "user 'u1': 'x' is not a rectangular numeric array"),
     (set_user("u2", x=[[0.0] * 10]), "user 'u2' has 10 features per sample, earlier users have 784"),
     (lambda s: {**s, "user_data": {u: {"x": [], "y": []} for u in s["users"]}}, "no user with samples"),
 ])
@@ -615,11 +616,139 @@ def test_bundled_csv_with_the_wrong_width_is_named(tmp_path, monkeypatch):
         datasets._load_digits(tmp_path)
 
 
-def test_labels_out_of_range_name_the_dataset_and_root(tmp_path):
+def test_labels_out_of_range_name_the_file(tmp_path):
     from fedlib.data import DatasetFileError
 
     folder = tmp_path / "mnist"
     write_idx_set(folder, gz=False)
     (folder / "train-labels-idx1-ubyte").write_bytes(idx_bytes(np.full(30, 12, np.uint8)))
-    with pytest.raises(DatasetFileError, match=rf"dataset 'mnist' under {tmp_path}: train labels span \[12, 12\]"):
+    with pytest.raises(DatasetFileError, match=rf"^{folder}/train-labels-idx1-ubyte: labels must lie in \[0, 10\); "
+                                               r"found 30 value\(s\) such as 12, 12, 12"):
         load_dataset("mnist", root=tmp_path)
+
+
+# ------------------------------------------------------------------ values are checked, never coerced
+def svhn_with(folder: Path, X: np.ndarray, y: np.ndarray) -> Path:
+    from scipy.io import savemat
+
+    write_svhn_pair(folder)
+    savemat(folder / "train_32x32.mat", {"X": X, "y": y})
+    return folder / "train_32x32.mat"
+
+
+@pytest.mark.parametrize("label", [12, 0, -1])
+def test_svhn_labels_outside_one_to_ten_are_refused_not_wrapped(tmp_path, label):
+    from fedlib.data import DatasetFileError
+
+    bad = svhn_with(tmp_path / "svhn", np.zeros((32, 32, 3, 5), np.uint8), np.array([[1], [10], [label], [2], [3]]))
+    with pytest.raises(DatasetFileError,
+                       match=rf"^{bad}: labels must lie in \[1, 11\); found 1 value\(s\) such as {label}"):
+        load_dataset("svhn", root=tmp_path)
+
+
+def test_svhn_ten_still_means_zero(tmp_path):
+    x, y = read_svhn_mat(svhn_with(tmp_path / "svhn", np.zeros((32, 32, 3, 3), np.uint8), np.array([[10], [1], [9]])))
+    assert y.tolist() == [0, 1, 9]
+
+
+@pytest.mark.parametrize("value", [300, -300])
+def test_cifar_pixels_outside_a_byte_are_refused_not_wrapped(tmp_path, value):
+    from fedlib.data import DatasetFileError
+
+    data = np.zeros((2, 3072), np.int64)
+    data[1, 5] = value
+    path = tmp_path / "batch"
+    path.write_bytes(pickle.dumps({b"data": data, b"labels": [0, 1]}))
+    with pytest.raises(DatasetFileError, match=rf"^{path}: pixels of an 8-bit image format must lie in \[0, 255\]; "
+                                               rf"found 1 value\(s\) such as {value}"):
+        read_cifar_batch(path)
+
+
+def test_a_nan_pixel_is_refused(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    data = np.zeros((2, 3072))
+    data[0, 0] = np.nan
+    path = tmp_path / "batch"
+    path.write_bytes(pickle.dumps({b"data": data, b"labels": [0, 1]}))
+    with pytest.raises(DatasetFileError, match=rf"^{path}: pixels hold 1 NaN or infinite value"):
+        read_cifar_batch(path)
+    bad = svhn_with(tmp_path / "svhn", np.full((32, 32, 3, 2), np.nan), np.array([[1], [2]]))
+    with pytest.raises(DatasetFileError, match=rf"^{bad}: pixels hold 6144 NaN"):
+        read_svhn_mat(bad)
+
+
+def test_float_labels_are_refused_not_truncated(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    path = tmp_path / "batch"
+    path.write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), np.uint8), b"labels": [3.7, 1.0]}))
+    with pytest.raises(DatasetFileError, match=rf"^{path}: 'labels' must be integers; found 1 value\(s\) such as 3.7"):
+        read_cifar_batch(path)
+    bad = svhn_with(tmp_path / "svhn", np.zeros((32, 32, 3, 2), np.uint8), np.array([[3.7], [2.0]]))
+    with pytest.raises(DatasetFileError, match=rf"^{bad}: labels must be integers; found 1 value\(s\) such as 3.7"):
+        read_svhn_mat(bad)
+    (tmp_path / "f").write_bytes(idx_bytes(np.array([1.0, 3.7, 2.0], np.float32)))
+    assert read_idx(tmp_path / "f")[1] == np.float32(3.7)  # an IDX float array is read as is; as labels:
+    write_idx_set(tmp_path / "mnist", gz=False)
+    (tmp_path / "mnist" / "t10k-labels-idx1-ubyte").write_bytes(idx_bytes(np.full(12, 3.7, np.float32)))
+    with pytest.raises(DatasetFileError, match=r"t10k-labels-idx1-ubyte: labels must be integers"):
+        load_dataset("mnist", root=tmp_path)
+
+
+def test_cifar100_fine_labels_must_lie_below_100(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    path = tmp_path / "train"
+    path.write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), np.uint8), b"fine_labels": [99, 100]}))
+    with pytest.raises(DatasetFileError, match=r"labels must lie in \[0, 100\); found 1 value\(s\) such as 100"):
+        read_cifar_batch(path, "fine_labels")
+
+
+def test_femnist_values_are_checked(tmp_path):
+    from fedlib.data import DatasetFileError, read_leaf_json
+
+    path = tmp_path / "shard.json"
+    shard = {"users": ["u"], "user_data": {"u": {"x": [[0.5] * 4, [float("nan")] * 4], "y": [1, 2]}}}
+    path.write_text(json.dumps(shard))  # json writes NaN, and reads it back
+    with pytest.raises(DatasetFileError, match=rf"^{path}: user 'u': 'x' hold 4 NaN"):
+        read_leaf_json([path])
+    shard["user_data"]["u"] = {"x": [[0.5] * 4] * 2, "y": [1, 62]}
+    path.write_text(json.dumps(shard))
+    with pytest.raises(DatasetFileError, match=r"labels must lie in \[0, 62\); found 1 value\(s\) such as 62"):
+        read_leaf_json([path], num_classes=62)
+
+
+def test_a_gzip_bomb_is_refused_after_reading_at_most_the_cap(tmp_path, monkeypatch):
+    """A 1 MB .gz that expands to 1 GB: refused without holding more than the cap in memory."""
+    from fedlib.data import DatasetFileError, formats
+
+    bomb = tmp_path / "train-images-idx3-ubyte.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as f:  # a valid IDX header claiming 60000 x 28 x 28, then zeros
+        f.write(bytes([0, 0, 0x08, 3]) + struct.pack(">3I", 60000, 28, 28))
+        for _ in range(1 << 10):
+            f.write(bytes(1 << 20))
+    assert bomb.stat().st_size < 2 << 20
+    reads = []
+    real_reader = formats._reader
+
+    @contextlib.contextmanager
+    def counting(path):
+        with real_reader(path) as read:
+            yield lambda n: reads.append(len(data := read(n))) or data
+
+    monkeypatch.setattr(formats, "_reader", counting)
+    with pytest.raises(DatasetFileError, match=rf"^{bomb}: IDX header says shape \(60000, 28, 28\) \(47040000 bytes\) "
+                                               "but the file holds more than that data bytes"):
+        read_idx(bomb)
+    assert sum(reads) <= 47040000 + 1 + 16
+    huge = tmp_path / "huge.gz"
+    with gzip.open(huge, "wb") as f:
+        f.write(bytes([0, 0, 0x08, 3]) + struct.pack(">3I", 1 << 20, 1 << 10, 1 << 10))
+    with pytest.raises(DatasetFileError, match=r"over the 1073741824-byte cap"):
+        read_idx(huge)
+    monkeypatch.setattr(formats, "CSV_MAX_BYTES", 1000)
+    csv = tmp_path / "table.csv.gz"
+    csv.write_bytes(gzip.compress(b"1,2\n" * 1000))
+    with pytest.raises(DatasetFileError, match=rf"^{csv}: holds more than 1000 bytes \(decompressed\)"):
+        read_csv_gz(csv)

@@ -69,21 +69,6 @@ def test_store_computes_each_spec_once(tmp_path, capsys):
     assert not other_code.has(specs[0])  # entries are keyed by the code version too
 
 
-def test_code_version_covers_the_engine_and_the_experiments_own_module():
-    from fedlib.runs.store import code_version
-
-    assert code_version("quickstart") != code_version("taco")  # each includes its own paper module
-    assert RunStore("x").key(tiny_spec()) == tiny_spec().key(code_version("quickstart"))
-
-
-def test_code_version_leaves_out_what_only_reads_records():
-    from fedlib.runs.store import versioned_sources
-
-    sources = {str(p) for p in versioned_sources("taco")}
-    assert {"federation.py", "executors.py", "codecs/mucsc.py", "papers/taco.py", "runs/store.py"} <= sources
-    assert not {"papers/fedshift.py", "report.py", "targets.py", "claims/taco.py", "claims/__init__.py"} & sources
-
-
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from fedlib.runs import RunStore, RunSpec, execute, register_experiment

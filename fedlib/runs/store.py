@@ -1,136 +1,280 @@
 """The run store: every finished run's records under `results/runs/`, keyed by content.
 
-Layout: `<root>/<key>/` with `spec.json` and one CSV per record table (`rounds.csv`, `clients.csv`, and
-any tables the experiment collects); `<root>/in-progress/<key>.pt` holds a running spec's checkpoint.
-The key hashes the spec and `code_version(spec.experiment)`: the source of every fedlib module that can
-change a run's records (the engine: everything but the paper modules and the modules that only read
-records, `report`, `targets` and `notebook_params`) plus the spec's own paper module. A change there makes
-the entries it could affect stale (recomputed on the next request, never silently reused); notebook,
-theory, test and other papers' changes do not. Entries are written to a temporary folder and renamed into place, so an interrupted write leaves no
-half entry; checkpoints are replaced atomically the same way. Nothing read from the store is executed:
-records are CSV, checkpoints load with `torch.load(weights_only=True)`.
+Layout: `<root>/<key>/` with `spec.json`, one CSV per record table (`rounds.csv`, `clients.csv`, and any
+tables the experiment collects) and `manifest.json` (sizes, row counts and SHA-256 of each, the key, the
+fedlib version: `fedlib.runs.entry`); `<root>/in-progress/<key>.pt` holds a running spec's checkpoint.
+The key hashes the spec and `fedlib.runs.fingerprint.key_context`: the code the spec's run reaches (its
+engine, plan, algorithm, codecs, model and loader, without comments or docstrings), the contents of the data
+files it reads, the torch version, device type and, where torch picks it, the thread count. A change there
+makes the entries it could affect stale (recomputed on the next request, never silently reused); what the
+run does not reach (display helpers, record readers, other papers and components, notebooks) does not.
+
+Every read verifies the entry against its manifest; a damaged entry (a file missing, truncated, edited or
+unlisted, no manifest) is never served: it is moved to `<root>/.damaged/<key>-<time>/` with a
+`DamagedEntryWarning` naming the file, and `has` says False so `run_specs` recomputes it. Saves write a
+uniquely named temporary folder and rename it into place: a reader sees a whole entry or none, and a second
+writer of the same key keeps the first entry. Temporaries of processes that died are removed when a store is
+first used. A checkpoint carries its spec's key and is refused for any other. Nothing read from the store is
+executed: records are CSV, checkpoints load with `torch.load(weights_only=True)`.
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
+import errno
 import os
 import shutil
-import tempfile
+import socket
+import time
+import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import torch
 
+from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_entry
+from fedlib.runs.fingerprint import key_context
 from fedlib.runs.spec import RunSpec
 
-Records = dict[str, pd.DataFrame]  # table name -> frame ("rounds", "clients", ...)
+TEMP_PREFIX = ".writing-"  # + host-pid-random: a save or checkpoint being written
+DAMAGED = ".damaged"  # where damaged entries are moved
+IN_PROGRESS = "in-progress"
+FOREIGN_TEMP_AGE_S = 3600.0  # another host's temporary older than this is left over from a dead process
 
 
-# Modules that only read records (verdict rules, targets, notebook parameters, the claims tables): editing them
-# must not invalidate stored runs.
-RECORD_READERS = ("report.py", "targets.py", "notebook_params.py", "claims")
+
+class DamagedEntryWarning(UserWarning):
+    """A damaged store entry was moved aside (it will be recomputed)."""
 
 
-def versioned_sources(experiment: str) -> list[Path]:
-    """The fedlib sources that can change `experiment`'s records (paths relative to the package): the engine
-    and the experiment's own paper module, not the other papers' modules nor the record readers."""
-    package = Path(__file__).resolve().parents[1]
-    sources = []
-    for path in sorted(package.rglob("*.py")):
-        relative = path.relative_to(package)
-        if relative.parts[0] == "papers" and relative.stem not in ("__init__", experiment):
-            continue
-        if str(relative) in RECORD_READERS or relative.parts[0] in RECORD_READERS:
-            continue
-        sources.append(relative)
-    return sources
+def _temp_name(suffix: str = "") -> str:
+    return f"{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}{suffix}"
 
 
-@functools.lru_cache(maxsize=None)
-def code_version(experiment: str) -> str:
-    """Hash (paths and contents) of `versioned_sources(experiment)`."""
-    package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for relative in versioned_sources(experiment):
-        digest.update(str(relative).encode())
-        digest.update((package / relative).read_bytes())
-    return digest.hexdigest()[:16]
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _is_stale(path: Path) -> bool:
+    """A temporary whose writer is gone: a dead process of this host, or another host's older than an hour."""
+    host, _, pid = path.name[len(TEMP_PREFIX):].rpartition("-")[0].rpartition("-")
+    if host == socket.gethostname() and pid.isdigit():
+        return not _pid_alive(int(pid))
+    try:
+        return time.time() - path.lstat().st_mtime > FOREIGN_TEMP_AGE_S
+    except FileNotFoundError:
+        return False
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _write_error(err: OSError, target: Path) -> OSError:
+    return OSError(err.errno, f"cannot write {target} ({err.strerror or err}); nothing was stored there. "
+                              "Free disk space or make the run store writable (runs_root), then run again")
 
 
 class FileCheckpoint:
-    """A run's checkpoint file (see `fedlib.contracts.Checkpoint`)."""
+    """A run's checkpoint file (see `fedlib.contracts.Checkpoint`), tied to its spec's store key."""
 
-    def __init__(self, path: Path, every: int) -> None:
+    def __init__(self, path: Path, every: int, key: str) -> None:
         if every < 1:
             raise ValueError(f"checkpoint every must be >= 1 round, got {every}")
-        self.path, self.every = path, every
+        self.path, self.every, self.key = path, every, key
 
     def load(self) -> dict[str, Any] | None:
         if not self.path.exists():
             return None
         try:
-            return torch.load(self.path, map_location="cpu", weights_only=True)
+            saved = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as err:  # a checkpoint we cannot read is reported, not trusted and not deleted
             reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise ValueError(f"cannot read checkpoint {self.path} ({reason}); it holds only tensors and plain data, "
                              "so it is not loaded any other way: delete it to restart that run") from err
+        if not isinstance(saved, dict) or saved.get("key") != self.key or "state" not in saved:
+            found = saved.get("key") if isinstance(saved, dict) else None
+            raise ValueError(f"checkpoint {self.path} was written for store key {found}, not for this run's "
+                             f"{self.key}: it is not resumed; delete it to restart that run")
+        return saved["state"]
 
     def save(self, state: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-        os.close(fd)
-        torch.save(state, tmp)
-        os.replace(tmp, self.path)
+        tmp = self.path.parent / _temp_name(".pt")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"key": self.key, "state": state}, tmp)
+            os.replace(tmp, self.path)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise _write_error(err, self.path) from err
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 class RunStore:
-    def __init__(self, root: str | Path, code: str | None = None) -> None:
-        """`code` overrides the code version of every entry (None: `code_version` of each spec's experiment)."""
+    def __init__(self, root: str | Path, code: str | None = None, data_root: str | Path | None = None) -> None:
+        """`data_root`: where runs read their datasets (None: the data-root rule, `fedlib.data.roots`).
+        `code` replaces everything but the spec in the key (code, data, environment), for tests."""
         self.root = Path(root)
         self.code = code
+        self.data_root = None if data_root is None or str(data_root) == "" else data_root
+        self._cleaned = False
 
     @staticmethod
-    def at(root: str | Path | None = None) -> RunStore:
+    def at(root: str | Path | None = None, data_root: str | Path | None = None) -> RunStore:
         """The store at `root`, or the repository's results/runs/ (a notebook's `runs_root` parameter)."""
         if root is not None and str(root) != "":
-            return RunStore(root)
+            return RunStore(root, data_root=data_root)
         from fedlib.report import repo_root
 
-        return RunStore(repo_root(Path(__file__).parent) / "results" / "runs")
+        return RunStore(repo_root(Path(__file__).parent) / "results" / "runs", data_root=data_root)
+
+    def reading(self, data_root: str | Path | None) -> RunStore:
+        """This store, keying runs by the datasets under `data_root` (itself when None or already so)."""
+        if data_root is None or str(data_root) == "" or data_root == self.data_root:
+            return self
+        return RunStore(self.root, self.code, data_root)
+
+    def context(self, spec: RunSpec) -> str:
+        """What `spec`'s key hashes besides the spec: code, data and environment (or the `code` override)."""
+        return key_context(spec, self.data_root) if self.code is None else self.code
 
     def key(self, spec: RunSpec) -> str:
-        return spec.key(code_version(spec.experiment) if self.code is None else self.code)
+        return spec.key(self.context(spec))
 
     def folder(self, spec: RunSpec) -> Path:
         return self.root / self.key(spec)
 
-    def has(self, spec: RunSpec) -> bool:
-        return (self.folder(spec) / "spec.json").exists()
-
     def checkpoint(self, spec: RunSpec, every: int) -> FileCheckpoint:
-        return FileCheckpoint(self.root / "in-progress" / f"{self.key(spec)}.pt", every)
+        return FileCheckpoint(self.root / IN_PROGRESS / f"{self.key(spec)}.pt", every, self.key(spec))
+
+    def entries(self) -> list[Path]:
+        """Every entry folder (not the temporaries, checkpoints or damaged entries)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir()
+                      if p.is_dir() and not p.name.startswith(".") and p.name != IN_PROGRESS)
+
+    def temporary(self) -> Path:
+        """A new, uniquely named empty folder in the store, to write an entry into before `place`."""
+        tmp = self.root / _temp_name()
+        try:
+            tmp.mkdir(parents=True)
+        except OSError as err:
+            raise _write_error(err, tmp) from err
+        return tmp
+
+    def remove(self, folder: Path) -> None:
+        """Delete an entry: renamed away first, so no reader sees it half deleted."""
+        doomed = self.root / _temp_name()
+        os.rename(folder, doomed)
+        _remove(doomed)
+
+    def clean_temporaries(self) -> list[Path]:
+        """Remove the temporaries (unfinished saves and checkpoints) left by dead processes; return them."""
+        found = [*self.root.glob(TEMP_PREFIX + "*"), *(self.root / IN_PROGRESS).glob(TEMP_PREFIX + "*")]
+        stale = [path for path in found if _is_stale(path)]
+        for path in stale:
+            _remove(path)
+        return stale
+
+    def _clean_once(self) -> None:
+        if not self._cleaned:
+            self._cleaned = True
+            self.clean_temporaries()
+
+    def quarantine(self, folder: Path, damage: DamagedEntryError) -> Path | None:
+        """Move a damaged entry to `<root>/.damaged/<key>-<time>/` with a warning; None if another process
+        already moved it."""
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        dest = self.root / DAMAGED / f"{folder.name}-{stamp}-{uuid.uuid4().hex[:6]}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(folder, dest)
+        except FileNotFoundError:
+            return None
+        warnings.warn(f"run store entry {folder} is damaged ({damage}); moved to {dest}, it will be recomputed",
+                      DamagedEntryWarning, stacklevel=3)
+        return dest
+
+    def _read(self, spec: RunSpec) -> Records:
+        """`spec`'s verified records; a damaged entry is moved aside and its `DamagedEntryError` re-raised."""
+        folder = self.folder(spec)
+        try:
+            spec_json, records = read_entry(folder)
+            if spec_json != spec.to_json():
+                raise DamagedEntryError(folder / SPEC, "holds another spec than the one it is filed under")
+        except DamagedEntryError as damage:
+            self.quarantine(folder, damage)
+            raise
+        return records
+
+    def has(self, spec: RunSpec) -> bool:
+        """True if `spec`'s entry is present and intact (a damaged one is moved aside: False)."""
+        self._clean_once()
+        if not self.folder(spec).exists():
+            return False
+        try:
+            self._read(spec)
+        except DamagedEntryError:
+            return False
+        return True
 
     def load(self, spec: RunSpec) -> Records:
-        folder = self.folder(spec)
-        stored = json.loads((folder / "spec.json").read_text())
-        if stored != spec.to_json():
-            raise ValueError(f"{folder}/spec.json does not match the spec it is filed under; delete the folder")
-        return {p.stem: pd.read_csv(p, float_precision="round_trip") for p in sorted(folder.glob("*.csv"))}
+        """`spec`'s records, verified; `DamagedEntryError` (after moving the entry aside) if damaged."""
+        if not self.folder(spec).exists():
+            raise FileNotFoundError(f"no run store entry {self.folder(spec)} for this spec: run it with run_specs")
+        return self._read(spec)
 
     def save(self, spec: RunSpec, records: Records) -> Path:
+        """Store `records` as `spec`'s entry (atomically; if an intact entry is already there, keep it)."""
         if "rounds" not in records:
             raise ValueError("a run's records need a 'rounds' table")
-        folder = self.folder(spec)
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=".writing-"))
-        for name, frame in records.items():
-            frame.to_csv(tmp / f"{name}.csv", index=False)
-        (tmp / "spec.json").write_text(json.dumps(spec.to_json(), indent=1, sort_keys=True))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        self._clean_once()
+        context = self.context(spec)
+        key = spec.key(context)
+        folder = self.root / key
+        tmp = self.temporary()
+        try:
+            write_entry(tmp, key, context, spec.to_json(), records)
+        except OSError as err:
+            _remove(tmp)
+            raise _write_error(err, folder) from err
+        except BaseException:
+            _remove(tmp)
+            raise
+        try:
+            self.place(tmp, folder)
+        finally:
+            _remove(tmp)
         self.checkpoint(spec, 1).path.unlink(missing_ok=True)
         return folder
+
+    def place(self, tmp: Path, folder: Path) -> None:
+        """Rename the written entry `tmp` to `folder`; if an entry is there already, keep it when intact,
+        replace it if damaged."""
+        for _ in range(3):
+            try:
+                os.rename(tmp, folder)
+                return
+            except OSError as err:
+                if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise _write_error(err, folder) from err
+            try:
+                verify_entry(folder)
+                return  # a second writer of the same key: the first entry stays
+            except DamagedEntryError as damage:
+                self.quarantine(folder, damage)
+            except FileNotFoundError:
+                pass  # moved aside by another process meanwhile: try again
+        raise OSError(errno.EEXIST, f"cannot place run store entry {folder}: it keeps changing under "
+                                    "concurrent writers")

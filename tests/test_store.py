@@ -1,0 +1,218 @@
+"""The run store's integrity: manifests verified on every read, damaged entries moved aside and recomputed,
+checkpoints tied to their spec, atomic saves under concurrent writers, write failures that name the path."""
+from __future__ import annotations
+
+import errno
+import json
+import multiprocessing
+import os
+import warnings
+
+import pandas as pd
+import pytest
+import torch
+
+from fedlib.runs import RunSpec, RunStore, run_specs
+from fedlib.runs.entry import MANIFEST, DamagedEntryError
+from fedlib.runs.store import DAMAGED, IN_PROGRESS, TEMP_PREFIX, DamagedEntryWarning
+
+
+def spec(seed: int = 0, algorithm: str = "fedavg", rounds: int = 3) -> RunSpec:
+    return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 4, "alpha": 0.5, "min_size": 10}),
+                        ("mlp", {"hidden": [8]}), (algorithm, {}), rounds, seed,
+                        local={"lr": 0.05, "batch_size": 32, "epochs": 1}, loop={"executor": "sequential"},
+                        labels={"algorithm": algorithm})
+
+
+def records(n: int = 3) -> dict[str, pd.DataFrame]:
+    return {"rounds": pd.DataFrame({"round": range(n), "acc": [0.125 * (i + 1) for i in range(n)]}),
+            "clients": pd.DataFrame({"round": [0] * n, "client": range(n), "loss": [0.5] * n})}
+
+
+@pytest.fixture
+def stored(tmp_path):
+    store = RunStore(tmp_path, code="test")
+    return store, store.save(spec(), records())
+
+
+def test_a_saved_entry_has_a_manifest_and_reads_back(stored):
+    store, folder = stored
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["key"] == folder.name == store.key(spec())
+    assert manifest["fedlib_version"]
+    assert set(manifest["files"]) == {"rounds.csv", "clients.csv", "spec.json"}
+    assert manifest["files"]["rounds.csv"]["rows"] == 3 and len(manifest["files"]["rounds.csv"]["sha256"]) == 64
+    assert store.has(spec())
+    for name, frame in records().items():
+        pd.testing.assert_frame_equal(store.load(spec())[name], frame, check_exact=True)
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def edit(path):  # same size, one value changed: only the checksum can tell
+    path.write_text(path.read_text().replace("0.125", "0.925"))
+
+
+DAMAGE = {
+    "missing rounds": ("rounds.csv", lambda p: p.unlink(), "missing"),
+    "missing clients": ("clients.csv", lambda p: p.unlink(), "missing"),
+    "truncated": ("rounds.csv", truncate, "truncated"),
+    "edited": ("rounds.csv", edit, "SHA-256"),
+    "emptied": ("clients.csv", lambda p: p.write_bytes(b""), "0 bytes"),
+    "garbage": ("rounds.csv", lambda p: p.write_bytes(os.urandom(64)), "bytes"),
+    "no manifest": (MANIFEST, lambda p: p.unlink(), "without its manifest"),
+    "garbage manifest": (MANIFEST, lambda p: p.write_text("{not json"), "not a JSON manifest"),
+    "unlisted file": ("extra.csv", lambda p: p.write_text("a\n1\n"), "not listed"),
+    "spec edited": ("spec.json", lambda p: p.write_text(p.read_text().replace('"rounds": 3', '"rounds": 4')),
+                    "spec.json"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_a_damaged_entry_is_never_served_but_moved_aside_with_a_warning(stored, kind):
+    store, folder = stored
+    name, damage, says = DAMAGE[kind]
+    damage(folder / name)
+    with pytest.warns(DamagedEntryWarning, match=f"{folder.name}.*moved to .*{DAMAGED}"):
+        with pytest.raises(DamagedEntryError, match=says) as err:
+            store.load(spec())
+    assert str(err.value).startswith(str(folder / name)) or name == "spec.json"  # the error names the file
+    assert not folder.exists()
+    (aside,) = (store.root / DAMAGED).iterdir()
+    assert aside.name.startswith(folder.name + "-") and (aside / "spec.json").exists()  # kept for inspection
+    assert not store.has(spec())  # so run_specs recomputes it
+
+
+def test_has_moves_a_damaged_entry_aside_and_run_specs_recomputes_it(tmp_path, capsys):
+    store = RunStore(tmp_path)
+    first = run_specs([spec()], store=store, progress=False)
+    (store.folder(spec()) / "rounds.csv").write_text("round,acc\n0,0.999\n")
+    with pytest.warns(DamagedEntryWarning, match="rounds.csv"):
+        again = run_specs([spec()], store=store, progress=False)
+    assert "1 to compute" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(first["rounds"].drop(columns=["train_s", "wall_s"]),
+                                  again["rounds"].drop(columns=["train_s", "wall_s"]), check_exact=True)
+    assert len(list((tmp_path / DAMAGED).iterdir())) == 1
+
+
+def test_an_empty_table_round_trips(tmp_path):
+    store = RunStore(tmp_path, code="test")
+    store.save(spec(), {"rounds": records()["rounds"], "clients": pd.DataFrame()})
+    assert store.load(spec())["clients"].empty
+
+
+def test_a_checkpoint_is_refused_for_another_spec(tmp_path):
+    store = RunStore(tmp_path, code="test")
+    mine, other = store.checkpoint(spec(0), 2), store.checkpoint(spec(1), 2)
+    mine.save({"w": torch.ones(2), "history": "[]"})
+    assert torch.equal(mine.load()["w"], torch.ones(2))
+    other.path.write_bytes(mine.path.read_bytes())  # another run's valid checkpoint copied under this key
+    refused = f"{other.path}.*written for store key {store.key(spec(0))}, not .*{store.key(spec(1))}"
+    with pytest.raises(ValueError, match=refused):
+        other.load()
+    assert not list(mine.path.parent.glob(TEMP_PREFIX + "*"))
+
+
+def test_a_second_writer_of_the_same_key_keeps_the_first_entry(stored):
+    store, folder = stored
+    manifest = (folder / MANIFEST).read_text()
+    store.save(spec(), records(5))  # e.g. the same run finished on two workers
+    assert (folder / MANIFEST).read_text() == manifest and len(store.load(spec())["rounds"]) == 3
+    assert not list(store.root.glob(TEMP_PREFIX + "*"))
+
+
+def test_a_second_writer_replaces_a_damaged_entry(stored):
+    store, folder = stored
+    (folder / "rounds.csv").unlink()
+    with pytest.warns(DamagedEntryWarning):
+        store.save(spec(), records(5))
+    assert len(store.load(spec())["rounds"]) == 5
+
+
+def test_stale_temporaries_of_dead_processes_are_cleaned(tmp_path):
+    dead = multiprocessing.get_context("spawn").Process(target=int)
+    dead.start()
+    dead.join()
+    import socket
+
+    host = socket.gethostname()
+    stale_dir = tmp_path / f"{TEMP_PREFIX}{host}-{dead.pid}-abc"
+    stale_ckpt = tmp_path / IN_PROGRESS / f"{TEMP_PREFIX}{host}-{dead.pid}-abc.pt"
+    live_dir = tmp_path / f"{TEMP_PREFIX}{host}-{os.getpid()}-abc"  # this process may still be writing it
+    for path in (stale_dir, live_dir):
+        path.mkdir(parents=True)
+    stale_ckpt.parent.mkdir()
+    stale_ckpt.write_bytes(b"half")
+    store = RunStore(tmp_path, code="test")
+    assert not store.has(spec())
+    assert not stale_dir.exists() and not stale_ckpt.exists() and live_dir.exists()
+
+
+def _fail_with(monkeypatch, target, attribute):
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(target, attribute, no_space)
+
+
+def test_disk_full_names_the_path_and_leaves_nothing(tmp_path, monkeypatch):
+    store = RunStore(tmp_path, code="test")
+    _fail_with(monkeypatch, pd.DataFrame, "to_csv")
+    with pytest.raises(OSError, match=f"cannot write {store.folder(spec())} .No space left") as err:
+        store.save(spec(), records())
+    assert err.value.errno == errno.ENOSPC
+    assert not store.has(spec()) and os.listdir(tmp_path) == []
+
+
+def test_a_full_disk_while_checkpointing_leaves_no_temporary(tmp_path, monkeypatch):
+    checkpoint = RunStore(tmp_path, code="test").checkpoint(spec(), 1)
+    _fail_with(monkeypatch, torch, "save")
+    with pytest.raises(OSError, match=f"cannot write {checkpoint.path}"):
+        checkpoint.save({"w": torch.ones(1)})
+    assert list(checkpoint.path.parent.iterdir()) == []
+
+
+def test_an_unwritable_store_names_the_path(tmp_path, monkeypatch):
+    store = RunStore(tmp_path / "store", code="test")
+    real_mkdir = type(tmp_path).mkdir
+
+    def refuse(self, *args, **kwargs):
+        if self.is_relative_to(store.root):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tmp_path), "mkdir", refuse)
+    with pytest.raises(OSError, match=f"cannot write {store.root}/{TEMP_PREFIX}.* .Permission denied.*writable"):
+        store.save(spec(), records())
+
+
+def _hammer(root: str, worker: int, times: int, queue) -> None:
+    warnings.simplefilter("error", DamagedEntryWarning)  # a reader seeing a damaged entry is a failure
+    store, errors, empty = RunStore(root, code="stress"), [], 0
+    for i in range(times):
+        try:
+            store.save(spec(), records())
+            loaded = store.load(spec())
+            empty += loaded["rounds"].empty or set(loaded) != {"rounds", "clients"}
+        except Exception as err:  # counted and reported: the test asserts there are none
+            errors.append(f"worker {worker} step {i}: {type(err).__name__}: {err}")
+    queue.put((errors, empty))
+
+
+def test_concurrent_writers_and_readers_of_one_spec(tmp_path):
+    """4 processes x 50 save-then-load of one spec: no failure, no empty read, nothing left behind."""
+    processes, times = 4, 50
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    workers = [ctx.Process(target=_hammer, args=(str(tmp_path), w, times, queue)) for w in range(processes)]
+    for w in workers:
+        w.start()
+    results = [queue.get(timeout=240) for _ in range(processes)]
+    for w in workers:
+        w.join(timeout=60)
+    errors, empty = [e for errs, _ in results for e in errs], sum(n for _, n in results)
+    print(f"{processes} processes x {times} saves+loads of one spec: {len(errors)} failures, {empty} empty reads")
+    assert (errors, empty) == ([], 0)
+    assert sorted(os.listdir(tmp_path)) == [RunStore(tmp_path, code="stress").key(spec())]

@@ -1,0 +1,165 @@
+"""`python -m fedlib.runs ls|verify|gc|export|import`, and archives that must not be imported."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+
+import pandas as pd
+import pytest
+
+from fedlib.runs import RunSpec, RunStore
+from fedlib.runs.archive import ArchiveError, import_entries
+from fedlib.runs.cli import main
+from fedlib.runs.entry import DamagedEntryError
+from fedlib.runs.store import DAMAGED
+
+
+def spec(seed: int = 0, algorithm: str = "fedavg") -> RunSpec:
+    return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 4}), ("mlp", {}), (algorithm, {}), 3,
+                        seed, labels={"algorithm": algorithm, "cell": f"s{seed}"})
+
+
+def records(n: int = 3) -> dict[str, pd.DataFrame]:
+    return {"rounds": pd.DataFrame({"round": range(n), "acc": [0.5] * n}), "clients": pd.DataFrame({"c": range(n)})}
+
+
+OLD_CODE = json.dumps({"code": "0123456789abcdef"})  # a code version no current spec has
+
+
+@pytest.fixture
+def store(tmp_path):
+    """Two current entries and one computed by code that is gone."""
+    store = RunStore(tmp_path / "runs")
+    store.save(spec(0), records())
+    store.save(spec(1, "scaffold"), records())
+    RunStore(store.root, code=OLD_CODE).save(spec(2), records())
+    return store
+
+
+def run(store: RunStore, *args: str) -> int:
+    return main(["--root", str(store.root), *args])
+
+
+def test_ls_lists_every_entry_with_its_labels(store, capsys):
+    assert run(store, "ls") == 0
+    out = capsys.readouterr().out
+    assert store.key(spec(1, "scaffold")) in out and "algorithm=scaffold,cell=s1" in out
+    assert "3 entries" in out
+
+
+def test_verify_moves_damaged_entries_aside_and_fails(store, capsys):
+    assert run(store, "verify") == 0 and "3 intact, 0 damaged" in capsys.readouterr().out
+    (store.folder(spec(0)) / "clients.csv").write_text("c\n9\n9\n9\n")
+    assert run(store, "verify") == 1
+    out = capsys.readouterr().out
+    assert f"damaged {store.key(spec(0))}" in out and "clients.csv" in out and "2 intact, 1 damaged" in out
+    assert not store.folder(spec(0)).exists() and len(list((store.root / DAMAGED).iterdir())) == 1
+
+
+def test_gc_deletes_only_entries_whose_code_version_is_gone(store, capsys):
+    old = RunStore(store.root, code=OLD_CODE).folder(spec(2))
+    legacy = store.root / "00aa00aa00aa00aa00aa00aa"  # an older store's entry: spec and tables, no manifest
+    legacy.mkdir()
+    (legacy / "spec.json").write_text(json.dumps(spec(3).to_json()))
+    assert run(store, "gc", "--dry-run") == 0 and old.exists()
+    out = capsys.readouterr().out
+    assert f"would delete {old.name}: code version 0123456789abcdef, now" in out
+    assert f"would delete {legacy.name}: no readable manifest" in out
+    assert run(store, "gc") == 0
+    assert not old.exists() and not legacy.exists() and store.has(spec(0)) and store.has(spec(1, "scaffold"))
+    assert "2 stale entries deleted" in capsys.readouterr().out
+
+
+def test_export_then_import_merges_entries(store, tmp_path, capsys):
+    archive = tmp_path / "grid.tar.gz"
+    assert run(store, "export", str(archive), "--select", "algorithm=fedavg") == 0
+    assert "exported 2 entries" in capsys.readouterr().out
+    other = RunStore(tmp_path / "other")
+    other.save(spec(0), records())  # already there: kept as it is
+    assert run(other, "import", str(archive)) == 0
+    assert "imported 1 entries" in (out := capsys.readouterr().out) and "1 already there" in out
+    pd.testing.assert_frame_equal(RunStore(other.root, code=OLD_CODE).load(spec(2))["rounds"], records()["rounds"],
+                                  check_exact=True)
+    assert not other.has(spec(1, "scaffold"))  # not selected
+    assert sorted(p.name for p in other.root.iterdir()) == sorted(
+        [store.key(spec(0)), RunStore(store.root, code=OLD_CODE).key(spec(2))])  # no temporaries left
+
+
+def test_a_damaged_entry_is_not_exported(store, tmp_path):
+    (store.folder(spec(0)) / "rounds.csv").unlink()
+    with pytest.raises(DamagedEntryError, match="rounds.csv: missing"):
+        main(["--root", str(store.root), "export", str(tmp_path / "a.tar")])
+
+
+def tar_with(path, members: list[tuple[tarfile.TarInfo, bytes | None]]) -> None:
+    with tarfile.open(path, "w") as tar:
+        for info, data in members:
+            info.size = len(data) if data is not None else 0
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+
+
+def test_an_archive_entry_that_fails_its_manifest_is_rejected(store, tmp_path, capsys):
+    archive = tmp_path / "grid.tar"
+    assert run(store, "export", str(archive)) == 0
+    edited = tmp_path / "edited.tar"
+    key = store.key(spec(1, "scaffold"))
+    with tarfile.open(archive) as source, tarfile.open(edited, "w") as out:
+        for member in source:
+            data = source.extractfile(member).read()
+            if member.name == f"{key}/rounds.csv":
+                data = data.replace(b"0.5", b"0.9")
+            out.addfile(member, io.BytesIO(data))
+    other = RunStore(tmp_path / "other")
+    assert run(other, "import", str(edited)) == 1
+    out = capsys.readouterr().out
+    assert f"rejected {key}: {edited}" in out and "rounds.csv" in out and "imported 2 entries" in out
+    assert not (other.root / key).exists()
+
+
+def test_a_truncated_archive_imports_nothing(store, tmp_path):
+    archive = tmp_path / "grid.tar.gz"
+    run(store, "export", str(archive))
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    other = RunStore(tmp_path / "other")
+    with pytest.raises(ArchiveError, match=f"{archive}: truncated or corrupt archive.*nothing imported"):
+        import_entries(other, archive)
+    assert list(other.root.iterdir()) == []
+
+
+KEY = "0123456789abcdef01234567"
+
+
+@pytest.mark.parametrize("member, problem", [
+    (tarfile.TarInfo("../evil.csv"), "not <key>/<file>"),
+    (tarfile.TarInfo(f"/{KEY}/rounds.csv"), "not <key>/<file>"),
+    (tarfile.TarInfo(f"{KEY}/../../evil.csv"), "not <key>/<file>"),
+    (tarfile.TarInfo(f"{KEY}/sub/rounds.csv"), "not <key>/<file>"),
+    (tarfile.TarInfo("notakey/rounds.csv"), "not <key>/<file>"),
+])
+def test_an_archive_member_outside_an_entry_is_refused(tmp_path, member, problem):
+    archive = tmp_path / "evil.tar"
+    tar_with(archive, [(member, b"x\n")])
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(ArchiveError, match=problem):
+        import_entries(store, archive)
+    assert not (tmp_path / "evil.csv").exists() and list(store.root.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.FIFOTYPE])
+def test_links_and_special_files_are_refused(tmp_path, kind):
+    link = tarfile.TarInfo(f"{KEY}/rounds.csv")
+    link.type, link.linkname = kind, "/etc/passwd"
+    archive = tmp_path / "links.tar"
+    tar_with(archive, [(link, None)])
+    with pytest.raises(ArchiveError, match="link or a special file"):
+        import_entries(RunStore(tmp_path / "runs"), archive)
+
+
+def test_the_module_runs_as_a_command(store):
+    proc = subprocess.run([sys.executable, "-m", "fedlib.runs", "--root", str(store.root), "ls"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 entries" in proc.stdout
