@@ -135,7 +135,7 @@ ds = load_dataset(dataset, root=data_root)
 d = count_parameters(build_model(model, ds.input_shape, ds.num_classes, **model_kwargs))
 setup = Setup(zu=zu, zd=zd, bm_levels=bm_levels, bm_frac=bm_frac)
 grids = {"main": paper.main_grid(params), "z_sweep": paper.z_sweep(params), "levels": paper.level_grid(params)}
-store = RunStore.at(runs_root)
+store = RunStore.at(runs_root, data_root)
 pd.DataFrame({"setting": ["dataset", "model (d)", "clients N / per round K", "partitions", "local work", "batch",
                           "lr", "MUCSC", "B-MUCSC", "STC / DGC / QSGD", "seeds", "rounds"],
               "this run": [dataset, f"{model} {model_kwargs} ({d:,})", f"{num_clients} / {clients_per_round}",

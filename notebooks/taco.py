@@ -161,7 +161,7 @@ print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)}
 # `clients`, TACO's `alpha`, `expelled`, `output`); each section reads its grid (`grid`).
 
 # %%
-store = RunStore.at(runs_root)
+store = RunStore.at(runs_root, data_root)
 records = run_specs(tp.experiments(params), store=store, executor=runner, ray_address=ray_address, root=data_root,
                     progress=False)
 

@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get(ENV_VAR):  # the kernels run in notebooks/: a relative FEDLIB_DATA would move with them
             os.environ[ENV_VAR] = str(absolute(os.environ[ENV_VAR]))
         results = absolute(args.results)
-        store = RunStore(results / "runs")
+        store = RunStore(results / "runs", data_root=overrides.get("data_root"))  # keys read the same files as the runs
         injected = {"profile": args.profile, "results_root": str(results / args.profile), "runs_root": str(store.root),
                     "runner": args.executor, "ray_address": args.ray_address}
         given = {name: run_parameters(name, args.profile, overrides, injected) for name in names}  # all checked

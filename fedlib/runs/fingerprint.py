@@ -44,7 +44,9 @@ RECENT_NS = 2_000_000_000  # files modified this recently are not trusted to the
 REGISTRIES = frozenset({
     ("fedlib.algorithms", "ALGORITHMS"), ("fedlib.codecs.base", "CODECS"), ("fedlib.models", "_MODELS"),
     ("fedlib.data.datasets", "_LOADERS"), ("fedlib.data.datasets", "_FILES"),
-    ("fedlib.runs.runner", "EXPERIMENTS"), ("fedlib.runs.runner", "_EXPERIMENT_MODULES"),
+    ("fedlib.runs.runner", "EXPERIMENTS"), ("fedlib.runs.splits", "SPLITS"), ("fedlib.registry", "REGISTRIES"),
+    *(("fedlib.runs.components", name) for name in ("SAMPLERS", "CODEC_POLICIES", "HOOKS", "CLIENT_BEHAVIORS",
+                                                     "LR_SCHEDULES", "COLLECTORS")),
 })
 
 
@@ -54,7 +56,10 @@ def code_roots(spec: RunSpec) -> list[Any]:
     from fedlib.codecs.base import CODECS
     from fedlib.data.datasets import _LOADERS
     from fedlib.models import _MODELS
+    from fedlib.runs.components import (CLIENT_BEHAVIORS, CODEC_POLICIES, COLLECTORS, HOOKS, LR_SCHEDULES,
+                                        SAMPLERS)
     from fedlib.runs.runner import execute, experiment_plan
+    from fedlib.runs.splits import SPLITS
 
     def entry(table: dict[str, Any], name: str, what: str) -> Any:
         if name not in table:
@@ -62,9 +67,16 @@ def code_roots(spec: RunSpec) -> list[Any]:
         return table[name]
 
     loader = entry(_LOADERS, spec.dataset, "dataset")
-    return [execute, experiment_plan(spec.experiment), entry(ALGORITHMS, spec.algorithm.name.lower(), "algorithm"),
+    plan = experiment_plan(spec.experiment)  # imports the paper module, which registers its components
+    named = [(SPLITS, spec.split.name)] if spec.split.name in SPLITS else []  # else the plan builds the split
+    for registry, component in ((SAMPLERS, spec.sampler), (CODEC_POLICIES, spec.uplink_policy),
+                                (CLIENT_BEHAVIORS, spec.client_behavior), (LR_SCHEDULES, spec.lr_schedule)):
+        named += [(registry, component.name)] if component is not None else []
+    named += [(HOOKS, h.name) for h in spec.hooks] + [(COLLECTORS, c.name) for c in spec.collectors]
+    return [execute, plan, entry(ALGORITHMS, spec.algorithm.name.lower(), "algorithm"),
             entry(CODECS, spec.uplink.name, "codec").factory, entry(CODECS, spec.downlink.name, "codec").factory,
-            entry(_MODELS, spec.model.name, "model"), getattr(loader, "func", loader)]
+            entry(_MODELS, spec.model.name, "model"), getattr(loader, "func", loader),
+            *(registry[name] for registry, name in named)]
 
 
 class _Module:
