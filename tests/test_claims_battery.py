@@ -3,17 +3,23 @@
 Each rule declares how to turn a per-pair effect into its evidence (`RULES`); each scenario declares the per-pair
 effects (`SCENARIOS`). Every rule meets every scenario at several pair counts and seeds of the noise generator:
 a missing run (NaN), a diverged one (inf), a single pair and a noise-level effect must never read "reproduced";
-a large effect on enough pairs must. (The per-claim battery over declared claims is not built yet: claims are
-still functions per paper, see issue 18.)
+a large effect on enough pairs must.
+
+Then every declared claim (`fedlib.claims.judge.declared()`: each claims module's `CLAIMS`) meets synthetic runs in
+the tables and cells it declares: every run at chance, one run missing, a NaN loss, an inf accuracy and a single
+seed never read "reproduced" or "partly"; a `Contrast` also meets a noise-level difference (never "reproduced")
+and a large effect in its direction (always "reproduced"). A new claim falls into the battery by being declared.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fedlib import report as R
+from fedlib.claims import judge
 
 NOISE = 0.5  # spread of a pair's measurement
 LARGE = 5.0  # a large effect, in units of NOISE-sized spread
@@ -59,3 +65,137 @@ def test_rule_against_scenario(rule: str, scenario: str, n: int, seed: int) -> N
         assert verdict not in (R.REPRODUCED, R.PARTLY), verdict
     else:
         assert verdict == R.REPRODUCED, verdict
+
+
+# ---- every declared claim against adversarial evidence in the shapes of the tables it reads ------------------------
+
+DECLARED = [(paper, claim) for paper, claims in judge.declared().items() for claim in claims]
+K = 10  # classes of the synthetic task
+SEEDS = [0, 1, 2, 3, 4, 5]
+ROUNDS = 12
+
+
+def _curve(peak: float, tau: float) -> np.ndarray:
+    r = np.arange(1, ROUNDS + 1)
+    return 1 / K + (peak - 1 / K) * (1 - np.exp(-r / tau))
+
+
+def _records(claim: judge.Claim, shape: Callable[[dict, int], tuple[float, float]]) -> dict[str, pd.DataFrame]:
+    """Per-round records of every run the claim reads; `shape(cell, seed)` gives the run's (peak, tau)."""
+    rows: dict[str, list[dict]] = {}
+    for runs in claim.reads:
+        for cell in runs.cells():
+            for seed in SEEDS:
+                peak, tau = shape(cell, seed)
+                acc = _curve(peak, tau)
+                rows.setdefault(runs.table, []).extend(
+                    {**cell, "seed": seed, "round": r + 1, "test_acc": a, "test_loss": 2.3 * (1 - a),
+                     "train_loss": 2.3 * (1 - a)} for r, a in enumerate(acc))
+    return {t: pd.DataFrame(r).drop_duplicates(subset=[c for c in r[0] if c not in ("test_acc", "test_loss",
+                                                                                 "train_loss")])
+            for t, r in rows.items()}
+
+
+def _params(claim: judge.Claim, seeds: list[int]) -> dict:
+    params = {runs.seeds: seeds for runs in claim.reads}
+    if isinstance(claim.rule, judge.Contrast) and isinstance(claim.rule.target, str):
+        params[claim.rule.target] = 0.6
+    return params
+
+
+def _verdict(claim: judge.Claim, records: dict[str, pd.DataFrame], seeds: list[int] = SEEDS) -> str:
+    return judge.judge_one(claim, judge.Bundle(_params(claim, seeds), records, K)).judgement.verdict
+
+
+def _healthy(cell: dict, seed: int) -> tuple[float, float]:
+    return 0.8, 3.0
+
+
+def _drop_first_run(claim: judge.Claim, records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    runs = claim.reads[0]
+    table = records[runs.table]
+    cell = {**runs.cells()[0], "seed": SEEDS[-1]}
+    hit = np.logical_and.reduce([table[k] == v for k, v in cell.items()])
+    return {**records, runs.table: table[~hit]}
+
+
+def _poison_first_run(claim: judge.Claim, records: dict[str, pd.DataFrame], column: str,
+                      value: float) -> dict[str, pd.DataFrame]:
+    runs = claim.reads[0]
+    table = records[runs.table].copy()
+    cell = {**runs.cells()[0], "seed": SEEDS[0]}
+    hit = np.logical_and.reduce([table[k] == v for k, v in cell.items()]) & (table["round"] == ROUNDS)
+    table.loc[hit, column] = value
+    return {**records, runs.table: table}
+
+
+GUARD_CASES: dict[str, Callable[[judge.Claim], str]] = {
+    "every run at chance": lambda c: _verdict(c, _records(c, lambda cell, seed: (1 / K, 3.0))),
+    "one run missing": lambda c: _verdict(c, _drop_first_run(c, _records(c, _healthy))),
+    "a NaN loss": lambda c: _verdict(c, _poison_first_run(c, _records(c, _healthy), "train_loss", np.nan)),
+    "an inf accuracy": lambda c: _verdict(c, _poison_first_run(c, _records(c, _healthy), "test_acc", np.inf)),
+    "a single seed": lambda c: _verdict(c, {t: r[r.seed == 0] for t, r in _records(c, _healthy).items()}, [0]),
+}
+READING = [(p, c) for p, c in DECLARED if c.reads]
+
+
+def _id(case: tuple[str, judge.Claim]) -> str:
+    return f"{case[0]}:{case[1].id}"
+
+
+def test_every_paper_declares_claims_with_unique_ids():
+    assert DECLARED
+    for paper, claims in judge.declared().items():
+        ids = [c.id for c in claims]
+        assert len(ids) == len(set(ids)), paper
+
+
+@pytest.mark.parametrize("case", READING, ids=_id)
+def test_healthy_evidence_passes_every_guard(case):
+    """The declaration is satisfiable: healthy runs in the declared tables and cells reach the rule."""
+    claim = case[1]
+    assert judge.guard(claim, judge.Bundle(_params(claim, SEEDS), _records(claim, _healthy), K)) is None
+
+
+@pytest.mark.parametrize("scenario", GUARD_CASES)
+@pytest.mark.parametrize("case", READING, ids=_id)
+def test_claim_never_supported_by_broken_evidence(case, scenario):
+    verdict = GUARD_CASES[scenario](case[1])
+    assert verdict not in (R.REPRODUCED, R.PARTLY), verdict
+
+
+CONTRASTS = [(p, c) for p, c in DECLARED if isinstance(c.rule, judge.Contrast)]
+
+
+def _effect(claim: judge.Claim, large: bool) -> Callable[[dict, int], tuple[float, float]]:
+    """(peak, tau) per run: on `large`, `a` clearly in the claim's direction on every seed; else no effect beyond
+    the claim's own floor (a gain at the floor, a difference at 1.5 x the margin, a target reached sooner by either
+    side), alternating in sign from seed to seed."""
+    rule: judge.Contrast = claim.rule  # type: ignore[assignment]
+    sign = lambda seed: 1.0 if seed % 2 else -1.0  # noqa: E731
+
+    def shape(cell: dict, seed: int) -> tuple[float, float]:
+        is_a = all(cell.get(k) == v for k, v in rule.a.items())
+        jitter = 0.0005 * ((seed * 7919) % 5)
+        if rule.test == "gain":
+            lift = rule.floor + (0.1 + jitter if large else sign(seed) * 0.002)
+            return (0.7 + (lift if is_a else 0.0), 3.0)
+        if rule.test == "equivalent":
+            gap = jitter * 0.1 if large else sign(seed) * 1.5 * rule.margin + jitter
+            return (0.7 + (gap if is_a else 0.0), 3.0)
+        fast, slow = (1.0 + jitter, 6.0) if large else ((2.0, 3.0) if seed % 2 else (3.0, 2.0))
+        return (0.8, fast if is_a else slow)
+
+    return shape
+
+
+@pytest.mark.parametrize("case", CONTRASTS, ids=_id)
+def test_contrast_reproduced_on_a_large_effect(case):
+    claim = case[1]
+    assert _verdict(claim, _records(claim, _effect(claim, large=True))) == R.REPRODUCED
+
+
+@pytest.mark.parametrize("case", CONTRASTS, ids=_id)
+def test_contrast_never_reproduced_on_noise(case):
+    claim = case[1]
+    assert _verdict(claim, _records(claim, _effect(claim, large=False))) != R.REPRODUCED

@@ -10,6 +10,10 @@ from fedlib.claims.quickstart import claims
 PARAMS = {"rounds": 2, "mu": 0.01}
 
 
+def params(rec: pd.DataFrame) -> dict:
+    return {**PARAMS, "seeds": sorted(rec["seed"].unique())}
+
+
 def record(final: dict[str, list[float]]) -> pd.DataFrame:
     """Two rounds per (algorithm, seed); round 2 carries `final[algorithm][seed]`."""
     rows = [{"algorithm": a, "seed": s, "round": r, "test_acc": 0.5 if r == 1 else acc, "test_loss": 1.0,
@@ -18,12 +22,12 @@ def record(final: dict[str, list[float]]) -> pd.DataFrame:
 
 
 def verdicts(rec: pd.DataFrame) -> list[str]:
-    return claims(rec, PARAMS, num_classes=10).table()["verdict"].tolist()
+    return claims(rec, params(rec), num_classes=10).table()["verdict"].tolist()
 
 
 def test_scaffold_ahead_and_fedprox_level_reproduce_both():
     rec = record({"FedAvg": [0.80, 0.82, 0.81], "SCAFFOLD": [0.86, 0.87, 0.88], "FedProx": [0.801, 0.819, 0.812]})
-    table = claims(rec, PARAMS, num_classes=10).table()
+    table = claims(rec, params(rec), num_classes=10).table()
     assert table["verdict"].tolist() == [report.REPRODUCED, report.REPRODUCED]
     assert table["measured"].iloc[0] == "0.870 vs 0.810 (+0.060)"  # means over the three seeds, by hand
 
@@ -39,3 +43,11 @@ def test_one_seed_is_not_testable_and_a_diverged_run_overrides_the_rule():
     rec = record({"FedAvg": [0.80, 0.82, 0.81], "SCAFFOLD": [0.86, 0.87, 0.88], "FedProx": [0.801, 0.819, 0.812]})
     rec.loc[(rec["algorithm"] == "SCAFFOLD") & (rec["seed"] == 1), "train_loss"] = np.nan
     assert verdicts(rec) == [report.DIVERGED, report.REPRODUCED]
+
+
+def test_a_missing_run_is_not_testable_and_named():
+    rec = record({"FedAvg": [0.80, 0.82, 0.81], "SCAFFOLD": [0.86, 0.87, 0.88], "FedProx": [0.801, 0.819, 0.812]})
+    rec = rec[~((rec["algorithm"] == "SCAFFOLD") & (rec["seed"] == 2))]
+    table = claims(rec, {**PARAMS, "seeds": [0, 1, 2]}, num_classes=10).table()
+    assert table["verdict"].tolist() == [report.NOT_TESTABLE, report.REPRODUCED]
+    assert "algorithm=SCAFFOLD seed=2" in table["evidence"].iloc[0]
