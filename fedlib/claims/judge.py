@@ -128,11 +128,16 @@ def _missing(runs: Runs, bundle: Bundle) -> list[str]:
     return out
 
 
+def missing_runs(claim: Claim, bundle: Bundle) -> list[str]:
+    """The claim's declared runs that the records lack or score with a NaN/inf accuracy, labelled."""
+    return [m for runs in claim.reads for m in _missing(runs, bundle)]
+
+
 def guard(claim: Claim, bundle: Bundle) -> Judgement | None:
     """The first guard the claim's evidence fails, as its judgement; None when every guard passed."""
     criterion = (f"every run present with finite accuracy, none diverged or at chance (<= {1 + CHANCE_FRACTION:g}/"
                  f"{bundle.num_classes}), >= {claim.min_seeds} seeds")
-    missing = [m for runs in claim.reads for m in _missing(runs, bundle)]
+    missing = missing_runs(claim, bundle)
     if missing:
         return report.not_testable(criterion, f"missing: {', '.join(missing[:6])}"
                                               + (f" and {len(missing) - 6} more" if len(missing) > 6 else ""))
@@ -153,7 +158,10 @@ def judge_one(claim: Claim[B], bundle: B) -> Finding:
     """The claim's row: a guard's judgement if one fails, else its rule's, with the guards named in the criterion."""
     stopped = guard(claim, bundle)
     if stopped is not None:
-        return Finding("-", stopped)
+        # A contrast's values are still shown when its runs are all there (one seed, a diverged run): the judge
+        # extracts them itself, so no paper code meets the failed evidence.
+        complete = isinstance(claim.rule, Contrast) and not missing_runs(claim, bundle)
+        return Finding(claim.rule(bundle).measured if complete else "-", stopped)
     found = claim.rule(bundle)
     if not claim.reads:
         return found
