@@ -7,6 +7,7 @@
     python scripts/reproduce.py --profile full --executor ray --ray-address auto    # runs as Ray tasks
     python scripts/reproduce.py --profile full --only fedshift --select seed=0      # part of a grid
     python scripts/reproduce.py --profile full --dry-run         # every full grid built and run one round
+    python scripts/reproduce.py --profile cpu --claims-only      # claims judged again from the saved evidence
 
 Three phases, each printed as it starts:
 1. plan: each selected notebook's run specs under the profile (notebooks/profiles/<notebook>/<profile>.yaml, then
@@ -20,6 +21,10 @@ Interrupting any phase and running the same command again continues where it sto
 store, an interrupted run resumes from its checkpoint). REPORT.md lists every notebook of the profile that has
 claims: those rendered now and earlier ones, each with the stamp (commit, date, machine, overrides, selection)
 of the invocation that rendered it.
+
+`--claims-only` judges every notebook's claims again from the evidence its last rendering saved beside its claims
+table (results/<profile>/<notebook>/evidence/: the records and values the claims read), in seconds: after a change
+to the judge or a rule, no run is computed and no notebook executed.
 
 `--select key=value,...` computes only the matching runs (values of one key OR, keys AND, case-insensitive;
 keys: seed, experiment, dataset, algorithm, model, device, rounds, or a label/option of the notebook's specs) and
@@ -45,6 +50,9 @@ import jupytext
 import nbformat
 import papermill
 
+from fedlib.claims import evidence
+from fedlib.claims.evidence import EvidenceError
+from fedlib.claims.judge import declared, judge
 from fedlib.data import load_dataset
 from fedlib.data.roots import ENV_VAR, data_root
 from fedlib.dryrun import dry_run
@@ -254,6 +262,35 @@ def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequen
     return report
 
 
+def judge_again(name: str, out_dir: Path, note: str) -> str:
+    """Judge notebook `name`'s claims again from the evidence saved in out_dir; rewrite claims.csv and stamp.json."""
+    start = time.perf_counter()
+    try:
+        module, bundle = evidence.load(out_dir)
+        if module != name:
+            raise EvidenceError(f"{out_dir / evidence.FOLDER}: evidence of {module!r}, not {name!r}; render {name} again")
+        judge(declared()[module], bundle).save(out_dir)
+        status = "ok"
+    except EvidenceError as err:
+        status = f"FAILED: {err}"
+    stamp_file = out_dir / "stamp.json"
+    earlier = json.loads(stamp_file.read_text())["stamp"] if stamp_file.exists() else "unknown"
+    (out_dir / "stamp.json").write_text(json.dumps({
+        "status": status, "seconds": round(time.perf_counter() - start, 1),
+        "stamp": f"claims judged again ({note}) from the evidence rendered {earlier}"}))
+    print(f"[{name}] claims only: {status}", flush=True)
+    return status
+
+
+def claims_only(names: Sequence[str], results: Path, profile: str) -> int:
+    """`--claims-only`: every selected notebook's claims judged again; REPORT.md rewritten."""
+    header = stamp(profile, {}, None) + ", --claims-only"
+    print(f"== claims only: {len(names)} notebook(s), from results/{profile}/<notebook>/{evidence.FOLDER}/", flush=True)
+    statuses = [judge_again(name, results / profile / name, header) for name in names]
+    print(f"wrote {write_report(results, results / profile, header, names)}")
+    return 1 if any(s != "ok" for s in statuses) else 0
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu", choices=PROFILES)
@@ -268,6 +305,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true",
                         help="build every spec of the grids and run each distinct combination for one round on "
                              "fabricated files (no data needed); print runs, local SGD steps and estimated times")
+    parser.add_argument("--claims-only", action="store_true",
+                        help="judge every notebook's claims again from the evidence its last rendering saved "
+                             "(results/<profile>/<notebook>/evidence/): no run computed, no notebook executed")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a parameter in every selected notebook (VALUE is read as YAML)")
     return parser.parse_args(argv)
@@ -287,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--select {args.select!r} selects nothing: give key=value pairs, e.g. seed=0,algorithm=FedAvg")
         selection = parse_selection(args.select)
         overrides = parse_overrides(args.parameter)
+        if args.claims_only:
+            if overrides or selection or args.dry_run:
+                raise UsageError("--claims-only judges the saved evidence as it is: leave out -p, --select and --dry-run")
+            return claims_only(names, absolute(args.results), args.profile)
         if args.dry_run:
             if overrides or selection:
                 raise UsageError("--dry-run runs the profiles as they are: leave out -p and --select")

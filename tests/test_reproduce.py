@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -60,6 +61,28 @@ def test_three_phases_then_a_second_reproduce_computes_nothing_and_writes_the_sa
     out = capsys.readouterr()
     assert "[quickstart] 3 runs: 3 from the store, 0 to compute" in out.out and "== compute: 0 runs" in out.out
     assert (tmp_path / "quick" / "quickstart" / "claims.csv").read_text() == first
+
+
+def test_claims_only_judges_the_saved_evidence_again_without_runs_or_notebooks(reproduce, tmp_path, capsys):
+    assert reproduce.main(quick(tmp_path)) == 0
+    folder = tmp_path / "quick" / "quickstart"
+    first = (folder / "claims.csv").read_text()
+    (folder / "claims.csv").write_text("stale")
+    notebook_mtime = (folder / "quickstart.ipynb").stat().st_mtime
+    capsys.readouterr()
+    only = ["--profile", "quick", "--only", "quickstart", "--results", str(tmp_path), "--claims-only"]
+    assert reproduce.main(only) == 0
+    out = capsys.readouterr().out
+    assert "[quickstart] claims only: ok" in out and "== compute" not in out and "== render" not in out
+    assert (folder / "claims.csv").read_text() == first
+    assert (folder / "quickstart.ipynb").stat().st_mtime == notebook_mtime  # not executed again
+    assert "claims judged again" in json.loads((folder / "stamp.json").read_text())["stamp"]
+    assert "## quickstart" in (tmp_path / "REPORT.md").read_text()
+    shutil.rmtree(folder / "evidence")
+    assert reproduce.main(only) == 1
+    assert "no saved evidence" in capsys.readouterr().out
+    assert reproduce.main([*only, "-p", "lr", "0.1"]) == 2
+    assert "--claims-only judges the saved evidence as it is" in capsys.readouterr().err
 
 
 def test_relative_results_and_data_paths_are_taken_from_the_invoking_folder(reproduce, tmp_path, monkeypatch):

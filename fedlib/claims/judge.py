@@ -23,27 +23,19 @@ import itertools
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from fedlib import report
+from fedlib.claims import evidence
+from fedlib.claims.bundle import Bundle
 from fedlib.report import Claims, Judgement
 from fedlib.targets import rounds_to_target
 
 CHANCE_FRACTION = 0.2  # final accuracy <= 1.2 / num_classes is "at chance" (0.12 for 10 classes, 0.6 for 2)
-
-
-@dataclass(frozen=True)
-class Bundle:
-    """What every paper's claims read: the notebook's parameters, its per-round run tables by name (id columns,
-    `seed`, `round`, `test_acc`, `train_loss`, ...) and the task's class count. Papers subclass it with typed
-    fields for the values their notebooks compute (theory results enter here as values)."""
-
-    params: Mapping[str, Any]
-    records: Mapping[str, pd.DataFrame]
-    num_classes: int
 
 
 B = TypeVar("B", bound=Bundle)
@@ -169,12 +161,30 @@ def judge_one(claim: Claim[B], bundle: B) -> Finding:
     return replace(found, judgement=replace(found.judgement, criterion=f"{found.judgement.criterion}; {named}"))
 
 
-def judge(claims: Sequence[Claim[B]], bundle: B) -> Claims:
-    """The claims table: every claim judged by `judge_one`, in declaration order."""
+class JudgedClaims(Claims):
+    """A claims table that saves, beside claims.csv, the bundle it was judged from (`fedlib.claims.evidence`), so
+    `reproduce --claims-only` can judge it again without executing the notebook."""
+
+    def __init__(self, module: str, bundle: Bundle) -> None:
+        super().__init__()
+        self.module, self.bundle = module, bundle
+
+    def save(self, folder: Path) -> Path:
+        path = super().save(folder)
+        evidence.save(self.bundle, folder, self.module)
+        return path
+
+
+def judge(claims: Sequence[Claim[B]], bundle: B) -> JudgedClaims:
+    """The claims table: every claim judged by `judge_one`, in declaration order. `claims` is a declared tuple
+    (some module's `CLAIMS`)."""
     ids = [c.id for c in claims]
     if len(set(ids)) != len(ids):
         raise ValueError(f"claim ids must be unique, got {sorted(i for i in ids if ids.count(i) > 1)}")
-    table = Claims()
+    module = next((name for name, found in declared().items() if all(c in found for c in claims)), None)
+    if module is None:
+        raise ValueError("judge() takes claims declared in one module's CLAIMS (fedlib.claims.<module>.CLAIMS)")
+    table = JudgedClaims(module, bundle)
     for claim in claims:
         found = judge_one(claim, bundle)
         words = claim.statement if isinstance(claim.statement, str) else claim.statement(bundle.params)

@@ -1,0 +1,19 @@
+"""The base of every paper's claims bundle: what the judge's guards read."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """What every paper's claims read: the notebook's parameters, its per-round run tables by name (id columns,
+    `seed`, `round`, `test_acc`, `train_loss`, ...) and the task's class count. Papers subclass it with typed
+    fields for the values their notebooks compute (theory results enter here as values)."""
+
+    params: Mapping[str, Any]
+    records: Mapping[str, pd.DataFrame]
+    num_classes: int

@@ -1,0 +1,172 @@
+"""A claims bundle saved beside its claims table, and read back to judge again without executing the notebook.
+
+`save(bundle, folder)` writes `folder/evidence/`: `manifest.json` (the bundle's class, and per field its kind and
+file) and one file per table: DataFrames and Series as CSV (floats written exactly; dtypes and index columns
+recorded in the manifest), everything else as JSON (NaN and inf allowed). `load(folder)` rebuilds the bundle;
+the class named in the manifest must be a `Bundle` subclass defined in a `fedlib.claims` module, so a data file
+never chooses which code runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fedlib.claims.bundle import Bundle
+
+FOLDER = "evidence"
+
+
+class EvidenceError(ValueError):
+    """A saved evidence folder that cannot be read back: the message names the file and what to do."""
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy of nested mappings (their keys' types kept), tuples, lists and numpy scalars/arrays."""
+    if isinstance(value, Mapping):
+        return {"__pairs__": [[_plain(k), _plain(v)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {"__tuple__": [_plain(v) for v in value]}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _typed(value: Any) -> Any:
+    """The inverse of `_plain` (numpy arrays come back as lists)."""
+    if isinstance(value, dict) and set(value) == {"__pairs__"}:
+        return {_hashable(_typed(k)): _typed(v) for k, v in value["__pairs__"]}
+    if isinstance(value, dict) and set(value) == {"__tuple__"}:
+        return tuple(_typed(v) for v in value["__tuple__"])
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return value
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(key) if isinstance(key, list) else key
+
+
+def _write_frame(frame: pd.DataFrame, path: Path) -> dict[str, Any]:
+    index = [n if n is not None else f"level_{i}" for i, n in enumerate(frame.index.names)]
+    keep = not isinstance(frame.index, pd.RangeIndex)
+    flat = frame.reset_index(names=index) if keep else frame
+    flat.to_csv(path, index=False)
+    return {"index": index if keep else [], "index_names": list(frame.index.names) if keep else [], "dtypes": {str(c): str(t) for c, t in flat.dtypes.items()},
+            "columns": [str(c) for c in flat.columns]}
+
+
+def _read_frame(path: Path, meta: Mapping[str, Any]) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path, dtype={c: t for c, t in meta["dtypes"].items() if t != "bool"})
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise EvidenceError(f"{path}: unreadable ({err}); run the notebook again to save its evidence") from err
+    if [str(c) for c in frame.columns] != meta["columns"]:
+        raise EvidenceError(f"{path}: columns {list(frame.columns)} differ from the manifest's {meta['columns']}; "
+                            "run the notebook again to save its evidence")
+    for col, dtype in meta["dtypes"].items():
+        if dtype == "bool":
+            frame[col] = frame[col].map({True: True, False: False, "True": True, "False": False}).astype(bool)
+    if not meta["index"]:
+        return frame
+    frame = frame.set_index(meta["index"])
+    frame.index.names = meta["index_names"]
+    return frame
+
+
+def _save_value(value: Any, stem: Path) -> dict[str, Any]:
+    if isinstance(value, pd.Series):
+        meta = _write_frame(value.to_frame(name=value.name if value.name is not None else "value"),
+                            stem.with_suffix(".csv"))
+        return {"kind": "series", "file": stem.with_suffix(".csv").name, "name": _plain(value.name), **meta}
+    if isinstance(value, pd.DataFrame):
+        return {"kind": "frame", "file": stem.with_suffix(".csv").name, **_write_frame(value, stem.with_suffix(".csv"))}
+    if isinstance(value, Mapping) and value and all(isinstance(v, pd.DataFrame) for v in value.values()):
+        stem.mkdir()
+        return {"kind": "frames", "file": stem.name,
+                "items": {str(k): _save_value(v, stem / str(k)) for k, v in value.items()}}
+    try:
+        text = json.dumps(_plain(value))
+    except TypeError as err:
+        raise TypeError(f"bundle field {stem.name!r}: {type(value).__name__} cannot be saved as evidence ({err}); "
+                        "use a DataFrame, Series, mapping, sequence or number") from err
+    stem.with_suffix(".json").write_text(text)
+    return {"kind": "json", "file": stem.with_suffix(".json").name}
+
+
+def _load_value(meta: Mapping[str, Any], folder: Path) -> Any:
+    path = folder / meta["file"]
+    if meta["kind"] == "frames":
+        return {k: _load_value(m, path) for k, m in meta["items"].items()}
+    if meta["kind"] in ("frame", "series"):
+        frame = _read_frame(path, meta)
+        return frame.iloc[:, 0].rename(_typed(meta["name"])) if meta["kind"] == "series" else frame
+    try:
+        return _typed(json.loads(path.read_text()))
+    except (OSError, ValueError) as err:
+        raise EvidenceError(f"{path}: unreadable ({err}); run the notebook again to save its evidence") from err
+
+
+def save(bundle: Bundle, folder: Path, claims: str) -> Path:
+    """Write `bundle`, judged by the claims of module `fedlib.claims.<claims>`, to `folder/evidence/` (replacing an
+    earlier one only once the new one is complete)."""
+    target = Path(folder) / FOLDER
+    partial = Path(folder) / f".{FOLDER}.{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    fields = {f.name: _save_value(getattr(bundle, f.name), partial / f.name) for f in dataclasses.fields(bundle)}
+    cls = type(bundle)
+    manifest = {"claims": claims, "bundle": f"{cls.__module__}:{cls.__qualname__}", "fields": fields}
+    (partial / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    old = Path(folder) / f".{FOLDER}.old.{os.getpid()}"
+    if target.exists():
+        target.rename(old)
+    partial.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def bundle_class(name: str, where: Path) -> type[Bundle]:
+    """The `Bundle` subclass `module:Class` names, only from `fedlib.claims` modules."""
+    module, _, qualname = name.partition(":")
+    if not module.startswith("fedlib.claims.") or not qualname.isidentifier():
+        raise EvidenceError(f"{where}: bundle class {name!r} is not a fedlib.claims bundle; this file was not written "
+                            "by fedlib: delete the folder and run the notebook again")
+    cls = getattr(importlib.import_module(module), qualname, None)
+    if not (isinstance(cls, type) and issubclass(cls, Bundle)):
+        raise EvidenceError(f"{where}: {name!r} is not a Bundle class (renamed since it was saved?); run the notebook "
+                            "again to save its evidence")
+    return cls
+
+
+def load(folder: Path) -> tuple[str, Bundle]:
+    """(the claims module's name, the bundle) saved by `save` under `folder/evidence/`."""
+    root = Path(folder) / FOLDER
+    manifest_path = root / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except FileNotFoundError:
+        raise EvidenceError(f"{manifest_path}: no saved evidence; run the notebook (reproduce without --claims-only) "
+                            "first") from None
+    except ValueError as err:
+        raise EvidenceError(f"{manifest_path}: not valid JSON ({err}); run the notebook again") from err
+    cls = bundle_class(manifest.get("bundle", ""), manifest_path)
+    expected = {f.name for f in dataclasses.fields(cls)}
+    if set(manifest.get("fields", {})) != expected:
+        raise EvidenceError(f"{manifest_path}: fields {sorted(manifest.get('fields', {}))} differ from "
+                            f"{cls.__qualname__}'s {sorted(expected)}; run the notebook again to save its evidence")
+    values = {name: _load_value(meta, root) for name, meta in manifest["fields"].items()}
+    return str(manifest.get("claims", "")), cls(**values)
+

@@ -1,0 +1,124 @@
+"""A claims bundle saved as evidence and read back: exact values and types, and every broken folder an error
+naming the file (never a class a data file chooses)."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedlib.claims import evidence, quickstart
+from fedlib.claims.bundle import Bundle
+from fedlib.claims.evidence import EvidenceError
+
+
+@dataclass(frozen=True)
+class RichBundle(Bundle):
+    table: pd.DataFrame
+    series: pd.Series
+    best_at: Mapping[float, str | None]
+    pairs: Mapping[tuple[str, int], float]
+    sizes: tuple[int, ...]
+    flag: bool
+
+
+@pytest.fixture(autouse=True)
+def rich_bundle_in_fedlib_claims(monkeypatch):
+    """RichBundle as if a claims module defined it (load only accepts bundle classes of fedlib.claims modules)."""
+    module = types.ModuleType("fedlib.claims.rich")
+    module.RichBundle = RichBundle
+    monkeypatch.setitem(sys.modules, "fedlib.claims.rich", module)
+    monkeypatch.setattr(RichBundle, "__module__", "fedlib.claims.rich")
+
+
+def rich() -> RichBundle:
+    runs = pd.DataFrame({"algorithm": ["A", "A", "B"], "seed": [0, 1, 0], "round": [1, 1, 1],
+                         "test_acc": [0.1 + 0.2, math.inf, np.nan], "diverged": [False, True, False]})
+    table = pd.DataFrame({"x": [1 / 3, -0.0], "ok": [True, False]},
+                         index=pd.MultiIndex.from_tuples([("p", "m"), ("p", "n")], names=["partition", "method"]))
+    return RichBundle(params={"seeds": [0, 1], "lr": 1e-3, "name": None}, records={"runs": runs}, num_classes=10,
+                      table=table, series=pd.Series([1.5, math.nan], index=["u", "v"], name="acc"),
+                      best_at={0.5: "fixed-8", 0.9: None}, pairs={("a", 1): 0.25}, sizes=(3, 4), flag=True)
+
+
+def test_a_bundle_comes_back_exactly(tmp_path):
+    original = rich()
+    evidence.save(original, tmp_path, "quickstart")
+    module, back = evidence.load(tmp_path)
+    assert module == "quickstart" and type(back) is RichBundle
+    pd.testing.assert_frame_equal(back.records["runs"], original.records["runs"])
+    pd.testing.assert_frame_equal(back.table, original.table)
+    pd.testing.assert_series_equal(back.series, original.series)
+    unnamed = RichBundle(**{**original.__dict__, "series": original.series.rename(None)})
+    evidence.save(unnamed, tmp_path, "quickstart")
+    assert evidence.load(tmp_path)[1].series.name is None
+    assert back.params == original.params and back.best_at == original.best_at and back.pairs == original.pairs
+    assert back.sizes == (3, 4) and back.flag is True and back.num_classes == 10
+    assert back.records["runs"]["test_acc"].iloc[0] == 0.1 + 0.2  # floats written exactly
+
+
+def test_saving_again_replaces_the_evidence_and_leaves_no_temporaries(tmp_path):
+    evidence.save(rich(), tmp_path, "quickstart")
+    evidence.save(rich(), tmp_path, "quickstart")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["evidence"]
+
+
+def test_an_unsavable_field_is_an_error_naming_it(tmp_path):
+    @dataclass(frozen=True)
+    class Odd(Bundle):
+        thing: object
+
+    with pytest.raises(TypeError, match="bundle field 'thing': object cannot be saved"):
+        evidence.save(Odd({}, {}, 2, object()), tmp_path, "quickstart")
+
+
+def _manifest(tmp_path) -> dict:
+    return json.loads((tmp_path / "evidence" / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["os:system", "fedlib.runs.store:RunStore", "fedlib.claims.quickstart:claims",
+                                  "fedlib.claims.judge:Bundle.__init__"])
+def test_a_manifest_cannot_choose_code_outside_the_bundle_classes(tmp_path, name):
+    evidence.save(rich(), tmp_path, "quickstart")
+    manifest = _manifest(tmp_path)
+    manifest["bundle"] = name
+    (tmp_path / "evidence" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(EvidenceError, match="manifest.json"):
+        evidence.load(tmp_path)
+
+
+def test_missing_truncated_and_mismatched_evidence_are_errors_naming_the_file(tmp_path):
+    with pytest.raises(EvidenceError, match="no saved evidence"):
+        evidence.load(tmp_path)
+    evidence.save(rich(), tmp_path, "quickstart")
+    runs = tmp_path / "evidence" / "records" / "runs.csv"
+    runs.write_text(runs.read_text().splitlines()[0].rsplit(",", 1)[0] + "\n")  # a header cut short
+    with pytest.raises(EvidenceError, match="runs.csv"):
+        evidence.load(tmp_path)
+    evidence.save(rich(), tmp_path, "quickstart")
+    manifest = _manifest(tmp_path)
+    del manifest["fields"]["flag"]
+    (tmp_path / "evidence" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(EvidenceError, match="differ from RichBundle"):
+        evidence.load(tmp_path)
+    (tmp_path / "evidence" / "manifest.json").write_text("{not json")
+    with pytest.raises(EvidenceError, match="not valid JSON"):
+        evidence.load(tmp_path)
+
+
+def test_judged_claims_save_their_evidence_and_judge_the_same_again(tmp_path):
+    rows = [{"algorithm": a, "seed": s, "round": r, "test_acc": acc + 0.01 * s * r, "test_loss": 1.0,
+             "train_loss": 1.0} for a, acc in (("FedAvg", 0.7), ("SCAFFOLD", 0.8), ("FedProx", 0.7))
+            for s in range(4) for r in (1, 2)]
+    table = quickstart.claims(pd.DataFrame(rows), {"seeds": [0, 1, 2, 3], "mu": 0.01, "rounds": 2}, 10)
+    table.save(tmp_path)
+    module, bundle = evidence.load(tmp_path)
+    again = quickstart.judge(quickstart.CLAIMS, bundle).table()
+    pd.testing.assert_frame_equal(again, table.table())
+    assert module == "quickstart"
