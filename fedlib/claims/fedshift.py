@@ -12,7 +12,7 @@ the profile's.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -148,10 +148,10 @@ class Grid(Runs):
     """Runs whose cells follow the notebook's parameters: `on(params)` are the profile's (`of(params)`); the
     declared `where` is the paper's grid, `of(PAPER)`."""
 
-    of: Callable[[Params], Where] | None = None
+    of: Callable[[Params], Where] = field(kw_only=True)
 
     def on(self, params: Params) -> Runs:
-        return replace(self, where=self.of(params)) if self.of else self
+        return replace(self, where=self.of(params))
 
 
 def grid(table: str, of: Callable[[Params], Where]) -> Grid:
@@ -173,14 +173,16 @@ def _fp32(shift: Sequence[bool]) -> Grid:
     return grid("table1", lambda p: {"algorithm": ["fedavg"], "quantizer": ["none"], "bits": [32], "shift": shift})
 
 
-def _figure(shift: Sequence[bool]) -> Callable[[Params], Where]:
-    return lambda p: {"algorithm": [figure_algorithm(p["algorithms"])], "quantizer": p["quantizers"][:1],
-                      "bits": [_low(p)], "shift": shift}
+def _figure(shift: Sequence[bool]) -> Grid:
+    """Fig. 8-9's runs: the figure algorithm at the lowest bit width, first quantizer."""
+    return grid("table1", lambda p: {"algorithm": [figure_algorithm(p["algorithms"])],
+                                     "quantizer": p["quantizers"][:1], "bits": [_low(p)], "shift": shift})
 
 
-def _kmeans_grid(settings: Sequence[str]) -> Callable[[Params], Where]:
-    return lambda p: {"method": p["algorithms"] if p["kmeans_reference_bits"] is not None else [],
-                      "kmeans": settings, "shift": SHIFT}
+def _kmeans_grid(settings: Sequence[str]) -> Grid:
+    """The K-means-setting grid's runs under `settings` (none when the profile turns the grid off)."""
+    return grid("kmeans", lambda p: {"method": p["algorithms"] if p["kmeans_reference_bits"] is not None else [],
+                                     "kmeans": settings, "shift": SHIFT})
 
 
 TABLE1 = grid("table1", lambda p: _quantized(p, p["bits_list"]))
@@ -453,11 +455,11 @@ CLAIMS: tuple[Claim[FedShiftBundle], ...] = (
     Claim("C4", "FedShift with >= 5-bit inferior clients beats full-precision FedAvg", "all cells > 66.2",
           beats_fp32, (TABLE1_HIGH, _fp32((False,)))),
     Claim("C5a", lambda p: f"without the shift predictions lean to the inferior clients' labels ({_fig(p)})",
-          "Fig. 8 (qualitative)", leans_inferior, (grid("table1", _figure((False,))),)),
+          "Fig. 8 (qualitative)", leans_inferior, (_figure((False,)),)),
     Claim("C5b", lambda p: f"FedShift evens the predicted labels ({_fig(p)})", "Fig. 8 (qualitative)", evens_labels,
-          (grid("table1", _figure(SHIFT)),)),
+          (_figure(SHIFT),)),
     Claim("C6", lambda p: f"FedShift lowers layer-wise global divergence and client drift ({_fig(p)})",
-          "Fig. 9 (qualitative)", lowers_divergence, (grid("table1", _figure(SHIFT)),)),
+          "Fig. 9 (qualitative)", lowers_divergence, (_figure(SHIFT),)),
     Claim("C7", "FedShift gains hold for Dirichlet alpha 0.1/0.5/100 and both quantizers",
           "28 of 29 printed cells positive", dirichlet_gains, (TABLE2,)),
     Claim("C8a", "Table III weight sizes (CNN2, CIFAR-10) from the codecs", "1,052 / 2,105 / 8,421 KB", weight_sizes),
@@ -475,9 +477,9 @@ CLAIMS: tuple[Claim[FedShiftBundle], ...] = (
     Claim("C9d", "Theorem 1's bound holds with constants measured on a run (ours, issue 13 f)", "bound >= F - F*",
           theorem1_measured),
     Claim("G1", "with the authors' early-stopped K-means, FedShift improves the baselines (Table I's gap)",
-          "Table I: +0.7 to +5.4 points at 32+4", _kmeans_setting(_g1), (grid("kmeans", _kmeans_grid(["reference"])),)),
+          "Table I: +0.7 to +5.4 points at 32+4", _kmeans_setting(_g1), (_kmeans_grid(["reference"]),)),
     Claim("G2", "Table I's gap does not depend on the K-means setting (ours, issue 13 g)", "not stated",
-          _kmeans_setting(_g2), (grid("kmeans", _kmeans_grid(["converged", "reference"])),)),
+          _kmeans_setting(_g2), (_kmeans_grid(["converged", "reference"]),)),
 )
 
 
