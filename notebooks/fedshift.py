@@ -101,7 +101,7 @@ from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer, weight_quantiz
 from fedlib.data import label_counts
 from fedlib.papers import fedshift as fs
 from fedlib.runs import RunStore, build_run, run_specs
-from fedlib.claims.fedshift import ShiftGains, claims as fedshift_claims
+from fedlib.claims.fedshift import ShiftGains, Theory, bundle, claims as fedshift_claims, figure_algorithm, kmeans_gain
 from fedlib.report import results_dir
 from theory import fedshift as th
 
@@ -310,7 +310,7 @@ plt.show()
 # (ideal 0.5) and the KL divergence of the prediction histogram from uniform.
 
 # %%
-low, ref = min(bits_list), "fedavg" if "fedavg" in algorithms else algorithms[0]
+low, ref = min(bits_list), figure_algorithm(algorithms)
 fig_runs = grid.loc[(grid["algorithm"] == ref) & (grid["bits"] == low) & (grid["quantizer"] == quantizers[0]), "run"]
 hist = records["predictions"][records["predictions"]["run"].isin(fig_runs)]
 hist = hist.assign(model=hist["shift"].map({False: "baseline", True: "FedShift"}))
@@ -459,8 +459,7 @@ print(f"median MSE ratio over the {len(fits)} fits: {fits['MSE ratio'].median():
 # %%
 ks = runs[runs["kmeans"].isin(["converged", "reference"]) & (runs["bits"] == kmeans_reference_bits)
           & (runs["split"] == "parity") & (runs["selection"] == "stratified") & (runs["scope"] == "layer")]
-km_pairs = ks.pivot_table(index=["method", "kmeans", "seed"], columns="shift", values="acc")
-km_gain = (km_pairs[True] - km_pairs[False]).unstack("kmeans") if len(ks) else pd.DataFrame()
+km_gain = kmeans_gain(ks)  # the shift's gain per (method, seed), one column per K-means setting
 if len(ks):
     display(ks.groupby(["method", "kmeans", "shift"])[["acc", "upload_mse", "lloyd_iters"]].mean().unstack("shift").round(4))
     print("shift gain (points) per method and seed:")
@@ -620,26 +619,29 @@ plt.show()
 # * The theory checks and Table III are exact and machine-independent.
 # * The accuracy tables are small-scale analogues (digits, an MLP, few rounds): compare signs and trends,
 #   not levels, with the paper. Seeds matter: each claim below states its rule (`criterion`) and what it
-#   rests on (`evidence`); the gains (C3, C7) are tested pair by pair (FedShift minus its baseline on the same
-#   seed) with a one-sided Wilcoxon signed-rank test, C4 counts a cell only where the baseline alone does not
-#   already beat full precision, and Theorem 1 with assumed constants is illustrative, not a test.
+#   rests on (`evidence`); the gains (C3, C7, G1) are tested pair by pair (FedShift minus its baseline on the
+#   same seed) above a floor of 0.5 points with a one-sided Wilcoxon signed-rank test, C4 counts a cell only
+#   where the baseline alone does not already beat full precision, and Theorem 1 with assumed constants is
+#   illustrative, not a test. The quick profile runs one seed, so every claim on runs reads "not testable" there.
 # * Where the shift is a tiny fraction of a round's update ("how large is the shift"), FedShift and the baseline
 #   follow almost the same trajectory. K-means uploads keep layer means (Table II's mean-bias table), so a gain
 #   there cannot come from correcting a quantization bias of the mean; the 32+32 shift-only row tests mean shrinkage.
 
 # %% [markdown]
 # ## Claims
-# Each verdict comes from a rule in `fedlib.report`, stated in the `criterion` column; `fedlib/claims/fedshift.py`
-# pairs each claim with its paper value, its measured value and the rule's evidence, from the tables above.
+# `fedlib/claims/fedshift.py` declares each claim: its paper value, the runs it reads (this profile's cells) and
+# its rule. One judge (`fedlib.claims.judge`) checks every claim's runs first: a missing run or a NaN accuracy reads
+# "not testable" and names the run, a diverged or at-chance run "not reproduced (diverged)", fewer than two seeds
+# "not testable"; then the rule (from `fedlib.report`, stated in the `criterion` column) judges the tables above.
 
 # %%
-claims = fedshift_claims(  # fedlib/claims/fedshift.py: the rule, paper value and evidence of each claim
-    params, grid=grid, table1=t1, gains=gains, figure_algorithm=ref, label_bias=lb, test_labels=ds.y_test.numpy(),
-    divergence=div_summary, table2_runs=grid2, table3=table3, theorem2=t2, assumed=vals, theorem1_facts=f1,
-    mean_star=m_star, quadratic=quad, theorem1_runs=t1_est, theorem1_checks=t1_checks, kmeans_runs=ks,
-    kmeans_gain=km_gain, rounds=curves_all, num_classes=ds.num_classes,
-    theory_values={"paper_fp32_fedavg": th.PAPER_FP32_FEDAVG, "threshold_ratio": th.threshold_ratio(),
-                   "theorem1_bound_at_1e6": th.theorem1_bound(1e6, *vals.values())})
+theory = Theory(threshold_ratio=th.threshold_ratio(), theorem2=t2, assumed=vals,
+                bound_at_1e6=th.theorem1_bound(1e6, *vals.values()), limit=str(f1["limit_second_term_main"]),
+                mean_star=m_star, quadratic=quad, theorem1_runs=t1_est, theorem1_checks=t1_checks)
+evidence = bundle(params, curves_all, table1=grid, table2=grid2, kmeans=ks, label_bias=lb,
+                  test_labels=ds.y_test.numpy(), divergence=div_summary, table3=table3, theory=theory,
+                  num_classes=ds.num_classes)
+claims = fedshift_claims(evidence)  # fedlib/claims/fedshift.py: each claim's runs, rule, paper value and evidence
 claims.save(out_dir)
 print(f"total notebook run time: {time.perf_counter() - t_start:.0f} s")
 claims.table()
