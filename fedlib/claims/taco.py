@@ -63,7 +63,8 @@ class TacoBundle(Bundle):
     theorem1: Sequence[Theorem1Row]
 
 
-def bundle(params: Mapping[str, Any], num_classes: int, rounds: Mapping[str, pd.DataFrame], **values: Any) -> TacoBundle:
+def bundle(params: Mapping[str, Any], num_classes: int, rounds: Mapping[str, pd.DataFrame],
+           **values: Any) -> TacoBundle:
     """The bundle from the notebook's per-round tables by grid name (`rounds`) and its computed `values` (the
     fields of `TacoBundle`)."""
     gamma, plugin = rounds["gamma"], rounds["plugin"]
@@ -166,7 +167,8 @@ def _c6(b: TacoBundle) -> Finding:
         "live run TPR 100% and FPR 0%, replays at κ 0.6–0.8 TPR 100% and FPR 0%, κ = 1 TPR 0 (partly: the live run "
         "detects any freeloader)", live.tpr == 1.0 and live.fpr == 0.0 and g["TPR_%"].min() == 100
         and g["FPR_%"].max() == 0 and never["TPR_%"].max() == 0, partly=live.tpr > 0,
-        evidence=f"{p['n_freeloaders']} planted freeloaders, κ grid {p['kappa_grid']}, λ fractions {p['lambda_fracs']}"))
+        evidence=f"{p['n_freeloaders']} planted freeloaders, κ grid {p['kappa_grid']}, λ fractions "
+                 f"{p['lambda_fracs']}"))
 
 
 # ---- the secondary grids: means over >= MIN_SEEDS seeds --------------------------------------------------------
