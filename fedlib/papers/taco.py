@@ -395,10 +395,9 @@ def gamma_grid(p: Mapping[str, Any]) -> list[RunSpec]:
 
 
 def overcorrection_grid(p: Mapping[str, Any]) -> list[RunSpec]:
-    """A uniform correction vs TACO's tailored one at the same large gamma (evaluated on w_t)."""
-    return [_spec(p, {"correction": label}, ("taco", taco_args(p, gamma=p["overcorrection_gamma"], output="w", **kw)),
-                  p["seeds"][0])
-            for label, kw in OVERCORRECTION.items()]
+    """A uniform correction vs TACO's tailored one at the same large gamma (evaluated on w_t), on every seed."""
+    return [_spec(p, {"correction": label}, ("taco", taco_args(p, gamma=p["overcorrection_gamma"], output="w", **kw)), s)
+            for s in p["seeds"] for label, kw in OVERCORRECTION.items()]
 
 
 def timing_grid(p: Mapping[str, Any]) -> list[RunSpec]:
