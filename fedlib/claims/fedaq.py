@@ -236,7 +236,7 @@ def toy_theorem(theorem: str) -> Callable[[FedAQBundle], Finding]:
     return rule
 
 
-def _pair(mode: str, *schemes: str, may_diverge: bool = False) -> Runs:
+def _runs(mode: str, *schemes: str, may_diverge: bool = False) -> Runs:
     return Runs({"mode": (mode,), "scheme": schemes}, may_diverge=may_diverge)
 
 
@@ -245,31 +245,31 @@ def _versus_baseline(mode: str) -> Claim:
                  lambda p: f"{_WHAT[mode]} (Table {TABLE_OF_MODE[mode]}; the paper's {p['paper_row']} row: "
                            f"{PAPER_TABLES[mode][p['paper_row']][3]}%)",
                  f"{_PAPER_RANGE[mode]} over the paper's rows", saves_energy(mode),
-                 (_pair(mode, "fedaq", BASELINE[mode]),), min_seeds=ENERGY_SEEDS)
+                 (_runs(mode, "fedaq", BASELINE[mode]),), min_seeds=ENERGY_SEEDS)
 
 
-_FIXED_SWEEP = _pair("joint", *(w for w in FIXED if w != "fixed8"), may_diverge=True)  # a coarse width may fail
+_FIXED_SWEEP = _runs("joint", *(w for w in FIXED if w != "fixed8"), may_diverge=True)  # a coarse width may fail
 CLAIMS: tuple[Claim[FedAQBundle], ...] = (
     Claim("C1", "Up to 66.7% energy saving, joint FedAQ vs fixed 8-bit (Table II, ResNet-18/CIFAR-10, 86%)", "66.7%",
-          headline, (_pair("joint", "fedaq", "fixed8"),)),
+          headline, (_runs("joint", "fedaq", "fixed8"),)),
     *(_versus_baseline(mode) for mode in MODES),
     Claim("C3", "Similar number of rounds to the target as fixed 8-bit (no loss of convergence speed)", "similar",
-          similar_rounds, (_pair("joint", "fedaq", "fixed8"),)),
+          similar_rounds, (_runs("joint", "fedaq", "fixed8"),)),
     Claim("C4a", "Uplink bits decrease and downlink bits increase over rounds (Fig. 3)", "decreasing / increasing",
-          trends("up_bits", "down_bits"), (_pair("joint", "fedaq"),)),
+          trends("up_bits", "down_bits"), (_runs("joint", "fedaq"),)),
     Claim("C4b", "Update ranges shrink, global-weight ranges grow (Fig. 2)", "decreasing / increasing",
-          trends("up_range", "down_range"), (_pair("joint", "fedaq"),)),
+          trends("up_range", "down_range"), (_runs("joint", "fedaq"),)),
     Claim("C6b", f"(ours) Downlink-only FedAQ with a coarser beta = {COARSER.split('×')[1]} alpha/sqrt(2n) saves vs "
                  "fixed 8-bit", "no beta given for this mode", saves_energy("down", COARSER),
-          (_pair("down", COARSER, "fixed8"),), min_seeds=ENERGY_SEEDS),
+          (_runs("down", COARSER, "fixed8"),), min_seeds=ENERGY_SEEDS),
     Claim("C7", "8-bit is the best fixed bit-length of {2, 4, 8, 16}", "8 bits", eight_bit_best,
-          (_pair("joint", "fixed8"), _FIXED_SWEEP)),
+          (_runs("joint", "fixed8"), _FIXED_SWEEP)),
     Claim("C7b", "(ours) Joint FedAQ needs less energy than the best fixed width (the paper's comparison, at the width "
                  "that is best here)", "FedAQ < best fixed", beats_best_fixed,
-          (_pair("joint", "fedaq", "fixed8"), _FIXED_SWEEP), min_seeds=ENERGY_SEEDS),
+          (_runs("joint", "fedaq", "fixed8"), _FIXED_SWEEP), min_seeds=ENERGY_SEEDS),
     Claim("C5b", "(ours) Uplink-only FedAQ needs less energy than AdaQuantFL at its best s0 (s0 swept)",
           "FedAQ < AdaQuantFL", beats_best_s0,
-          (_pair("up", "fedaq", "adaquantfl"), _pair("up", *S0_SWEEP, may_diverge=True)), min_seeds=ENERGY_SEEDS),
+          (_runs("up", "fedaq", "adaquantfl"), _runs("up", *S0_SWEEP, may_diverge=True)), min_seeds=ENERGY_SEEDS),
     Claim("Eq22", "beta = alpha/sqrt(2n) (Eq. 22) is the optimal downlink resolution", "optimal", eq22_optimal),
     Claim("A1", "Quantizer is unbiased with E||Q(w)-w||^2 <= q_s R^2 (Assumption 1)", "holds", quantizer_a1),
     Claim("Th1", "Theorem 1's bound holds and its quantization terms matter (convex toy with known L, sigma^2)",
