@@ -180,3 +180,13 @@ def test_quantize_rejects_empty():
 @pytest.mark.parametrize("r", [float("nan"), float("inf")])
 def test_fedaq_bits_of_a_diverged_range_is_the_widest_code_flagged_clamped(r):
     assert fedaq_bits(r, 1e-2, b_max=8) == (8, True)
+
+
+@pytest.mark.parametrize("loss", [float("nan"), float("inf")])
+def test_adaquantfl_on_a_diverged_loss_takes_the_widest_code_instead_of_raising(loss):
+    """A diverged run's NaN/inf training loss must not stop the run (the notebook records the divergence)."""
+    policy = AdaQuantFL(s0=3, b_max=8)
+    for hist in ([{"train_loss": 2.0}, {"train_loss": loss}], [{"train_loss": loss}, {"train_loss": 1.0}]):
+        assert policy.levels(hist) == 2**8 - 1 and policy.bits(hist) == 8
+    with pytest.raises(ValueError, match="positive losses"):
+        policy.levels([{"train_loss": 2.0}, {"train_loss": -1.0}])

@@ -200,6 +200,8 @@ class AdaQuantFL:
         if self.loss_key not in history[0]:
             raise ValueError(f"AdaQuantFL needs {self.loss_key!r} in the round records; got {sorted(history[0])}")
         f0, fk = float(history[0][self.loss_key]), float(history[-1][self.loss_key])
+        if not (math.isfinite(f0) and math.isfinite(fk)):
+            return 2**self.b_max - 1  # a diverged run (NaN/inf loss): the widest code; the run's loss records the divergence
         if not (f0 > 0 and fk > 0):
             raise ValueError(f"AdaQuantFL needs positive losses, got F_0={f0}, F_k={fk}")
         return math.ceil(math.sqrt(f0 / fk) * self.s0)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 from fedlib.channel import Link
 from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL
@@ -126,6 +127,11 @@ def link_components(mode: str, scheme: str, *, alpha: float, beta: float, granul
             (down[0], {**down[1], "granularity": granularity, "payload": "weights"}))
 
 
+def beta_label(mult: float) -> str:
+    """The scheme label of downlink-only FedAQ at `mult` x alpha/sqrt(2n): "fedaq" at 1, else "fedaq β×<mult>"."""
+    return "fedaq" if mult == 1 else f"fedaq β×{mult:g}"
+
+
 @dataclass(frozen=True)
 class Cell:
     """One run of the grid, before the seed: mode, scheme, the label the notebook shows, and what it varies."""
@@ -147,7 +153,7 @@ def grid(p: Mapping[str, Any]) -> list[Cell]:
              Cell("joint", "fedaq", extra_labels={"alpha": p["alpha"]}),
              Cell("up", "fedaq"), Cell("up", "adaquantfl", s0=p["adaquant_s0"], extra_labels={"s0": p["adaquant_s0"]}),
              Cell("up", "fixed8"),
-             *[Cell("down", "fedaq", "fedaq" if m == 1 else f"fedaq β×{m:g}", beta_mult=m) for m in p["beta_down_mult"]],
+             *[Cell("down", "fedaq", beta_label(m), beta_mult=m) for m in p["beta_down_mult"]],
              Cell("down", "fixed8")]
     cells += [Cell("joint", "fedaq", f"fedaq α={a:g}", alpha=a, extra_labels={"alpha": a})
               for a in p["alpha_sweep"] if a != p["alpha"]]
@@ -219,6 +225,23 @@ def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
 
 
 # ---------------------------------------------------------------------------------- reading records
+RunFrames = Mapping[tuple[str, str, int], pd.DataFrame]
+TREND_QUANTITIES = ("up_bits", "down_bits", "up_range", "down_range")
+
+
+def run_frames(record: pd.DataFrame) -> dict[tuple[str, str, int], pd.DataFrame]:
+    """(mode, scheme, seed) -> that run's rows of the per-round `record`, in round order."""
+    return {(str(m), str(s), int(sd)): frame.sort_values("round").reset_index(drop=True)
+            for (m, s, sd), frame in record.groupby(["mode", "scheme", "seed"])}
+
+
+def trend_table(run: pd.DataFrame) -> pd.DataFrame:
+    """Spearman rho of each `TREND_QUANTITIES` column against the round in one run's rounds frame, with its first
+    and last value (Figs. 2-3: uplink bits and ranges fall, downlink ones rise)."""
+    return pd.DataFrame([{"quantity": q, "spearman rho vs round": spearmanr(run["round"], run[q]).statistic,
+                          "first": run[q].iloc[0], "last": run[q].iloc[-1]} for q in TREND_QUANTITIES])
+
+
 def _layer_columns(frame: pd.DataFrame, prefix: str) -> list[str]:
     return [c for c in frame.columns if c.startswith(prefix)]
 
@@ -294,7 +317,7 @@ def target_table(runs: dict[str, pd.DataFrame], baseline: str, proposed: str, ta
     return pd.DataFrame(rows)
 
 
-def energy_to_targets(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, schemes: list[str],
+def energy_to_targets(runs: RunFrames, mode: str, schemes: list[str],
                       seeds: list[int], targets: list[float]) -> pd.DataFrame:
     """One row per (scheme, seed, target): energy (mJ) and round at the first round reaching the target
     (`fedlib.targets.NEVER` = inf where never), with the run's final accuracy and mean bits per value.
@@ -322,14 +345,14 @@ def best_by_energy(per_seed: pd.DataFrame, candidates: list[str]) -> str | None:
     return str(score.sort_values(["never", "median"]).index[0])
 
 
-def relative_targets(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, schemes: list[str],
+def relative_targets(runs: RunFrames, mode: str, schemes: list[str],
                      seeds: list[int], fracs: list[float]) -> list[float]:
     """Fractions of the accuracy every scheme reaches: fracs x the lowest of their seed-mean best accuracies."""
     best = min(float(np.mean([runs[(mode, s, sd)]["test_acc"].max() for sd in seeds])) for s in schemes)
     return [round(float(f * best), 4) for f in fracs]
 
 
-def saving_table(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, baseline: str, proposed: str,
+def saving_table(runs: RunFrames, mode: str, baseline: str, proposed: str,
                  seeds: list[int], targets: list[float]) -> pd.DataFrame:
     """Seed-mean energy (mJ) and rounds to each target (inf when a seed never reaches it), the saving computed
     from the mean energies (nan when either is inf), and how many seeds the proposed scheme brings there."""
@@ -342,7 +365,7 @@ def saving_table(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, b
     return out
 
 
-def to_target_per_seed(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str, scheme: str, seeds: list[int],
+def to_target_per_seed(runs: RunFrames, mode: str, scheme: str, seeds: list[int],
                        target: float, cost: str | None = None) -> list[float]:
     """Per seed: rounds (cost=None) or a cumulative cost column (e.g. "cum_energy_mJ") at the first round
     reaching `target`; `fedlib.targets.NEVER` (inf) where never reached."""
@@ -350,12 +373,13 @@ def to_target_per_seed(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: 
             cost_to_target(runs[(mode, scheme, sd)], target, cost, cumulative=True) for sd in seeds]
 
 
-def energy_to_target_judgement(runs: Mapping[tuple[str, str, int], pd.DataFrame], mode: str,
+def energy_to_target_judgement(runs: RunFrames, mode: str,
                                baselines: Mapping[float, str | None], proposed: str, seeds: list[int],
-                               evidence: str = "") -> report.Judgement:
+                               evidence: str = "", *, floor: float) -> report.Judgement:
     """`fedlib.report.reaches_sooner` on energy summed over the targets, one pair per seed (a seed's targets are not
     independent pairs; never reaching one target makes the sum inf); `baselines` maps each target to the scheme
-    compared there (None: skip that target)."""
+    compared there (None: skip that target). A seed counts for `proposed` only where its energy is below
+    (1 - `floor`) x the baseline's: the claim's effect floor, a fraction of the baseline's energy."""
     ts = [t for t, b in baselines.items() if b is not None]
     def summed(scheme_at: Callable[[float], str]) -> list[float]:
         per_target = [to_target_per_seed(runs, mode, scheme_at(t), seeds, t, "cum_energy_mJ") for t in ts]
@@ -363,7 +387,7 @@ def energy_to_target_judgement(runs: Mapping[tuple[str, str, int], pd.DataFrame]
 
     prop, base = summed(lambda t: proposed), summed(lambda t: str(baselines[t]))
     names = "/".join(sorted({str(baselines[t]) for t in ts}))
-    return report.reaches_sooner(prop, base, names=(proposed, names),
+    return report.reaches_sooner(prop, [(1 - floor) * e for e in base], names=(proposed, f"{1 - floor:g} x {names}"),
                                  quantity=f"energy (mJ) summed over the targets {ts}",
                                  evidence=", ".join(e for e in (f"{mode} mode, {len(seeds)} seed(s) x {len(ts)} targets",
                                                                 evidence) if e))
