@@ -258,8 +258,11 @@ def test_a_diverged_run_overrides_the_rule():
     assert row(frame, "C3c")["verdict"] == report.REPRODUCED  # descent and QSGD both healthy
 
 
-def test_the_z_sweep_at_chance_reads_diverged():
+def test_runs_at_chance_read_diverged():
     assert verdict(PARAMS, evidence(sweep={**SWEEP, Z4: [0.1, 0.1, 0.1]}), "C8") == report.DIVERGED
+    # MUCSC and QSGD both at 10%: "equivalent" by TOST, but the runs say nothing
+    chance = evidence(levels={**LEVELS, "MUCSC descent": [0.101, 0.099, 0.1], "QSGD": [0.1, 0.1, 0.101]})
+    assert verdict(PARAMS, chance, "C3c") == report.DIVERGED
 
 
 def test_claims_follow_the_partitions_run():
