@@ -104,19 +104,23 @@ def _by(runs: Runs) -> list[str]:
 
 
 def _missing(runs: Runs, bundle: Bundle) -> list[str]:
-    """Declared runs absent from the records, or with a NaN/inf scored accuracy."""
+    """Declared runs absent from the records, or with a NaN/inf scored accuracy; a cell absent on every seed is
+    named once (a parameter that left out a method names the method, not its seeds one by one)."""
     if runs.table not in bundle.records:
         return [f"table {runs.table!r}"]
     rows = runs.select(bundle.records)
+    seeds = runs.seed_list(bundle.params)
     out = []
     for cell in runs.cells():
-        for seed in runs.seed_list(bundle.params):
+        absent, broken = [], []
+        for seed in seeds:
             run = rows[np.logical_and.reduce([rows[k] == v for k, v in {**cell, "seed": seed}.items()])]
             acc = run["test_acc"].dropna().to_numpy(dtype=float) if "test_acc" in run else np.array([])
             if run.empty:
-                out.append(_label(cell, seed))
+                absent.append(_label(cell, seed))
             elif "test_acc" in run and (not acc.size or not np.isfinite(acc).all()):
-                out.append(f"{_label(cell, seed)} (accuracy NaN/inf)")
+                broken.append(f"{_label(cell, seed)} (accuracy NaN/inf)")
+        out += ([f"{_label(cell)} (every seed)"] if len(absent) == len(seeds) > 1 else absent) + broken
     return out
 
 
