@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from fedlib import report
-from fedlib.claims.quickstart import claims
+from fedlib.claims.quickstart import bundle, claims
 
 PARAMS = {"rounds": 2, "mu": 0.01}
 
@@ -22,12 +22,12 @@ def record(final: dict[str, list[float]]) -> pd.DataFrame:
 
 
 def verdicts(rec: pd.DataFrame) -> list[str]:
-    return claims(rec, params(rec), num_classes=10).table()["verdict"].tolist()
+    return claims(bundle(rec, params(rec), num_classes=10)).table()["verdict"].tolist()
 
 
 def test_scaffold_ahead_and_fedprox_level_reproduce_both():
     rec = record({"FedAvg": [0.80, 0.82, 0.81], "SCAFFOLD": [0.86, 0.87, 0.88], "FedProx": [0.801, 0.819, 0.812]})
-    table = claims(rec, params(rec), num_classes=10).table()
+    table = claims(bundle(rec, params(rec), num_classes=10)).table()
     assert table["verdict"].tolist() == [report.REPRODUCED, report.REPRODUCED]
     assert table["measured"].iloc[0] == "0.870 vs 0.810 (+0.060)"  # means over the three seeds, by hand
 
@@ -48,6 +48,6 @@ def test_one_seed_is_not_testable_and_a_diverged_run_overrides_the_rule():
 def test_a_missing_run_is_not_testable_and_named():
     rec = record({"FedAvg": [0.80, 0.82, 0.81], "SCAFFOLD": [0.86, 0.87, 0.88], "FedProx": [0.801, 0.819, 0.812]})
     rec = rec[~((rec["algorithm"] == "SCAFFOLD") & (rec["seed"] == 2))]
-    table = claims(rec, {**PARAMS, "seeds": [0, 1, 2]}, num_classes=10).table()
+    table = claims(bundle(rec, {**PARAMS, "seeds": [0, 1, 2]}, num_classes=10)).table()
     assert table["verdict"].tolist() == [report.NOT_TESTABLE, report.REPRODUCED]
     assert "algorithm=SCAFFOLD seed=2" in table["evidence"].iloc[0]

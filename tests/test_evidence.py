@@ -13,15 +13,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedlib import report
 from fedlib.claims import evidence, quickstart
 from fedlib.claims.bundle import Bundle
 from fedlib.claims.evidence import EvidenceError
 
 
 @dataclass(frozen=True)
+class Detail:
+    frame: pd.DataFrame
+    count: int
+
+
+@dataclass(frozen=True)
 class RichBundle(Bundle):
     table: pd.DataFrame
     series: pd.Series
+    labels: np.ndarray
+    detail: Detail
+    tables_by_key: Mapping[tuple[bool, int], pd.DataFrame]
+    rows: tuple[tuple[str, report.Judgement], ...]
     best_at: Mapping[float, str | None]
     pairs: Mapping[tuple[str, int], float]
     sizes: tuple[int, ...]
@@ -32,9 +43,10 @@ class RichBundle(Bundle):
 def rich_bundle_in_fedlib_claims(monkeypatch):
     """RichBundle as if a claims module defined it (load only accepts bundle classes of fedlib.claims modules)."""
     module = types.ModuleType("fedlib.claims.rich")
-    module.RichBundle = RichBundle
+    module.RichBundle, module.Detail = RichBundle, Detail
     monkeypatch.setitem(sys.modules, "fedlib.claims.rich", module)
-    monkeypatch.setattr(RichBundle, "__module__", "fedlib.claims.rich")
+    for cls in (RichBundle, Detail):
+        monkeypatch.setattr(cls, "__module__", "fedlib.claims.rich")
 
 
 def rich() -> RichBundle:
@@ -44,6 +56,9 @@ def rich() -> RichBundle:
                          index=pd.MultiIndex.from_tuples([("p", "m"), ("p", "n")], names=["partition", "method"]))
     return RichBundle(params={"seeds": [0, 1], "lr": 1e-3, "name": None}, records={"runs": runs}, num_classes=10,
                       table=table, series=pd.Series([1.5, math.nan], index=["u", "v"], name="acc"),
+                      labels=np.array([3, 1, 2], dtype=np.int64), detail=Detail(runs.head(1), 7),
+                      tables_by_key={(True, 0): runs, (False, 1): table},
+                      rows=(("Theorem 1", report.not_testable("no runs", "here")),),
                       best_at={0.5: "fixed-8", 0.9: None}, pairs={("a", 1): 0.25}, sizes=(3, 4), flag=True)
 
 
@@ -60,6 +75,11 @@ def test_a_bundle_comes_back_exactly(tmp_path):
     assert evidence.load(tmp_path)[1].series.name is None
     assert back.params == original.params and back.best_at == original.best_at and back.pairs == original.pairs
     assert back.sizes == (3, 4) and back.flag is True and back.num_classes == 10
+    np.testing.assert_array_equal(back.labels, original.labels)
+    assert back.labels.dtype == np.int64 and back.rows == original.rows and back.detail.count == 7
+    pd.testing.assert_frame_equal(back.detail.frame, original.detail.frame)
+    assert list(back.tables_by_key) == [(True, 0), (False, 1)]
+    pd.testing.assert_frame_equal(back.tables_by_key[(False, 1)], original.table)
     assert back.records["runs"]["test_acc"].iloc[0] == 0.1 + 0.2  # floats written exactly
 
 
@@ -93,6 +113,15 @@ def test_a_manifest_cannot_choose_code_outside_the_bundle_classes(tmp_path, name
         evidence.load(tmp_path)
 
 
+def test_a_nested_class_outside_fedlib_is_refused(tmp_path):
+    evidence.save(rich(), tmp_path, "quickstart")
+    manifest = _manifest(tmp_path)
+    manifest["fields"]["detail"]["class"] = "subprocess:Popen"
+    (tmp_path / "evidence" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(EvidenceError, match="'subprocess:Popen' is not one of fedlib's"):
+        evidence.load(tmp_path)
+
+
 def test_missing_truncated_and_mismatched_evidence_are_errors_naming_the_file(tmp_path):
     with pytest.raises(EvidenceError, match="no saved evidence"):
         evidence.load(tmp_path)
@@ -116,9 +145,10 @@ def test_judged_claims_save_their_evidence_and_judge_the_same_again(tmp_path):
     rows = [{"algorithm": a, "seed": s, "round": r, "test_acc": acc + 0.01 * s * r, "test_loss": 1.0,
              "train_loss": 1.0} for a, acc in (("FedAvg", 0.7), ("SCAFFOLD", 0.8), ("FedProx", 0.7))
             for s in range(4) for r in (1, 2)]
-    table = quickstart.claims(pd.DataFrame(rows), {"seeds": [0, 1, 2, 3], "mu": 0.01, "rounds": 2}, 10)
+    table = quickstart.claims(quickstart.bundle(pd.DataFrame(rows), {"seeds": [0, 1, 2, 3], "mu": 0.01, "rounds": 2},
+                                                10))
     table.save(tmp_path)
     module, bundle = evidence.load(tmp_path)
-    again = quickstart.judge(quickstart.CLAIMS, bundle).table()
+    again = quickstart.claims(bundle).table()
     pd.testing.assert_frame_equal(again, table.table())
     assert module == "quickstart"

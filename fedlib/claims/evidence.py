@@ -2,9 +2,10 @@
 
 `save(bundle, folder)` writes `folder/evidence/`: `manifest.json` (the bundle's class, and per field its kind and
 file) and one file per table: DataFrames and Series as CSV (floats written exactly; dtypes and index columns
-recorded in the manifest), everything else as JSON (NaN and inf allowed). `load(folder)` rebuilds the bundle;
-the class named in the manifest must be a `Bundle` subclass defined in a `fedlib.claims` module, so a data file
-never chooses which code runs.
+recorded in the manifest), numbers, strings and containers of them as JSON (NaN and inf allowed; mapping keys and
+tuples keep their types), numeric arrays as JSON with their dtype, and dataclasses and containers holding tables
+as folders. `load(folder)` rebuilds the bundle; the bundle class must be a `Bundle` subclass of a `fedlib.claims`
+module and every other class a dataclass of a `fedlib` module, so a data file never chooses which code runs.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import dataclasses
 import importlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -86,37 +88,82 @@ def _read_frame(path: Path, meta: Mapping[str, Any]) -> pd.DataFrame:
     return frame
 
 
+def _is_plain(value: Any) -> bool:
+    """Whether `value` is JSON-ready through `_plain`: numbers, strings, None and containers of them."""
+    if isinstance(value, Mapping):
+        return all(_is_plain(k) and _is_plain(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, np.generic))
+
+
 def _save_value(value: Any, stem: Path) -> dict[str, Any]:
+    """Write `value` at `stem` (+ a suffix, or a folder for a container of tables) and return how to read it."""
     if isinstance(value, pd.Series):
         meta = _write_frame(value.to_frame(name=value.name if value.name is not None else "value"),
                             stem.with_suffix(".csv"))
         return {"kind": "series", "file": stem.with_suffix(".csv").name, "name": _plain(value.name), **meta}
     if isinstance(value, pd.DataFrame):
         return {"kind": "frame", "file": stem.with_suffix(".csv").name, **_write_frame(value, stem.with_suffix(".csv"))}
-    if isinstance(value, Mapping) and value and all(isinstance(v, pd.DataFrame) for v in value.values()):
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        stem.with_suffix(".json").write_text(json.dumps(value.tolist()))
+        return {"kind": "array", "file": stem.with_suffix(".json").name, "dtype": value.dtype.str}
+    if _is_plain(value):
+        stem.with_suffix(".json").write_text(json.dumps(_plain(value)))
+        return {"kind": "json", "file": stem.with_suffix(".json").name}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         stem.mkdir()
-        return {"kind": "frames", "file": stem.name,
-                "items": {str(k): _save_value(v, stem / str(k)) for k, v in value.items()}}
-    try:
-        text = json.dumps(_plain(value))
-    except TypeError as err:
-        raise TypeError(f"bundle field {stem.name!r}: {type(value).__name__} cannot be saved as evidence ({err}); "
-                        "use a DataFrame, Series, mapping, sequence or number") from err
-    stem.with_suffix(".json").write_text(text)
-    return {"kind": "json", "file": stem.with_suffix(".json").name}
+        cls = type(value)
+        return {"kind": "dataclass", "file": stem.name, "class": f"{cls.__module__}:{cls.__qualname__}",
+                "fields": {f.name: _save_value(getattr(value, f.name), stem / f.name)
+                           for f in dataclasses.fields(value)}}
+    if isinstance(value, (Mapping, list, tuple)):
+        stem.mkdir()
+        pairs = value.items() if isinstance(value, Mapping) else enumerate(value)
+        items = [[_plain(k), _save_value(v, stem / _file_name(k, i))] for i, (k, v) in enumerate(pairs)]
+        return {"kind": "mapping" if isinstance(value, Mapping) else type(value).__name__, "file": stem.name,
+                "items": items}
+    raise TypeError(f"bundle field {stem.name!r}: {type(value).__name__} cannot be saved as evidence; use a "
+                    "DataFrame, Series, numeric array, dataclass, mapping, sequence or number")
+
+
+def _file_name(key: Any, position: int) -> str:
+    """A container item's file name: its key where that is a plain name (records/main.csv), else its position."""
+    return key if isinstance(key, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,63}", key) else str(position)
+
+
+def _dataclass(name: str, where: Path) -> type:
+    """The dataclass `module:Class` names, only from fedlib's own modules."""
+    module, _, qualname = name.partition(":")
+    if not module.startswith("fedlib.") or not all(part.isidentifier() for part in qualname.split(".")):
+        raise EvidenceError(f"{where}: class {name!r} is not one of fedlib's; this file was not written by fedlib: "
+                            "delete the folder and run the notebook again")
+    cls: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        cls = getattr(cls, part, None)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise EvidenceError(f"{where}: {name!r} is not a dataclass (renamed since it was saved?); run the notebook "
+                            "again to save its evidence")
+    return cls
 
 
 def _load_value(meta: Mapping[str, Any], folder: Path) -> Any:
     path = folder / meta["file"]
-    if meta["kind"] == "frames":
-        return {k: _load_value(m, path) for k, m in meta["items"].items()}
-    if meta["kind"] in ("frame", "series"):
+    kind = meta["kind"]
+    if kind in ("frame", "series"):
         frame = _read_frame(path, meta)
-        return frame.iloc[:, 0].rename(_typed(meta["name"])) if meta["kind"] == "series" else frame
+        return frame.iloc[:, 0].rename(_typed(meta["name"])) if kind == "series" else frame
+    if kind == "dataclass":
+        cls = _dataclass(meta["class"], path)
+        return cls(**{name: _load_value(m, path) for name, m in meta["fields"].items()})
+    if kind in ("mapping", "list", "tuple"):
+        values = [(_hashable(_typed(k)), _load_value(m, path)) for k, m in meta["items"]]
+        return dict(values) if kind == "mapping" else (list if kind == "list" else tuple)(v for _, v in values)
     try:
-        return _typed(json.loads(path.read_text()))
+        data = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise EvidenceError(f"{path}: unreadable ({err}); run the notebook again to save its evidence") from err
+    return np.asarray(data, dtype=np.dtype(meta["dtype"])) if kind == "array" else _typed(data)
 
 
 def save(bundle: Bundle, folder: Path, claims: str) -> Path:
@@ -140,12 +187,11 @@ def save(bundle: Bundle, folder: Path, claims: str) -> Path:
 
 def bundle_class(name: str, where: Path) -> type[Bundle]:
     """The `Bundle` subclass `module:Class` names, only from `fedlib.claims` modules."""
-    module, _, qualname = name.partition(":")
-    if not module.startswith("fedlib.claims.") or not qualname.isidentifier():
+    if not name.startswith("fedlib.claims."):
         raise EvidenceError(f"{where}: bundle class {name!r} is not a fedlib.claims bundle; this file was not written "
                             "by fedlib: delete the folder and run the notebook again")
-    cls = getattr(importlib.import_module(module), qualname, None)
-    if not (isinstance(cls, type) and issubclass(cls, Bundle)):
+    cls = _dataclass(name, where)
+    if not issubclass(cls, Bundle):
         raise EvidenceError(f"{where}: {name!r} is not a Bundle class (renamed since it was saved?); run the notebook "
                             "again to save its evidence")
     return cls

@@ -165,9 +165,22 @@ def judge_one(claim: Claim[B], bundle: B) -> Finding:
     return replace(found, judgement=replace(found.judgement, criterion=f"{found.judgement.criterion}; {named}"))
 
 
+def _declaring_module(claims: Sequence[Claim]) -> str:
+    """The `fedlib.claims` module whose CLAIMS these are (a selection of them, or them on a profile's cells)."""
+    prefix = "fedlib.claims."
+    rules = {getattr(c.rule, "__module__", "") for c in claims} - {__name__}
+    if len(rules) == 1 and next(iter(rules)).startswith(prefix):
+        return next(iter(rules)).removeprefix(prefix)
+    found = [name for name, declared_claims in declared().items() if all(c in declared_claims for c in claims)]
+    if len(found) != 1:
+        raise ValueError("judge() takes claims declared in one module's CLAIMS (fedlib.claims.<module>.CLAIMS)")
+    return found[0]
+
+
 class JudgedClaims(Claims):
     """A claims table that saves, beside claims.csv, the bundle it was judged from (`fedlib.claims.evidence`), so
-    `reproduce --claims-only` can judge it again without executing the notebook."""
+    `reproduce --claims-only` can judge it again without executing the notebook: by its module's `claims(bundle)`,
+    the one entry point every claims module has."""
 
     def __init__(self, module: str, bundle: Bundle) -> None:
         super().__init__()
@@ -185,10 +198,7 @@ def judge(claims: Sequence[Claim[B]], bundle: B) -> JudgedClaims:
     ids = [c.id for c in claims]
     if len(set(ids)) != len(ids):
         raise ValueError(f"claim ids must be unique, got {sorted(i for i in ids if ids.count(i) > 1)}")
-    module = next((name for name, found in declared().items() if all(c in found for c in claims)), None)
-    if module is None:
-        raise ValueError("judge() takes claims declared in one module's CLAIMS (fedlib.claims.<module>.CLAIMS)")
-    table = JudgedClaims(module, bundle)
+    table = JudgedClaims(_declaring_module(claims), bundle)
     for claim in claims:
         found = judge_one(claim, bundle)
         words = claim.statement if isinstance(claim.statement, str) else claim.statement(bundle.params)

@@ -17,6 +17,11 @@ CLAIMS = (
 )
 
 
-def claims(record: pd.DataFrame, params: Mapping[str, Any], num_classes: int) -> Claims:
-    """Both claims judged on `record` (one row per algorithm, seed and round)."""
-    return judge(CLAIMS, Bundle(params, {"runs": record}, num_classes))
+def bundle(record: pd.DataFrame, params: Mapping[str, Any], num_classes: int) -> Bundle:
+    """The evidence: `record` (one row per algorithm, seed and round) as the one run table."""
+    return Bundle(params, {"runs": record}, num_classes)
+
+
+def claims(evidence: Bundle) -> Claims:
+    """Both claims judged."""
+    return judge(CLAIMS, evidence)
