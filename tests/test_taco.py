@@ -315,6 +315,32 @@ def test_detection_rates_and_offline_replay():
     assert offline_expulsion(torch.stack(hist).numpy(), kappa=0.6, expel_after=2).tolist() == [0, 1]  # rows = rounds
 
 
+def test_freeloader_tables_per_seed():
+    """Tables II and VIII per seed on hand cases: 3 clients, 3 rounds (round 1 left out of the means)."""
+    import pandas as pd
+
+    from fedlib.papers.taco import alpha_by_seed, live_detection, replayed_detection
+
+    groups = {0: ["A", "B", "Freeloaders"], 1: ["Freeloaders", "A", "C"]}
+    traces = {0: [[0.1] * 3, [0.2, 0.4, 0.9], [0.4, 0.6, 0.7]], 1: [[0.1] * 3, [0.8, 0.1, 0.5], [1.0, 0.3, 0.5]]}
+    alphas = pd.DataFrame([{"seed": s, "round": r + 1, "client": c, "group": groups[s][c], "alpha": a}
+                           for s, rounds in traces.items() for r, row in enumerate(rounds) for c, a in enumerate(row)])
+    means = alpha_by_seed(alphas)
+    assert list(means.columns) == ["A", "B", "C", "Freeloaders"] and list(means.index) == [0, 1]
+    np.testing.assert_allclose(means.to_numpy(), [[0.3, 0.5, np.nan, 0.8], [0.2, np.nan, 0.5, 0.9]])
+    replay = replayed_detection(alphas, [0.5, 0.6], {"T*0.5": 2}).set_index(["seed", "kappa"])
+    # kappa 0.6: only the freeloaders reach it twice; kappa 0.5: seed 1's C client (0.5, 0.5) is expelled too
+    assert replay["TPR_%"].tolist() == [100.0] * 4
+    assert replay["FPR_%"].tolist() == [0.0, 0.0, 50.0, 0.0]
+    assert set(replay["lambda"]) == {"T*0.5"}
+    expelled = pd.DataFrame({"seed": [0] * 3 + [1] * 3, "client": [0, 1, 2] * 2,
+                             "freeloader": [False, False, True, True, False, False],
+                             "expelled": [False, True, True, False, False, False]})
+    live = live_detection(expelled)
+    assert live[["tpr", "fpr", "caught", "misjudged", "normal"]].values.tolist() == [[1.0, 0.5, 1, 1, 2],
+                                                                                     [0.0, 0.0, 0, 0, 2]]
+
+
 def test_quadratic_federation_is_exact():
     h = np.array([[1.0, 2.0], [0.5, 0.25]])
     b = np.array([[1.0, -1.0], [2.0, 0.0]])

@@ -36,6 +36,9 @@ def test_grid_counts_labels_and_json(quick):
     assert sizes["ablation"] == 4 * len(quick["ablation_partitions"]) * len(quick["ablation_seeds"])
     assert sizes["gamma"] == len(quick["gamma_steps"]) * (len(quick["gamma_grid"]) + 1) * len(quick["extra_seeds"])
     assert sizes["oscillation"] == len(quick["oscillation_algorithms"]) * len(quick["oscillation_seeds"])
+    assert sizes["freeloaders"] == 2 * n_seed  # without and with live expulsion, on every seed
+    assert [(s.seed, s.get("labels")["expulsion"]) for s in tp.freeloader_grid({**quick, "seeds": [0, 1]})] == \
+        [(0, "off"), (0, "live"), (1, "off"), (1, "live")]
     # shared runs appear once: Fig. 6's originals are main runs, and so are the oscillation study's TACO,
     # FoolsGold and FedAvg when its setting is the main one; 1/K = 0.1 is also on the gamma grid at K = 10
     shared = 2 * len(quick["extra_seeds"]) + 3 + (1 if 0.1 in quick["gamma_grid"] and 10 in quick["gamma_steps"] else 0)

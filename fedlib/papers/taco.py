@@ -11,7 +11,8 @@
 * `Freeloaders`: a `client_behavior` for run_federation. A freeloader trains nothing useful and uploads the
   previous global update w_{t-1} - w_t as its delta ("previous_update", the paper's definition), the
   global model itself ("global_model": delta 0) or the global model plus Gaussian noise ("noise").
-* `detection_rates`, `offline_expulsion`: TPR/FPR of Eq. (10) from a run, or replayed from alpha traces.
+* `detection_rates`, `offline_expulsion`: TPR/FPR of Eq. (10) from a run, or replayed from alpha traces;
+  `alpha_by_seed`, `live_detection`, `replayed_detection`: Tables II and VIII per seed of the freeloader grid.
 * `time_per_100_updates`: Table I's unit from a run's record (its `train_s`); rounds and time to a
   target come from `fedlib.targets`. `oscillation`, `alpha_lag_correlation`: finding (a)'s measures.
 * `quadratic_federation`: clients with f_i(w) = 1/2 (w - b_i)^T diag(h_i) (w - b_i) as a least-squares
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ from fedlib.runs.splits import SPLITS
 from fedlib.seeding import Seeds
 
 GROUP_NAMES = ("A", "B", "C")
+FREELOADER_GROUP = "Freeloaders"
 
 
 def client_groups(labels: np.ndarray, group_sizes: Sequence[int] = (7, 7, 6),
@@ -171,10 +173,42 @@ def alpha_frame(result: RunResult, groups: Sequence[str], freeloaders: Sequence[
     their own group. alpha at round r is alpha_i^{r} computed from that round's uploads (Eq. 7)."""
     history = torch.stack(result.server_state["alpha_history"]).numpy()
     labels = np.array(groups, dtype=object)
-    labels[list(freeloaders)] = "Freeloaders"
+    labels[list(freeloaders)] = FREELOADER_GROUP
     rounds, clients = np.meshgrid(np.arange(1, len(history) + 1), np.arange(history.shape[1]), indexing="ij")
     return pd.DataFrame({"round": rounds.ravel(), "client": clients.ravel(), "group": labels[clients.ravel()],
                          "alpha": history.ravel()})
+
+
+def alpha_by_seed(alphas: pd.DataFrame) -> pd.DataFrame:
+    """Table II per seed: mean alpha per group (columns A, B, C, Freeloaders; NaN where a seed's draw left a
+    group without clients) over rounds 2 on (round 1 holds alpha^0 and the freeloaders' zero upload), by seed."""
+    late = alphas[alphas["round"] > 1]
+    means = late.groupby(["seed", "group"])["alpha"].mean().unstack("group")
+    return means.reindex(columns=[*GROUP_NAMES, FREELOADER_GROUP]).rename_axis(columns=None)
+
+
+def live_detection(expelled: pd.DataFrame) -> pd.DataFrame:
+    """Per seed of live expulsion runs' "expelled" tables (one row per client): the `Detection` (TPR, FPR and
+    their counts), by seed."""
+    rows = {seed: asdict(detection_rates(f.loc[f["expelled"].astype(bool), "client"].tolist(),
+                                         f.loc[f["freeloader"].astype(bool), "client"].tolist(), len(f)))
+            for seed, f in expelled.groupby("seed")}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("seed")
+
+
+def replayed_detection(alphas: pd.DataFrame, kappas: Sequence[float], lambdas: Mapping[str, int]) -> pd.DataFrame:
+    """Table VIII per seed: Eq. (10) replayed (`offline_expulsion`) on each seed's alpha traces of a run without
+    expulsion, at every kappa and lambda (label -> rounds); rows seed, kappa, lambda, TPR_%, FPR_%."""
+    rows = []
+    for seed, f in alphas.groupby("seed"):
+        traces = f.pivot(index="round", columns="client", values="alpha").to_numpy()
+        free = f.loc[f["group"] == FREELOADER_GROUP, "client"].unique()
+        for kappa in kappas:
+            for label, lam in lambdas.items():
+                det = detection_rates(offline_expulsion(traces, kappa, lam), free, traces.shape[1])
+                rows.append({"seed": seed, "kappa": kappa, "lambda": label, "TPR_%": 100 * det.tpr,
+                             "FPR_%": 100 * det.fpr})
+    return pd.DataFrame(rows)
 
 
 def time_per_100_updates(rounds: pd.DataFrame, clients: pd.DataFrame) -> float:
@@ -350,12 +384,13 @@ def table5_grid(p: Mapping[str, Any]) -> list[RunSpec]:
 
 
 def freeloader_grid(p: Mapping[str, Any]) -> list[RunSpec]:
-    """Tables II and VIII: TACO with `n_freeloaders` planted freeloaders on the first seed, once without
-    expulsion (alpha observed all along; the kappa x lambda grid is replayed on its traces) and once live."""
-    seed, count = p["seeds"][0], p["n_freeloaders"]
-    return [_spec(p, {"algorithm": "TACO", "expulsion": "off"}, ("taco", taco_args(p)), seed, freeloaders=count),
-            _spec(p, {"algorithm": "TACO", "expulsion": "live"}, ("taco", taco_args(p, expel_after=expel_after(p))),
-                  seed, freeloaders=count)]
+    """Tables II and VIII: TACO with `n_freeloaders` planted freeloaders (drawn per seed) on every seed, once
+    without expulsion (alpha observed all along; the kappa x lambda grid is replayed on its traces) and once live."""
+    count = p["n_freeloaders"]
+    return [spec for seed in p["seeds"] for spec in (
+        _spec(p, {"algorithm": "TACO", "expulsion": "off"}, ("taco", taco_args(p)), seed, freeloaders=count),
+        _spec(p, {"algorithm": "TACO", "expulsion": "live"}, ("taco", taco_args(p, expel_after=expel_after(p))),
+              seed, freeloaders=count))]
 
 
 def expel_after(p: Mapping[str, Any]) -> int:
