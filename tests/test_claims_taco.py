@@ -376,8 +376,8 @@ def test_finding_a_without_its_variants_is_not_testable(left_out):
 def test_c5_c6_measured_strings_by_hand():
     b = bundle(PARAMS, 10, records(), **{**values(), "live_detection": live(misjudged=[0, 0, 3])})
     found = {c.id: c.rule(b).measured for c in CLAIMS_DECLARED if c.id in ("C5", "C6")}
-    assert found["C5"] == ("pooled A 0.21 < B 0.31 < C 0.41 < Freeloaders 0.91; ordered on 3/3 seeds, freeloaders "
-                           "highest on 3/3 seeds")
+    assert found["C5"] == ("pooled mean α A 0.21, B 0.31, C 0.41, Freeloaders 0.91; ordered on 3/3 seeds, "
+                           "freeloaders highest on 3/3 seeds")
     # lambda = max(1, round(0.2 * 10)) = 2; FPR (0 + 0 + 3/12) / 3 = 8%
     assert found["C6"] == ("live (κ=0.6, λ=2): mean TPR 100%, FPR 8%, perfect on 2/3 seeds; replay κ 0.6–0.8: TPR "
                            "min 100%, FPR max 0%; κ=1: TPR max 0%; all on 2/3 seeds")

@@ -163,7 +163,7 @@ def _seeds_held(held: pd.Series) -> str:
 def _c5(b: TacoBundle) -> Finding:
     """Per seed: A < B < C < freeloaders strictly; partly: the freeloaders' mean α the highest on every seed."""
     pooled, per_seed = b.table2["mean"], b.table2_seeds[list(ALPHA_ORDER)]
-    measured = "pooled " + " < ".join(f"{g} {pooled[g]:.2f}" for g in pooled.index)
+    measured = "pooled mean α " + ", ".join(f"{g} {pooled[g]:.2f}" for g in pooled.index)
     evidence = f"seeds {list(per_seed.index)}, {b.params['n_freeloaders']} planted freeloaders drawn per seed"
     empty = per_seed.columns[per_seed.isna().any()].tolist()
     if empty:
