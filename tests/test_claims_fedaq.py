@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from fedlib import report
+from fedlib.claims import evidence as saved
 from fedlib.claims.fedaq import CLAIMS, bundle, claims, savings
 
 SEEDS = [1, 2, 3]
@@ -274,3 +275,11 @@ def test_the_bundle_holds_the_record_as_one_tidy_runs_table_in_round_order():
     assert len(b.runs) == len(COSTS) * len(SEEDS)
     assert b.runs[("joint", "fedaq", 2)]["round"].tolist() == [1, 2, 3, 4]
     assert b.s0_tried == (1.0, 3.0, 7.0)
+
+
+def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
+    first = claims(bundle(PARAMS, record(), num_classes=10, **tables()))
+    first.save(tmp_path)
+    module, again = saved.load(tmp_path)
+    assert module == "fedaq"
+    pd.testing.assert_frame_equal(claims(again).table(), first.table())

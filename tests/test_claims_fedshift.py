@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from fedlib import report
+from fedlib.claims import evidence as saved
 from fedlib.claims import fedshift as claims_module
 from fedlib.claims.fedshift import CLAIMS, ShiftGains, Theory, bundle, claims, on_profile
 from theory import fedshift as th
@@ -303,3 +304,12 @@ def test_theorem2_without_a_finite_record_is_not_testable():
 def test_the_claims_module_imports_no_theory():
     with open(claims_module.__file__) as f:
         assert not [line for line in f if line.startswith(("import theory", "from theory"))]
+
+
+def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
+    kw = evidence()
+    judged = claims(bundle(PARAMS, kw.pop("rounds"), **kw))
+    judged.save(tmp_path)
+    module, again = saved.load(tmp_path)
+    assert module == "fedshift"
+    pd.testing.assert_frame_equal(claims(again).table(), judged.table())

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from fedlib import report
+from fedlib.claims import evidence as saved
 from fedlib.claims.mucsc import CLAIMS, bundle, claims
 from fedlib.papers.mucsc import METHODS, setting_label, table2, traffic_tables
 
@@ -273,3 +274,11 @@ def test_claims_follow_the_partitions_run():
     ids = [c.split()[0] + " " + c.split()[1] for c in frame["claim"] if c.startswith(FEDERATED)]
     assert ids == ["C5 writers", "C7 writers", "C10 writers", "C9 writers"]
     assert (frame["verdict"][frame["claim"].str.startswith(FEDERATED)] == report.REPRODUCED).all()
+
+
+def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
+    first = claims(bundle(PARAMS, **evidence()))
+    first.save(tmp_path)
+    module, again = saved.load(tmp_path)
+    assert module == "mucsc"
+    pd.testing.assert_frame_equal(claims(again).table(), first.table())

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from fedlib import report
+from fedlib.claims import evidence as saved
 from fedlib.claims.taco import CLAIMS as CLAIMS_DECLARED
 from fedlib.claims.taco import bundle, claims
 from fedlib.papers import taco as tp
@@ -381,3 +382,11 @@ def test_c5_c6_measured_strings_by_hand():
     # lambda = max(1, round(0.2 * 10)) = 2; FPR (0 + 0 + 3/12) / 3 = 8%
     assert found["C6"] == ("live (κ=0.6, λ=2): mean TPR 100%, FPR 8%, perfect on 2/3 seeds; replay κ 0.6–0.8: TPR "
                            "min 100%, FPR max 0%; κ=1: TPR max 0%; all on 2/3 seeds")
+
+
+def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
+    first = claims(bundle(PARAMS, 10, records(), **values()))
+    first.save(tmp_path)
+    module, again = saved.load(tmp_path)
+    assert module == "taco"
+    pd.testing.assert_frame_equal(claims(again).table(), first.table())
