@@ -260,6 +260,15 @@ def _load_json(path: Path) -> Any:
         raise DatasetFileError(path, f"not UTF-8 text ({err})") from err
 
 
+def load_leaf_shard(path: Path) -> dict:
+    """A LEAF JSON shard: an object with keys 'users' and 'user_data' (else a DatasetFileError naming the file)."""
+    shard = _load_json(path)
+    if not isinstance(shard, dict) or not {"users", "user_data"} <= set(shard):
+        found = sorted(shard) if isinstance(shard, dict) else type(shard).__name__
+        raise DatasetFileError(path, f"a LEAF shard is an object with keys 'users' and 'user_data' (found {found})")
+    return shard
+
+
 def _leaf_user(path: Path, shard: dict, user: str) -> tuple[np.ndarray, np.ndarray]:
     """One user's (x as float32 with N rows, y as N int64) from a LEAF shard, checked for consistency."""
     record = shard["user_data"].get(user)
@@ -291,11 +300,7 @@ def read_leaf_json(paths: Sequence[str | Path],
     ys: list[np.ndarray] = []
     users: list[str] = []
     for path in map(Path, paths):
-        shard = _load_json(path)
-        if not isinstance(shard, dict) or not {"users", "user_data"} <= set(shard):
-            found = sorted(shard) if isinstance(shard, dict) else type(shard).__name__
-            raise DatasetFileError(path, f"a LEAF shard is an object with keys 'users' and 'user_data' "
-                                         f"(found {found})")
+        shard = load_leaf_shard(path)
         for user in shard["users"]:
             x, y = _leaf_user(path, shard, user)
             if len(y) == 0:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedlib.data.formats import DatasetFileError, _load_json
+from fedlib.data.formats import DatasetFileError, load_leaf_shard
 
 LEAF_VOCABULARY = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 SEQUENCE_LENGTH = 80
@@ -61,10 +61,7 @@ def read_leaf_shakespeare(paths: Sequence[str | Path]) -> tuple[np.ndarray, np.n
     labels: list[np.ndarray] = []
     users: list[str] = []
     for path in map(Path, paths):
-        shard = _load_json(path)
-        if not isinstance(shard, dict) or not {"users", "user_data"} <= set(shard):
-            found = sorted(shard) if isinstance(shard, dict) else type(shard).__name__
-            raise DatasetFileError(path, f"a LEAF shard is an object with keys 'users' and 'user_data' (found {found})")
+        shard = load_leaf_shard(path)
         for user in shard["users"]:
             x, y = _user_samples(path, shard, user)
             tokens.append(x)
