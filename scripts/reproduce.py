@@ -224,6 +224,11 @@ def failure(err: Exception) -> str:
     return f"{type(err).__name__}: {err}"
 
 
+def write_stamp(out_dir: Path, status: str, seconds: float, note: str) -> None:
+    """out_dir/stamp.json: how the claims table beside it was made (REPORT.md reads it)."""
+    (out_dir / "stamp.json").write_text(json.dumps({"status": status, "seconds": round(seconds, 1), "stamp": note}))
+
+
 def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple[str, float]:
     """Execute notebook `name` into out_dir; write out_dir/stamp.json; return (status, seconds)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -240,7 +245,7 @@ def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple
     except Exception as err:  # report and go on: results of the other notebooks are kept
         status = f"FAILED: {failure(err)}"
     seconds = time.perf_counter() - start
-    (out_dir / "stamp.json").write_text(json.dumps({"status": status, "seconds": round(seconds, 1), "stamp": note}))
+    write_stamp(out_dir, status, seconds, note)
     print(f"[{name}] {status} in {seconds:.0f} s", flush=True)
     return status, seconds
 
@@ -269,16 +274,16 @@ def judge_again(name: str, out_dir: Path, note: str) -> str:
     try:
         module, bundle = evidence.load(out_dir)
         if module != name or name not in declared():
-            raise EvidenceError(f"{out_dir / evidence.FOLDER}: evidence of {module!r}, not {name!r}; render {name} again")
+            raise EvidenceError(f"{out_dir / evidence.FOLDER}: evidence of {module!r}, not {name!r}; "
+                                f"render {name} again")
         importlib.import_module(f"fedlib.claims.{module}").claims(bundle).save(out_dir)  # module: checked above
         status = "ok"
     except EvidenceError as err:
         status = f"FAILED: {err}"
     stamp_file = out_dir / "stamp.json"
     earlier = json.loads(stamp_file.read_text())["stamp"] if stamp_file.exists() else "unknown"
-    (out_dir / "stamp.json").write_text(json.dumps({
-        "status": status, "seconds": round(time.perf_counter() - start, 1),
-        "stamp": f"claims judged again ({note}) from the evidence rendered {earlier}"}))
+    write_stamp(out_dir, status, time.perf_counter() - start,
+                f"claims judged again ({note}) from the evidence rendered {earlier}")
     print(f"[{name}] claims only: {status}", flush=True)
     return status
 
@@ -330,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides = parse_overrides(args.parameter)
         if args.claims_only:
             if overrides or selection or args.dry_run:
-                raise UsageError("--claims-only judges the saved evidence as it is: leave out -p, --select and --dry-run")
+                raise UsageError("--claims-only judges the saved evidence as it is: "
+                                 "leave out -p, --select and --dry-run")
             return claims_only(names, absolute(args.results), args.profile)
         if args.dry_run:
             if overrides or selection:

@@ -114,17 +114,14 @@ def _healthy(cell: dict, seed: int) -> tuple[float, float]:
 def _drop_first_run(claim: judge.Claim, records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     runs = claim.reads[0]
     table = records[runs.table]
-    cell = {**runs.cells()[0], "seed": SEEDS[-1]}
-    hit = np.logical_and.reduce([table[k] == v for k, v in cell.items()])
-    return {**records, runs.table: table[~hit]}
+    return {**records, runs.table: table[~judge.run_mask(table, runs.cells()[0], SEEDS[-1])]}
 
 
 def _poison_first_run(claim: judge.Claim, records: dict[str, pd.DataFrame], column: str,
                       value: float) -> dict[str, pd.DataFrame]:
     runs = claim.reads[0]
     table = records[runs.table].copy()
-    cell = {**runs.cells()[0], "seed": SEEDS[0]}
-    hit = np.logical_and.reduce([table[k] == v for k, v in cell.items()]) & (table["round"] == ROUNDS)
+    hit = judge.run_mask(table, runs.cells()[0], SEEDS[0]) & (table["round"] == ROUNDS)
     table.loc[hit, column] = value
     return {**records, runs.table: table}
 

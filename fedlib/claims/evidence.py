@@ -32,22 +32,20 @@ class EvidenceError(ValueError):
 
 
 def _plain(value: Any) -> Any:
-    """JSON-ready copy of nested mappings (their keys' types kept), tuples, lists and numpy scalars/arrays."""
+    """JSON-ready copy of a value `_is_plain` accepts: mappings (their keys' types kept), tuples, lists, numbers."""
     if isinstance(value, Mapping):
         return {"__pairs__": [[_plain(k), _plain(v)] for k, v in value.items()]}
     if isinstance(value, tuple):
         return {"__tuple__": [_plain(v) for v in value]}
     if isinstance(value, list):
         return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
     if isinstance(value, np.generic):
         return value.item()
     return value
 
 
 def _typed(value: Any) -> Any:
-    """The inverse of `_plain` (numpy arrays come back as lists)."""
+    """The inverse of `_plain`."""
     if isinstance(value, dict) and set(value) == {"__pairs__"}:
         return {_hashable(_typed(k)): _typed(v) for k, v in value["__pairs__"]}
     if isinstance(value, dict) and set(value) == {"__tuple__"}:
@@ -66,8 +64,8 @@ def _write_frame(frame: pd.DataFrame, path: Path) -> dict[str, Any]:
     keep = not isinstance(frame.index, pd.RangeIndex)
     flat = frame.reset_index(names=index) if keep else frame
     flat.to_csv(path, index=False)
-    return {"index": index if keep else [], "index_names": list(frame.index.names) if keep else [], "dtypes": {str(c): str(t) for c, t in flat.dtypes.items()},
-            "columns": [str(c) for c in flat.columns]}
+    return {"index": index if keep else [], "index_names": list(frame.index.names) if keep else [],
+            "dtypes": {str(c): str(t) for c, t in flat.dtypes.items()}, "columns": [str(c) for c in flat.columns]}
 
 
 def _read_frame(path: Path, meta: Mapping[str, Any]) -> pd.DataFrame:

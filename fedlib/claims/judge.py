@@ -94,6 +94,11 @@ class Claim(Generic[B]):
             object.__setattr__(self, "reads", self.reads or self.rule.runs())
 
 
+def run_mask(table: pd.DataFrame, cell: Mapping[str, Any], seed: int) -> np.ndarray:
+    """The rows of `table` that belong to `cell`'s run on `seed`."""
+    return np.logical_and.reduce([table[k] == v for k, v in {**cell, "seed": seed}.items()])
+
+
 def _label(cell: Mapping[str, Any], seed: int | None = None) -> str:
     parts = [f"{k}={v}" for k, v in cell.items()] + ([f"seed={seed}"] if seed is not None else [])
     return " ".join(parts)
@@ -114,7 +119,7 @@ def _missing(runs: Runs, bundle: Bundle) -> list[str]:
     for cell in runs.cells():
         absent, broken = [], []
         for seed in seeds:
-            run = rows[np.logical_and.reduce([rows[k] == v for k, v in {**cell, "seed": seed}.items()])]
+            run = rows[run_mask(rows, cell, seed)]
             acc = run["test_acc"].dropna().to_numpy(dtype=float) if "test_acc" in run else np.array([])
             if run.empty:
                 absent.append(_label(cell, seed))
@@ -131,9 +136,12 @@ def missing_runs(claim: Claim, bundle: Bundle) -> list[str]:
 
 def guard(claim: Claim, bundle: Bundle) -> Judgement | None:
     """The first guard the claim's evidence fails, as its judgement; None when every guard passed."""
+    return _guard(claim, bundle, missing_runs(claim, bundle))
+
+
+def _guard(claim: Claim, bundle: Bundle, missing: list[str]) -> Judgement | None:
     criterion = (f"every run present with finite accuracy, none diverged or at chance (<= {1 + CHANCE_FRACTION:g}/"
                  f"{bundle.num_classes}), >= {claim.min_seeds} seeds")
-    missing = missing_runs(claim, bundle)
     if missing:
         return report.not_testable(criterion, f"missing: {', '.join(missing[:6])}"
                                               + (f" and {len(missing) - 6} more" if len(missing) > 6 else ""))
@@ -152,11 +160,12 @@ def guard(claim: Claim, bundle: Bundle) -> Judgement | None:
 
 def judge_one(claim: Claim[B], bundle: B) -> Finding:
     """The claim's row: a guard's judgement if one fails, else its rule's, with the guards named in the criterion."""
-    stopped = guard(claim, bundle)
+    missing = missing_runs(claim, bundle)
+    stopped = _guard(claim, bundle, missing)
     if stopped is not None:
         # A contrast's values are still shown when its runs are all there (one seed, a diverged run): the judge
         # extracts them itself, so no paper code meets the failed evidence.
-        complete = isinstance(claim.rule, Contrast) and not missing_runs(claim, bundle)
+        complete = isinstance(claim.rule, Contrast) and not missing
         return Finding(claim.rule(bundle).measured if complete else "-", stopped)
     found = claim.rule(bundle)
     if not claim.reads:
@@ -206,14 +215,12 @@ def judge(claims: Sequence[Claim[B]], bundle: B) -> JudgedClaims:
     return table
 
 
-Metric = Literal["final_acc", "rounds_to_target"]
-
-
 @dataclass(frozen=True)
 class Contrast:
     """A rule over paired seeds that the judge extracts from the records: `a` against `b` (each a {column: value}
-    cell of `table`), on `metric`, tested as a gain above `floor`, an equivalence within `margin`, or reaching
-    `target` (a number or a parameter name) sooner. Floors and margins are the claim's, never a default."""
+    cell of `table`), tested on final accuracy as a gain above `floor` or an equivalence within `margin`, or on
+    rounds to `target` (a number or a parameter name) as reaching it sooner. Floors and margins are the claim's,
+    never a default."""
 
     a: Mapping[str, Any]
     b: Mapping[str, Any]
@@ -245,8 +252,7 @@ class Contrast:
         table = bundle.records[self.table]
         out = []
         for seed in bundle.params[self.seeds]:
-            run = table[np.logical_and.reduce([table[k] == v for k, v in {**cell, "seed": seed}.items()])]
-            run = run.sort_values("round")
+            run = table[run_mask(table, cell, seed)].sort_values("round")
             if self.test == "sooner":
                 out.append(rounds_to_target(run, self._target(bundle)))
             else:
