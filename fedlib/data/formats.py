@@ -269,6 +269,19 @@ def load_leaf_shard(path: Path) -> dict:
     return shard
 
 
+LeafUserReader = Callable[[Path, dict, str], tuple[np.ndarray, np.ndarray]]
+
+
+def leaf_users(paths: Sequence[str | Path],
+               read_user: LeafUserReader) -> Iterator[tuple[Path, str, np.ndarray, np.ndarray]]:
+    """(path, user, x, y) for every user of every LEAF shard, in file order then user order; `read_user(path,
+    shard, user)` reads and checks one user's samples."""
+    for path in map(Path, paths):
+        shard = load_leaf_shard(path)
+        for user in shard["users"]:
+            yield (path, user, *read_user(path, shard, user))
+
+
 def _leaf_user(path: Path, shard: dict, user: str) -> tuple[np.ndarray, np.ndarray]:
     """One user's (x as float32 with N rows, y as N int64) from a LEAF shard, checked for consistency."""
     record = shard["user_data"].get(user)
@@ -299,21 +312,18 @@ def read_leaf_json(paths: Sequence[str | Path],
     xs: list[np.ndarray] = []
     ys: list[np.ndarray] = []
     users: list[str] = []
-    for path in map(Path, paths):
-        shard = load_leaf_shard(path)
-        for user in shard["users"]:
-            x, y = _leaf_user(path, shard, user)
-            if len(y) == 0:
-                continue
-            if num_classes is not None:
-                check_labels(path, y, num_classes)
-            x = x.reshape(len(x), -1)
-            if xs and x.shape[1] != xs[0].shape[1]:
-                raise DatasetFileError(path, f"user '{user}' has {x.shape[1]} features per sample, "
-                                             f"earlier users have {xs[0].shape[1]}")
-            xs.append(x)
-            ys.append(y)
-            users.extend([user] * len(y))
+    for path, user, x, y in leaf_users(paths, _leaf_user):
+        if len(y) == 0:
+            continue
+        if num_classes is not None:
+            check_labels(path, y, num_classes)
+        x = x.reshape(len(x), -1)
+        if xs and x.shape[1] != xs[0].shape[1]:
+            raise DatasetFileError(path, f"user '{user}' has {x.shape[1]} features per sample, "
+                                         f"earlier users have {xs[0].shape[1]}")
+        xs.append(x)
+        ys.append(y)
+        users.extend([user] * len(y))
     if not xs:
         raise DatasetFileError(", ".join(str(p) for p in paths), "no user with samples in these LEAF shards")
     return np.concatenate(xs), np.concatenate(ys), users

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedlib.data.formats import DatasetFileError, load_leaf_shard
+from fedlib.data.formats import DatasetFileError, leaf_users
 
 LEAF_VOCABULARY = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 SEQUENCE_LENGTH = 80
@@ -60,13 +60,10 @@ def read_leaf_shakespeare(paths: Sequence[str | Path]) -> tuple[np.ndarray, np.n
     tokens: list[np.ndarray] = []
     labels: list[np.ndarray] = []
     users: list[str] = []
-    for path in map(Path, paths):
-        shard = load_leaf_shard(path)
-        for user in shard["users"]:
-            x, y = _user_samples(path, shard, user)
-            tokens.append(x)
-            labels.append(y)
-            users += [user] * len(y)
+    for _, user, x, y in leaf_users(paths, _user_samples):
+        tokens.append(x)
+        labels.append(y)
+        users += [user] * len(y)
     if not users:
         raise DatasetFileError(", ".join(str(p) for p in paths), "no user with samples in these LEAF shards")
     return np.concatenate(tokens), np.concatenate(labels), users
