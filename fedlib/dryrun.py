@@ -2,7 +2,7 @@
 
     python -m fedlib.dryrun --profile full [--only taco] [--steps 2]
 
-For each notebook, the parameters are its parameters cell's defaults updated with the profile's YAML (as
+For each notebook, the parameters are its parameters dataclass's defaults updated with the profile's YAML (as
 `scripts/reproduce.py` gives them), and the grid is `fedlib.papers.<notebook>.experiments(params)`. The dry run
 
 1. writes fabricated files of every file-based dataset the grids name (`fedlib.data.fabricate`: the real

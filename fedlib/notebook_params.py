@@ -1,30 +1,29 @@
-"""Reject notebook parameters that a notebook does not declare, before the notebook runs.
+"""Reject notebook parameters that a notebook does not declare, before the notebook runs, and check each
+notebook's parameters cell against its paper's parameters dataclass.
 
 papermill injects `-p NAME VALUE` and `-f profile.yaml` values as a cell after the one tagged
 `parameters`, and only logs a warning for a name that cell does not declare: a typo such as
 `-p lrr 0.1` then runs the whole notebook on its defaults and ends with status ok. Two guards:
 
 * every notebook calls `check_notebook_parameters("<name>", globals())` in the cell right after
-  its parameters cell, which raises `UnknownParameterError` when papermill injected a name the
-  parameters cell does not declare (the plain `papermill notebooks/x.ipynb ...` path);
-* `scripts/reproduce.py` calls `check_parameters` on every profile and `-p` value before it
-  starts papermill.
+  its parameters cell, which raises `UnknownParameterError` when papermill injected a name that is not a
+  field of the paper's dataclass (`fedlib.paper_params.params_class`), and returns the typed instance;
+* `scripts/reproduce.py` builds that dataclass from every profile and `-p` value before it starts papermill.
 
-The declared names are the names the notebook's cell tagged `parameters` assigns, read with
-`ast` from the notebook file (a .ipynb or its jupytext .py source), never from the kernel.
+The parameters cell stays plain literals (papermill needs them); `cell_drift` compares it with the dataclass,
+which is the one place that knows the names and defaults (tests/test_paper_params.py runs it on every notebook).
 """
 from __future__ import annotations
 
 import ast
-import difflib
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from fedlib.paper_params import PaperParams, params_class
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-
-
-class UnknownParameterError(ValueError):
-    """Parameters given to a notebook that its parameters cell does not declare."""
 
 
 def _code_cells(notebook: Path) -> list:
@@ -51,11 +50,9 @@ def _assigned_names(tree: ast.AST) -> set[str]:
     return names
 
 
-def declared_parameters(notebook: str | Path) -> list[str]:
-    """Names assigned at the top level of `notebook`'s one cell tagged `parameters`, in order.
-
-    `notebook` is a .ipynb or a jupytext .py file.
-    """
+def parameters_cell(notebook: str | Path) -> dict[str, Any]:
+    """The names and literal values (`ast.literal_eval`: nothing is executed) the one cell tagged `parameters`
+    of `notebook` (a .ipynb or its jupytext .py source) assigns, in order."""
     cells = [c for c in _code_cells(Path(notebook)) if "parameters" in c.metadata.get("tags", [])]
     if len(cells) != 1:
         raise ValueError(f"{notebook}: expected exactly one cell tagged 'parameters', found {len(cells)}")
@@ -63,44 +60,33 @@ def declared_parameters(notebook: str | Path) -> list[str]:
         body = ast.parse(cells[0].source).body
     except SyntaxError as err:
         raise ValueError(f"{notebook}: the parameters cell is not plain Python ({err})") from err
-    names: list[str] = []
+    values: dict[str, Any] = {}
     for statement in body:
-        targets = statement.targets if isinstance(statement, ast.Assign) else (
-            [statement.target] if isinstance(statement, ast.AnnAssign) else [])
-        names += [t.id for t in targets if isinstance(t, ast.Name) and t.id not in names]
-    return names
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            raise ValueError(f"{notebook}: line {statement.lineno} of the parameters cell is not `name = literal`")
+        try:
+            values[statement.targets[0].id] = ast.literal_eval(statement.value)
+        except ValueError as err:
+            raise ValueError(f"{notebook}: parameter {statement.targets[0].id} is not a literal ({err})") from err
+    return values
 
 
-def parameter_defaults(notebook: str | Path) -> dict[str, object]:
-    """The parameters cell's values (literals only: `ast.literal_eval`, nothing is executed)."""
-    cells = [c for c in _code_cells(Path(notebook)) if "parameters" in c.metadata.get("tags", [])]
-    names = declared_parameters(notebook)
-    values: dict[str, object] = {}
-    for statement in ast.parse(cells[0].source).body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-            try:
-                values[statement.targets[0].id] = ast.literal_eval(statement.value)
-            except ValueError as err:
-                raise ValueError(f"{notebook}: parameter {statement.targets[0].id} is not a literal ({err})") from err
-    return {k: values[k] for k in names if k in values}
+def _literal(value: Any) -> str:
+    """`value` as JSON, tuples as lists and mappings as objects: 5 and 5.0 differ, [1] and (1,) do not."""
+    return json.dumps(value, sort_keys=True, default=dict)
 
 
-def check_parameters(given: Iterable[str], declared: Iterable[str], where: str) -> None:
-    """Raise `UnknownParameterError` if a name in `given` is not in `declared`; `where` names the notebook."""
-    valid = sorted(declared)
-    unknown = sorted(set(given) - set(valid))
-    if unknown:
-        raise UnknownParameterError(
-            f"{where}: unknown parameter(s) {', '.join(map(_with_suggestion(valid), unknown))}. "
-            f"Valid parameters: {', '.join(valid)}. Fix the name in the -p option or the profile YAML.")
-
-
-def _with_suggestion(valid: list[str]) -> Callable[[str], str]:
-    """`name` followed by the closest valid name, if one is close: "lrr (did you mean lr?)"."""
-    def show(name: str) -> str:
-        close = difflib.get_close_matches(name, valid, n=1)
-        return f"{name} (did you mean {close[0]}?)" if close else name
-    return show
+def cell_drift(cls: type[PaperParams], cell: Mapping[str, Any]) -> list[str]:
+    """One line per difference between a parameters cell's names and values and `cls`'s fields and defaults."""
+    defaults = cls()
+    lines = [f"{name}: in the parameters cell, not a field of {cls.__name__}" for name in cell if name not in
+             cls.names()]
+    lines += [f"{name}: a field of {cls.__name__}, missing from the parameters cell" for name in cls.names()
+              if name not in cell]
+    lines += [f"{name}: the cell says {_literal(cell[name])}, {cls.__name__} says {_literal(getattr(defaults, name))}"
+              for name in cls.names() if name in cell and _literal(cell[name]) != _literal(getattr(defaults, name))]
+    return lines
 
 
 def _kernel_names() -> set[str]:
@@ -114,10 +100,9 @@ def _kernel_names() -> set[str]:
 
 
 def check_notebook_parameters(name: str, namespace: Mapping[str, object],
-                              notebooks: Path = NOTEBOOKS) -> dict[str, object]:
-    """Raise `UnknownParameterError` when `namespace` (the notebook's `globals()`) holds a name that
-    papermill injected but the notebook `notebooks/<name>.py` does not declare; otherwise return the
-    declared parameters with their values (what the paper's `experiments(params)` reads).
+                              notebooks: Path = NOTEBOOKS) -> PaperParams:
+    """The notebook's parameters as its paper's dataclass, built from `namespace` (the notebook's `globals()`);
+    `UnknownParameterError` for a name papermill injected that is not a field, `ParameterError` for a wrong value.
 
     Call it in the cell right after the parameters cell. Private names (`_x`), IPython's own names
     and names any cell of the notebook binds (so re-running the cell later in a live session is
@@ -127,9 +112,8 @@ def check_notebook_parameters(name: str, namespace: Mapping[str, object],
     if not source.is_file():
         raise FileNotFoundError(f"{source} is missing: check_notebook_parameters reads the notebook's jupytext "
                                 f"source from the repository (install fedlib with `pip install -e .`)")
-    declared = declared_parameters(source)
+    cls = params_class(name)
     bound = set().union(*(_assigned_names(ast.parse(_python_source(c.source))) for c in _code_cells(source)))
-    ignored = _kernel_names() | (bound - set(declared))
-    given = [k for k in namespace if not k.startswith("_") and k not in ignored]
-    check_parameters(given, declared, f"notebook '{name}'")
-    return {k: namespace[k] for k in declared}
+    ignored = _kernel_names() | (bound - set(cls.names()))
+    return cls.from_mapping({k: v for k, v in namespace.items() if not k.startswith("_") and k not in ignored},
+                            f"notebook '{name}'")

@@ -58,7 +58,7 @@ from fedlib.data import load_dataset
 from fedlib.data.roots import ENV_VAR, data_root
 from fedlib.dryrun import dry_run
 from fedlib.grids import BUNDLED_DATASETS, client_steps, datasets_named, notebook_specs, profile_values, read_yaml
-from fedlib.notebook_params import UnknownParameterError, check_parameters, declared_parameters, parameter_defaults
+from fedlib.paper_params import PaperParams, ParameterError, check_names, params_class
 from fedlib.report import collect_report
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
 from fedlib.runs.pool import default_workers
@@ -98,12 +98,10 @@ def parse_overrides(pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
 
 def run_parameters(name: str, profile: str, overrides: Mapping[str, Any], injected: Mapping[str, Any]) -> dict:
     """What papermill gives notebook `name`: its profile's values, then the overrides, then reproduce's own values
-    for the names the notebook declares. Raises `UnknownParameterError` (listing the valid names) for a name in the
-    profile or the overrides that the notebook does not declare."""
-    declared = declared_parameters(NOTEBOOKS / f"{name}.py")
-    check_parameters(overrides, declared, f"notebook '{name}', -p option")
-    values = {**profile_values(name, profile, NOTEBOOKS), **overrides}
-    return {**values, **{k: v for k, v in injected.items() if k in declared}}
+    (fields of every notebook's parameters, `PaperParams`). Raises `UnknownParameterError` (listing the valid
+    names) for a name in the profile or the overrides that the notebook does not declare."""
+    check_names(overrides, params_class(name).names(), f"notebook '{name}', -p option")
+    return {**profile_values(name, profile, NOTEBOOKS), **overrides, **injected}
 
 
 def check_selection(selection: Mapping[str, Sequence[str]], specs: Sequence[RunSpec]) -> None:
@@ -136,7 +134,7 @@ def check_selection(selection: Mapping[str, Sequence[str]], specs: Sequence[RunS
 @dataclass
 class NotebookPlan:
     name: str
-    params: dict[str, Any]
+    params: PaperParams
     specs: list[RunSpec]
     steps: int = 0
     stored: int = 0
@@ -152,7 +150,7 @@ class Plan:
         return list(dict.fromkeys(s for nb in self.notebooks for s in nb.specs))
 
 
-def plan_runs(names: Sequence[str], parameters: Mapping[str, dict], store: RunStore,
+def plan_runs(names: Sequence[str], parameters: Mapping[str, PaperParams], store: RunStore,
               selection: Mapping[str, Sequence[str]]) -> Plan:
     notebooks = [NotebookPlan(name, parameters[name], notebook_specs(name, parameters[name])) for name in names]
     if selection:
@@ -170,7 +168,7 @@ def missing_datasets(plan: Plan) -> list[str]:
     """One line per dataset the plan reads that this machine does not have: the loader's message says where."""
     lines = []
     for name, users in sorted(plan.datasets.items()):
-        roots = {nb.params.get("data_root") for nb in plan.notebooks if nb.name in users}
+        roots = {nb.params.data_root for nb in plan.notebooks if nb.name in users}
         for root in roots:
             try:
                 load_dataset(name, root=data_root(root))
@@ -184,7 +182,7 @@ def count_steps(plan: Plan, store: RunStore) -> None:
     for nb in plan.notebooks:
         nb.stored = sum(store.has(s) for s in nb.specs)
         try:
-            nb.steps = sum(client_steps(s, build_run(s, nb.params.get("data_root"))) for s in nb.specs)
+            nb.steps = sum(client_steps(s, build_run(s, nb.params.data_root)) for s in nb.specs)
         except ValueError as err:
             raise UsageError(f"notebook '{nb.name}': {err}") from err
 
@@ -349,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         injected = {"profile": args.profile, "results_root": str(results / args.profile), "runs_root": str(store.root),
                     "runner": args.executor, "ray_address": args.ray_address}
         given = {name: run_parameters(name, args.profile, overrides, injected) for name in names}  # all checked
-        parameters = {name: {**parameter_defaults(NOTEBOOKS / f"{name}.py"), **given[name]} for name in names}
+        parameters = {name: params_class(name).from_mapping(given[name], f"notebook '{name}'") for name in names}
         plan = plan_runs(names, parameters, store, selection)
         missing = missing_datasets(plan)
         if missing:
@@ -358,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({', '.join(BUNDLED_DATASETS)}): `PROFILE=cpu make reproduce`.", file=sys.stderr)
             return 2
         count_steps(plan, store)
-    except (UsageError, UnknownParameterError, ValueError) as err:
+    except (UsageError, ParameterError, ValueError) as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
     print_plan(plan, args.profile)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
+
+from fedlib.paper_params import PaperParams
 
 
 @dataclass(frozen=True)
@@ -14,6 +15,11 @@ class Bundle:
     `seed`, `round`, `test_acc`, `train_loss`, ...) and the task's class count. Papers subclass it with typed
     fields for the values their notebooks compute (theory results enter here as values)."""
 
-    params: Mapping[str, Any]
+    params: PaperParams
     records: Mapping[str, pd.DataFrame]
     num_classes: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.params, PaperParams):
+            raise TypeError(f"{type(self).__name__}.params must be the notebook's parameters dataclass "
+                            f"(fedlib.paper_params.PaperParams), got {type(self.params).__name__}")

@@ -145,6 +145,15 @@ def _dataclass(name: str, where: Path) -> type:
     return cls
 
 
+def _construct(cls: type, values: Mapping[str, Any], where: Path) -> Any:
+    """`cls(**values)`; a class that no longer accepts them (changed since the save) is an `EvidenceError`."""
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as err:
+        raise EvidenceError(f"{where}: the saved values do not make a {cls.__qualname__} any more ({err}); run the "
+                            "notebook again to save its evidence") from err
+
+
 def _load_value(meta: Mapping[str, Any], folder: Path) -> Any:
     path = folder / meta["file"]
     kind = meta["kind"]
@@ -153,7 +162,7 @@ def _load_value(meta: Mapping[str, Any], folder: Path) -> Any:
         return frame.iloc[:, 0].rename(_typed(meta["name"])) if kind == "series" else frame
     if kind == "dataclass":
         cls = _dataclass(meta["class"], path)
-        return cls(**{name: _load_value(m, path) for name, m in meta["fields"].items()})
+        return _construct(cls, {name: _load_value(m, path) for name, m in meta["fields"].items()}, path)
     if kind in ("mapping", "list", "tuple"):
         values = [(_hashable(_typed(k)), _load_value(m, path)) for k, m in meta["items"]]
         return dict(values) if kind == "mapping" else (list if kind == "list" else tuple)(v for _, v in values)
@@ -212,5 +221,5 @@ def load(folder: Path) -> tuple[str, Bundle]:
         raise EvidenceError(f"{manifest_path}: fields {sorted(manifest.get('fields', {}))} differ from "
                             f"{cls.__qualname__}'s {sorted(expected)}; run the notebook again to save its evidence")
     values = {name: _load_value(meta, root) for name, meta in manifest["fields"].items()}
-    return str(manifest.get("claims", "")), cls(**values)
+    return str(manifest.get("claims", "")), _construct(cls, values, manifest_path)
 

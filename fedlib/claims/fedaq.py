@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +21,7 @@ from fedlib import report
 from fedlib.claims.judge import Bundle, Claim, Finding, Runs, judge
 from fedlib.papers.fedaq import (BASELINE, MODES, PAPER_TABLES, RunFrames, beta_label, energy_to_target_judgement,
                                  relative_targets, run_frames, saving_table, to_target_per_seed, trend_table)
+from fedlib.papers.fedaq import FedAQParams
 from fedlib.report import Claims
 
 TABLE_OF_MODE = {"joint": "II", "up": "III", "down": "IV"}
@@ -60,10 +60,10 @@ class FedAQBundle(Bundle):
 
     @property
     def seeds(self) -> list[int]:
-        return [int(s) for s in self.params["seeds"]]
+        return [int(s) for s in self.params.seeds]
 
 
-def bundle(params: Mapping[str, Any], record: pd.DataFrame, *, num_classes: int,
+def bundle(params: FedAQParams, record: pd.DataFrame, *, num_classes: int,
            best_fixed_at: Mapping[float, str | None], best_s0_at: Mapping[float, str | None],
            s0_sweep: pd.DataFrame, alloc: pd.DataFrame, mc: pd.DataFrame, curves: pd.DataFrame,
            quad: pd.DataFrame) -> FedAQBundle:
@@ -80,17 +80,17 @@ def has_runs(runs: RunFrames, mode: str, scheme: str, seeds: list[int]) -> bool:
     return all((mode, scheme, sd) in runs for sd in seeds)
 
 
-def savings(runs: RunFrames, params: Mapping[str, Any], mode: str, baseline: str, proposed: str) -> pd.DataFrame:
-    """`saving_table` at the paper's target for `mode` when `params["paper_targets"]` gives one, else at
-    `params["target_fracs"]` x the lower of the two schemes' seed-mean best accuracies."""
-    seeds, paper_targets = params["seeds"], params["paper_targets"]
+def savings(runs: RunFrames, params: FedAQParams, mode: str, baseline: str, proposed: str) -> pd.DataFrame:
+    """`saving_table` at the paper's target for `mode` when `params.paper_targets` gives one, else at
+    `params.target_fracs` x the lower of the two schemes' seed-mean best accuracies."""
+    seeds, paper_targets = params.seeds, params.paper_targets
     return saving_table(runs, mode, baseline, proposed, seeds, [paper_targets[mode]] if paper_targets else
-                        relative_targets(runs, mode, [baseline, proposed], seeds, params["target_fracs"]))
+                        relative_targets(runs, mode, [baseline, proposed], seeds, params.target_fracs))
 
 
-def saving_tables(runs: RunFrames, params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+def saving_tables(runs: RunFrames, params: FedAQParams) -> dict[str, pd.DataFrame]:
     """Tables II-IV analogues: `savings` of FedAQ against the paper's baseline, for every mode with both."""
-    seeds = params["seeds"]
+    seeds = params.seeds
     return {mode: savings(runs, params, mode, BASELINE[mode], "fedaq") for mode in MODES
             if has_runs(runs, mode, BASELINE[mode], seeds) and has_runs(runs, mode, "fedaq", seeds)}
 
@@ -108,10 +108,10 @@ def _energy(b: FedAQBundle, mode: str, baselines: Mapping[float, str | None], pr
 def headline(b: FedAQBundle) -> Finding:
     """The abstract's "up to 66.7%": joint saving at the highest target, on the paper's ResNet-18 row only."""
     joint = savings(b.runs, b.params, "joint", BASELINE["joint"], "fedaq")
-    measured = f"best joint saving here {joint['saving_%'].max():.1f}% ({b.params['dataset']}/{b.params['model']})"
-    if b.params["paper_row"] != HEADLINE_ROW:
+    measured = f"best joint saving here {joint['saving_%'].max():.1f}% ({b.params.dataset}/{b.params.model})"
+    if b.params.paper_row != HEADLINE_ROW:
         return Finding(measured, report.not_testable(f"the paper's headline is {HEADLINE_ROW}; this profile runs "
-                                                     f"{b.params['paper_row']}"))
+                                                     f"{b.params.paper_row}"))
     return Finding(measured, report.within_tolerance(joint["saving_%"].iloc[-1], 66.7, rtol=0.1,
                                                      evidence=f"seeds {b.seeds}, highest target"))
 
@@ -196,7 +196,7 @@ def quantizer_a1(b: FedAQBundle) -> Finding:
                    f"bound; exact/bound {mc['exact_over_A1'].min():.3f}-{mc['exact_over_A1'].max():.3f}",
                    report.criterion_met("Monte Carlo bias within its tolerance and variance within q_s R^2 for every "
                                         "tested vector and bit width", passed,
-                                        evidence=f"{len(mc)} cases, {b.params['mc_draws']} draws each"))
+                                        evidence=f"{len(mc)} cases, {b.params.mc_draws} draws each"))
 
 
 def theorem1(b: FedAQBundle) -> Finding:
@@ -208,14 +208,14 @@ def theorem1(b: FedAQBundle) -> Finding:
     fl = curves[curves["scheme"] == "fedaq"].iloc[-1]
     holds = bool(curves["holds"].all())
     return Finding(f"holds at {int(curves['holds'].sum())}/{len(curves)} prefixes over {schemes}; FedAQ at K = "
-                   f"{b.params['toy_rounds']}: initial-gap term {fl['initial_gap']:.3g} of a {fl['rhs']:.3g} bound vs "
+                   f"{b.params.toy_rounds}: initial-gap term {fl['initial_gap']:.3g} of a {fl['rhs']:.3g} bound vs "
                    f"{fl['lhs']:.3g} measured",
                    report.criterion_met("the bound holds at every prefix, and at some prefix the measured side exceeds "
                                         "the initial-gap + SGD-noise terms, so the quantization terms are tested "
                                         "(partly: it holds, but by those terms alone)",
                                         holds and bool(informative.any()), partly=holds,
                                         evidence=f"softmax regression on digits, {len(schemes)} schemes, "
-                                                 f"{b.params['toy_rounds']} rounds"))
+                                                 f"{b.params.toy_rounds} rounds"))
 
 
 def toy_theorem(theorem: str) -> Callable[[FedAQBundle], Finding]:
@@ -231,8 +231,8 @@ def toy_theorem(theorem: str) -> Callable[[FedAQBundle], Finding]:
                                             "term, so the quantization term is tested (partly: it holds, but by the "
                                             "initial-gap term alone)", holds and tested, partly=holds,
                                             evidence=f"run_federation on d = 200 quadratics, n = 1 and 4, "
-                                                     f"{list(rows['scheme'].unique())}, seeds {b.params['toy_seeds']}, "
-                                                     f"{b.params['toy_rounds']} rounds"))
+                                                     f"{list(rows['scheme'].unique())}, seeds {list(b.params.toy_seeds)}, "
+                                                     f"{b.params.toy_rounds} rounds"))
     return rule
 
 
@@ -242,8 +242,8 @@ def _runs(mode: str, *schemes: str, may_diverge: bool = False) -> Runs:
 
 def _versus_baseline(mode: str) -> Claim:
     return Claim(_VERSUS_ID[mode],
-                 lambda p: f"{_WHAT[mode]} (Table {TABLE_OF_MODE[mode]}; the paper's {p['paper_row']} row: "
-                           f"{PAPER_TABLES[mode][p['paper_row']][3]}%)",
+                 lambda p: f"{_WHAT[mode]} (Table {TABLE_OF_MODE[mode]}; the paper's {p.paper_row} row: "
+                           f"{PAPER_TABLES[mode][p.paper_row][3]}%)",
                  f"{_PAPER_RANGE[mode]} over the paper's rows", saves_energy(mode),
                  (_runs(mode, "fedaq", BASELINE[mode]),), min_seeds=ENERGY_SEEDS)
 

@@ -31,11 +31,11 @@ G2_MARGIN = 1.0  # points: the two K-means settings' gains "agree" within this
 SHIFT = (False, True)
 
 # The paper's grid (Sec. V-A, Tables I-II): the cells every claim declares, which the claims battery feeds it
-PAPER: Mapping[str, Any] = {"algorithms": fs.ALGORITHMS, "quantizers": ("kmeans",), "bits_list": (4, 5, 6, 7, 8),
-                            "table2_alphas": (0.1, 0.5, 100.0), "table2_quantizers": ("uniform", "kmeans"),
-                            "table2_bits": (4, 5, 6, 7, 8), "kmeans_reference_bits": 4}
+PAPER = fs.FedShiftParams(algorithms=fs.ALGORITHMS, quantizers=("kmeans",), bits_list=(4, 5, 6, 7, 8),
+                          table2_alphas=(0.1, 0.5, 100.0), table2_quantizers=("uniform", "kmeans"),
+                          table2_bits=(4, 5, 6, 7, 8), kmeans_reference_bits=4)
 
-Params = Mapping[str, Any]
+Params = fs.FedShiftParams
 Where = Mapping[str, Sequence[Any]]
 
 
@@ -161,12 +161,12 @@ def grid(table: str, of: Callable[[Params], Where]) -> Grid:
 # ---- the cells each claim reads, as functions of the parameters -------------------------------------------------
 
 def _low(p: Params) -> int:
-    return min(p["bits_list"])
+    return min(p.bits_list)
 
 
 def _quantized(p: Params, bits: Sequence[int], quantizers: Sequence[str] | None = None,
                shift: Sequence[bool] = SHIFT) -> Where:
-    return {"algorithm": p["algorithms"], "quantizer": quantizers or p["quantizers"], "bits": bits, "shift": shift}
+    return {"algorithm": p.algorithms, "quantizer": quantizers or p.quantizers, "bits": bits, "shift": shift}
 
 
 def _fp32(shift: Sequence[bool]) -> Grid:
@@ -175,63 +175,63 @@ def _fp32(shift: Sequence[bool]) -> Grid:
 
 def _figure(shift: Sequence[bool]) -> Grid:
     """Fig. 8-9's runs: the figure algorithm at the lowest bit width, first quantizer."""
-    return grid("table1", lambda p: {"algorithm": [figure_algorithm(p["algorithms"])],
-                                     "quantizer": p["quantizers"][:1], "bits": [_low(p)], "shift": shift})
+    return grid("table1", lambda p: {"algorithm": [figure_algorithm(p.algorithms)],
+                                     "quantizer": p.quantizers[:1], "bits": [_low(p)], "shift": shift})
 
 
 def _kmeans_grid(settings: Sequence[str]) -> Grid:
     """The K-means-setting grid's runs under `settings` (none when the profile turns the grid off)."""
-    return grid("kmeans", lambda p: {"method": p["algorithms"] if p["kmeans_reference_bits"] is not None else [],
+    return grid("kmeans", lambda p: {"method": p.algorithms if p.kmeans_reference_bits is not None else [],
                                      "kmeans": settings, "shift": SHIFT})
 
 
-TABLE1 = grid("table1", lambda p: _quantized(p, p["bits_list"]))
-BASELINES_LOW_HIGH = grid("table1", lambda p: _quantized(p, sorted({_low(p), max(p["bits_list"])}),
-                                                         p["quantizers"][:1], (False,)))
+TABLE1 = grid("table1", lambda p: _quantized(p, p.bits_list))
+BASELINES_LOW_HIGH = grid("table1", lambda p: _quantized(p, sorted({_low(p), max(p.bits_list)}),
+                                                         p.quantizers[:1], (False,)))
 BASELINES_PAPER_LOWEST = grid("table1", lambda p: _quantized(
-    p, [b for b in p["bits_list"] if b == PAPER_LOWEST_BITS], p["quantizers"][:1], (False,)))
-TABLE1_HIGH = grid("table1", lambda p: _quantized(p, [b for b in p["bits_list"] if b >= 5]))
-TABLE2 = grid("table2", lambda p: {"alpha": p["table2_alphas"], "quantizer": p["table2_quantizers"],
-                                   "bits": p["table2_bits"], "shift": SHIFT})
+    p, [b for b in p.bits_list if b == PAPER_LOWEST_BITS], p.quantizers[:1], (False,)))
+TABLE1_HIGH = grid("table1", lambda p: _quantized(p, [b for b in p.bits_list if b >= 5]))
+TABLE2 = grid("table2", lambda p: {"alpha": p.table2_alphas, "quantizer": p.table2_quantizers,
+                                   "bits": p.table2_bits, "shift": SHIFT})
 
 
 # ---- the rules -------------------------------------------------------------------------------------------------
 
 def _table1_note(p: Params) -> str:
-    return (f"{len(p['seeds'])} seed(s) x {len(p['algorithms'])} algorithms x bits {p['bits_list']}, "
-            f"{p['quantizers'][0]} uplinks, T = {p['rounds']}")
+    return (f"{len(p.seeds)} seed(s) x {len(p.algorithms)} algorithms x bits {list(p.bits_list)}, "
+            f"{p.quantizers[0]} uplinks, T = {p.rounds}")
 
 
 def _baselines(b: FedShiftBundle) -> pd.Series:
     """Mean accuracy over seeds of the first quantizer's baselines, by (algorithm, bits)."""
     t = b.table1
-    base = t[~t["shift"] & (t["quantizer"] == b.params["quantizers"][0])]
+    base = t[~t["shift"] & (t["quantizer"] == b.params.quantizers[0])]
     return fs.summarize(base, ["algorithm", "bits"]).set_index(["algorithm", "bits"])["mean"]
 
 
 def baseline_falls(b: FedShiftBundle) -> Finding:
     """C1: every algorithm's baseline is less accurate at the lowest than at the highest inferior bit width."""
     p = b.params
-    low, high = _low(p), max(p["bits_list"])
+    low, high = _low(p), max(p.bits_list)
     if low == high:
-        return Finding("-", report.not_testable(f"one inferior bit width in this profile ({p['bits_list']})"))
+        return Finding("-", report.not_testable(f"one inferior bit width in this profile ({list(p.bits_list)})"))
     base = _baselines(b)
-    drops = {a: base[(a, high)] - base[(a, low)] for a in p["algorithms"]}
+    drops = {a: base[(a, high)] - base[(a, low)] for a in p.algorithms}
     n_drop = sum(v > 0 for v in drops.values())
     return Finding(f"32+{high} minus 32+{low}: " + ", ".join(f"{a} {v:+.1f}" for a, v in drops.items()),
                    report.criterion_met(f"mean accuracy over seeds at 32+{high} above 32+{low} for every algorithm "
-                                        "(partly: for at least half)", n_drop == len(p["algorithms"]),
-                                        partly=n_drop >= len(p["algorithms"]) / 2, evidence=_table1_note(p)))
+                                        "(partly: for at least half)", n_drop == len(p.algorithms),
+                                        partly=n_drop >= len(p.algorithms) / 2, evidence=_table1_note(p)))
 
 
 def fedef_best(b: FedShiftBundle) -> Finding:
     """C2: Fed-EF's baseline is the most accurate at 32+4 (K-means)."""
     p = b.params
-    if not (PAPER_LOWEST_BITS in p["bits_list"] and p["quantizers"][0] == "kmeans" and "fedef" in p["algorithms"]
-            and len(p["algorithms"]) > 1):
+    if not (PAPER_LOWEST_BITS in p.bits_list and p.quantizers[0] == "kmeans" and "fedef" in p.algorithms
+            and len(p.algorithms) > 1):
         return Finding("-", report.not_testable(
             f"needs K-means 32+{PAPER_LOWEST_BITS} for Fed-EF and another baseline; this profile has "
-            f"{p['quantizers'][0]} bits {p['bits_list']}, algorithms {p['algorithms']}"))
+            f"{p.quantizers[0]} bits {list(p.bits_list)}, algorithms {list(p.algorithms)}"))
     at_paper = _baselines(b).xs(PAPER_LOWEST_BITS, level="bits")
     best = at_paper.idxmax()
     return Finding(f"best: {best}; " + ", ".join(f"{a} {v:.1f}" for a, v in at_paper.items()),
@@ -262,7 +262,7 @@ def beats_fp32(b: FedShiftBundle) -> Finding:
     high = fs.summarize(t[(t["bits"] >= 5) & (t["bits"] < 32)], [*CELL, "shift"])
     if not len(high):
         return Finding("-", report.not_testable(f"no inferior bit width >= 5 in this profile's bits "
-                                                f"{b.params['bits_list']}"))
+                                                f"{list(b.params.bits_list)}"))
     high = high.pivot_table(index=CELL, columns="shift", values="mean")
     fp32 = _fp32_accuracy(b)
     shift_beats, base_beats = high[True] > fp32, high[False] > fp32
@@ -284,7 +284,7 @@ def _shares(b: FedShiftBundle) -> tuple[float, float, float]:
 def leans_inferior(b: FedShiftBundle) -> Finding:
     """C5a: without the shift, the predictions lean to the inferior clients' (odd) labels."""
     base_share, _, true_share = _shares(b)
-    seeds = b.params["seeds"]
+    seeds = b.params.seeds
     n_pred = len(b.test_labels) * len(seeds)
     return Finding(f"share of predictions in inferior classes {base_share:.3f} vs {true_share:.3f} of the labels",
                    report.proportion_above(round(base_share * n_pred), n_pred, true_share,
@@ -305,7 +305,7 @@ def evens_labels(b: FedShiftBundle) -> Finding:
                                         "lower (partly: one of the two while the other does not move the wrong way)",
                                         closer and flatter,
                                         partly=(closer and not kl_worse) or (flatter and not share_worse),
-                                        evidence=f"mean over {len(b.params['seeds'])} seed(s)"))
+                                        evidence=f"mean over {len(b.params.seeds)} seed(s)"))
 
 
 def lowers_divergence(b: FedShiftBundle) -> Finding:
@@ -316,22 +316,22 @@ def lowers_divergence(b: FedShiftBundle) -> Finding:
                    report.criterion_met("FedShift's mean global divergence and mean client drift each >= 5% below "
                                         "the baseline's (partly: one of the two)", all(lower.values()),
                                         partly=any(lower.values()),
-                                        evidence=f"{len(b.params['seeds'])} seed(s), all rounds and layers"))
+                                        evidence=f"{len(b.params.seeds)} seed(s), all rounds and layers"))
 
 
 def dirichlet_gains(b: FedShiftBundle) -> Finding:
     """C7: Table II's gains, paired by seed, above `GAIN_FLOOR`."""
     p = b.params
-    if not len(p["table2_alphas"]):
+    if not len(p.table2_alphas):
         return Finding("-", report.not_testable("Table II (Dirichlet splits) is not in this profile"))
     pairs = b.table2.pivot_table(index=["alpha", "quantizer", "bits", "seed"], columns="shift", values="acc")
     gains = pairs[True] - pairs[False]
     cells = gains.groupby(level=["alpha", "quantizer", "bits"]).mean()
     return Finding(f"{(cells > 0).mean():.0%} of {len(cells)} cells positive, mean {gains.mean():+.2f}",
                    report.paired_gain(gains, threshold=GAIN_FLOOR, cells=cells, unit=" points",
-                                      evidence=f"(alpha, quantizer, bits, seed) pairs; alphas {p['table2_alphas']}, "
-                                               f"quantizers {p['table2_quantizers']}, bits {p['table2_bits']}, "
-                                               f"{len(p['seeds'])} seed(s)"))
+                                      evidence=f"(alpha, quantizer, bits, seed) pairs; alphas {list(p.table2_alphas)}, "
+                                               f"quantizers {list(p.table2_quantizers)}, bits {list(p.table2_bits)}, "
+                                               f"{len(p.seeds)} seed(s)"))
 
 
 def weight_sizes(b: FedShiftBundle) -> Finding:
@@ -396,7 +396,7 @@ def shift_only(b: FedShiftBundle) -> Finding:
         return Finding(measured, report.not_testable("no significant gain at quantized bits (C3) to attribute"))
     return Finding(measured, report.criterion_met("shift-only gain at 32+32 below half the mean gain at quantized "
                                                   "bits", gain_fp32 < g.mean / 2,
-                                                  evidence=f"{len(b.params['seeds'])} seed(s)"))
+                                                  evidence=f"{len(b.params.seeds)} seed(s)"))
 
 
 def theorem1_measured(b: FedShiftBundle) -> Finding:
@@ -412,7 +412,7 @@ def theorem1_measured(b: FedShiftBundle) -> Finding:
                    report.bound_holds(checks["measured_gap"], checks["bound"],
                                       what="the bound (main text, constants measured on the run, best eps) against "
                                            "the measured F - F* at every round of every Theorem 1 run",
-                                      evidence=f"{len(th.theorem1_checks)} runs x {b.params['theorem1_rounds']} "
+                                      evidence=f"{len(th.theorem1_checks)} runs x {b.params.theorem1_rounds} "
                                                "rounds (strongly convex, digits)"))
 
 
@@ -421,11 +421,11 @@ def _kmeans_setting(test: Callable[[pd.DataFrame, str], Judgement]) -> Callable[
 
     def rule(b: FedShiftBundle) -> Finding:
         p = b.params
-        if p["kmeans_reference_bits"] is None:
+        if p.kmeans_reference_bits is None:
             return Finding("-", report.not_testable("the K-means-setting grid is off in this profile"))
         gain = kmeans_gain(b.kmeans)
-        note = (f"(method, seed) pairs at K-means 32+{p['kmeans_reference_bits']}; methods {p['algorithms']}, "
-                f"{len(p['seeds'])} seed(s)")
+        note = (f"(method, seed) pairs at K-means 32+{p.kmeans_reference_bits}; methods {list(p.algorithms)}, "
+                f"{len(p.seeds)} seed(s)")
         return Finding(f"gain with reference K-means {gain['reference'].mean():+.2f}, converged "
                        f"{gain['converged'].mean():+.2f} points", test(gain, note))
 
@@ -442,7 +442,7 @@ def _g2(gain: pd.DataFrame, note: str) -> Judgement:
 
 
 def _fig(p: Params) -> str:
-    return f"{figure_algorithm(p['algorithms'])} 32+{_low(p)}"
+    return f"{figure_algorithm(p.algorithms)} 32+{_low(p)}"
 
 
 CLAIMS: tuple[Claim[FedShiftBundle], ...] = (

@@ -32,6 +32,7 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims import evidence
 from fedlib.claims.bundle import Bundle
+from fedlib.paper_params import PaperParams
 from fedlib.report import Claims, Judgement
 from fedlib.targets import rounds_to_target
 
@@ -44,15 +45,15 @@ B = TypeVar("B", bound=Bundle)
 @dataclass(frozen=True)
 class Runs:
     """Runs a claim reads: the rows of `records[table]` whose columns take the listed values, one run per
-    combination of values and seed (`params[seeds]`). `may_diverge`: the claim is about these runs failing."""
+    combination of values and seed (the parameter named `seeds`). `may_diverge`: the claim is about these runs failing."""
 
     where: Mapping[str, Sequence[Any]]
     table: str = "runs"
     seeds: str = "seeds"
     may_diverge: bool = False
 
-    def seed_list(self, params: Mapping[str, Any]) -> list[int]:
-        return [int(s) for s in params[self.seeds]]
+    def seed_list(self, params: PaperParams) -> list[int]:
+        return [int(s) for s in getattr(params, self.seeds)]
 
     def cells(self) -> list[dict[str, Any]]:
         """Each combination of the `where` values, as {column: value}."""
@@ -83,7 +84,7 @@ class Claim(Generic[B]):
     """One row of a paper's claims table, declared: `rule(bundle)` judges it once the guards passed."""
 
     id: str
-    statement: str | Callable[[Mapping[str, Any]], str]  # the paper's words; a function of the params if they vary
+    statement: str | Callable[[Any], str]  # the paper's words; a function of the params (a PaperParams) if they vary
     paper_value: str
     rule: Rule
     reads: tuple[Runs, ...] = ()
@@ -245,13 +246,14 @@ class Contrast:
         return self.names or (" ".join(map(str, self.a.values())), " ".join(map(str, self.b.values())))
 
     def _target(self, bundle: Bundle) -> float:
-        return float(bundle.params[self.target] if isinstance(self.target, str) else self.target)
+        return float(getattr(bundle.params, self.target) if isinstance(self.target, str) else self.target)
 
     def values(self, bundle: Bundle, cell: Mapping[str, Any]) -> np.ndarray:
-        """One value per seed (in `params[seeds]` order) of `cell`'s runs on this contrast's metric."""
+        """One value per seed (in the order of the parameter named `seeds`) of `cell`'s runs on this contrast's
+        metric."""
         table = bundle.records[self.table]
         out = []
-        for seed in bundle.params[self.seeds]:
+        for seed in getattr(bundle.params, self.seeds):
             run = table[run_mask(table, cell, seed)].sort_values("round")
             if self.test == "sooner":
                 out.append(rounds_to_target(run, self._target(bundle)))

@@ -19,7 +19,7 @@ import pandas as pd
 
 from fedlib import report
 from fedlib.claims.judge import Bundle, Claim, Contrast, Finding, Runs, judge
-from fedlib.papers.mucsc import D_CIFAR, LABELS, METHODS, PARTITION_SCHEMES, setting_label
+from fedlib.papers.mucsc import D_CIFAR, LABELS, METHODS, PARTITION_SCHEMES, MucscParams, setting_label
 from fedlib.report import Claims
 
 Z_FIG5 = (4, 8, 16)  # Fig. 5's numbers of levels
@@ -59,12 +59,12 @@ class MucscBundle(Bundle):
     jensen: Mapping[str, Any]
 
 
-def bundle(params: Mapping[str, Any], *, num_classes: int, runs: pd.DataFrame, sweep: pd.DataFrame,
+def bundle(params: MucscParams, *, num_classes: int, runs: pd.DataFrame, sweep: pd.DataFrame,
            level_runs: pd.DataFrame, levels: pd.DataFrame, **values: Any) -> MucscBundle:
     """The bundle from the notebook's tables: `runs` and `level_runs` as they are, the rows of `sweep` (the Z sweep's
     `run_rounds`) with Z levels on both links under the notebook's level search, the real update's rows of `levels`,
     and the other fields of `MucscBundle` by name."""
-    z_of = {setting_label(z, z, params["level_search"]): z for z in params["z_sweep"]}
+    z_of = {setting_label(z, z, params.level_search): z for z in params.z_sweep}
     z_sweep = sweep[sweep["setting"].isin(list(z_of))].assign(Z=lambda f: f["setting"].map(z_of))
     return MucscBundle(params, {"runs": runs, "level_runs": level_runs, "z_sweep": z_sweep}, num_classes,
                        levels=levels[levels["data"] == "real update (subset)"].reset_index(drop=True), **values)
@@ -98,7 +98,7 @@ def _traffic(b: MucscBundle) -> Finding:
 
 
 def _unbiased(b: MucscBundle) -> Finding:
-    mc, draws = b.rounding, b.params["mc_draws"]
+    mc, draws = b.rounding, b.params.mc_draws
     return Finding(
         f"{b.update_size:,} elements, {draws} draws: mean R(mean-U)^2/J_m = {mc['mean_sq_z']:.3f} "
         f"± {mc['mean_sq_z_se']:.3f} (1 if unbiased), sum bias {mc['sum_bias_z']:+.2f} SD; "
@@ -139,12 +139,12 @@ def _partial(b: MucscBundle) -> Finding:
         p.measured_gap, np.minimum(p.thm3_measured_psi, p.thm4),
         what="the seed-mean final gap <= min(Theorem 3 with the measured psi_t, Theorem 4), mu, L, Gamma, sigma = 0 "
              "exact and G^2 measured on the trajectory",
-        evidence=f"{b.partial_seeds} seeds per run, {b.params['partial_rounds']} rounds; every sync step held: "
+        evidence=f"{b.partial_seeds} seeds per run, {b.params.partial_rounds} rounds; every sync step held: "
                  f"{bool(p.holds.all())}"))
 
 
 def _printed_levels(b: MucscBundle) -> Finding:
-    real, large, z = b.levels, b.large_d, b.params["z_sweep"]
+    real, large, z = b.levels, b.large_d, b.params.z_sweep
     near = bool((real.paper_uniform_init / real.optimal).max() < 1.05 and (large.paper / large.optimal).max() < 1.05)
     return Finding(
         f"real update: J/J_unif Algorithm 1 as printed {', '.join(f'{v:.2f}' for v in real.paper_uniform_init)}; "
@@ -163,7 +163,7 @@ def _descent_levels(b: MucscBundle) -> Finding:
                    report.criterion_met("coordinate descent's J within 5% of the optimal J at every Z, on the real "
                                         "update and at the paper's d (partly: at the paper's d)",
                                         bool(real.max() < 1.05 and large.max() < 1.05), partly=bool(large.max() < 1.05),
-                                        evidence=f"Z = {b.params['z_sweep']}"))
+                                        evidence=f"Z = {list(b.params.z_sweep)}"))
 
 
 def _boost(b: MucscBundle) -> Finding:
@@ -207,15 +207,15 @@ def _pct(t: pd.DataFrame, method: str, seeds: int) -> str:
 
 
 def _traffic_to_target(part: str, b: MucscBundle) -> Finding:
-    t, n = _target(b, part), len(b.params["seeds"])
+    t, n = _target(b, part), len(b.params.seeds)
     under = {m: _reached(t, m, n) and bool(t.loc[m, "traffic_pct_of_NC"] < limit)
              for m, limit in (("mucsc", 20), ("bmucsc", 5))}
     target = t.loc["nc", "target"]
     return Finding(f"MUCSC {_pct(t, 'mucsc', n)}, B-MUCSC {_pct(t, 'bmucsc', n)} (target acc {target:.3f})",
                    report.criterion_met("every seed reaches the target and the mean traffic to it is < 20% of NC's for "
                                         "MUCSC and < 5% for B-MUCSC (partly: one of the two)", all(under.values()),
-                                        partly=any(under.values()), evidence=f"seeds {b.params['seeds']}, target "
-                                        f"{b.params['target_frac']:g} x NC's final accuracy"))
+                                        partly=any(under.values()), evidence=f"seeds {list(b.params.seeds)}, target "
+                                        f"{b.params.target_frac:g} x NC's final accuracy"))
 
 
 def _accuracy(part: str, b: MucscBundle) -> Finding:
@@ -233,22 +233,22 @@ def _accuracy(part: str, b: MucscBundle) -> Finding:
 
 
 def _dgc_traffic(part: str, b: MucscBundle) -> Finding:
-    t, n = _target(b, part), len(b.params["seeds"])
+    t, n = _target(b, part), len(b.params.seeds)
     more = not _reached(t, "dgc", n) or bool(t.loc["dgc", "traffic_pct_of_NC"] > 100)
     return Finding(_pct(t, "dgc", n) + " of NC's traffic", report.criterion_met(
         "DGC's mean traffic to the target > NC's, a seed on which DGC never reaches the target counting as more", more,
-        evidence=f"seeds {b.params['seeds']}"))
+        evidence=f"seeds {list(b.params.seeds)}"))
 
 
 def _time_to_target(part: str, b: MucscBundle) -> Finding:
-    t, n = _target(b, part), len(b.params["seeds"])
+    t, n = _target(b, part), len(b.params.seeds)
     eligible = [m for m in METHODS if m != "nc" and _reached(t, m, n)]
     times = t.loc[eligible, "total_pct_of_NC"]
     best = LABELS[times.idxmin()] if len(times) else None
     return Finding(f"best: {best} ({times.min():.1f}% of NC)" if best else "no method reached the target on every seed",
                    report.criterion_met("among the methods reaching the target on every seed, MUCSC or B-MUCSC has the "
                                         "lowest mean total time to it", best in ("MUCSC", "B-MUCSC"),
-                                        evidence=f"seeds {b.params['seeds']}; eligible: "
+                                        evidence=f"seeds {list(b.params.seeds)}; eligible: "
                                                  f"{', '.join(LABELS[m] for m in eligible) or 'none'}"))
 
 
@@ -257,7 +257,7 @@ def _levels_of_z(b: MucscBundle) -> Finding:
     return Finding(", ".join(f"Z={z}: {a:.3f}" for z, a in zip(Z_FIG5, acc)), report.criterion_met(
         f"final accuracy (mean over seeds) never drops by {STEP:g} or more as Z grows, and the largest Z beats the "
         f"smallest by more than {STEP:g}", bool(all(np.diff(acc) > -STEP) and acc[-1] - acc[0] > STEP),
-        evidence=f"Z = {list(Z_FIG5)}, partition {b.params['partitions'][0]}, seeds {b.params['seeds']}"))
+        evidence=f"Z = {list(Z_FIG5)}, partition {b.params.partitions[0]}, seeds {list(b.params.seeds)}"))
 
 
 def _main_grid(part: str, *methods: str) -> tuple[Runs, ...]:
@@ -290,7 +290,7 @@ HEAD: tuple[Claim, ...] = (
     Claim("C3'", "coordinate descent on J (our reading) finds near-optimal centroids", "(the aim of Algorithm 1)",
           _descent_levels),
     # adapted levels must buy more than the comparisons' resolution (STEP) in final accuracy, paired by seed
-    Claim("C3b", lambda p: f"adapted levels (min J) beat uniform levels in FL (Z = {p['zu']})",
+    Claim("C3b", lambda p: f"adapted levels (min J) beat uniform levels in FL (Z = {p.zu})",
           "implied by Sec. V-C (J enters the bound)",
           Contrast({"variant": "MUCSC descent"}, {"variant": "MUCSC uniform"}, "gain", floor=STEP, table="level_runs")),
     Claim("C3c", "MUCSC (adapted levels) ~ QSGD at 4 bits per element", "Figs. 2-4 (MUCSC ~ QSGD)",
@@ -308,9 +308,9 @@ TAIL: tuple[Claim, ...] = (
 CLAIMS: tuple[Claim, ...] = (*HEAD, *(c for part in PER_PARTITION.values() for c in part), *TAIL)
 
 
-def selected(params: Mapping[str, Any]) -> tuple[Claim, ...]:
+def selected(params: MucscParams) -> tuple[Claim, ...]:
     """The claims of a notebook's parameters: the general ones and the federated ones of each partition it ran."""
-    return (*HEAD, *(c for part in params["partitions"] for c in PER_PARTITION[part]), *TAIL)
+    return (*HEAD, *(c for part in params.partitions for c in PER_PARTITION[part]), *TAIL)
 
 
 def claims(evidence: MucscBundle) -> Claims:

@@ -1,23 +1,21 @@
 """The quickstart's two claims, SCAFFOLD vs FedAvg and FedProx vs FedAvg, each paired by seed on final accuracy."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import pandas as pd
 
 from fedlib.claims.judge import Bundle, Claim, Contrast, judge
+from fedlib.papers.quickstart import QuickstartParams
 from fedlib.report import Claims
 
 CLAIMS = (
     Claim("Q1", "SCAFFOLD is at least as accurate as FedAvg under label skew (Karimireddy et al. 2020)",
           "SCAFFOLD > FedAvg", Contrast({"algorithm": "SCAFFOLD"}, {"algorithm": "FedAvg"}, "gain", floor=-0.01)),
-    Claim("Q2", lambda p: f"FedProx with small mu (={p['mu']}) stays close to FedAvg (Li et al. 2020)", "|gap| small",
+    Claim("Q2", lambda p: f"FedProx with small mu (={p.mu}) stays close to FedAvg (Li et al. 2020)", "|gap| small",
           Contrast({"algorithm": "FedProx"}, {"algorithm": "FedAvg"}, "equivalent", margin=0.02)),
 )
 
 
-def bundle(record: pd.DataFrame, params: Mapping[str, Any], num_classes: int) -> Bundle:
+def bundle(record: pd.DataFrame, params: QuickstartParams, num_classes: int) -> Bundle:
     """The evidence: `record` (one row per algorithm, seed and round) as the one run table."""
     return Bundle(params, {"runs": record}, num_classes)
 

@@ -5,7 +5,7 @@ theory, Eq. 15, Lemma 2, Corollary 2 and finding (a), judged by `fedlib.claims.j
 Each claim on federated runs names them (`Runs`: a records table by grid name, the cells it reads and the params
 key of that grid's seeds), so a missing, diverged or at-chance run, or too few seeds, decides before its rule.
 Paired contrasts on the main runs state their floors (`TIE`, `LEAD`); the point rules on the secondary grids keep
-`params["margin_pts"]` points as a tie and need >= `MIN_SEEDS` seeds (an ordering of means); the freeloader claims
+`params.margin_pts` points as a tie and need >= `MIN_SEEDS` seeds (an ordering of means); the freeloader claims
 (C5, C6) must hold on every seed, from `PER_SEED_MIN` seeds on.
 """
 from __future__ import annotations
@@ -69,7 +69,7 @@ class TacoBundle(Bundle):
     theorem1: Sequence[Theorem1Row]
 
 
-def bundle(params: Mapping[str, Any], num_classes: int, rounds: Mapping[str, pd.DataFrame],
+def bundle(params: tp.TacoParams, num_classes: int, rounds: Mapping[str, pd.DataFrame],
            **values: Any) -> TacoBundle:
     """The bundle from the notebook's per-round tables by grid name (`rounds`) and its computed `values` (the
     fields of `TacoBundle`)."""
@@ -133,7 +133,7 @@ def _c4(b: TacoBundle) -> Finding:
     return Finding(measured, report.not_testable(why) if why else _timing_order(ov, b.table1.get("noise_%"), b.params))
 
 
-def _timing_order(overhead: pd.Series, noise: pd.Series | None, p: Mapping[str, Any]) -> Judgement:
+def _timing_order(overhead: pd.Series, noise: pd.Series | None, p: tp.TacoParams) -> Judgement:
     """C4: STEM's overhead over FedAvg the largest, TACO's small; every gap the rule reads must exceed the timing
     noise (the largest spread between repeats of one algorithm, in % of its fastest repeat), else inconclusive."""
     stem, taco = overhead["STEM"], overhead["TACO"]
@@ -141,10 +141,10 @@ def _timing_order(overhead: pd.Series, noise: pd.Series | None, p: Mapping[str, 
     criterion = ("STEM's overhead over FedAvg the largest, TACO's below half of STEM's and no larger than FedProx's, "
                  "SCAFFOLD's and FedACG's (partly: all but the last); each gap larger than the noise between repeats "
                  "(else inconclusive)")
-    evidence = (f"{p['timing_repeats']} timing runs of each, {p['timing_model']} on {p['timing_dataset']}, minimum of "
+    evidence = (f"{p.timing_repeats} timing runs of each, {p.timing_model} on {p.timing_dataset}, minimum of "
                 f"the record's train_s per 100 updates")
     margin = float(noise.max()) if noise is not None and len(noise) else float("nan")
-    if not np.isfinite(margin) or int(p["timing_repeats"]) < 2:
+    if not np.isfinite(margin) or int(p.timing_repeats) < 2:
         return report.not_testable("a timing order needs a noise margin from >= 2 repeats", evidence)
     gaps = [stem - overhead.drop("STEM").max(), stem / 2 - taco, *(cheap - taco)]
     evidence += f"; noise {margin:.1f}%, smallest gap {min(abs(g) for g in gaps):.1f} points"
@@ -164,7 +164,7 @@ def _c5(b: TacoBundle) -> Finding:
     """Per seed: A < B < C < freeloaders strictly; partly: the freeloaders' mean α the highest on every seed."""
     pooled, per_seed = b.table2["mean"], b.table2_seeds[list(ALPHA_ORDER)]
     measured = "pooled mean α " + ", ".join(f"{g} {pooled[g]:.2f}" for g in pooled.index)
-    evidence = f"seeds {list(per_seed.index)}, {b.params['n_freeloaders']} planted freeloaders drawn per seed"
+    evidence = f"seeds {list(per_seed.index)}, {b.params.n_freeloaders} planted freeloaders drawn per seed"
     empty = per_seed.columns[per_seed.isna().any()].tolist()
     if empty:
         return Finding(measured, report.not_testable(f"a group without clients on some seed: {empty}", evidence))
@@ -184,7 +184,7 @@ def _c6(b: TacoBundle) -> Finding:
     perfect_live = (live["tpr"] == 1.0) & (live["fpr"] == 0.0)
     held = (perfect_live & (mid.groupby("seed")["TPR_%"].min() == 100) & (mid.groupby("seed")["FPR_%"].max() == 0)
             & (one.groupby("seed")["TPR_%"].max() == 0))
-    measured = (f"live (κ={p['kappa']}, λ={tp.expel_after(p)}): mean TPR {live['tpr'].mean():.0%}, FPR "
+    measured = (f"live (κ={p.kappa}, λ={tp.expel_after(p)}): mean TPR {live['tpr'].mean():.0%}, FPR "
                 f"{live['fpr'].mean():.0%}, perfect on {_seeds_held(perfect_live)}; replay κ 0.6–0.8: TPR min "
                 f"{mid['TPR_%'].min():.0f}%, FPR max {mid['FPR_%'].max():.0f}%; κ=1: TPR max "
                 f"{one['TPR_%'].max():.0f}%; all on {_seeds_held(held)}")
@@ -192,8 +192,8 @@ def _c6(b: TacoBundle) -> Finding:
         "on every seed: the live run TPR 100% and FPR 0%, replays at κ 0.6–0.8 TPR 100% and FPR 0%, κ = 1 TPR 0 "
         "(partly: the live run detects some freeloader on every seed)", bool(held.all()),
         partly=bool((live["tpr"] > 0).all()),
-        evidence=f"seeds {list(live.index)}, {p['n_freeloaders']} planted freeloaders drawn per seed, κ grid "
-                 f"{p['kappa_grid']}, λ fractions {p['lambda_fracs']}"))
+        evidence=f"seeds {list(live.index)}, {p.n_freeloaders} planted freeloaders drawn per seed, κ grid "
+                 f"{list(p.kappa_grid)}, λ fractions {list(p.lambda_fracs)}"))
 
 
 # ---- the secondary grids: means over >= MIN_SEEDS seeds --------------------------------------------------------
@@ -204,8 +204,8 @@ def _c7(b: TacoBundle) -> Finding:
     corr, agg = mean["corr only"] - mean["neither"], mean["agg only"] - mean["neither"]
     return Finding(f"corr {corr:+.2f}, agg {agg:+.2f}, both {mean['both'] - mean['neither']:+.2f} points",
                    report.criterion_met(f"mean gain over 'neither' of 'corr only' larger than of 'agg only' and larger "
-                                        f"than {p['margin_pts']:g} points", corr > agg and corr > p["margin_pts"],
-                                        evidence=f"seeds {p['ablation_seeds']}, partitions {p['ablation_partitions']}"))
+                                        f"than {p.margin_pts:g} points", corr > agg and corr > p.margin_pts,
+                                        evidence=f"seeds {list(p.ablation_seeds)}, partitions {list(p.ablation_partitions)}"))
 
 
 def _c8(b: TacoBundle) -> Finding:
@@ -217,26 +217,26 @@ def _c8(b: TacoBundle) -> Finding:
     return Finding(measured, report.criterion_met(
         "the most accurate γ of the grid is 1/K for every K, and some γ diverges (final test loss non-finite or > 10x "
         "the first; partly: one of the two)", inv_k and diverges, partly=inv_k or diverges,
-        evidence=f"γ grid {p['gamma_grid']} + 1/K, K in {p['gamma_steps']}, seeds {p['extra_seeds']}"))
+        evidence=f"γ grid {list(p.gamma_grid)} + 1/K, K in {list(p.gamma_steps)}, seeds {list(p.extra_seeds)}"))
 
 
 def _c9(b: TacoBundle) -> Finding:
     p, fig6 = b.params, b.fig6
     gain = fig6[["literal", "factor"]].max(axis=1) - fig6["original"]
     return Finding(", ".join(f"{m}: best form {gain[m]:+.2f} points" for m in gain.index), report.criterion_met(
-        f"the better tailored form gains more than {p['margin_pts']:g} points for both methods (partly: for one)",
-        bool((gain > p["margin_pts"]).all()), partly=bool((gain > p["margin_pts"]).any()),
-        evidence=f"seeds {p['extra_seeds']}"))
+        f"the better tailored form gains more than {p.margin_pts:g} points for both methods (partly: for one)",
+        bool((gain > p.margin_pts).all()), partly=bool((gain > p.margin_pts).any()),
+        evidence=f"seeds {list(p.extra_seeds)}"))
 
 
 def _c2_prime(b: TacoBundle) -> Finding:
     p, t7 = b.params, b.table7["mean"]
-    m = p["margin_pts"]
+    m = p.margin_pts
     return Finding(", ".join(f"{a} {v:.2f}" for a, v in t7.items()), report.criterion_met(
         f"TACO the most accurate and above FedAvg by more than {m:g} points (partly: within {m:g} points of the best)",
         t7.idxmax() == "TACO" and t7["TACO"] > t7["FedAvg"] + m, partly=t7["TACO"] >= t7.max() - m,
-        evidence=f"{p['scal_clients']} clients, Dirichlet({p['scal_dirichlet']}), T = {p['scal_rounds']}, "
-                 f"seeds {p['extra_seeds']}, algorithms {list(t7.index)}"))
+        evidence=f"{p.scal_clients} clients, Dirichlet({p.scal_dirichlet}), T = {p.scal_rounds}, "
+                 f"seeds {list(p.extra_seeds)}, algorithms {list(t7.index)}"))
 
 
 def _overcorrection(b: TacoBundle) -> Finding:
@@ -244,7 +244,7 @@ def _overcorrection(b: TacoBundle) -> Finding:
     oc = b.overcorrection.set_index(["correction", "seed"])
     u, t = oc.xs(UNIFORM), oc.xs(TAILORED)
     cases = u["diverged"].astype(bool) & ~t["diverged"].astype(bool)
-    measured = (f"γ={b.params['overcorrection_gamma']}: uniform diverged in {int(u['diverged'].sum())}/{len(u)} seeds "
+    measured = (f"γ={b.params.overcorrection_gamma}: uniform diverged in {int(u['diverged'].sum())}/{len(u)} seeds "
                 f"(final loss {', '.join(f'{v:.3g}' for v in u['final_test_loss'])}), TACO in "
                 f"{int(t['diverged'].sum())}/{len(t)} (acc {t['final_acc'].mean():.1f}%, mean α "
                 f"{t['mean_alpha_last'].mean():.2f})")
@@ -255,7 +255,7 @@ def _overcorrection(b: TacoBundle) -> Finding:
 
 
 def _eq15(b: TacoBundle) -> Finding:
-    tf, m = b.taco_final, b.params["margin_pts"]
+    tf, m = b.taco_final, b.params.margin_pts
     return Finding(f"final accuracy z_T {tf['z'].mean():.2f} vs w_T {tf['w'].mean():.2f}", report.criterion_met(
         f"mean final accuracy of z_T over seeds >= that of w_T - {m:g} points", tf["z"].mean() >= tf["w"].mean() - m,
         evidence=f"seeds {list(tf.index)}"))
@@ -269,8 +269,8 @@ def _osc(b: TacoBundle, name: str) -> pd.DataFrame:
 
 def _osc_note(b: TacoBundle) -> str:
     p = b.params
-    return (f"{p['oscillation_dataset']}, K = {p['oscillation_steps']}, eta_l = {p['oscillation_lr']}, rounds "
-            f"{b.oscillation['first_round'].min()}-{p['oscillation_rounds']}, seeds {p['oscillation_seeds']}")
+    return (f"{p.oscillation_dataset}, K = {p.oscillation_steps}, eta_l = {p.oscillation_lr}, rounds "
+            f"{b.oscillation['first_round'].min()}-{p.oscillation_rounds}, seeds {list(p.oscillation_seeds)}")
 
 
 def _cycle(b: TacoBundle) -> Finding:
@@ -346,7 +346,7 @@ CLAIMS: tuple[Claim[TacoBundle], ...] = (
                  Runs({"algorithm": ("FedProx", "Scaffold")}, "main", may_diverge=True))),
     Claim("C2", "TACO has the best final accuracy (Table V)", "TACO best on 6/6 datasets (e.g. FMNIST 73.28)", _c2,
           reads=(MAIN_TACO, Runs({"algorithm": BASELINES}, "main", may_diverge=True))),
-    Claim("C3", lambda p: f"TACO reaches the target ({p['target_acc']:.0%}) in fewer rounds than FedAvg",
+    Claim("C3", lambda p: f"TACO reaches the target ({p.target_acc:.0%}) in fewer rounds than FedAvg",
           "FMNIST 59 vs 85 rounds (70%)",
           Contrast({"algorithm": "TACO"}, {"algorithm": "FedAvg"}, "sooner", target="target_acc", table="main")),
     Claim("C4", "client cost per local update: STEM highest, TACO small (Tables I/III)",
@@ -368,7 +368,7 @@ CLAIMS: tuple[Claim[TacoBundle], ...] = (
     Claim("C9", "tailored α improves FedProx and SCAFFOLD (Fig. 6)", "gains on SVHN (FedProx), CIFAR-10 (Scaffold)",
           _c9, reads=(Runs({"algorithm": ("FedProx", "Scaffold"), "form": ("original", "literal", "factor")}, "plugin",
                            "extra_seeds"),), min_seeds=MIN_SEEDS),
-    Claim("C2'", lambda p: f"TACO best with {p['scal_clients']} clients (Table VII)",
+    Claim("C2'", lambda p: f"TACO best with {p.scal_clients} clients (Table VII)",
           "FEMNIST: TACO 92.86 vs Scaffold 92.26, FedAvg 88.14", _c2_prime,
           reads=(Runs({"algorithm": ("TACO", "FedAvg", "Scaffold")}, "scalability", "extra_seeds"),),
           min_seeds=MIN_SEEDS),

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,12 +29,14 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from fedlib.augment import AUGMENTATIONS
 from fedlib.channel import Link
 from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL
 from fedlib.contracts import RunResult
 from fedlib.data import Dataset
 from fedlib import report
 from fedlib.energy import add_energy, saving
+from fedlib.paper_params import PaperParams, ParameterError, Threads, one_of, param, within
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 from fedlib.runs.components import CODEC_POLICIES, COLLECTORS
 from fedlib.runs.splits import SPLITS
@@ -133,6 +136,63 @@ def beta_label(mult: float) -> str:
 
 
 @dataclass(frozen=True)
+class FedAQParams(PaperParams):
+    """notebooks/fedaq.py's parameters (defaults: its quick profile)."""
+
+    seeds: tuple[int, ...] = param([1], "seeds; every cell of the grid runs on each")
+    dataset: str = param("digits", "dataset name (fedlib.data)")
+    model: str = param("lenet_300_100", "model name (fedlib.models)")
+    paper_row: str = param("LeNet-300-100 on MNIST", "the paper's Table II-IV row this experiment stands in for")
+    num_clients: int = param(10, "clients of the equal-shards split, all every round")
+    rounds: int = param(20, "communication rounds")
+    local_epochs: float = param(5.0, "local epochs per round")
+    batch_size: int = param(64, "local minibatch size")
+    lr: float = param(0.05, "local SGD learning rate")
+    momentum: float = param(0.5, "local SGD momentum")
+    augment: str | None = param(None, "local augmentation (fedlib.augment; flip_gray for CIFAR-10, specs/fedaq.md 2.1)")
+    alpha: float = param(0.005, "FedAQ's uplink resolution")
+    alpha_sweep: tuple[float, ...] = param([], "FedAQ resolutions tried besides alpha (joint mode)")
+    fixed_bits: tuple[int, ...] = param([2, 4, 8], "bit widths of the fixed-bit baselines")
+    beta_down_mult: tuple[float, ...] = param([1.0, 4.0], "downlink-only resolutions, in multiples of alpha/sqrt(2n)")
+    adaquant_s0: int = param(3, "AdaQuantFL's initial number of bins")
+    adaquant_s0_sweep: tuple[int, ...] = param([1, 7], "AdaQuantFL initial bins tried besides adaquant_s0 (uplink)")
+    granularity: typing.Literal["layer", "model"] = param("layer", "quantization ranges per layer or per model")
+    b_min: int = param(1, "fewest bits FedAQ and AdaQuantFL use")
+    e_up_pj: float = param(1.0, "uplink energy per bit (pJ)")
+    e_down_pj: float = param(1.0, "downlink energy per bit (pJ)")
+    target_fracs: tuple[float, ...] = param([0.90, 0.95, 0.99], "targets as fractions of the best accuracy")
+    paper_targets: Mapping[str, float] | None = param(
+        None, "{joint: acc, up: acc, down: acc}: the paper's absolute targets (None: target_fracs)")
+    toy_rounds: int = param(15, "rounds of the quadratic toys for Theorems 1-3")
+    toy_seeds: tuple[int, ...] = param([0], "seeds of the quadratic toys")
+    mc_draws: int = param(200, "Monte Carlo draws of the quantizer checks")
+    threads: Threads = param(1, "torch threads per run")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        name = type(self).__name__
+        for field_ in ("num_clients", "rounds", "batch_size", "adaquant_s0", "b_min", "toy_rounds", "mc_draws"):
+            within(f"{name}.{field_}", getattr(self, field_), 1)
+        for field_ in ("local_epochs", "lr", "alpha"):
+            within(f"{name}.{field_}", getattr(self, field_), 1e-12)
+        within(f"{name}.momentum", self.momentum, 0, 1)
+        for field_ in ("e_up_pj", "e_down_pj"):
+            within(f"{name}.{field_}", getattr(self, field_), 0)
+        for value in (*self.alpha_sweep, *self.beta_down_mult):
+            within(f"{name} alpha_sweep and beta_down_mult", value, 1e-12)
+        for bits in self.fixed_bits:
+            within(f"{name}.fixed_bits", bits, 1, MAX_BITS)
+        for frac in self.target_fracs:
+            within(f"{name}.target_fracs", frac, 1e-12, 1)
+        for field_ in ("seeds", "toy_seeds"):
+            within(f"{name}.{field_} (how many)", len(getattr(self, field_)), 1)
+        one_of(f"{name}.paper_row", [self.paper_row], PAPER_MODELS)
+        one_of(f"{name}.augment", [self.augment], [None, *AUGMENTATIONS])
+        if self.paper_targets is not None and set(self.paper_targets) != set(MODES):
+            raise ParameterError(f"{name}.paper_targets: give one target per mode {MODES}, got {dict(self.paper_targets)}")
+
+
+@dataclass(frozen=True)
 class Cell:
     """One run of the grid, before the seed: mode, scheme, the label the notebook shows, and what it varies."""
 
@@ -145,47 +205,46 @@ class Cell:
     extra_labels: dict[str, Any] = field(default_factory=dict)
 
 
-def grid(p: Mapping[str, Any]) -> list[Cell]:
+def grid(p: FedAQParams) -> list[Cell]:
     """The notebook's runs per seed: joint (fp32, fixed bits, FedAQ), uplink-only (FedAQ, AdaQuantFL, fixed 8),
     downlink-only (FedAQ at multiples of beta, fixed 8), then the alpha and AdaQuantFL s0 sweeps (a sweep value
     equal to the main setting reuses the main run)."""
-    cells = [Cell("joint", "fp32"), *[Cell("joint", f"fixed{b}") for b in p["fixed_bits"]],
-             Cell("joint", "fedaq", extra_labels={"alpha": p["alpha"]}),
-             Cell("up", "fedaq"), Cell("up", "adaquantfl", s0=p["adaquant_s0"], extra_labels={"s0": p["adaquant_s0"]}),
+    cells = [Cell("joint", "fp32"), *[Cell("joint", f"fixed{b}") for b in p.fixed_bits],
+             Cell("joint", "fedaq", extra_labels={"alpha": p.alpha}),
+             Cell("up", "fedaq"), Cell("up", "adaquantfl", s0=p.adaquant_s0, extra_labels={"s0": p.adaquant_s0}),
              Cell("up", "fixed8"),
-             *[Cell("down", "fedaq", beta_label(m), beta_mult=m) for m in p["beta_down_mult"]],
+             *[Cell("down", "fedaq", beta_label(m), beta_mult=m) for m in p.beta_down_mult],
              Cell("down", "fixed8")]
     cells += [Cell("joint", "fedaq", f"fedaq α={a:g}", alpha=a, extra_labels={"alpha": a})
-              for a in p["alpha_sweep"] if a != p["alpha"]]
+              for a in p.alpha_sweep if a != p.alpha]
     cells += [Cell("up", "adaquantfl", f"adaquantfl s0={s}", s0=s, extra_labels={"s0": s})
-              for s in p["adaquant_s0_sweep"] if s != p["adaquant_s0"]]
+              for s in p.adaquant_s0_sweep if s != p.adaquant_s0]
     return cells
 
 
-def run_spec(p: Mapping[str, Any], cell: Cell, seed: int) -> RunSpec:
+def run_spec(p: FedAQParams, cell: Cell, seed: int) -> RunSpec:
     """The spec of one cell and seed from the notebook's parameters `p`."""
-    alpha = p["alpha"] if cell.alpha is None else cell.alpha
-    beta = cell.beta_mult * downlink_resolution(alpha, p["num_clients"])
-    up, down = link_components(cell.mode, cell.scheme, alpha=alpha, beta=beta, granularity=p["granularity"],
-                               b_min=p["b_min"])
+    alpha = p.alpha if cell.alpha is None else cell.alpha
+    beta = cell.beta_mult * downlink_resolution(alpha, p.num_clients)
+    up, down = link_components(cell.mode, cell.scheme, alpha=alpha, beta=beta, granularity=p.granularity,
+                               b_min=p.b_min)
     options: dict[str, Any] = {"mode": cell.mode, "scheme": cell.scheme}
     policy = None
     if cell.scheme == "adaquantfl":
-        policy = ("adaquantfl", {"s0": cell.s0, "b_min": p["b_min"], "granularity": p["granularity"]})
+        policy = ("adaquantfl", {"s0": cell.s0, "b_min": p.b_min, "granularity": p.granularity})
     return RunSpec.make(
-        "fedaq", p["dataset"], (SPLIT, {"num_clients": p["num_clients"]}), (p["model"], {}), ("fedavg", {}),
-        p["rounds"], seed, uplink=up, downlink=down, options=options, device=p["device"],
-        local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"],
-               **({"augment": p["augment"]} if p.get("augment") else {})},  # no key without one: stored runs keep theirs
-        loop={"sampler": 1.0, "downlink_receivers": "all", "threads": p["threads"]},
+        "fedaq", p.dataset, (SPLIT, {"num_clients": p.num_clients}), (p.model, {}), ("fedavg", {}),
+        p.rounds, seed, uplink=up, downlink=down, options=options, device=p.device,
+        local={"lr": p.lr, "batch_size": p.batch_size, "epochs": p.local_epochs, "momentum": p.momentum,
+               **({"augment": p.augment} if p.augment else {})},  # no key without one: stored runs keep theirs
+        loop={"sampler": 1.0, "downlink_receivers": "all", "threads": p.threads},
         labels={"mode": cell.mode, "scheme": cell.label or cell.scheme, **cell.extra_labels}, uplink_policy=policy,
-        collectors=[("fedaq_energy_trends", {"mode": cell.mode, "e_up_pj": p["e_up_pj"], "e_down_pj": p["e_down_pj"]})])
+        collectors=[("fedaq_energy_trends", {"mode": cell.mode, "e_up_pj": p.e_up_pj, "e_down_pj": p.e_down_pj})])
 
 
-def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
-    """Every run the notebook reads, one per (seed, cell of `grid`); `params` are the notebook's parameters."""
-    p = dict(params)
-    return [run_spec(p, cell, int(seed)) for seed in p["seeds"] for cell in grid(p)]
+def experiments(p: FedAQParams) -> list[RunSpec]:
+    """Every run the notebook reads, one per (seed, cell of `grid`); `p` are the notebook's parameters."""
+    return [run_spec(p, cell, int(seed)) for seed in p.seeds for cell in grid(p)]
 
 
 # ------------------------------------------------------------------------------------------ the plan

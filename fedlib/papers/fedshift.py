@@ -30,7 +30,9 @@ histogram as a "predictions" table.
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,15 +42,17 @@ from torch import nn
 
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Algorithm
+from fedlib.augment import AUGMENTATIONS
 from fedlib.channel import Link, LinkContext
 from fedlib.codecs import make_codec
 from fedlib.codecs.base import Codec, Identity
-from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer
+from fedlib.codecs.kmeans import KMEANS_INITS, REFERENCE_CODE, KMeansQuantizer
 from fedlib.data import Dataset
 from fedlib.data.partition import from_indices
 from fedlib import params as P
 from fedlib.contracts import FederatedData, RoundInfo, RunResult
 from fedlib.federation import evaluate
+from fedlib.paper_params import PaperParams, Threads, one_of, param, within
 from fedlib.params import Params
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, HOOKS, LR_SCHEDULES, SAMPLERS
@@ -409,26 +413,85 @@ def theorem1_step_sizes(L: float, mu: float, local_steps: int) -> tuple[Callable
 
 # ------------------------------------------------------------------------------- experiments as data
 
-def _method_component(p: Mapping[str, Any], method: str) -> tuple[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class FedShiftParams(PaperParams):
+    """notebooks/fedshift.py's parameters (defaults: its quick profile)."""
+
+    seeds: tuple[int, ...] = param([0], "seeds of every grid (Theorem 1: the first only)")
+    dataset: str = param("digits", "dataset name (fedlib.data)")
+    model: str = param("mlp", "model name (fedlib.models)")
+    model_kwargs: Mapping[str, Any] = param({"hidden": [64], "bias": False}, "the model's keyword arguments")
+    num_clients: int = param(20, "clients of the parity (and Dirichlet) split")
+    per_round_inferior: int = param(2, "inferior (quantizing) clients sampled each round")
+    per_round_superior: int = param(2, "superior (fp32) clients sampled each round")
+    rounds: int = param(20, "communication rounds")
+    local_epochs: float = param(1.0, "local epochs per round")
+    batch_size: int = param(16, "local minibatch size (Dirichlet splits: min_size is half of it)")
+    lr: float = param(0.05, "local SGD learning rate")
+    momentum: float = param(0.9, "local SGD momentum")
+    augment: str | None = param(None, "local augmentation (fedlib.augment; crop_flip for CIFAR as in the authors' code)")
+    fedprox_mu: float = param(0.01, "FedProx's proximal weight")
+    scaffold_coef: typing.Literal["steps", "samples"] = param("samples", "SCAFFOLD's control-variate divisor")
+    algorithms: tuple[str, ...] = param(list(ALGORITHMS), "Table I methods")
+    quantizers: tuple[str, ...] = param(["kmeans"], "Table I weight quantizers (the first: the ablations')")
+    bits_list: tuple[int, ...] = param([2, 4, 8], "Table I bit widths (the lowest: the ablations')")
+    kmeans_init: str = param("quantile", "K-means initialisation (fedlib.codecs.kmeans)")
+    kmeans_iters: int = param(50, "Lloyd iterations of the converged K-means")
+    table2_alphas: tuple[float, ...] = param([0.1, 0.5, 100.0], "Table II Dirichlet concentrations")
+    table2_bits: tuple[int, ...] = param([2, 4], "Table II bit widths")
+    table2_quantizers: tuple[str, ...] = param(["uniform", "kmeans"], "Table II weight quantizers")
+    ablations: bool = param(True, "run the mechanism ablations")
+    kmeans_reference_bits: int | None = param(4, "bits of the converged-vs-reference K-means grid (None: off)")
+    theorem1_rounds: int = param(40, "rounds of Theorem 1's strongly convex runs (0: off)")
+    theorem1_local_steps: int = param(10, "local SGD steps per round of Theorem 1's runs")
+    theorem1_lam: float = param(0.5, "L2 weight of Theorem 1's softmax regression")
+    sma_window: int = param(5, "rounds of the accuracy curves' moving average")
+    threads: Threads = param(1, "torch threads per run")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        name = type(self).__name__
+        for field in ("num_clients", "rounds", "batch_size", "kmeans_iters", "theorem1_local_steps", "sma_window"):
+            within(f"{name}.{field}", getattr(self, field), 1)
+        for field in ("per_round_inferior", "per_round_superior", "theorem1_rounds"):
+            within(f"{name}.{field}", getattr(self, field), 0)
+        for field in ("local_epochs", "lr", "theorem1_lam"):
+            within(f"{name}.{field}", getattr(self, field), 1e-12)
+        within(f"{name}.momentum", self.momentum, 0, 1)
+        within(f"{name}.fedprox_mu", self.fedprox_mu, 0)
+        for field in ("seeds", "algorithms", "quantizers", "bits_list"):
+            within(f"{name}.{field} (how many)", len(getattr(self, field)), 1)
+        one_of(f"{name}.algorithms", self.algorithms, ALGORITHMS)
+        one_of(f"{name}.quantizers", self.quantizers + self.table2_quantizers, ("uniform", "kmeans"))
+        one_of(f"{name}.kmeans_init", [self.kmeans_init], KMEANS_INITS)
+        one_of(f"{name}.augment", [self.augment], [None, *AUGMENTATIONS])
+        for bits in (*self.bits_list, *self.table2_bits, *([self.kmeans_reference_bits] if self.kmeans_reference_bits
+                                                          is not None else [])):
+            within(f"{name} bit widths", bits, 1, 16)
+        for alpha in self.table2_alphas:
+            within(f"{name}.table2_alphas", alpha, 1e-12)
+
+
+def _method_component(p: FedShiftParams, method: str) -> tuple[str, dict[str, Any]]:
     if method not in ALGORITHMS:
         raise ValueError(f"unknown FedShift baseline {method!r}; choose from {ALGORITHMS}")
-    return {"fedprox": ("fedprox", {"mu": p["fedprox_mu"]}), "scaffold": ("scaffold", {"coef": p["scaffold_coef"]}),
+    return {"fedprox": ("fedprox", {"mu": p.fedprox_mu}), "scaffold": ("scaffold", {"coef": p.scaffold_coef}),
             "fedef": ("fedavg", {})}.get(method, (method, {}))
 
 
-def _codec_args(p: Mapping[str, Any], quantizer: str, bits: int, kmeans: str) -> dict[str, Any]:
+def _codec_args(p: FedShiftParams, quantizer: str, bits: int, kmeans: str) -> dict[str, Any]:
     if quantizer == "uniform":
         return {"bits": bits, "rounding": "nearest"}
     if quantizer != "kmeans":
         raise ValueError(f"unknown weight quantizer {quantizer!r}; choose 'uniform' or 'kmeans'")
     if kmeans == "converged":
-        return {"bits": bits, "init": p["kmeans_init"], "max_iter": p["kmeans_iters"]}
+        return {"bits": bits, "init": p.kmeans_init, "max_iter": p.kmeans_iters}
     if kmeans == "reference":
         return {"bits": bits, **REFERENCE_CODE}
     raise ValueError(f"unknown K-means setting {kmeans!r}; choose 'converged' or 'reference'")
 
 
-def run_spec(p: Mapping[str, Any], *, method: str, quantizer: str, bits: int, shift: bool, seed: int,
+def run_spec(p: FedShiftParams, *, method: str, quantizer: str, bits: int, shift: bool, seed: int,
              split: str = "parity", alpha: float | None = None, kmeans: str = "converged", scope: str = "layer",
              selection: str = "stratified") -> RunSpec:
     """One Table I/II-style run: `method`'s clients upload trained weights, the inferior ones quantized by
@@ -436,88 +499,87 @@ def run_spec(p: Mapping[str, Any], *, method: str, quantizer: str, bits: int, sh
     codec = ("fp32", {}) if quantizer == "none" else (quantizer, _codec_args(p, quantizer, bits, kmeans))
     if selection not in ("stratified", "random"):
         raise ValueError(f"fedshift run_spec: selection must be 'stratified' or 'random', got {selection!r}")
-    per_round = {"per_round_inferior": p["per_round_inferior"], "per_round_superior": p["per_round_superior"]}
+    per_round = {"per_round_inferior": p.per_round_inferior, "per_round_superior": p.per_round_superior}
     sampler = {"sampler": sum(per_round.values())} if selection == "random" else {}
-    split_part = (("parity", {"num_clients": p["num_clients"]}) if split == "parity" else
-                  ("dirichlet", {"num_clients": p["num_clients"], "alpha": alpha, "min_size": p["batch_size"] // 2}))
+    split_part = (("parity", {"num_clients": p.num_clients}) if split == "parity" else
+                  ("dirichlet", {"num_clients": p.num_clients, "alpha": alpha, "min_size": p.batch_size // 2}))
     return RunSpec.make(
-        "fedshift", p["dataset"], split_part, (p["model"], {**p["model_kwargs"], "init": "kaiming_normal_fan_in"}),
-        _method_component(p, method), p["rounds"], seed,
-        local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"], "momentum": p["momentum"],
-               "augment": p.get("augment")},
+        "fedshift", p.dataset, split_part, (p.model, {**p.model_kwargs, "init": "kaiming_normal_fan_in"}),
+        _method_component(p, method), p.rounds, seed,
+        local={"lr": p.lr, "batch_size": p.batch_size, "epochs": p.local_epochs, "momentum": p.momentum,
+               "augment": p.augment},
         uplink_policy=("mixed_precision", {"codec": None if quantizer == "none" else codec[0],
                                            "codec_args": codec[1], "error_feedback": method == "fedef"}),
-        loop={"aggregation_weights": "uniform", "threads": p["threads"], **sampler},
+        loop={"aggregation_weights": "uniform", "threads": p.threads, **sampler},
         sampler=("stratified", per_round) if selection == "stratified" else None,
         hooks=[*([("pre_shift_accuracy", {}), ("fedshift", {"scope": scope})] if shift else []), ("divergence", {})],
         collectors=[("fedshift_predictions", {})],
         labels={"method": method, "quantizer": quantizer, "bits": bits if quantizer != "none" else 32, "shift": shift,
                 "split": split, "alpha": alpha, "kmeans": kmeans if quantizer == "kmeans" else "-", "scope": scope,
                 "selection": selection},
-        device=p["device"])
+        device=p.device)
 
 
-def table1_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+def table1_specs(p: FedShiftParams) -> list[RunSpec]:
     """Table I: every method x quantizer x bit width, with and without the shift, plus FedAvg at 32+32."""
     specs = [run_spec(p, method=m, quantizer=q, bits=b, shift=s, seed=seed)
-             for m in p["algorithms"] for q in p["quantizers"] for b in p["bits_list"] for s in (False, True)
-             for seed in p["seeds"]]
+             for m in p.algorithms for q in p.quantizers for b in p.bits_list for s in (False, True)
+             for seed in p.seeds]
     return specs + [run_spec(p, method="fedavg", quantizer="none", bits=32, shift=s, seed=seed)
-                    for s in (False, True) for seed in p["seeds"]]
+                    for s in (False, True) for seed in p.seeds]
 
 
-def table2_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+def table2_specs(p: FedShiftParams) -> list[RunSpec]:
     """Table II: FedAvg on Dirichlet(alpha) splits x quantizer x bit width, with and without the shift."""
     return [run_spec(p, method="fedavg", quantizer=q, bits=b, shift=s, seed=seed, split="dirichlet", alpha=float(a))
-            for a in p["table2_alphas"] for q in p["table2_quantizers"] for b in p["table2_bits"] for s in (False, True)
-            for seed in p["seeds"]]
+            for a in p.table2_alphas for q in p.table2_quantizers for b in p.table2_bits for s in (False, True)
+            for seed in p.seeds]
 
 
-def ablation_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+def ablation_specs(p: FedShiftParams) -> list[RunSpec]:
     """FedAvg at the lowest bit width (first Table I quantizer): the baseline and the per-layer shift, one
     whole-model mean instead, and random (non-stratified) selection with and without the shift; FedAvg at
     32+32 with and without the shift comes with Table I. Empty when `ablations` is off."""
-    if not p["ablations"]:
+    if not p.ablations:
         return []
-    q, b = p["quantizers"][0], min(p["bits_list"])
+    q, b = p.quantizers[0], min(p.bits_list)
     return [run_spec(p, method="fedavg", quantizer=q, bits=b, shift=s, seed=seed, scope=scope, selection=selection)
-            for seed in p["seeds"] for s, scope, selection in ((False, "layer", "stratified"), (True, "layer", "stratified"),
+            for seed in p.seeds for s, scope, selection in ((False, "layer", "stratified"), (True, "layer", "stratified"),
                                                                (True, "model", "stratified"), (False, "layer", "random"),
                                                                (True, "layer", "random"))]
 
 
-def kmeans_setting_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+def kmeans_setting_specs(p: FedShiftParams) -> list[RunSpec]:
     """Issue 13 g: every Table I method with K-means at `kmeans_reference_bits`, converged vs the authors'
     code's early-stopped K-means, with and without the shift (None switches the grid off)."""
-    bits = p["kmeans_reference_bits"]
+    bits = p.kmeans_reference_bits
     if bits is None:
         return []
     return [run_spec(p, method=m, quantizer="kmeans", bits=bits, shift=s, seed=seed, kmeans=k)
-            for m in p["algorithms"] for k in ("converged", "reference") for s in (False, True) for seed in p["seeds"]]
+            for m in p.algorithms for k in ("converged", "reference") for s in (False, True) for seed in p.seeds]
 
 
-def theorem1_specs(p: Mapping[str, Any]) -> list[RunSpec]:
+def theorem1_specs(p: FedShiftParams) -> list[RunSpec]:
     """Theorem 1's own setting: a strongly convex problem (bias-free softmax regression with L2 weight
     `theorem1_lam` on digits), 10 clients on the parity split, full participation, `theorem1_local_steps`
     plain SGD steps with the theorem's step sizes; fp32 uploads with and without the shift (one whole-model
     mean, as in the proof). The first seed only: each run is checked on its own. Empty when `theorem1_rounds` is 0."""
-    if not p["theorem1_rounds"]:
+    if not p.theorem1_rounds:
         return []
     return [RunSpec.make(
         "fedshift", "digits", ("parity", {"num_clients": 10}), ("logistic", {"bias": False}), ("fedavg", {}),
-        p["theorem1_rounds"], seed,
-        local={"lr": 1.0, "batch_size": p["batch_size"], "steps": p["theorem1_local_steps"],
-               "weight_decay": p["theorem1_lam"]},  # lr: replaced by the theorem's step size (lr_schedule)
+        p.theorem1_rounds, seed,
+        local={"lr": 1.0, "batch_size": p.batch_size, "steps": p.theorem1_local_steps,
+               "weight_decay": p.theorem1_lam},  # lr: replaced by the theorem's step size (lr_schedule)
         uplink_policy=("mixed_precision", {"codec": None}), loop={"aggregation_weights": "samples", "sampler": 1.0},
         lr_schedule=("theorem1", {}),
         hooks=[*([("fedshift", {"scope": "model"})] if shift else []), ("theorem1_probe", {})],
         labels={"method": "theorem1", "shift": shift}, device="cpu")
-        for shift in (False, True) for seed in p["seeds"][:1]]
+        for shift in (False, True) for seed in p.seeds[:1]]
 
 
-def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
+def experiments(p: FedShiftParams) -> list[RunSpec]:
     """Every run the notebook reads, from its parameters (duplicates across grids run once)."""
-    p = dict(params)
     specs = table1_specs(p) + table2_specs(p) + ablation_specs(p) + kmeans_setting_specs(p) + theorem1_specs(p)
     return list(dict.fromkeys(specs))
 

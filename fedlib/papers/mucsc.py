@@ -10,6 +10,7 @@ message the way the paper does (Eqs. 16-17 and the widths the spec recovers from
 """
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,12 +21,13 @@ import torch
 
 from fedlib.channel import Link, LinkContext
 from fedlib.codecs.base import FLOAT_BITS, Codec, Identity
-from fedlib.codecs.mucsc import MUCSC, bmucsc_bits, id_bits, mucsc_bits
+from fedlib.codecs.mucsc import LEVEL_METHODS, MUCSC, bmucsc_bits, id_bits, mucsc_bits
 from fedlib.codecs.qsgd import qsgd_bits, sign_bits
 from fedlib.codecs.sparse import stc_bits, topk_bits
 from fedlib.contracts import RunResult
 from fedlib.data import Dataset, by_group
 from fedlib.federation import evaluate, run_federation
+from fedlib.paper_params import PaperParams, ParameterError, Threads, one_of, param, within
 from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run, register_experiment
 from fedlib.runs.runner import make_link
 from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, LR_SCHEDULES
@@ -296,75 +298,137 @@ def target_summary(rounds: pd.DataFrame, clients: pd.DataFrame, target: float, c
 PARTITION_SCHEMES = {"iid": "iid", "noniid": "labels", "writers": "writers"}  # notebook partition -> split scheme
 
 
+@dataclass(frozen=True)
+class MucscParams(PaperParams):
+    """notebooks/mucsc.py's parameters (defaults: its quick profile)."""
+
+    seeds: tuple[int, ...] = param([0], "seeds of every grid")
+    dataset: str = param("digits", "dataset name (fedlib.data)")
+    model: str = param("mlp", "model name (fedlib.models)")
+    model_kwargs: Mapping[str, Any] = param({"hidden": [256]}, "the model's keyword arguments")
+    num_clients: int = param(20, "clients of the split")
+    clients_per_round: int = param(5, "clients sampled each round")
+    partitions: tuple[str, ...] = param(["iid", "noniid"], "partitions of the main grid (the first: the sweeps')")
+    classes_per_client: int = param(5, "labels each client holds on the noniid partition")
+    rounds: int = param(30, "communication rounds")
+    local_steps: int | None = param(10, "local SGD steps per round (None: local_epochs)")
+    local_epochs: float | None = param(None, "local epochs per round, when local_steps is None")
+    batch_size: int = param(8, "local minibatch size")
+    lr0: float = param(0.1, "initial learning rate (the paper's 0.5 diverges on these small MLPs)")
+    lr_decay: float = param(400.0, "the paper's learning-rate decay")
+    lr_floor: float = param(0.01, "the paper's learning-rate floor")
+    lr_t_per_round: int = param(10, "the lr's iteration index t is round * lr_t_per_round + local step (A2)")
+    methods: tuple[str, ...] = param(list(METHODS), "methods of the main grid")
+    zu: int = param(16, "MUCSC uplink levels Z_U")
+    zd: int = param(16, "MUCSC downlink levels Z_D")
+    level_search: str = param("descent", "MUCSC's level search: descent (exact on J) or paper (Algorithm 1)")
+    level_searches: tuple[str, ...] = param(["descent", "uniform", "paper"], "level searches compared (finding c)")
+    z_sweep: tuple[int, ...] = param([4, 8, 16], "levels Z on both links of Fig. 5's sweep")
+    zu_thirds: tuple[int, ...] = param([4, 8, 16], "Z_U of each third of the clients (Fig. 5, Z_D = 16)")
+    bm_levels: int = param(256, "B-MUCSC levels")
+    bm_frac: float = param(0.01, "B-MUCSC's fraction of elements sent")
+    target_frac: float = param(0.97, "target accuracy: target_frac x final accuracy of NC, per partition")
+    download_max_over: typing.Literal["all", "selected"] = param("all", "downlink traffic maximum over these clients")
+    eval_every: int = param(1, "evaluate every this many rounds")
+    mc_draws: int = param(1000, "Monte Carlo draws of the rounding checks")
+    dp_elements: int = param(1500, "elements of the level-search checks")
+    toy_steps: int = param(2000, "steps of the theory toys")
+    toy_seeds: int = param(10, "seeds of the theory toys")
+    partial_rounds: int = param(200, "rounds of the partial-participation toy (Theorems 3-4)")
+    threads: Threads = param(1, "torch threads per run")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        name = type(self).__name__
+        for field in ("num_clients", "classes_per_client", "rounds", "batch_size", "lr_t_per_round", "zu", "zd",
+                      "bm_levels", "eval_every", "mc_draws", "dp_elements", "toy_steps", "toy_seeds", "partial_rounds"):
+            within(f"{name}.{field}", getattr(self, field), 1)
+        within(f"{name}.clients_per_round", self.clients_per_round, 1, self.num_clients)
+        for field in ("lr0", "lr_decay", "lr_floor"):
+            within(f"{name}.{field}", getattr(self, field), 1e-12)
+        for field in ("bm_frac", "target_frac"):
+            within(f"{name}.{field}", getattr(self, field), 1e-12, 1)
+        if (self.local_steps is None) == (self.local_epochs is None):
+            raise ParameterError(f"{name}: give exactly one of local_steps ({self.local_steps}) and local_epochs "
+                                 f"({self.local_epochs}); set the other to None")
+        for field in ("seeds", "partitions", "methods"):
+            within(f"{name}.{field} (how many)", len(getattr(self, field)), 1)
+        one_of(f"{name}.partitions", self.partitions, PARTITION_SCHEMES)
+        one_of(f"{name}.methods", self.methods, METHODS)
+        one_of(f"{name}.level_search", (self.level_search, *self.level_searches), LEVEL_METHODS)
+        for z in (*self.z_sweep, *self.zu_thirds):
+            within(f"{name} z_sweep and zu_thirds", z, 1)
+
+
 def setting_label(zu: int | str, zd: int, levels: str) -> str:
     """The `setting` label of a MUCSC run: its levels on each link and its level search."""
     return f"Z_U={zu}, Z_D={zd}, {levels}"
 
 
-def _spec(p: Mapping[str, Any], method: str, partition: str, seed: int, *, setup: Setup, levels: str,
+def _spec(p: MucscParams, method: str, partition: str, seed: int, *, setup: Setup, levels: str,
           setting: str, zu_split: Sequence[int] | None = None) -> RunSpec:
     if partition not in PARTITION_SCHEMES:
         raise ValueError(f"unknown partition {partition!r}; choose from {sorted(PARTITION_SCHEMES)}")
-    split_args: dict[str, Any] = {"num_clients": p["num_clients"]}
+    split_args: dict[str, Any] = {"num_clients": p.num_clients}
     if partition == "noniid":
-        split_args["k"] = p["classes_per_client"]
-    work = {"steps": p["local_steps"]} if p["local_steps"] else {"epochs": p["local_epochs"]}
+        split_args["k"] = p.classes_per_client
+    work = {"steps": p.local_steps} if p.local_steps else {"epochs": p.local_epochs}
     up, down = ((name, {**args, "granularity": "model"}) for name, args in link_components(method, setup, levels=levels))
     policy = None
     if zu_split:  # the per-client Z_U split replaces the uplink codec
         policy = ("level_split", {"choices": list(zu_split), "levels": up[1].get("levels", "descent")})
         up = ("fp32", {"granularity": "model"})
     return RunSpec.make(
-        "mucsc", p["dataset"], (PARTITION_SCHEMES[partition], split_args), (p["model"], p["model_kwargs"]), ("fedavg", {}),
-        p["rounds"], seed, local={"lr": p["lr0"], "batch_size": p["batch_size"], **work}, uplink=up, downlink=down,
-        loop={"sampler": p["clients_per_round"], "downlink_receivers": "all", "eval_every": p["eval_every"],
-              "threads": p["threads"]},
-        labels={"method": method, "partition": partition, "setting": setting}, device=p["device"],
-        lr_schedule=("mucsc_paper_lr", {"decay": p["lr_decay"], "floor": p["lr_floor"],
-                                        "steps_per_round": p["lr_t_per_round"]}),
+        "mucsc", p.dataset, (PARTITION_SCHEMES[partition], split_args), (p.model, p.model_kwargs), ("fedavg", {}),
+        p.rounds, seed, local={"lr": p.lr0, "batch_size": p.batch_size, **work}, uplink=up, downlink=down,
+        loop={"sampler": p.clients_per_round, "downlink_receivers": "all", "eval_every": p.eval_every,
+              "threads": p.threads},
+        labels={"method": method, "partition": partition, "setting": setting}, device=p.device,
+        lr_schedule=("mucsc_paper_lr", {"decay": p.lr_decay, "floor": p.lr_floor,
+                                        "steps_per_round": p.lr_t_per_round}),
         uplink_policy=policy,
-        collectors=[("mucsc_comm", {"download_max_over": p["download_max_over"]}), ("mucsc_server", {})])
+        collectors=[("mucsc_comm", {"download_max_over": p.download_max_over}), ("mucsc_server", {})])
 
 
-def _setup(p: Mapping[str, Any], zu: int | None = None, zd: int | None = None) -> Setup:
-    return Setup(zu=zu or p["zu"], zd=zd or p["zd"], bm_levels=p["bm_levels"], bm_frac=p["bm_frac"])
+def _setup(p: MucscParams, zu: int | None = None, zd: int | None = None) -> Setup:
+    return Setup(zu=zu or p.zu, zd=zd or p.zd, bm_levels=p.bm_levels, bm_frac=p.bm_frac)
 
 
-def main_setting(method: str, p: Mapping[str, Any]) -> str:
+def main_setting(method: str, p: MucscParams) -> str:
     """The `setting` label of a method's run in the main grid."""
-    return setting_label(p["zu"], p["zd"], p["level_search"]) if method == "mucsc" else "paper"
+    return setting_label(p.zu, p.zd, p.level_search) if method == "mucsc" else "paper"
 
 
-def main_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def main_grid(p: MucscParams) -> list[RunSpec]:
     """Every method on every partition and seed (Figs. 2-4, Tables II-VIII analogues)."""
-    return [_spec(p, m, part, seed, setup=_setup(p), levels=p["level_search"], setting=main_setting(m, p))
-            for part in p["partitions"] for seed in p["seeds"] for m in p["methods"]]
+    return [_spec(p, m, part, seed, setup=_setup(p), levels=p.level_search, setting=main_setting(m, p))
+            for part in p.partitions for seed in p.seeds for m in p.methods]
 
 
-def z_sweep(p: Mapping[str, Any]) -> list[RunSpec]:
+def z_sweep(p: MucscParams) -> list[RunSpec]:
     """MUCSC with Z in `z_sweep` on both links, and the stated Z_U thirds with Z_D = 16, on the first partition
     (Fig. 5). The entry with Z = (zu, zd) is the main grid's MUCSC run (the same spec, computed once)."""
-    part, search = p["partitions"][0], p["level_search"]
+    part, search = p.partitions[0], p.level_search
     specs = [_spec(p, "mucsc", part, seed, setup=_setup(p, z, z), levels=search, setting=setting_label(z, z, search))
-             for z in p["z_sweep"] for seed in p["seeds"]]
-    thirds = setting_label("/".join(map(str, p["zu_thirds"])) + " thirds", 16, search)
+             for z in p.z_sweep for seed in p.seeds]
+    thirds = setting_label("/".join(map(str, p.zu_thirds)) + " thirds", 16, search)
     return specs + [_spec(p, "mucsc", part, seed, setup=_setup(p, zd=16), levels=search, setting=thirds,
-                          zu_split=p["zu_thirds"]) for seed in p["seeds"]]
+                          zu_split=p.zu_thirds) for seed in p.seeds]
 
 
-def level_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def level_grid(p: MucscParams) -> list[RunSpec]:
     """MUCSC at (zu, zd) with each level search in `level_searches`, and QSGD, on the first partition
     (finding c: adapted vs uniform levels vs QSGD at the same bits per element)."""
-    part = p["partitions"][0]
-    specs = [_spec(p, "mucsc", part, seed, setup=_setup(p), levels=s, setting=setting_label(p["zu"], p["zd"], s))
-             for s in p["level_searches"] for seed in p["seeds"]]
-    return specs + [_spec(p, "qsgd", part, seed, setup=_setup(p), levels=p["level_search"], setting="paper")
-                    for seed in p["seeds"]]
+    part = p.partitions[0]
+    specs = [_spec(p, "mucsc", part, seed, setup=_setup(p), levels=s, setting=setting_label(p.zu, p.zd, s))
+             for s in p.level_searches for seed in p.seeds]
+    return specs + [_spec(p, "qsgd", part, seed, setup=_setup(p), levels=p.level_search, setting="paper")
+                    for seed in p.seeds]
 
 
-def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
+def experiments(p: MucscParams) -> list[RunSpec]:
     """Every run the notebook reads, from its parameters (duplicates across grids appear once)."""
-    return list(dict.fromkeys(main_grid(params) + z_sweep(params) + level_grid(params)))
+    return list(dict.fromkeys(main_grid(p) + z_sweep(p) + level_grid(p)))
 
 
 @SPLITS.register("writers")

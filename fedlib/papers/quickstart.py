@@ -2,27 +2,58 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from fedlib.paper_params import Executor, PaperParams, param, within
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 
 ALGORITHMS = {"FedAvg": "fedavg", "FedProx": "fedprox", "SCAFFOLD": "scaffold"}
 
 
-def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
-    """One run per (seed, algorithm); `params` are the notebook's parameters."""
-    p = dict(params)
+@dataclass(frozen=True)
+class QuickstartParams(PaperParams):
+    """notebooks/quickstart.py's parameters (defaults: its quick profile)."""
+
+    dataset: str = param("digits", "dataset name (fedlib.data)")
+    model: str = param("mlp", "model name (fedlib.models)")
+    model_kwargs: Mapping[str, Any] = param({"hidden": [64]}, "the model's keyword arguments")
+    num_clients: int = param(10, "clients of the Dirichlet split")
+    alpha: float = param(0.1, "Dirichlet concentration of the label split")
+    min_size: int = param(10, "fewest training samples a client may get")
+    rounds: int = param(15, "communication rounds")
+    clients_per_round: int = param(5, "clients sampled each round")
+    local_epochs: float = param(2, "local epochs per round")
+    batch_size: int = param(16, "local minibatch size")
+    lr: float = param(0.05, "local SGD learning rate")
+    mu: float = param(0.01, "FedProx's proximal weight")
+    seeds: tuple[int, ...] = param([0], "seeds; one run per seed and algorithm")
+    executor: Executor = param("sequential", "how a round's clients train (fedlib.federation.run_federated)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("num_clients", "min_size", "rounds", "batch_size"):
+            within(f"QuickstartParams.{name}", getattr(self, name), 1)
+        within("QuickstartParams.clients_per_round", self.clients_per_round, 1, self.num_clients)
+        for name in ("alpha", "local_epochs", "lr"):
+            within(f"QuickstartParams.{name}", getattr(self, name), 1e-12)
+        within("QuickstartParams.mu", self.mu, 0)
+        within("QuickstartParams.seeds (how many)", len(self.seeds), 1)
+
+
+def experiments(p: QuickstartParams) -> list[RunSpec]:
+    """One run per (seed, algorithm); `p` are the notebook's parameters."""
     specs = []
-    for seed in p["seeds"]:
+    for seed in p.seeds:
         for label, name in ALGORITHMS.items():
-            kwargs = {"mu": p["mu"]} if name == "fedprox" else {}
+            kwargs = {"mu": p.mu} if name == "fedprox" else {}
             specs.append(RunSpec.make(
-                "quickstart", p["dataset"],
-                ("dirichlet", {"num_clients": p["num_clients"], "alpha": p["alpha"], "min_size": p["min_size"]}),
-                (p["model"], p["model_kwargs"]), (name, kwargs), p["rounds"], seed,
-                local={"lr": p["lr"], "batch_size": p["batch_size"], "epochs": p["local_epochs"]},
-                loop={"sampler": p["clients_per_round"], "executor": p["executor"]},
-                labels={"algorithm": label}, device=p["device"]))
+                "quickstart", p.dataset,
+                ("dirichlet", {"num_clients": p.num_clients, "alpha": p.alpha, "min_size": p.min_size}),
+                (p.model, p.model_kwargs), (name, kwargs), p.rounds, seed,
+                local={"lr": p.lr, "batch_size": p.batch_size, "epochs": p.local_epochs},
+                loop={"sampler": p.clients_per_round, "executor": p.executor},
+                labels={"algorithm": label}, device=p.device))
     return specs
 
 

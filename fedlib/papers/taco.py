@@ -21,8 +21,9 @@
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from fedlib.algorithms.taco import Taco, TailoredAlpha, output_model
 from fedlib.contracts import FederatedData, RoundContext, RoundInfo, RunResult
 from fedlib.data import Dataset, labels_per_client
 from fedlib.federation import evaluate
+from fedlib.paper_params import Executor, PaperParams, ParameterError, Threads, one_of, param, within
 from fedlib.params import Params
 from fedlib.runs import Records, RunPlan, RunSpec, RunStore, register_experiment
 from fedlib.runs.components import CLIENT_BEHAVIORS, COLLECTORS
@@ -292,18 +294,112 @@ OVERCORRECTION = {"uniform γ(1-0)": {"correction": "uniform", "uniform_alpha": 
 PLUGINS = {"FedProx": "taco_fedprox", "Scaffold": "taco_scaffold"}
 UNIFORM_AGGREGATION = "TACO, uniform aggregation"
 PREVIOUS_WEIGHTS = "TACO, previous round's α as weights"
+TABLE5_KEYS = {"dataset", "model", "model_kwargs", "partition", "rounds", "local_steps", "lr", "target_acc"}
 
 
-def algorithm(name: str, p: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class TacoParams(PaperParams):
+    """notebooks/taco.py's parameters (defaults: its quick profile)."""
+
+    seeds: tuple[int, ...] = param([0], "seeds of the main, freeloader and overcorrection grids")
+    extra_seeds: tuple[int, ...] = param([0], "seeds of the scalability, Fig. 6 and gamma-sweep runs")
+    ablation_seeds: tuple[int, ...] = param([0], "seeds of the Table VI ablation")
+    dataset: str = param("digits", "dataset name (fedlib.data)")
+    model: str = param("mlp", "model name (fedlib.models)")
+    model_kwargs: Mapping[str, Any] = param({"hidden": [32]}, "the model's keyword arguments")
+    num_clients: int = param(20, "clients of the main split")
+    group_sizes: tuple[int, ...] = param([7, 7, 6], "relative sizes of the label groups A, B, C")
+    label_fractions: tuple[float, ...] = param([0.1, 0.2, 0.5], "fraction of the labels each group holds")
+    rounds: int = param(15, "communication rounds")
+    local_steps: int = param(10, "local SGD steps per round (K)")
+    batch_size: int = param(32, "local minibatch size")
+    lr: float = param(0.05, "local SGD learning rate")
+    target_acc: float = param(0.75, "target accuracy of the rounds-to-target tables")
+    margin_pts: float = param(1.0, "accuracy differences below this many points count as ties in the verdicts")
+    algorithms: tuple[str, ...] = param(list(ALGORITHMS), "methods of the main grid and Table I")
+    table5_columns: Mapping[str, Mapping[str, Any]] = param(
+        {}, "Table V's other columns: name -> {dataset, model, partition, rounds, local_steps, lr, target_acc}")
+    fedprox_zeta: float = param(0.1, "FedProx's proximal weight (also TACO's FedProx plug-in)")
+    scaffold_alpha: float = param(1.0, "SCAFFOLD's correction coefficient (1: plain SCAFFOLD)")
+    stem_alpha: float = param(0.2, "STEM's momentum weight")
+    fedacg_beta: float = param(0.001, "FedACG's regularizer weight")
+    fedacg_lambda: float = param(0.85, "FedACG's server momentum")
+    foolsgold_variant: typing.Literal["taco_paper", "original"] = param("taco_paper", "FoolsGold's variant")
+    taco_gamma: float | typing.Literal["1/K"] = param("1/K", "TACO's maximum correction factor")
+    taco_output: typing.Literal["w", "z"] = param("w", "TACO evaluated on w_t or on Eq. 15's z_t (specs/taco.md A5)")
+    taco_weights: typing.Literal["current", "previous"] = param(
+        "current", "Eq. 9's weights: this round's alpha^{t+1} or alpha^t")
+    kappa: float = param(0.6, "freeloader expulsion threshold")
+    lambda_frac: float = param(0.2, "expulsion starts after this fraction of the rounds")
+    n_freeloaders: int = param(8, "planted freeloaders of Tables II and VIII")
+    kappa_grid: tuple[float, ...] = param([0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], "kappa values of Table VIII")
+    lambda_fracs: tuple[float, ...] = param([0.1, 0.2, 0.5], "lambda fractions of Table VIII")
+    ablation_partitions: tuple[str, ...] = param(["groups"], "partitions of Table VI (groups, natural, dir<phi>)")
+    scal_clients: int = param(100, "clients of Table VII's scalability runs")
+    scal_dirichlet: float = param(0.5, "Dirichlet concentration of Table VII's split")
+    scal_rounds: int = param(10, "rounds of Table VII's runs")
+    scal_steps: int = param(5, "local steps of Table VII's runs")
+    scal_algorithms: tuple[str, ...] = param(["FedAvg", "Scaffold", "TACO"], "methods of Table VII")
+    gamma_grid: tuple[float, ...] = param([0.0, 0.01, 0.1, 1.0], "TACO gammas of Fig. 7 (1/K is added)")
+    gamma_steps: tuple[int, ...] = param([10], "local step counts K of Fig. 7")
+    overcorrection_gamma: float = param(3.0, "the large gamma of the overcorrection runs")
+    timing_dataset: str = param("mnist5k", "dataset of Table I's timing runs")
+    timing_model: str = param("taco_cnn", "model of Table I's timing runs")
+    timing_clients: int = param(4, "clients of Table I's timing runs")
+    timing_rounds: int = param(4, "rounds of Table I's timing runs")
+    timing_repeats: int = param(3, "repeats of Table I's timing runs")
+    theory_rounds: int = param(60, "rounds of the theory checks")
+    oscillation_dataset: str = param("digits", "dataset of the oscillation study (finding a)")
+    oscillation_model: str = param("mlp", "model of the oscillation study")
+    oscillation_model_kwargs: Mapping[str, Any] = param({"hidden": [32]}, "the oscillation model's arguments")
+    oscillation_steps: int = param(10, "local steps of the oscillation study")
+    oscillation_rounds: int = param(15, "rounds of the oscillation study")
+    oscillation_lr: float = param(0.05, "learning rate of the oscillation study")
+    oscillation_batch_size: int = param(32, "minibatch size of the oscillation study")
+    oscillation_seeds: tuple[int, ...] = param([0], "seeds of the oscillation study")
+    oscillation_algorithms: tuple[str, ...] = param(
+        ["TACO", "FoolsGold", "FedAvg", UNIFORM_AGGREGATION, PREVIOUS_WEIGHTS], "variants of the oscillation study")
+    theorem1_rounds: int = param(40, "rounds of the Theorem 1 check")
+    executor: Executor = param("sequential", "one executor for every algorithm, so wall-clock times compare them")
+    threads: Threads = param(1, "torch threads per run")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        name = type(self).__name__
+        for field in ("num_clients", "rounds", "local_steps", "batch_size", "scal_clients", "scal_rounds",
+                      "scal_steps", "timing_clients", "timing_rounds", "timing_repeats", "oscillation_steps",
+                      "oscillation_rounds", "oscillation_batch_size", "theory_rounds", "theorem1_rounds"):
+            within(f"{name}.{field}", getattr(self, field), 1)
+        for field in ("lr", "oscillation_lr", "scal_dirichlet"):
+            within(f"{name}.{field}", getattr(self, field), 1e-12)
+        for field in ("target_acc", "kappa", "lambda_frac", "stem_alpha", "fedacg_lambda"):
+            within(f"{name}.{field}", getattr(self, field), 0, 1)
+        for field in ("margin_pts", "fedprox_zeta", "scaffold_alpha", "fedacg_beta", "overcorrection_gamma"):
+            within(f"{name}.{field}", getattr(self, field), 0)
+        within(f"{name}.n_freeloaders", self.n_freeloaders, 0, self.num_clients - 1)
+        if len(self.group_sizes) != len(self.label_fractions):
+            raise ParameterError(f"{name}: group_sizes {self.group_sizes} and label_fractions "
+                                 f"{self.label_fractions} must have one entry per group")
+        for field in ("seeds", "extra_seeds", "ablation_seeds", "oscillation_seeds", "algorithms"):
+            within(f"{name}.{field} (how many)", len(getattr(self, field)), 1)
+        one_of(f"{name}.algorithms", self.algorithms + self.scal_algorithms, ALGORITHMS)
+        for column, c in self.table5_columns.items():
+            unknown, missing = set(c) - TABLE5_KEYS, {"dataset", "model", "partition", "rounds", "local_steps"} - set(c)
+            if unknown or missing:
+                raise ParameterError(f"{name}.table5_columns[{column!r}]: unknown keys {sorted(unknown)}, missing "
+                                     f"{sorted(missing)}; the keys are {sorted(TABLE5_KEYS)}")
+
+
+def algorithm(name: str, p: TacoParams) -> tuple[str, dict[str, Any]]:
     """The registered algorithm and its arguments for one of the paper's method names."""
     table = {
         "FedAvg": ("fedavg", {}),
-        "FedProx": ("fedprox", {"mu": p["fedprox_zeta"]}),
-        "FoolsGold": ("foolsgold", {"variant": p["foolsgold_variant"]}),
-        "Scaffold": ("scaffold", {}) if p["scaffold_alpha"] == 1.0 else
-                    ("taco_scaffold", {"form": "fixed", "coefficient": p["scaffold_alpha"]}),
-        "STEM": ("stem", {"alpha": p["stem_alpha"]}),
-        "FedACG": ("fedacg", {"beta": p["fedacg_beta"], "lam": p["fedacg_lambda"]}),
+        "FedProx": ("fedprox", {"mu": p.fedprox_zeta}),
+        "FoolsGold": ("foolsgold", {"variant": p.foolsgold_variant}),
+        "Scaffold": ("scaffold", {}) if p.scaffold_alpha == 1.0 else
+                    ("taco_scaffold", {"form": "fixed", "coefficient": p.scaffold_alpha}),
+        "STEM": ("stem", {"alpha": p.stem_alpha}),
+        "FedACG": ("fedacg", {"beta": p.fedacg_beta, "lam": p.fedacg_lambda}),
         "TACO": ("taco", taco_args(p)),
     }
     if name not in table:
@@ -311,42 +407,42 @@ def algorithm(name: str, p: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return table[name]
 
 
-def taco_args(p: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
-    return {"gamma": p["taco_gamma"], "kappa": p["kappa"], "output": p["taco_output"],
-            "weights": p["taco_weights"], **changes}
+def taco_args(p: TacoParams, **changes: Any) -> dict[str, Any]:
+    return {"gamma": p.taco_gamma, "kappa": p.kappa, "output": p.taco_output,
+            "weights": p.taco_weights, **changes}
 
 
-def split(p: Mapping[str, Any], num_clients: int, partition: str) -> tuple[str, dict[str, Any]]:
+def split(p: TacoParams, num_clients: int, partition: str) -> tuple[str, dict[str, Any]]:
     """"groups" (TACO's three label groups, sizes scaled to `num_clients`), "dir<phi>" (Dirichlet(phi)) or
     "natural" (one client per writer / role, e.g. Shakespeare's LEAF roles: `num_clients` of them at random)."""
     if partition == "natural":
         return "natural", {"num_clients": num_clients}
     if partition == "groups":
-        sizes = np.round(np.array(p["group_sizes"]) * num_clients / sum(p["group_sizes"])).astype(int)
+        sizes = np.round(np.array(p.group_sizes) * num_clients / sum(p.group_sizes)).astype(int)
         sizes[-1] = num_clients - sizes[:-1].sum()
         return "groups", {"num_clients": num_clients, "group_sizes": sizes.tolist(),
-                          "label_fractions": list(p["label_fractions"])}
+                          "label_fractions": list(p.label_fractions)}
     if re.fullmatch(r"dir\d*\.?\d+", partition):
         return "dirichlet", {"num_clients": num_clients, "alpha": float(partition[3:]), "min_size": 5}
     raise ValueError(f"unknown partition {partition!r}: use 'groups', 'natural' or 'dir<phi>', e.g. 'dir0.5'")
 
 
-def _spec(p: Mapping[str, Any], labels: Mapping[str, Any], algo: tuple[str, Mapping[str, Any]], seed: int, *,
+def _spec(p: TacoParams, labels: Mapping[str, Any], algo: tuple[str, Mapping[str, Any]], seed: int, *,
           partition: str | tuple[str, Mapping[str, Any]] = "groups", num_clients: int | None = None, steps: int | None = None,
           rounds: int | None = None, dataset: str | None = None, model: tuple[str, Mapping[str, Any]] | None = None,
-          loop: Mapping[str, Any] | None = None, freeloaders: int = 0) -> RunSpec:
+          loop: TacoParams | None = None, freeloaders: int = 0) -> RunSpec:
     """One run on the notebook's setting; keywords override what the grid changes (`partition`: a name for
     `split`, or a split component as it is). The collectors follow from the algorithm and the freeloaders."""
-    parts = partition if isinstance(partition, tuple) else split(p, num_clients or p["num_clients"], partition)
-    executor = p["executor"]
+    parts = partition if isinstance(partition, tuple) else split(p, num_clients or p.num_clients, partition)
+    executor = p.executor
     if executor == "vmap" and not ALGORITHM_CLASSES[algo[0]].vmap_compatible:
         executor = "sequential"  # STEM keeps per-step state the batched executor does not carry
     return RunSpec.make(
-        "taco", dataset or p["dataset"], parts,
-        model or (p["model"], p["model_kwargs"]), algo, rounds or p["rounds"], seed,
-        local={"lr": p["lr"], "batch_size": p["batch_size"], "steps": steps or p["local_steps"]},
-        loop={"aggregation_weights": "uniform", "executor": executor, "threads": p["threads"], **(loop or {})},
-        labels=labels, device=p["device"],
+        "taco", dataset or p.dataset, parts,
+        model or (p.model, p.model_kwargs), algo, rounds or p.rounds, seed,
+        local={"lr": p.lr, "batch_size": p.batch_size, "steps": steps or p.local_steps},
+        loop={"aggregation_weights": "uniform", "executor": executor, "threads": p.threads, **(loop or {})},
+        labels=labels, device=p.device,
         client_behavior=("freeloaders", {"count": freeloaders}) if freeloaders else None,
         collectors=_collectors(algo[0], freeloaders))
 
@@ -357,112 +453,105 @@ def _collectors(algorithm_name: str, freeloaders: int) -> list[tuple[str, dict[s
         + ([("taco_expelled", {})] if freeloaders else []) + ([("taco_output", {})] if issubclass(cls, Taco) else [])
 
 
-def main_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def main_grid(p: TacoParams) -> list[RunSpec]:
     """Tables III and V: every algorithm on the three-group split, every seed."""
-    return [_spec(p, {"algorithm": a}, algorithm(a, p), s) for s in p["seeds"] for a in p["algorithms"]]
+    return [_spec(p, {"algorithm": a}, algorithm(a, p), s) for s in p.seeds for a in p.algorithms]
 
 
-TABLE5_KEYS = {"dataset", "model", "model_kwargs", "partition", "rounds", "local_steps", "lr", "target_acc"}
-
-
-def table5_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def table5_grid(p: TacoParams) -> list[RunSpec]:
     """Table V's other columns: for each entry of `table5_columns` (column name -> dataset, model, model_kwargs,
     partition, rounds, local_steps, lr and the column's target_acc, read by the tables, not the runs), every
     algorithm on every seed, as the main grid."""
     specs = []
-    for column, c in p["table5_columns"].items():
-        unknown, missing = set(c) - TABLE5_KEYS, {"dataset", "model", "partition", "rounds", "local_steps"} - set(c)
-        if unknown or missing:
-            raise ValueError(f"table5_columns[{column!r}]: unknown keys {sorted(unknown)}, missing {sorted(missing)}; "
-                             f"the keys are {sorted(TABLE5_KEYS)}")
-        q = {**p, "lr": c.get("lr", p["lr"])}
+    for column, c in p.table5_columns.items():
+        q = replace(p, lr=c.get("lr", p.lr))
         specs += [_spec(q, {"column": column, "algorithm": a}, algorithm(a, q), s, partition=c["partition"],
                         steps=c["local_steps"], rounds=c["rounds"], dataset=c["dataset"],
                         model=(c["model"], c.get("model_kwargs", {})))
-                  for s in p["seeds"] for a in p["algorithms"]]
+                  for s in p.seeds for a in p.algorithms]
     return specs
 
 
-def freeloader_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def freeloader_grid(p: TacoParams) -> list[RunSpec]:
     """Tables II and VIII: TACO with `n_freeloaders` planted freeloaders (drawn per seed) on every seed, once
     without expulsion (alpha observed all along; the kappa x lambda grid is replayed on its traces) and once live."""
-    count = p["n_freeloaders"]
-    return [spec for seed in p["seeds"] for spec in (
+    count = p.n_freeloaders
+    return [spec for seed in p.seeds for spec in (
         _spec(p, {"algorithm": "TACO", "expulsion": "off"}, ("taco", taco_args(p)), seed, freeloaders=count),
         _spec(p, {"algorithm": "TACO", "expulsion": "live"}, ("taco", taco_args(p, expel_after=expel_after(p))),
               seed, freeloaders=count))]
 
 
-def expel_after(p: Mapping[str, Any]) -> int:
+def expel_after(p: TacoParams) -> int:
     """lambda of Eq. (10) at the notebook's default fraction of T."""
-    return max(1, round(p["lambda_frac"] * p["rounds"]))
+    return max(1, round(p.lambda_frac * p.rounds))
 
 
-def ablation_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def ablation_grid(p: TacoParams) -> list[RunSpec]:
     """Table VI: tailored correction x tailored aggregation, on each ablation partition."""
     return [_spec(p, {"partition": part, "variant": v}, ("taco", taco_args(p, **kw)), s, partition=part)
-            for part in p["ablation_partitions"] for s in p["ablation_seeds"] for v, kw in ABLATION.items()]
+            for part in p.ablation_partitions for s in p.ablation_seeds for v, kw in ABLATION.items()]
 
 
-def scalability_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def scalability_grid(p: TacoParams) -> list[RunSpec]:
     """Table VII: `scal_clients` clients on a Dirichlet split."""
-    return [_spec(p, {"algorithm": a}, algorithm(a, p), s, partition=f"dir{p['scal_dirichlet']}",
-                  num_clients=p["scal_clients"], steps=p["scal_steps"], rounds=p["scal_rounds"])
-            for s in p["extra_seeds"] for a in p["scal_algorithms"]]
+    return [_spec(p, {"algorithm": a}, algorithm(a, p), s, partition=f"dir{p.scal_dirichlet}",
+                  num_clients=p.scal_clients, steps=p.scal_steps, rounds=p.scal_rounds)
+            for s in p.extra_seeds for a in p.scal_algorithms]
 
 
-def plugin_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def plugin_grid(p: TacoParams) -> list[RunSpec]:
     """Fig. 6: alpha plugged into FedProx and SCAFFOLD in both readings; form "original" is the main grid's run."""
     specs = []
-    for s in p["extra_seeds"]:
+    for s in p.extra_seeds:
         for base, key in PLUGINS.items():
             specs.append(_spec(p, {"algorithm": base}, algorithm(base, p), s))
             for form in ("literal", "factor"):
-                kw = {"form": form, "zeta": p["fedprox_zeta"]} if key == "taco_fedprox" else {"form": form}
+                kw = {"form": form, "zeta": p.fedprox_zeta} if key == "taco_fedprox" else {"form": form}
                 specs.append(_spec(p, {"algorithm": base, "form": form}, (key, kw), s))
     return specs
 
 
-def gamma_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def gamma_grid(p: TacoParams) -> list[RunSpec]:
     """Fig. 7: TACO's gamma over the grid and 1/K, at each K of `gamma_steps`."""
     return [_spec(p, {"K": K, "gamma": g}, ("taco", taco_args(p, gamma=g)), s, steps=K)
-            for K in p["gamma_steps"] for g in [*p["gamma_grid"], 1.0 / K] for s in p["extra_seeds"]]
+            for K in p.gamma_steps for g in [*p.gamma_grid, 1.0 / K] for s in p.extra_seeds]
 
 
-def overcorrection_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def overcorrection_grid(p: TacoParams) -> list[RunSpec]:
     """A uniform correction vs TACO's tailored one at the same large gamma (evaluated on w_t), on every seed."""
-    return [_spec(p, {"correction": label}, ("taco", taco_args(p, gamma=p["overcorrection_gamma"], output="w", **kw)), s)
-            for s in p["seeds"] for label, kw in OVERCORRECTION.items()]
+    return [_spec(p, {"correction": label}, ("taco", taco_args(p, gamma=p.overcorrection_gamma, output="w", **kw)), s)
+            for s in p.seeds for label, kw in OVERCORRECTION.items()]
 
 
-def timing_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def timing_grid(p: TacoParams) -> list[RunSpec]:
     """Table I: short runs of each algorithm's real local step on the paper's CNN (`timing_clients` clients
     holding half the labels each), `timing_repeats` times (distinct entries via the `repeat` label),
     evaluated only at the end, all on the sequential executor (so the times compare the algorithms)."""
-    clients = ("groups", {"num_clients": p["timing_clients"], "group_sizes": [p["timing_clients"]],
+    clients = ("groups", {"num_clients": p.timing_clients, "group_sizes": [p.timing_clients],
                           "label_fractions": [0.5]})
     return [_spec(p, {"algorithm": a, "repeat": rep}, algorithm(a, p), 0, partition=clients,
-                  rounds=p["timing_rounds"], dataset=p["timing_dataset"], model=(p["timing_model"], {}),
-                  loop={"eval_every": p["timing_rounds"], "executor": "sequential"})
-            for rep in range(p["timing_repeats"]) for a in p["algorithms"]]
+                  rounds=p.timing_rounds, dataset=p.timing_dataset, model=(p.timing_model, {}),
+                  loop={"eval_every": p.timing_rounds, "executor": "sequential"})
+            for rep in range(p.timing_repeats) for a in p.algorithms]
 
 
-def oscillation_grid(p: Mapping[str, Any]) -> list[RunSpec]:
+def oscillation_grid(p: TacoParams) -> list[RunSpec]:
     """Finding (a): TACO (Eq. 9 as printed), the same with uniform aggregation, with the previous round's alpha
     as weights, FoolsGold (TACO's rendition) and FedAvg (those of them in `oscillation_algorithms`) on the
     `oscillation_*` setting, evaluated on w_t. With that setting equal to the main one, TACO, FoolsGold and
     FedAvg are the main grid's runs."""
-    q = {**p, "taco_output": "w", "lr": p["oscillation_lr"], "batch_size": p["oscillation_batch_size"]}
-    setting = {"dataset": p["oscillation_dataset"], "model": (p["oscillation_model"], p["oscillation_model_kwargs"]),
-               "steps": p["oscillation_steps"], "rounds": p["oscillation_rounds"]}
+    q = replace(p, taco_output="w", lr=p.oscillation_lr, batch_size=p.oscillation_batch_size)
+    setting = {"dataset": p.oscillation_dataset, "model": (p.oscillation_model, p.oscillation_model_kwargs),
+               "steps": p.oscillation_steps, "rounds": p.oscillation_rounds}
     variants = {"TACO": algorithm("TACO", q), "FoolsGold": algorithm("FoolsGold", q), "FedAvg": algorithm("FedAvg", q),
                 UNIFORM_AGGREGATION: ("taco", taco_args(q, aggregation="uniform")),
                 PREVIOUS_WEIGHTS: ("taco", taco_args(q, weights="previous"))}
-    unknown = set(p["oscillation_algorithms"]) - set(variants)
+    unknown = set(p.oscillation_algorithms) - set(variants)
     if unknown:
         raise ValueError(f"unknown oscillation_algorithms {sorted(unknown)}; choose from {list(variants)}")
     return [_spec(q, {"algorithm": label}, variants[label], s, **setting)
-            for s in p["oscillation_seeds"] for label in p["oscillation_algorithms"]]
+            for s in p.oscillation_seeds for label in p.oscillation_algorithms]
 
 
 GRIDS = {"main": main_grid, "table5": table5_grid, "freeloaders": freeloader_grid, "ablation": ablation_grid,
@@ -470,9 +559,9 @@ GRIDS = {"main": main_grid, "table5": table5_grid, "freeloaders": freeloader_gri
          "overcorrection": overcorrection_grid, "timing": timing_grid, "oscillation": oscillation_grid}
 
 
-def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
+def experiments(p: TacoParams) -> list[RunSpec]:
     """Every run the notebook reads, from its parameters (a run two grids share, e.g. Fig. 6's originals, once)."""
-    return list(dict.fromkeys(spec for grid in GRIDS.values() for spec in grid(params)))
+    return list(dict.fromkeys(spec for grid in GRIDS.values() for spec in grid(p)))
 
 
 def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) -> Records:

@@ -1,0 +1,208 @@
+"""A paper's notebook parameters as one typed, frozen dataclass: the one place that knows their names, defaults,
+one-line docs and valid values.
+
+    @dataclass(frozen=True)
+    class QuickstartParams(PaperParams):
+        rounds: int = param(15, "communication rounds")
+
+    QuickstartParams.from_mapping({"rounds": 40}, "notebooks/profiles/quickstart/cpu.yaml")
+
+Every paper's class lives in `fedlib.papers.<notebook>` (`params_class` finds it there) and subclasses
+`PaperParams`, which holds the fields scripts/reproduce.py sets for every notebook. Construction checks each value
+against its field's annotation (`int`, `float`, `str`, `bool`, `X | None`, `Literal[...]`, `tuple[X, ...]`,
+`Mapping[K, V]`, `Any`): YAML lists become tuples and dicts `FrozenMap`s, so an instance is hashable; an int is a
+valid float and is kept an int (a run spec tells 5 from 5.0, and its store key with it). A paper's own checks
+(ranges, choices, lengths that must agree) go in its `__post_init__`, after `super().__post_init__()`.
+A field's doc is `metadata["doc"]` (`param` sets it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import math
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound="PaperParams")
+Executor = typing.Literal["sequential", "vmap", "auto"]  # how a round's clients train (fedlib.federation)
+Threads = int | typing.Literal["auto"]  # torch threads per run
+
+
+class ParameterError(ValueError):
+    """A notebook parameter with a wrong name, type or value; the message says which, where and what to do."""
+
+
+class UnknownParameterError(ParameterError):
+    """Parameters given to a notebook that its parameters dataclass does not declare."""
+
+
+class FrozenMap(Mapping[Any, Any]):
+    """A read-only, hashable mapping: a dict-valued parameter (`model_kwargs`) inside a frozen dataclass."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[Any, Any] = types.MappingProxyType({})) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+    def __reduce__(self) -> tuple[type, tuple[dict[Any, Any]]]:
+        return FrozenMap, (self._items,)
+
+
+def frozen(value: Any) -> Any:
+    """`value` with lists and tuples as tuples and mappings as `FrozenMap`s, all the way down."""
+    if isinstance(value, Mapping):
+        return FrozenMap({frozen(k): frozen(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen(v) for v in value)
+    return value
+
+
+def param(default: Any, doc: str) -> Any:
+    """A parameter field: its default (lists and dicts frozen) and its one-line doc."""
+    return dataclasses.field(default=frozen(default), metadata={"doc": doc})
+
+
+def check_names(given: Iterable[str], declared: Iterable[str], where: str) -> None:
+    """Raise `UnknownParameterError` if a name in `given` is not in `declared`; `where` names the source."""
+    valid = sorted(declared)
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise UnknownParameterError(
+            f"{where}: unknown parameter(s) {', '.join(map(_with_suggestion(valid), unknown))}. "
+            f"Valid parameters: {', '.join(valid)}. Fix the name in the -p option or the profile YAML.")
+
+
+def _with_suggestion(valid: list[str]) -> Callable[[str], str]:
+    """`name` followed by the closest valid name, if one is close: "lrr (did you mean lr?)"."""
+    def show(name: str) -> str:
+        close = difflib.get_close_matches(name, valid, n=1)
+        return f"{name} (did you mean {close[0]}?)" if close else name
+    return show
+
+
+def _name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def coerce(value: Any, hint: Any, where: str) -> Any:
+    """`value` checked against the annotation `hint` (and frozen); `ParameterError` naming `where` if it does not
+    fit."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return frozen(value)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arm in (a for a in args if a is not type(None)):
+            try:
+                return coerce(value, arm, where)
+            except ParameterError:
+                continue
+        raise ParameterError(f"{where} must be {' or '.join(_name(a) for a in args)}, got {value!r}")
+    if origin is typing.Literal:
+        if value not in args or isinstance(value, bool) != any(isinstance(a, bool) for a in args):
+            raise ParameterError(f"{where} must be one of {', '.join(map(repr, args))}, got {value!r}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ParameterError(f"{where} must be a list, got {value!r}")
+        return tuple(coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is Mapping:
+        if not isinstance(value, Mapping):
+            raise ParameterError(f"{where} must be a mapping, got {value!r}")
+        return FrozenMap({coerce(k, args[0], f"{where} key {k!r}"): coerce(v, args[1], f"{where}[{k!r}]")
+                          for k, v in value.items()})
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ParameterError(f"{where} must be a finite number, got {value!r}")
+        return value  # an int stays an int: run specs (and their store keys) tell 5 from 5.0
+    if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ParameterError(f"{where} must be an integer, got {value!r}")
+    if hint in (str, bool) and not isinstance(value, hint):
+        raise ParameterError(f"{where} must be a {hint.__name__}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class PaperParams:
+    """The parameters every notebook has; scripts/reproduce.py sets the first five."""
+
+    profile: str = param("quick", "the profile the notebook runs under (quick: these defaults)")
+    results_root: str | None = param(None, "folder of the notebook's tables, figures and claims (None: none saved)")
+    runs_root: str | None = param(None, "the run store's folder (None: results/runs)")
+    runner: typing.Literal["local", "ray"] = param("local", "how runs execute: local processes or Ray tasks")
+    ray_address: str | None = param(None, "an existing Ray cluster's address (None: a local Ray)")
+    data_root: str | None = param(None, "the datasets' folder (None: the data-root rule, fedlib.data.roots)")
+    device: str = param("cpu", "torch device of the runs (auto: a CUDA GPU when there is one)")
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            where = f"{type(self).__name__}.{f.name}"
+            object.__setattr__(self, f.name, coerce(getattr(self, f.name), hints[f.name], where))
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_mapping(cls: type[T], values: Mapping[str, Any], where: str) -> T:
+        """The defaults updated by `values` (names checked first); `where` (a file, `-p option`) starts every
+        error message."""
+        check_names(values, cls.names(), where)
+        try:
+            return cls(**values)
+        except ParameterError as err:
+            raise ParameterError(f"{where}: {err}") from None
+
+    def values(self) -> list[Any]:
+        """Every field's value, in field order."""
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+
+def params_class(notebook: str) -> type[PaperParams]:
+    """The one `PaperParams` subclass defined in `fedlib.papers.<notebook>`."""
+    try:
+        module = importlib.import_module(f"fedlib.papers.{notebook}")
+    except ModuleNotFoundError as err:
+        raise ParameterError(f"notebook {notebook!r} has no module fedlib/papers/{notebook}.py ({err})") from None
+    found = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, PaperParams)
+             and c.__module__ == module.__name__]
+    if len(found) != 1:
+        raise ParameterError(f"fedlib/papers/{notebook}.py defines {len(found)} PaperParams classes "
+                             f"({[c.__name__ for c in found]}); it must define exactly one")
+    return found[0]
+
+
+def one_of(where: str, values: Iterable[Any], choices: Iterable[Any]) -> None:
+    """Raise `ParameterError` unless every one of `values` is in `choices`."""
+    valid = list(choices)
+    wrong = [v for v in values if v not in valid]
+    if wrong:
+        raise ParameterError(f"{where}: {', '.join(map(repr, wrong))} not among {', '.join(map(repr, valid))}")
+
+
+def within(where: str, value: float, low: float, high: float = math.inf) -> None:
+    """Raise `ParameterError` unless low <= value <= high."""
+    if not low <= value <= high:
+        bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
+        raise ParameterError(f"{where} must be {bound}, got {value!r}")
