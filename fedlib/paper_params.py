@@ -11,9 +11,9 @@ Every paper's class lives in `fedlib.papers.<notebook>` (`params_class` finds it
 `PaperParams`, which holds the fields scripts/reproduce.py sets for every notebook. Construction checks each value
 against its field's annotation (`int`, `float`, `str`, `bool`, `X | None`, `Literal[...]`, `tuple[X, ...]`,
 `Mapping[K, V]`, `Any`): YAML lists become tuples and dicts `FrozenMap`s, so an instance is hashable; an int is a
-valid float and is kept an int (a run spec tells 5 from 5.0, and its store key with it). A paper's own checks
-(ranges, choices, lengths that must agree) go in its `__post_init__`, after `super().__post_init__()`.
-A field's doc is `metadata["doc"]` (`param` sets it).
+valid float and is kept an int (a run spec tells 5 from 5.0, and its store key with it); numpy numbers become
+Python's. A paper's own checks (ranges, choices, lengths that must agree) go in its `__post_init__`, after
+`super().__post_init__()`. A field's one-line doc is its `metadata["doc"]` (`param` sets it).
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import dataclasses
 import difflib
 import importlib
 import math
+import numbers
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -100,6 +101,11 @@ def _with_suggestion(valid: list[str]) -> Callable[[str], str]:
 
 
 def _name(hint: Any) -> str:
+    """How an error message names a type: "int", "None", "one of 'a', 'b'"."""
+    if hint is type(None):
+        return "None"
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(map(repr, typing.get_args(hint)))
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
@@ -131,11 +137,13 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
             raise ParameterError(f"{where} must be a mapping, got {value!r}")
         return FrozenMap({coerce(k, args[0], f"{where} key {k!r}"): coerce(v, args[1], f"{where}[{k!r}]")
                           for k, v in value.items()})
+    if hint in (int, float) and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)  # for a float too: run specs (and their store keys) tell 5 from 5.0
     if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
             raise ParameterError(f"{where} must be a finite number, got {value!r}")
-        return value  # an int stays an int: run specs (and their store keys) tell 5 from 5.0
-    if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
+        return float(value)
+    if hint is int:
         raise ParameterError(f"{where} must be an integer, got {value!r}")
     if hint in (str, bool) and not isinstance(value, hint):
         raise ParameterError(f"{where} must be a {hint.__name__}, got {value!r}")
@@ -205,4 +213,11 @@ def within(where: str, value: float, low: float, high: float = math.inf) -> None
     """Raise `ParameterError` unless low <= value <= high."""
     if not low <= value <= high:
         bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
+        raise ParameterError(f"{where} must be {bound}, got {value!r}")
+
+
+def positive(where: str, value: float, high: float = math.inf) -> None:
+    """Raise `ParameterError` unless 0 < value <= high."""
+    if not 0 < value <= high:
+        bound = "> 0" if high == math.inf else f"in (0, {high:g}]"
         raise ParameterError(f"{where} must be {bound}, got {value!r}")

@@ -80,12 +80,14 @@ def test_papers_pass_the_augmentation_to_every_run(notebook, augment):
     (their store keys stay as they were)."""
     import importlib
 
-    from fedlib.notebook_params import NOTEBOOKS, parameter_defaults
+    from dataclasses import replace
+
+    from fedlib.paper_params import params_class
 
     experiments = importlib.import_module(f"fedlib.papers.{notebook}").experiments
-    params = parameter_defaults(NOTEBOOKS / f"{notebook}.py")
+    params = params_class(notebook)()
     assert all(LocalTraining(**s.get("local")).augment is None for s in experiments(params))
     if notebook == "fedaq":
         assert all("augment" not in s.get("local") for s in experiments(params))
-    specs = experiments({**params, "augment": augment})
+    specs = experiments(replace(params, augment=augment))
     assert specs and all(s.get("local")["augment"] == augment for s in specs if s.get("local").get("epochs"))

@@ -13,6 +13,7 @@ and a large effect in its direction (always "reproduced"). A new claim falls int
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ import pytest
 
 from fedlib import report as R
 from fedlib.claims import judge
+from fedlib.paper_params import PaperParams, params_class
 
 NOISE = 0.5  # spread of a pair's measurement
 LARGE = 5.0  # a large effect, in units of NOISE-sized spread
@@ -96,15 +98,16 @@ def _records(claim: judge.Claim, shape: Callable[[dict, int], tuple[float, float
             for t, r in rows.items()}
 
 
-def _params(claim: judge.Claim, seeds: list[int]) -> dict:
-    params = {runs.seeds: seeds for runs in claim.reads}
+def _params(paper: str, claim: judge.Claim, seeds: list[int]) -> PaperParams:
+    """The paper's default parameters with `seeds` for every seed list the claim reads (and its target)."""
+    changes: dict[str, object] = {runs.seeds: seeds for runs in claim.reads}
     if isinstance(claim.rule, judge.Contrast) and isinstance(claim.rule.target, str):
-        params[claim.rule.target] = 0.6
-    return params
+        changes[claim.rule.target] = 0.6
+    return replace(params_class(paper)(), **changes)
 
 
-def _verdict(claim: judge.Claim, records: dict[str, pd.DataFrame], seeds: list[int] = SEEDS) -> str:
-    return judge.judge_one(claim, judge.Bundle(_params(claim, seeds), records, K)).judgement.verdict
+def _verdict(paper: str, claim: judge.Claim, records: dict[str, pd.DataFrame], seeds: list[int] = SEEDS) -> str:
+    return judge.judge_one(claim, judge.Bundle(_params(paper, claim, seeds), records, K)).judgement.verdict
 
 
 def _healthy(cell: dict, seed: int) -> tuple[float, float]:
@@ -126,12 +129,12 @@ def _poison_first_run(claim: judge.Claim, records: dict[str, pd.DataFrame], colu
     return {**records, runs.table: table}
 
 
-GUARD_CASES: dict[str, Callable[[judge.Claim], str]] = {
-    "every run at chance": lambda c: _verdict(c, _records(c, lambda cell, seed: (1 / K, 3.0))),
-    "one run missing": lambda c: _verdict(c, _drop_first_run(c, _records(c, _healthy))),
-    "a NaN loss": lambda c: _verdict(c, _poison_first_run(c, _records(c, _healthy), "train_loss", np.nan)),
-    "an inf accuracy": lambda c: _verdict(c, _poison_first_run(c, _records(c, _healthy), "test_acc", np.inf)),
-    "a single seed": lambda c: _verdict(c, {t: r[r.seed == 0] for t, r in _records(c, _healthy).items()}, [0]),
+GUARD_CASES: dict[str, Callable[[str, judge.Claim], str]] = {
+    "every run at chance": lambda p, c: _verdict(p, c, _records(c, lambda cell, seed: (1 / K, 3.0))),
+    "one run missing": lambda p, c: _verdict(p, c, _drop_first_run(c, _records(c, _healthy))),
+    "a NaN loss": lambda p, c: _verdict(p, c, _poison_first_run(c, _records(c, _healthy), "train_loss", np.nan)),
+    "an inf accuracy": lambda p, c: _verdict(p, c, _poison_first_run(c, _records(c, _healthy), "test_acc", np.inf)),
+    "a single seed": lambda p, c: _verdict(p, c, {t: r[r.seed == 0] for t, r in _records(c, _healthy).items()}, [0]),
 }
 READING = [(p, c) for p, c in DECLARED if c.reads]
 
@@ -151,13 +154,13 @@ def test_every_paper_declares_claims_with_unique_ids():
 def test_healthy_evidence_passes_every_guard(case):
     """The declaration is satisfiable: healthy runs in the declared tables and cells reach the rule."""
     claim = case[1]
-    assert judge.guard(claim, judge.Bundle(_params(claim, SEEDS), _records(claim, _healthy), K)) is None
+    assert judge.guard(claim, judge.Bundle(_params(case[0], claim, SEEDS), _records(claim, _healthy), K)) is None
 
 
 @pytest.mark.parametrize("scenario", GUARD_CASES)
 @pytest.mark.parametrize("case", READING, ids=_id)
 def test_claim_never_supported_by_broken_evidence(case, scenario):
-    verdict = GUARD_CASES[scenario](case[1])
+    verdict = GUARD_CASES[scenario](*case)
     assert verdict not in (R.REPRODUCED, R.PARTLY), verdict
 
 
@@ -189,10 +192,10 @@ def _effect(claim: judge.Claim, large: bool) -> Callable[[dict, int], tuple[floa
 @pytest.mark.parametrize("case", CONTRASTS, ids=_id)
 def test_contrast_reproduced_on_a_large_effect(case):
     claim = case[1]
-    assert _verdict(claim, _records(claim, _effect(claim, large=True))) == R.REPRODUCED
+    assert _verdict(case[0], claim, _records(claim, _effect(claim, large=True))) == R.REPRODUCED
 
 
 @pytest.mark.parametrize("case", CONTRASTS, ids=_id)
 def test_contrast_never_reproduced_on_noise(case):
     claim = case[1]
-    assert _verdict(claim, _records(claim, _effect(claim, large=False))) != R.REPRODUCED
+    assert _verdict(case[0], claim, _records(claim, _effect(claim, large=False))) != R.REPRODUCED

@@ -1,6 +1,7 @@
 """FedAQ's declared claims on hand-built records and tables: the judge's guards first, then each rule's verdict."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -10,13 +11,14 @@ import pytest
 from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims.fedaq import CLAIMS, bundle, claims, savings
+from fedlib.papers.fedaq import FedAQParams
 
 SEEDS = [1, 2, 3]
 ACC = [0.5, 0.7, 0.85, 0.9]  # reaches the 0.8 target at round 3
 NEVER = [0.5, 0.6, 0.7, 0.75]  # never reaches 0.8
-PARAMS: dict[str, Any] = {"seeds": SEEDS, "paper_row": "LeNet-300-100 on MNIST", "dataset": "digits", "model": "lenet",
-                          "paper_targets": {"joint": 0.8, "up": 0.8, "down": 0.8}, "target_fracs": [0.9, 1.0],
-                          "toy_rounds": 2, "toy_seeds": [0], "mc_draws": 10}
+PARAMS = FedAQParams(seeds=SEEDS, paper_row="LeNet-300-100 on MNIST", dataset="digits", model="lenet",
+                     paper_targets={"joint": 0.8, "up": 0.8, "down": 0.8}, target_fracs=[0.9, 1.0], toy_rounds=2,
+                     toy_seeds=[0], mc_draws=10)
 # mJ per round for every run the claims declare; FedAQ is the cheapest in every mode
 COSTS = {("joint", "fixed8"): 2.0, ("joint", "fixed2"): 1.8, ("joint", "fixed4"): 1.5, ("joint", "fixed16"): 4.0,
          ("joint", "fedaq"): 1.0, ("up", "adaquantfl"): 2.0, ("up", "adaquantfl s0=1"): 3.0,
@@ -65,7 +67,7 @@ def tables(**changes: Any) -> dict[str, Any]:
     return kw
 
 
-def table(rec: pd.DataFrame | None = None, params: dict[str, Any] = PARAMS, **changes: Any) -> pd.DataFrame:
+def table(rec: pd.DataFrame | None = None, params: FedAQParams = PARAMS, **changes: Any) -> pd.DataFrame:
     rec = record() if rec is None else rec
     return claims(bundle(params, rec, num_classes=10, **tables(**changes))).table()
 
@@ -175,19 +177,19 @@ def test_a_coarse_fixed_width_may_fail_but_fixed_8_bit_may_not():
 
 
 def test_too_few_seeds_are_not_testable_energy_needs_three():
-    two = {**PARAMS, "seeds": [1, 2]}
+    two = replace(PARAMS, seeds=[1, 2])
     tab = table(record(seeds=[1, 2]), two)
     for key in ("joint", "up", "down", "coarser", "best fixed", "s0"):
         assert row(tab, key)["verdict"] == report.NOT_TESTABLE, key
         assert "the claim needs >= 3 independent seeds" in row(tab, key)["evidence"]
     for key in ("rounds", "bits", "8bit"):
         assert row(tab, key)["verdict"] == report.REPRODUCED, key
-    one = table(record(seeds=[1]), {**PARAMS, "seeds": [1]})
+    one = table(record(seeds=[1]), replace(PARAMS, seeds=[1]))
     assert set(one.loc[one["claim"].str.match(r"C\d"), "verdict"]) == {report.NOT_TESTABLE}
 
 
 def test_headline_is_judged_on_the_resnet_row_only():
-    resnet = {**PARAMS, "paper_row": "ResNet-18 on CIFAR-10"}
+    resnet = replace(PARAMS, paper_row="ResNet-18 on CIFAR-10")
     cheap = record({**COSTS, ("joint", "fedaq"): 2.0 / 3})  # saving 66.7%
     assert row(table(cheap, resnet), "headline")["verdict"] == report.REPRODUCED
     tab = table(params=resnet)
@@ -252,14 +254,14 @@ def test_eq22_quantizer_and_theorem_claims_follow_their_criteria():
 
 
 def test_theory_claims_read_no_runs_and_are_judged_on_one_seed():
-    tab = table(record(seeds=[1]), {**PARAMS, "seeds": [1]})
+    tab = table(record(seeds=[1]), replace(PARAMS, seeds=[1]))
     for key in ("eq22", "A1", "thm1", "thm2", "thm3"):
         assert row(tab, key)["verdict"] == report.REPRODUCED, key
     assert all(not c.reads for c in CLAIMS if not c.id.startswith("C"))
 
 
 def test_relative_targets_are_fractions_of_the_lower_best_accuracy():
-    b = bundle({**PARAMS, "paper_targets": None}, record(acc={("up", "adaquantfl", sd): [0.5, 0.6, 0.7, 0.8]
+    b = bundle(replace(PARAMS, paper_targets=None), record(acc={("up", "adaquantfl", sd): [0.5, 0.6, 0.7, 0.8]
                                                               for sd in SEEDS}), num_classes=10, **tables())
     up = savings(b.runs, b.params, "up", "adaquantfl", "fedaq")
     assert up["target_acc"].tolist() == [0.72, 0.8]  # 0.9 x 0.8 and 1.0 x 0.8: AdaQuantFL's best is the lower

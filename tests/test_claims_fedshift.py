@@ -2,6 +2,8 @@
 guards, each measured value by hand."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,12 +12,13 @@ from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims import fedshift as claims_module
 from fedlib.claims.fedshift import CLAIMS, ShiftGains, Theory, bundle, claims, on_profile
+from fedlib.papers.fedshift import FedShiftParams
 from theory import fedshift as th
 
 R, P, NR, NT = report.REPRODUCED, report.PARTLY, report.NOT_REPRODUCED, report.NOT_TESTABLE
-PARAMS = {"bits_list": [4, 8], "algorithms": ["fedavg", "fedef"], "quantizers": ["kmeans"], "seeds": [0, 1, 2],
-          "rounds": 10, "table2_alphas": [0.1, 0.5], "table2_quantizers": ["kmeans"], "table2_bits": [4],
-          "theorem1_rounds": 5, "kmeans_reference_bits": 4}
+PARAMS = FedShiftParams(bits_list=[4, 8], algorithms=["fedavg", "fedef"], quantizers=["kmeans"], seeds=[0, 1, 2],
+                        rounds=10, table2_alphas=[0.1, 0.5], table2_quantizers=["kmeans"], table2_bits=[4],
+                        theorem1_rounds=5, kmeans_reference_bits=4)
 BASE = {("fedavg", 4): 80.0, ("fedavg", 8): 85.0, ("fedef", 4): 82.0, ("fedef", 8): 85.0}  # baseline accuracy, %
 FP32 = 86.0  # FedAvg 32+32 without the shift
 KMEANS_GAIN = [1.0, 1.5, 2.0, 1.2, 1.8, 1.1]  # the shift's gain with the reference K-means, (fedavg, fedef) x seeds
@@ -94,7 +97,7 @@ def evidence(**changes) -> dict:
     return kw
 
 
-def table(params: dict | None = None, **changes) -> pd.DataFrame:
+def table(params: FedShiftParams | None = None, **changes) -> pd.DataFrame:
     """The claims table, indexed by the claim's id (the row's first word)."""
     kw = evidence(**changes)
     t = claims(bundle(params or PARAMS, kw.pop("rounds"), **kw)).table()
@@ -147,9 +150,9 @@ def test_shift_gains_pair_runs_by_seed():
 
 
 def test_claims_read_the_profiles_cells():
-    params = {**PARAMS, "bits_list": [2, 4, 8], "algorithms": ["fedprox", "scaffold"], "quantizers": ["uniform"]}
+    params = replace(PARAMS, bits_list=[2, 4, 8], algorithms=["fedprox", "scaffold"], quantizers=["uniform"])
     reads = {c.id: on_profile(c, params).reads for c in CLAIMS}
-    assert dict(reads["C5a"][0].where) == {"algorithm": ["fedprox"], "quantizer": ["uniform"], "bits": [2],
+    assert dict(reads["C5a"][0].where) == {"algorithm": ["fedprox"], "quantizer": ("uniform",), "bits": [2],
                                            "shift": (False,)}
     assert dict(reads["C1"][0].where)["bits"] == [2, 8]
     assert dict(reads["C4"][0].where)["bits"] == [8]
@@ -193,7 +196,7 @@ def test_baselines_in_the_wrong_order_fail_c1_c2_and_c4():
 
 
 def test_a_profile_without_the_evidence_is_not_testable():
-    params = {**PARAMS, "bits_list": [2], "table2_alphas": [], "kmeans_reference_bits": None, "theorem1_rounds": 0}
+    params = replace(PARAMS, bits_list=[2], table2_alphas=[], kmeans_reference_bits=None, theorem1_rounds=0)
     t = table(params, table1=table1_grid({("fedavg", 2): 80.0, ("fedef", 2): 82.0}), table2=table2_runs([0.0] * 6)[:0],
               kmeans=kmeans_runs()[:0], theory=theory(theorem1_checks={}, theorem1_runs=pd.DataFrame()))
     for claim in ("C1", "C2", "C4", "C7", "C9d", "G1", "G2"):
@@ -275,7 +278,7 @@ def test_a_missing_run_is_named_and_its_claims_not_testable():
 def test_one_seed_is_not_testable_for_the_claims_on_runs_only():
     one = {name: runs[runs["seed"] == 0] for name, runs in
            (("table1", table1_grid(BASE)), ("table2", table2_runs([1.0] * 6)), ("kmeans", kmeans_runs()))}
-    t = table({**PARAMS, "seeds": [0]}, **one)
+    t = table(replace(PARAMS, seeds=[0]), **one)
     on_runs = [c.id for c in CLAIMS if c.reads]
     assert on_runs == ["C1", "C2", "C3", "C4", "C5a", "C5b", "C6", "C7", "Ablation", "G1", "G2"]
     for claim in on_runs:

@@ -2,6 +2,7 @@
 run named, a run diverged or at chance, one seed) stop every claim that reads federated runs."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,10 +12,10 @@ import pytest
 from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims.mucsc import CLAIMS, bundle, claims
-from fedlib.papers.mucsc import METHODS, setting_label, table2, traffic_tables
+from fedlib.papers.mucsc import METHODS, MucscParams, setting_label, table2, traffic_tables
 
-PARAMS = {"seeds": [0, 1, 2], "rounds": 2, "methods": list(METHODS), "partitions": ["iid", "noniid"], "zu": 16,
-          "z_sweep": [4, 8, 16], "mc_draws": 100, "partial_rounds": 50, "target_frac": 0.97, "level_search": "descent"}
+PARAMS = MucscParams(seeds=[0, 1, 2], rounds=2, methods=METHODS, partitions=["iid", "noniid"], zu=16, z_sweep=[4, 8, 16],
+                     mc_draws=100, partial_rounds=50, target_frac=0.97, level_search="descent")
 # Final accuracy per seed: MUCSC and QSGD within 0.003 of NC on every seed (equivalent within 0.02 by TOST), the
 # others below it.
 ACC = {"nc": [0.90, 0.91, 0.89], "mucsc": [0.901, 0.909, 0.892], "qsgd": [0.899, 0.911, 0.889],
@@ -51,7 +52,7 @@ def evidence(*, acc: dict[str, list[float]] = ACC, target: dict[str, tuple[float
     real = pd.DataFrame({"data": "real update (subset)", "Z": [4, 8, 16], "paper_uniform_init": [0.50, 0.40, 0.30],
                          "optimal": [0.49, 0.39, 0.29], "descent": [0.49, 0.39, 0.29]})
     return dict(
-        num_classes=10, runs=rounds({(p, m): a for p in PARAMS["partitions"] for m, a in acc.items()},
+        num_classes=10, runs=rounds({(p, m): a for p in PARAMS.partitions for m, a in acc.items()},
                                     ("partition", "method")),
         sweep=rounds({(s,): a for s, a in sweep.items()}, ("setting",)),
         level_runs=rounds({(v,): a for v, a in levels.items()}, ("variant",)),
@@ -67,11 +68,11 @@ def evidence(*, acc: dict[str, list[float]] = ACC, target: dict[str, tuple[float
                               "holds": [True, True]}), partial_clients=3, partial_population=10, partial_seeds=2,
         large_d=pd.DataFrame({"paper": [0.5, 0.4, 0.3], "optimal": [0.5, 0.4, 0.3], "descent": [0.5, 0.4, 0.3]}),
         measured_rates=pd.DataFrame({"method": list(METHODS), "rate_conventionA_paperKN": [1, 10, 8, 32, 60, 20, 25]}),
-        to_target=target_table(target, PARAMS["partitions"]),
+        to_target=target_table(target, PARAMS.partitions),
         jensen={"lhs": 40.70, "paper_rhs_sum_p2": 4.14, "jensen_rhs_sum_p": 41.41, "paper_step_holds": False})
 
 
-def table(params: dict[str, Any], ev: dict[str, Any]) -> pd.DataFrame:
+def table(params: MucscParams, ev: dict[str, Any]) -> pd.DataFrame:
     return claims(bundle(params, **ev)).table()
 
 
@@ -81,7 +82,7 @@ def row(frame: pd.DataFrame, claim_id: str) -> pd.Series:
     return hits.iloc[0]
 
 
-def verdict(params: dict[str, Any], ev: dict[str, Any], claim_id: str) -> str:
+def verdict(params: MucscParams, ev: dict[str, Any], claim_id: str) -> str:
     return row(table(params, ev), claim_id)["verdict"]
 
 
@@ -190,7 +191,7 @@ def test_a_seed_that_never_reaches_the_target():
 
 
 def test_only_mucsc_run_leaves_the_other_claims_not_testable_naming_the_missing_methods():
-    params = {**PARAMS, "methods": ["mucsc"]}
+    params = replace(PARAMS, methods=["mucsc"])
     ev = evidence(acc={"mucsc": ACC["mucsc"]},
                   levels={"MUCSC descent": LEVELS["MUCSC descent"], "QSGD": LEVELS["QSGD"]})
     # What the notebook computes without NC: no target table, measured rates of MUCSC only.
@@ -226,12 +227,12 @@ def test_a_missing_run_is_named_and_a_z_left_out_is_not_testable():
     assert row(frame, "C7 noniid")["evidence"] == "missing: partition=noniid method=qsgd seed=2"
     assert row(frame, "C5 noniid")["verdict"] == report.REPRODUCED  # it does not read QSGD
     assert row(frame, "C7 iid")["verdict"] == report.REPRODUCED
-    c8 = row(table({**PARAMS, "z_sweep": [4, 16]}, evidence()), "C8")  # Fig. 5's Z = 8 not swept
+    c8 = row(table(replace(PARAMS, z_sweep=[4, 16]), evidence()), "C8")  # Fig. 5's Z = 8 not swept
     assert (c8["verdict"], c8["evidence"]) == (report.NOT_TESTABLE, "missing: Z=8 (every seed)")
 
 
 def test_one_seed_is_not_testable_for_every_claim_on_federated_runs():
-    one = {**PARAMS, "seeds": [0]}
+    one = replace(PARAMS, seeds=[0])
     ev = evidence(acc={m: a[:1] for m, a in ACC.items()}, levels={v: a[:1] for v, a in LEVELS.items()},
                   sweep={s: a[:1] for s, a in SWEEP.items()})
     frame = table(one, ev)
@@ -270,7 +271,7 @@ def test_claims_follow_the_partitions_run():
     ev = evidence()
     ev["runs"] = ev["runs"].assign(partition=ev["runs"].partition.replace({"iid": "writers"}))
     ev["to_target"] = ev["to_target"].assign(partition=ev["to_target"].partition.replace({"iid": "writers"}))
-    frame = table({**PARAMS, "partitions": ["writers"]}, ev)
+    frame = table(replace(PARAMS, partitions=["writers"]), ev)
     ids = [c.split()[0] + " " + c.split()[1] for c in frame["claim"] if c.startswith(FEDERATED)]
     assert ids == ["C5 writers", "C7 writers", "C10 writers", "C9 writers"]
     assert (frame["verdict"][frame["claim"].str.startswith(FEDERATED)] == report.REPRODUCED).all()

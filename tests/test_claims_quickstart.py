@@ -1,17 +1,20 @@
 """The quickstart's claims table on hand-built records: each verdict follows from its rule."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
 from fedlib import report
 from fedlib.claims.quickstart import bundle, claims
+from fedlib.papers.quickstart import QuickstartParams
 
-PARAMS = {"rounds": 2, "mu": 0.01}
+PARAMS = QuickstartParams(rounds=2, mu=0.01)
 
 
-def params(rec: pd.DataFrame) -> dict:
-    return {**PARAMS, "seeds": sorted(rec["seed"].unique())}
+def params(rec: pd.DataFrame) -> QuickstartParams:
+    return replace(PARAMS, seeds=sorted(rec["seed"].unique()))
 
 
 def record(final: dict[str, list[float]]) -> pd.DataFrame:
@@ -48,6 +51,6 @@ def test_one_seed_is_not_testable_and_a_diverged_run_overrides_the_rule():
 def test_a_missing_run_is_not_testable_and_named():
     rec = record({"FedAvg": [0.80, 0.82, 0.81], "SCAFFOLD": [0.86, 0.87, 0.88], "FedProx": [0.801, 0.819, 0.812]})
     rec = rec[~((rec["algorithm"] == "SCAFFOLD") & (rec["seed"] == 2))]
-    table = claims(bundle(rec, {**PARAMS, "seeds": [0, 1, 2]}, num_classes=10)).table()
+    table = claims(bundle(rec, replace(PARAMS, seeds=[0, 1, 2]), num_classes=10)).table()
     assert table["verdict"].tolist() == [report.NOT_TESTABLE, report.REPRODUCED]
     assert "algorithm=SCAFFOLD seed=2" in table["evidence"].iloc[0]

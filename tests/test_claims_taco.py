@@ -2,7 +2,7 @@
 that stops it first, measured strings by hand."""
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -14,18 +14,18 @@ from fedlib.claims import evidence as saved
 from fedlib.claims.taco import CLAIMS as CLAIMS_DECLARED
 from fedlib.claims.taco import bundle, claims
 from fedlib.papers import taco as tp
-from fedlib.papers.taco import Detection
+from fedlib.papers.taco import Detection, TacoParams
 
 ALGORITHMS = ["FedAvg", "FedProx", "FoolsGold", "Scaffold", "STEM", "FedACG", "TACO"]
 OSCILLATION = ["TACO", "FedAvg", tp.UNIFORM_AGGREGATION, tp.PREVIOUS_WEIGHTS]
 SEEDS = [0, 1, 2]
-PARAMS = {"seeds": SEEDS, "algorithms": ALGORITHMS, "rounds": 10, "margin_pts": 1.0, "target_acc": 0.75,
-          "timing_repeats": 3, "timing_model": "taco_cnn", "timing_dataset": "mnist5k", "kappa": 0.6,
-          "lambda_frac": 0.2, "n_freeloaders": 8, "kappa_grid": [0.6, 0.7, 0.8, 1.0], "lambda_fracs": [0.2],
-          "ablation_seeds": SEEDS, "ablation_partitions": ["groups", "dir0.5"], "gamma_grid": [0.0, 0.01, 0.1, 1.0],
-          "gamma_steps": [10], "extra_seeds": SEEDS, "scal_clients": 100, "scal_dirichlet": 0.5, "scal_rounds": 10,
-          "overcorrection_gamma": 3.0, "oscillation_algorithms": OSCILLATION, "oscillation_dataset": "digits",
-          "oscillation_steps": 10, "oscillation_lr": 0.05, "oscillation_rounds": 15, "oscillation_seeds": SEEDS}
+PARAMS = TacoParams(seeds=SEEDS, algorithms=ALGORITHMS, rounds=10, margin_pts=1.0, target_acc=0.75, timing_repeats=3,
+                    timing_model="taco_cnn", timing_dataset="mnist5k", kappa=0.6, lambda_frac=0.2, n_freeloaders=8,
+                    kappa_grid=[0.6, 0.7, 0.8, 1.0], lambda_fracs=[0.2], ablation_seeds=SEEDS,
+                    ablation_partitions=["groups", "dir0.5"], gamma_grid=[0.0, 0.01, 0.1, 1.0], gamma_steps=[10],
+                    extra_seeds=SEEDS, scal_clients=100, scal_dirichlet=0.5, scal_rounds=10, overcorrection_gamma=3.0,
+                    oscillation_algorithms=OSCILLATION, oscillation_dataset="digits", oscillation_steps=10,
+                    oscillation_lr=0.05, oscillation_rounds=15, oscillation_seeds=SEEDS)
 ROUNDS = 10
 NOISE = 0.5  # % spread between timing repeats
 FINAL = {"FedAvg": 0.80, "FedProx": 0.75, "FoolsGold": 0.79, "Scaffold": 0.76, "STEM": 0.78, "FedACG": 0.81,
@@ -138,7 +138,7 @@ CLAIMS = ["C1 ", "C2 ", "C3 ", "C4 ", "C5 ", "C6 ", "C7 ", "C8 ", "C9 ", "C2' ",
 def judged(params: dict[str, Any] | None = None, runs: dict[str, pd.DataFrame] | None = None,
            **changes: Any) -> pd.DataFrame:
     """The claims table on the healthy evidence with `params`, record tables `runs` and values `changes` replaced."""
-    b = bundle({**PARAMS, **(params or {})}, 10, {**records(), **(runs or {})}, **{**values(), **changes})
+    b = bundle(replace(PARAMS, **(params or {})), 10, {**records(), **(runs or {})}, **{**values(), **changes})
     return claims(b).table()
 
 

@@ -17,6 +17,7 @@ from fedlib import report
 from fedlib.claims import evidence, quickstart
 from fedlib.claims.bundle import Bundle
 from fedlib.claims.evidence import EvidenceError
+from fedlib.papers.quickstart import QuickstartParams
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ def rich() -> RichBundle:
                          "test_acc": [0.1 + 0.2, math.inf, np.nan], "diverged": [False, True, False]})
     table = pd.DataFrame({"x": [1 / 3, -0.0], "ok": [True, False]},
                          index=pd.MultiIndex.from_tuples([("p", "m"), ("p", "n")], names=["partition", "method"]))
-    return RichBundle(params={"seeds": [0, 1], "lr": 1e-3, "name": None}, records={"runs": runs}, num_classes=10,
+    params = QuickstartParams(seeds=[0, 1], lr=1e-3, model_kwargs={"hidden": [8, 4], "bias": False})
+    return RichBundle(params=params, records={"runs": runs}, num_classes=10,
                       table=table, series=pd.Series([1.5, math.nan], index=["u", "v"], name="acc"),
                       labels=np.array([3, 1, 2], dtype=np.int64), detail=Detail(runs.head(1), 7),
                       tables_by_key={(True, 0): runs, (False, 1): table},
@@ -95,7 +97,7 @@ def test_an_unsavable_field_is_an_error_naming_it(tmp_path):
         thing: object
 
     with pytest.raises(TypeError, match="bundle field 'thing': object cannot be saved"):
-        evidence.save(Odd({}, {}, 2, object()), tmp_path, "quickstart")
+        evidence.save(Odd(QuickstartParams(), {}, 2, object()), tmp_path, "quickstart")
 
 
 def _manifest(tmp_path) -> dict:
@@ -122,6 +124,22 @@ def test_a_nested_class_outside_fedlib_is_refused(tmp_path):
         evidence.load(tmp_path)
 
 
+def test_parameters_saved_before_they_were_typed_or_no_longer_valid_are_errors(tmp_path):
+    """Evidence whose params are a plain mapping (saved before the parameters dataclasses), or values the
+    dataclass now rejects, cannot be judged again: an EvidenceError saying to render again."""
+    evidence.save(rich(), tmp_path, "quickstart")
+    params = tmp_path / "evidence" / "params"
+    (params / "rounds.json").write_text("0")  # QuickstartParams.rounds must be >= 1
+    with pytest.raises(EvidenceError, match=r"params: the saved values do not make a QuickstartParams.*rounds"):
+        evidence.load(tmp_path)
+    manifest = _manifest(tmp_path)
+    manifest["fields"]["params"] = {"kind": "json", "file": "old_params.json"}
+    (tmp_path / "evidence" / "old_params.json").write_text(json.dumps({"__pairs__": [["seeds", [0, 1]]]}))
+    (tmp_path / "evidence" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(EvidenceError, match="manifest.json: the saved values do not make a RichBundle.*got dict"):
+        evidence.load(tmp_path)
+
+
 def test_missing_truncated_and_mismatched_evidence_are_errors_naming_the_file(tmp_path):
     with pytest.raises(EvidenceError, match="no saved evidence"):
         evidence.load(tmp_path)
@@ -145,8 +163,7 @@ def test_judged_claims_save_their_evidence_and_judge_the_same_again(tmp_path):
     rows = [{"algorithm": a, "seed": s, "round": r, "test_acc": acc + 0.01 * s * r, "test_loss": 1.0,
              "train_loss": 1.0} for a, acc in (("FedAvg", 0.7), ("SCAFFOLD", 0.8), ("FedProx", 0.7))
             for s in range(4) for r in (1, 2)]
-    table = quickstart.claims(quickstart.bundle(pd.DataFrame(rows), {"seeds": [0, 1, 2, 3], "mu": 0.01, "rounds": 2},
-                                                10))
+    table = quickstart.claims(quickstart.bundle(pd.DataFrame(rows), QuickstartParams(seeds=[0, 1, 2, 3], rounds=2), 10))
     table.save(tmp_path)
     module, bundle = evidence.load(tmp_path)
     again = quickstart.claims(bundle).table()

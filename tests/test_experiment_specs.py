@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedlib.notebook_params import NOTEBOOKS, parameter_defaults
+from fedlib.paper_params import params_class
 from fedlib.runs import RunSpec, RunStore, execute
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def _optional(spec: RunSpec) -> dict:
 
 def representative_specs(experiment: str) -> list[RunSpec]:
     module = importlib.import_module(f"fedlib.papers.{experiment}")
-    specs = module.experiments(parameter_defaults(NOTEBOOKS / f"{experiment}.py"))
+    specs = module.experiments(params_class(experiment)())
     firsts = {}
     for spec in specs:
         firsts.setdefault(_components(spec), spec)
@@ -96,7 +96,7 @@ def test_every_registered_component_is_named_by_some_experiment_spec():
     used: dict[str, set[str]] = {}
     for experiment in EXPERIMENTS:
         module = importlib.import_module(f"fedlib.papers.{experiment}")
-        for spec in module.experiments(parameter_defaults(NOTEBOOKS / f"{experiment}.py")):
+        for spec in module.experiments(params_class(experiment)()):
             used.setdefault("experiment", set()).add(spec.experiment)
             used.setdefault("split", set()).add(spec.split.name)
             for kind, field in (("sampler", "sampler"), ("codec_policy", "uplink_policy"),

@@ -1,20 +1,23 @@
 """fedlib.papers.fedaq as data: the notebook's grid as run specs, and a tiny spec through the real runner."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import AdaQuantFL, FedAQQuantizer, UniformQuantizer
-from fedlib.notebook_params import NOTEBOOKS, parameter_defaults
-from fedlib.papers.fedaq import best_by_energy, energy_to_targets, experiments, grid, link_components
+from fedlib.grids import notebook_parameters
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.papers.fedaq import FedAQParams, best_by_energy, energy_to_targets, experiments, grid, link_components
 from fedlib.runs import RunSpec, RunStore, build_run, execute
 
-TINY = {"seeds": [0, 1], "dataset": "digits", "model": "mlp", "num_clients": 3, "rounds": 2, "local_epochs": 0.2,
-        "batch_size": 64, "lr": 0.05, "momentum": 0.5, "alpha": 0.005, "alpha_sweep": [0.005, 0.02],
-        "fixed_bits": [2, 8], "beta_down_mult": [1.0, 4.0], "adaquant_s0": 3, "adaquant_s0_sweep": [1, 3],
-        "granularity": "layer", "b_min": 1, "e_up_pj": 2.0, "e_down_pj": 3.0, "threads": 1, "device": "cpu"}
+TINY = FedAQParams(seeds=[0, 1], dataset="digits", model="mlp", num_clients=3, rounds=2, local_epochs=0.2, batch_size=64,
+                   lr=0.05, momentum=0.5, alpha=0.005, alpha_sweep=[0.005, 0.02], fixed_bits=[2, 8],
+                   beta_down_mult=[1.0, 4.0], adaquant_s0=3, adaquant_s0_sweep=[1, 3], granularity="layer", b_min=1,
+                   e_up_pj=2.0, e_down_pj=3.0, threads=1, device="cpu")
 
 
 def test_grid_counts_labels_and_distinct_keys():
@@ -31,14 +34,10 @@ def test_grid_counts_labels_and_distinct_keys():
 
 
 def test_notebook_defaults_and_profiles_build_grids():
-    import yaml
-
-    defaults = parameter_defaults(NOTEBOOKS / "fedaq.py")
-    assert len(experiments(defaults)) > 0
+    assert len(experiments(FedAQParams())) > 0
     for profile in ("cpu", "gpu", "full"):
-        values = yaml.safe_load((NOTEBOOKS / "profiles" / "fedaq" / f"{profile}.yaml").read_text())
-        specs = experiments({**defaults, **values})
-        assert {s.seed for s in specs} == set(values.get("seeds", defaults["seeds"]))
+        params = notebook_parameters("fedaq", profile)
+        assert {s.seed for s in experiments(params)} == set(params.seeds)
 
 
 def test_gpu_profile_is_the_papers_fashion_mnist_row():
@@ -53,7 +52,7 @@ def test_gpu_profile_is_the_papers_fashion_mnist_row():
 
 
 def test_links_per_mode_and_scheme_build_the_papers_codecs():
-    specs = {(s.get("labels")["mode"], s.get("labels")["scheme"]): s for s in experiments({**TINY, "seeds": [0]})}
+    specs = {(s.get("labels")["mode"], s.get("labels")["scheme"]): s for s in experiments(replace(TINY, seeds=[0]))}
     links = {k: build_run(s).kwargs for k, s in specs.items()}
     up, down = links[("joint", "fedaq")]["uplink"], links[("joint", "fedaq")]["downlink"]
     assert (up.payload, down.payload) == ("update", "weights")
@@ -78,7 +77,7 @@ def test_bad_setup_raises(args):
 
 
 def test_a_tiny_spec_runs_through_the_store_with_the_columns_the_notebook_reads(tmp_path):
-    specs = [s for s in experiments({**TINY, "seeds": [0]}) if s.get("labels")["scheme"] in ("fedaq", "adaquantfl")]
+    specs = [s for s in experiments(replace(TINY, seeds=[0])) if s.get("labels")["scheme"] in ("fedaq", "adaquantfl")]
     store = RunStore(tmp_path)
     for spec in specs:
         records = execute(spec, store)
@@ -135,7 +134,7 @@ def test_trends_read_either_link_granularity():
 
 
 def test_a_model_granularity_run_records_its_quantized_bits(tmp_path):
-    specs = [s for s in experiments({**TINY, "granularity": "model", "seeds": [0]})
+    specs = [s for s in experiments(replace(TINY, granularity="model", seeds=[0]))
              if s.get("labels")["scheme"] == "fedaq" and s.get("labels")["mode"] == "joint"]
     records = execute(specs[0], RunStore(tmp_path))
     rounds, clients = records["rounds"], records["clients"]

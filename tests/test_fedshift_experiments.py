@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
-import yaml
 
-from fedlib.notebook_params import parameter_defaults
+from fedlib.grids import notebook_parameters
 from fedlib.papers import fedshift as fs
 from fedlib.runs import RunSpec, RunStore, execute
 from theory import fedshift as th
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "fedshift.py"
-TINY = {**parameter_defaults(NOTEBOOK), "seeds": [0, 1], "algorithms": ["fedavg", "fedef"], "quantizers": ["kmeans", "uniform"],
-        "bits_list": [2, 4], "table2_alphas": [0.5], "table2_bits": [2], "table2_quantizers": ["uniform"],
-        "num_clients": 10, "rounds": 2, "theorem1_rounds": 2, "theorem1_local_steps": 2}
+TINY = fs.FedShiftParams(seeds=[0, 1], algorithms=["fedavg", "fedef"], quantizers=["kmeans", "uniform"], bits_list=[2, 4],
+                         table2_alphas=[0.5], table2_bits=[2], table2_quantizers=["uniform"], num_clients=10, rounds=2,
+                         theorem1_rounds=2, theorem1_local_steps=2)
 
 
 def test_grid_counts_labels_and_keys() -> None:
@@ -46,15 +44,14 @@ def test_grid_counts_labels_and_keys() -> None:
 
 
 def test_switches_remove_their_grids() -> None:
-    off = {**TINY, "ablations": False, "kmeans_reference_bits": None, "theorem1_rounds": 0, "table2_alphas": []}
+    off = replace(TINY, ablations=False, kmeans_reference_bits=None, theorem1_rounds=0, table2_alphas=[])
     assert len(fs.experiments(off)) == 2 * 2 * 2 * 2 * 2 + 2 * 2
 
 
 @pytest.mark.parametrize("profile", ["quick", "cpu", "gpu", "full"])
 def test_every_profile_builds_its_grid(profile: str) -> None:
     """What scripts/reproduce.py --select does: the notebook's defaults + the profile, then experiments(params)."""
-    values = {} if profile == "quick" else yaml.safe_load((NOTEBOOK.parent / "profiles" / "fedshift" / f"{profile}.yaml").read_text())
-    specs = fs.experiments({**parameter_defaults(NOTEBOOK), **values})
+    specs = fs.experiments(notebook_parameters("fedshift", profile))
     assert specs and all(s.matches({"seed": [str(s.seed)]}) for s in specs)
     if profile == "gpu":
         table = [s for s in specs if s.get("labels")["method"] != "theorem1"]
@@ -86,12 +83,12 @@ def test_specs_run_and_give_the_columns_the_notebook_reads(tmp_path) -> None:
 def test_theorem1_run_estimates(tmp_path) -> None:
     spec = next(s for s in fs.experiments(TINY) if s.get("labels")["method"] == "theorem1" and s.get("labels")["shift"])
     rounds = execute(spec, RunStore(tmp_path))["rounds"]
-    lam = TINY["theorem1_lam"]
+    lam = TINY.theorem1_lam
     assert (rounds["t1/L"] <= rounds["t1/L_bound"]).all()  # a secant curvature never exceeds the certified L
     assert (rounds["t1/mu"] >= lam * (1 - 1e-9)).all()  # strong convexity: the L2 term alone gives lam
     assert abs(rounds["t1/mean_star"].iloc[0]) < 1e-8  # softmax + L2: the class-summed weights vanish at w*
     assert (rounds["t1/gap"] > 0).all() and (rounds["t1/Gamma"] >= -1e-9).all()
-    consts = th.theorem1_constants(rounds, local_steps=TINY["theorem1_local_steps"], mu_=lam, num_params=640)
+    consts = th.theorem1_constants(rounds, local_steps=TINY.theorem1_local_steps, mu_=lam, num_params=640)
     check = th.theorem1_against_run(rounds, consts)
     assert consts["alpha"] == pytest.approx(rounds["shift/coef"].max()) and np.isfinite(check["bound"]).all()
     assert check["tau"].tolist() == [3.0, 5.0]

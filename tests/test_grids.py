@@ -6,7 +6,9 @@ import pytest
 from fedlib.data import load_dataset
 from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
                           read_yaml)
-from fedlib.notebook_params import NOTEBOOKS, UnknownParameterError
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper_params import ParameterError, UnknownParameterError
+from fedlib.papers.taco import TacoParams
 from fedlib.runs import RunSpec, build_run
 
 NOTEBOOK_NAMES = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
@@ -31,7 +33,8 @@ def test_bundled_datasets_load_from_an_empty_data_root(name, tmp_path, monkeypat
 
 
 def test_datasets_named_finds_every_dataset_valued_parameter():
-    params = {"dataset": "digits", "oscillation_dataset": "fashion_mnist", "model": "mlp", "note": "cifar10 x"}
+    params = TacoParams(dataset="digits", oscillation_dataset="fashion_mnist", timing_dataset="digits",
+                        timing_model="cifar10 x")
     assert datasets_named(params) == {"digits", "fashion_mnist"}
 
 
@@ -46,9 +49,12 @@ def test_read_yaml_takes_exponent_numbers_as_numbers(text, value):
 
 def test_a_profile_value_and_an_override_are_checked_and_layered():
     params = notebook_parameters("quickstart", "cpu", {"rounds": 7})
-    assert params["rounds"] == 7 and params["dataset"] == "mnist5k"  # override > cpu.yaml > parameters cell
+    assert params.rounds == 7 and params.dataset == "mnist5k"  # override > cpu.yaml > the dataclass's defaults
     with pytest.raises(UnknownParameterError, match="lrr .did you mean lr"):
         notebook_parameters("quickstart", "cpu", {"lrr": 0.1})
+    with pytest.raises(ParameterError, match="profile 'cpu' with -p options: QuickstartParams.rounds must be an "
+                                             "integer, got 7.5"):
+        notebook_parameters("quickstart", "cpu", {"rounds": 7.5})
     with pytest.raises(FileNotFoundError, match="no 'nope' profile"):
         notebook_parameters("quickstart", "nope")
 

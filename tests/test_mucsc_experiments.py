@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,51 +13,48 @@ from fedlib.contracts import LocalTraining
 from fedlib.data import iid, load_dataset
 from fedlib.federation import FederatedData, evaluate, run_federation
 from fedlib.models import build_model
-from fedlib.notebook_params import parameter_defaults
 from fedlib.papers import mucsc as paper
 from fedlib.runs import RunSpec, RunStore, execute
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "mucsc.py"
-
 
 @pytest.fixture(scope="module")
-def defaults() -> dict:
-    return parameter_defaults(NOTEBOOK)
+def defaults() -> paper.MucscParams:
+    return paper.MucscParams()
 
 
 def test_the_grid_covers_every_run_the_notebook_reads(defaults):
-    p = {**defaults, "seeds": [0, 1]}
+    p = replace(defaults, seeds=[0, 1])
     main, sweep, levels = paper.main_grid(p), paper.z_sweep(p), paper.level_grid(p)
-    assert len(main) == len(p["methods"]) * len(p["partitions"]) * 2
+    assert len(main) == len(p.methods) * len(p.partitions) * 2
     assert {(s.get("labels")["method"], s.get("labels")["partition"], s.seed) for s in main} == {
-        (m, part, seed) for m in p["methods"] for part in p["partitions"] for seed in (0, 1)}
+        (m, part, seed) for m in p.methods for part in p.partitions for seed in (0, 1)}
     specs = paper.experiments(p)
     # the sweep's Z = (zu, zd) run and the level grid's default search and QSGD runs are main-grid runs: computed once
-    assert len(specs) == len(main) + (len(p["z_sweep"]) - 1 + 1) * 2 + (len(p["level_searches"]) - 1) * 2
+    assert len(specs) == len(main) + (len(p.z_sweep) - 1 + 1) * 2 + (len(p.level_searches) - 1) * 2
     assert set(main) | set(sweep) | set(levels) == set(specs)
     assert len({s.key() for s in specs}) == len(specs)
     for spec in specs:
         assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
     thirds = [s for s in sweep if s.uplink_policy is not None]
-    assert len(thirds) == 2 and all(s.uplink_policy.args["choices"] == p["zu_thirds"] for s in thirds)
+    assert len(thirds) == 2 and all(s.uplink_policy.args["choices"] == list(p.zu_thirds) for s in thirds)
 
 
 def test_a_subset_of_methods_selects_a_subset(defaults):
-    specs = paper.main_grid({**defaults, "methods": ["mucsc"]})
+    specs = paper.main_grid(replace(defaults, methods=["mucsc"]))
     assert {s.get("labels")["method"] for s in specs} == {"mucsc"}
     assert [s for s in paper.experiments(defaults) if s.matches({"method": ["stc"], "partition": ["iid"]})]
 
 
 def test_unknown_partition_is_named(defaults):
-    with pytest.raises(ValueError, match="unknown partition 'writer'"):
-        paper.main_grid({**defaults, "partitions": ["writer"]})
+    with pytest.raises(ValueError, match="MucscParams.partitions: 'writer' not among 'iid', 'noniid', 'writers'"):
+        replace(defaults, partitions=["writer"])
 
 
 @pytest.fixture(scope="module")
-def tiny(defaults) -> dict:
-    return {**defaults, "num_clients": 6, "clients_per_round": 3, "rounds": 3, "local_steps": 2,
-            "model_kwargs": {"hidden": [8]}, "partitions": ["noniid"], "methods": ["nc", "mucsc", "stc"],
-            "z_sweep": [4], "level_searches": ["descent"], "lr_t_per_round": 2}
+def tiny(defaults) -> paper.MucscParams:
+    return replace(defaults, num_clients=6, clients_per_round=3, rounds=3, local_steps=2, model_kwargs={"hidden": [8]},
+                   partitions=["noniid"], methods=["nc", "mucsc", "stc"], z_sweep=[4], level_searches=["descent"],
+                   lr_t_per_round=2)
 
 
 def test_a_tiny_spec_runs_through_the_runner_with_the_columns_the_notebook_reads(tiny, tmp_path):
@@ -113,8 +110,8 @@ def test_stc_reports_the_accuracy_of_the_model_the_clients_hold(tmp_path):
 
 def test_notebook_parameters_include_the_runner_ones(defaults):
     for name in ("data_root", "runs_root", "runner", "ray_address", "results_root", "level_search", "level_searches"):
-        assert name in defaults
-    assert defaults["level_search"] in defaults["level_searches"]
+        assert name in defaults.names()
+    assert defaults.level_search in defaults.level_searches
 
 
 def test_writers_split_gives_one_client_per_writer_and_checks_the_count():

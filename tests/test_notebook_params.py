@@ -12,12 +12,8 @@ import papermill
 import pytest
 import yaml
 
-from fedlib.notebook_params import (
-    UnknownParameterError,
-    check_notebook_parameters,
-    check_parameters,
-    declared_parameters,
-)
+from fedlib.notebook_params import check_notebook_parameters, parameters_cell
+from fedlib.paper_params import UnknownParameterError, check_names, params_class
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -33,14 +29,19 @@ def parameters_namespace(name: str) -> dict:
     return namespace
 
 
-def test_declared_parameters_reads_the_parameters_cell(tmp_path):
+def test_parameters_cell_reads_names_and_literals_of_the_parameters_cell(tmp_path):
     source = tmp_path / "nb.py"
-    source.write_text('# %%\nx = 0\n\n# %% tags=["parameters"]\nlr = 0.1  # step\nseeds: list = [0]\n'
+    source.write_text('# %%\nx = 0\n\n# %% tags=["parameters"]\nlr = 0.1  # step\nseeds = [0]\n'
                       'model_kwargs = {\n    "hidden": [64],\n}\n\n# %%\ny = lr * 2\n')
-    assert declared_parameters(source) == ["lr", "seeds", "model_kwargs"]
+    assert parameters_cell(source) == {"lr": 0.1, "seeds": [0], "model_kwargs": {"hidden": [64]}}
     (tmp_path / "none.py").write_text("# %%\nx = 0\n")
     with pytest.raises(ValueError, match="none.py: expected exactly one cell tagged 'parameters', found 0"):
-        declared_parameters(tmp_path / "none.py")
+        parameters_cell(tmp_path / "none.py")
+    for line, problem in (("seeds: list = [0]", "line 1 of the parameters cell is not `name = literal`"),
+                          ("lr = 0.1 * 2", "parameter lr is not a literal")):
+        source.write_text(f'# %% tags=["parameters"]\n{line}\n')
+        with pytest.raises(ValueError, match=problem):
+            parameters_cell(source)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -48,15 +49,15 @@ def test_every_notebook_checks_its_parameters_right_after_the_parameters_cell(na
     cells = jupytext.read(NOTEBOOKS / f"{name}.py").cells
     i = next(i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", []))
     assert f'check_notebook_parameters("{name}", globals())' in cells[i + 1].source
-    assert {"profile", "results_root", "device"} <= set(declared_parameters(NOTEBOOKS / f"{name}.py"))
+    assert {"profile", "results_root", "device"} <= set(params_class(name).names())
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_check_passes_declared_and_rejects_injected_typo(name):
     namespace = parameters_namespace(name)
-    check_notebook_parameters(name, namespace)  # defaults, as in the committed run
+    assert check_notebook_parameters(name, namespace) == params_class(name)()  # defaults, as in the committed run
     namespace["profile"] = "cpu"  # a declared parameter injected by papermill
-    check_notebook_parameters(name, namespace)
+    assert check_notebook_parameters(name, namespace).profile == "cpu"
     namespace["lrr"] = 0.1
     with pytest.raises(UnknownParameterError) as err:
         check_notebook_parameters(name, namespace)
@@ -72,11 +73,18 @@ def test_notebook_check_ignores_names_the_notebook_binds_later():
     check_notebook_parameters("quickstart", namespace)
 
 
-def test_check_parameters_suggests_the_closest_name():
+def test_check_names_suggests_the_closest_name():
     with pytest.raises(UnknownParameterError, match=r"^nb: unknown parameter\(s\) lrr \(did you mean lr\?\), "
                                                     r"zzz\. Valid parameters: lr, rounds\."):
-        check_parameters(["lr", "zzz", "lrr"], ["rounds", "lr"], "nb")
-    check_parameters(["lr"], ["rounds", "lr"], "nb")
+        check_names(["lr", "zzz", "lrr"], ["rounds", "lr"], "nb")
+    check_names(["lr"], ["rounds", "lr"], "nb")
+
+
+def test_notebook_check_rejects_a_wrong_value_naming_it():
+    namespace = {**parameters_namespace("quickstart"), "lr": "0.1"}
+    with pytest.raises(ValueError, match=r"^notebook 'quickstart': QuickstartParams.lr must be a finite number, "
+                                         r"got '0.1'"):
+        check_notebook_parameters("quickstart", namespace)
 
 
 def test_plain_papermill_run_with_a_typo_fails_in_the_check_cell(tmp_path):
@@ -134,7 +142,7 @@ def test_reproduce_passes_profile_and_overrides_to_papermill(reproduce, tmp_path
     module, profile = reproduce
     profile.write_text(yaml.safe_dump({"profile": "cpu", "rounds": 3}))
     injected = {"results_root": str(tmp_path), "runs_root": str(tmp_path / "runs"), "runner": "local",
-                "ray_address": None, "not_declared": 1}
+                "ray_address": None}
     assert module.run_parameters("quickstart", "cpu", {"seeds": [0, 1]}, injected) == {
         "profile": "cpu", "rounds": 3, "seeds": [0, 1], "results_root": str(tmp_path),
         "runs_root": str(tmp_path / "runs"), "runner": "local", "ray_address": None}

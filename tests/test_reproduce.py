@@ -46,7 +46,7 @@ def stored_entries(results: Path) -> list[Path]:
 def test_a_bad_parameter_stops_the_plan_naming_notebook_and_parameter(reproduce, tmp_path, capsys):
     assert reproduce.main(quick(tmp_path, "-p", "lr", "-1.0")) == 2
     err = capsys.readouterr().err
-    assert "notebook 'quickstart'" in err and "lr must be a finite number in (0, inf), got -1.0" in err
+    assert "notebook 'quickstart'" in err and "QuickstartParams.lr must be > 0, got -1.0" in err
     assert stored_entries(tmp_path) == [] and not (tmp_path / "REPORT.md").exists()
 
 

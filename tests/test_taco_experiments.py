@@ -2,70 +2,68 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from fedlib.notebook_params import parameter_defaults
 from fedlib.papers import taco as tp
 from fedlib.runs import RunSpec, RunStore, execute, run_specs
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "taco.py"
-
 
 @pytest.fixture(scope="module")
-def quick() -> dict:
-    return parameter_defaults(NOTEBOOK)
+def quick() -> tp.TacoParams:
+    return tp.TacoParams()
 
 
-def _tiny(quick: dict, **changes) -> dict:
+def _tiny(quick: tp.TacoParams, **changes) -> tp.TacoParams:
     """A parameter set whose every grid runs in seconds: 6 clients, 2 rounds, 2 local steps."""
-    return {**quick, "num_clients": 6, "group_sizes": [2, 2, 2], "rounds": 2, "local_steps": 2,
-            "scal_clients": 6, "scal_rounds": 2, "scal_steps": 2, "n_freeloaders": 2, "gamma_steps": [2],
-            "timing_dataset": "digits", "timing_model": "mlp", "timing_clients": 2, "timing_rounds": 2,
-            "timing_repeats": 1, "oscillation_steps": 2, "oscillation_rounds": 3, **changes}
+    return replace(quick, **{"num_clients": 6, "group_sizes": [2, 2, 2], "rounds": 2, "local_steps": 2,
+                             "scal_clients": 6, "scal_rounds": 2, "scal_steps": 2, "n_freeloaders": 2,
+                             "gamma_steps": [2], "timing_dataset": "digits", "timing_model": "mlp",
+                             "timing_clients": 2, "timing_rounds": 2, "timing_repeats": 1, "oscillation_steps": 2,
+                             "oscillation_rounds": 3, **changes})
 
 
 def test_grid_counts_labels_and_json(quick):
     specs = tp.experiments(quick)
     sizes = {name: len(g(quick)) for name, g in tp.GRIDS.items()}
-    n_alg, n_seed = len(quick["algorithms"]), len(quick["seeds"])
+    n_alg, n_seed = len(quick.algorithms), len(quick.seeds)
     assert sizes["main"] == n_alg * n_seed
-    assert sizes["timing"] == n_alg * quick["timing_repeats"]
-    assert sizes["ablation"] == 4 * len(quick["ablation_partitions"]) * len(quick["ablation_seeds"])
-    assert sizes["gamma"] == len(quick["gamma_steps"]) * (len(quick["gamma_grid"]) + 1) * len(quick["extra_seeds"])
-    assert sizes["oscillation"] == len(quick["oscillation_algorithms"]) * len(quick["oscillation_seeds"])
+    assert sizes["timing"] == n_alg * quick.timing_repeats
+    assert sizes["ablation"] == 4 * len(quick.ablation_partitions) * len(quick.ablation_seeds)
+    assert sizes["gamma"] == len(quick.gamma_steps) * (len(quick.gamma_grid) + 1) * len(quick.extra_seeds)
+    assert sizes["oscillation"] == len(quick.oscillation_algorithms) * len(quick.oscillation_seeds)
     assert sizes["freeloaders"] == 2 * n_seed  # without and with live expulsion, on every seed
-    assert [(s.seed, s.get("labels")["expulsion"]) for s in tp.freeloader_grid({**quick, "seeds": [0, 1]})] == \
+    assert [(s.seed, s.get("labels")["expulsion"]) for s in tp.freeloader_grid(replace(quick, seeds=[0, 1]))] == \
         [(0, "off"), (0, "live"), (1, "off"), (1, "live")]
     # shared runs appear once: Fig. 6's originals are main runs, and so are the oscillation study's TACO,
     # FoolsGold and FedAvg when its setting is the main one; 1/K = 0.1 is also on the gamma grid at K = 10
-    shared = 2 * len(quick["extra_seeds"]) + 3 + (1 if 0.1 in quick["gamma_grid"] and 10 in quick["gamma_steps"] else 0)
+    shared = 2 * len(quick.extra_seeds) + 3 + (1 if 0.1 in quick.gamma_grid and 10 in quick.gamma_steps else 0)
     assert len(specs) == sum(sizes.values()) - shared
     assert len({s.key() for s in specs}) == len(specs)
     for spec in specs:
         assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
         assert spec.experiment == "taco"
     main = tp.main_grid(quick)
-    assert {s.get("labels")["algorithm"] for s in main} == set(quick["algorithms"])
+    assert {s.get("labels")["algorithm"] for s in main} == set(quick.algorithms)
     assert all(s.split.name == "groups" and s.split.args["group_sizes"] == [7, 7, 6] for s in main)
-    assert {s.get("labels")["partition"] for s in tp.ablation_grid(quick)} == set(quick["ablation_partitions"])
+    assert {s.get("labels")["partition"] for s in tp.ablation_grid(quick)} == set(quick.ablation_partitions)
 
 
 def test_subset_of_algorithms_and_bad_names(quick):
-    subset = tp.experiments({**quick, "algorithms": ["FedAvg", "TACO"]})
-    assert {s.get("labels").get("algorithm") for s in tp.main_grid({**quick, "algorithms": ["FedAvg", "TACO"]})} == \
+    subset = tp.experiments(replace(quick, algorithms=["FedAvg", "TACO"]))
+    assert {s.get("labels").get("algorithm") for s in tp.main_grid(replace(quick, algorithms=["FedAvg", "TACO"]))} == \
         {"FedAvg", "TACO"}
     assert len(subset) < len(tp.experiments(quick))
-    with pytest.raises(ValueError, match="unknown algorithm"):
-        tp.experiments({**quick, "algorithms": ["FedAvgg"]})
+    with pytest.raises(ValueError, match="TacoParams.algorithms: 'FedAvgg' not among 'FedAvg'"):
+        tp.experiments(replace(quick, algorithms=["FedAvgg"]))
     with pytest.raises(ValueError, match="unknown partition"):
-        tp.experiments({**quick, "ablation_partitions": ["dirichlet"]})
+        tp.experiments(replace(quick, ablation_partitions=["dirichlet"]))
     with pytest.raises(ValueError, match="unknown oscillation_algorithms"):
-        tp.experiments({**quick, "oscillation_algorithms": ["TACO (Eq. 9)"]})
-    assert all(s.get("loop")["executor"] == "sequential" for s in tp.timing_grid({**quick, "executor": "vmap"}))
-    batched = {s.get("labels")["algorithm"]: s.get("loop")["executor"] for s in tp.main_grid({**quick, "executor": "vmap"})}
+        tp.experiments(replace(quick, oscillation_algorithms=["TACO (Eq. 9)"]))
+    assert all(s.get("loop")["executor"] == "sequential" for s in tp.timing_grid(replace(quick, executor="vmap")))
+    batched = {s.get("labels")["algorithm"]: s.get("loop")["executor"] for s in tp.main_grid(replace(quick, executor="vmap"))}
     assert batched["STEM"] == batched["TACO"] == "vmap"  # every algorithm is batchable
 
 

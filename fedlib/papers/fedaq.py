@@ -36,7 +36,7 @@ from fedlib.contracts import RunResult
 from fedlib.data import Dataset
 from fedlib import report
 from fedlib.energy import add_energy, saving
-from fedlib.paper_params import PaperParams, ParameterError, Threads, one_of, param, within
+from fedlib.paper_params import PaperParams, ParameterError, Threads, one_of, param, positive, within
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 from fedlib.runs.components import CODEC_POLICIES, COLLECTORS
 from fedlib.runs.splits import SPLITS
@@ -174,16 +174,16 @@ class FedAQParams(PaperParams):
         for field_ in ("num_clients", "rounds", "batch_size", "adaquant_s0", "b_min", "toy_rounds", "mc_draws"):
             within(f"{name}.{field_}", getattr(self, field_), 1)
         for field_ in ("local_epochs", "lr", "alpha"):
-            within(f"{name}.{field_}", getattr(self, field_), 1e-12)
+            positive(f"{name}.{field_}", getattr(self, field_))
         within(f"{name}.momentum", self.momentum, 0, 1)
         for field_ in ("e_up_pj", "e_down_pj"):
             within(f"{name}.{field_}", getattr(self, field_), 0)
         for value in (*self.alpha_sweep, *self.beta_down_mult):
-            within(f"{name} alpha_sweep and beta_down_mult", value, 1e-12)
+            positive(f"{name} alpha_sweep and beta_down_mult", value)
         for bits in self.fixed_bits:
             within(f"{name}.fixed_bits", bits, 1, MAX_BITS)
         for frac in self.target_fracs:
-            within(f"{name}.target_fracs", frac, 1e-12, 1)
+            positive(f"{name}.target_fracs", frac, 1)
         for field_ in ("seeds", "toy_seeds"):
             within(f"{name}.{field_} (how many)", len(getattr(self, field_)), 1)
         one_of(f"{name}.paper_row", [self.paper_row], PAPER_MODELS)

@@ -52,7 +52,7 @@ from fedlib.data.partition import from_indices
 from fedlib import params as P
 from fedlib.contracts import FederatedData, RoundInfo, RunResult
 from fedlib.federation import evaluate
-from fedlib.paper_params import PaperParams, Threads, one_of, param, within
+from fedlib.paper_params import PaperParams, Threads, one_of, param, positive, within
 from fedlib.params import Params
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, HOOKS, LR_SCHEDULES, SAMPLERS
@@ -456,7 +456,7 @@ class FedShiftParams(PaperParams):
         for field in ("per_round_inferior", "per_round_superior", "theorem1_rounds"):
             within(f"{name}.{field}", getattr(self, field), 0)
         for field in ("local_epochs", "lr", "theorem1_lam"):
-            within(f"{name}.{field}", getattr(self, field), 1e-12)
+            positive(f"{name}.{field}", getattr(self, field))
         within(f"{name}.momentum", self.momentum, 0, 1)
         within(f"{name}.fedprox_mu", self.fedprox_mu, 0)
         for field in ("seeds", "algorithms", "quantizers", "bits_list"):
@@ -469,7 +469,7 @@ class FedShiftParams(PaperParams):
                                                           is not None else [])):
             within(f"{name} bit widths", bits, 1, 16)
         for alpha in self.table2_alphas:
-            within(f"{name}.table2_alphas", alpha, 1e-12)
+            positive(f"{name}.table2_alphas", alpha)
 
 
 def _method_component(p: FedShiftParams, method: str) -> tuple[str, dict[str, Any]]:

@@ -27,7 +27,7 @@ from fedlib.codecs.sparse import stc_bits, topk_bits
 from fedlib.contracts import RunResult
 from fedlib.data import Dataset, by_group
 from fedlib.federation import evaluate, run_federation
-from fedlib.paper_params import PaperParams, ParameterError, Threads, one_of, param, within
+from fedlib.paper_params import PaperParams, ParameterError, Threads, one_of, param, positive, within
 from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run, register_experiment
 from fedlib.runs.runner import make_link
 from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, LR_SCHEDULES
@@ -345,9 +345,9 @@ class MucscParams(PaperParams):
             within(f"{name}.{field}", getattr(self, field), 1)
         within(f"{name}.clients_per_round", self.clients_per_round, 1, self.num_clients)
         for field in ("lr0", "lr_decay", "lr_floor"):
-            within(f"{name}.{field}", getattr(self, field), 1e-12)
+            positive(f"{name}.{field}", getattr(self, field))
         for field in ("bm_frac", "target_frac"):
-            within(f"{name}.{field}", getattr(self, field), 1e-12, 1)
+            positive(f"{name}.{field}", getattr(self, field), 1)
         if (self.local_steps is None) == (self.local_epochs is None):
             raise ParameterError(f"{name}: give exactly one of local_steps ({self.local_steps}) and local_epochs "
                                  f"({self.local_epochs}); set the other to None")

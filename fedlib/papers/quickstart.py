@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fedlib.paper_params import Executor, PaperParams, param, within
+from fedlib.paper_params import Executor, PaperParams, param, positive, within
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 
 ALGORITHMS = {"FedAvg": "fedavg", "FedProx": "fedprox", "SCAFFOLD": "scaffold"}
@@ -32,13 +32,14 @@ class QuickstartParams(PaperParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("num_clients", "min_size", "rounds", "batch_size"):
-            within(f"QuickstartParams.{name}", getattr(self, name), 1)
-        within("QuickstartParams.clients_per_round", self.clients_per_round, 1, self.num_clients)
-        for name in ("alpha", "local_epochs", "lr"):
-            within(f"QuickstartParams.{name}", getattr(self, name), 1e-12)
-        within("QuickstartParams.mu", self.mu, 0)
-        within("QuickstartParams.seeds (how many)", len(self.seeds), 1)
+        name = type(self).__name__
+        for field in ("num_clients", "min_size", "rounds", "batch_size"):
+            within(f"{name}.{field}", getattr(self, field), 1)
+        within(f"{name}.clients_per_round", self.clients_per_round, 1, self.num_clients)
+        for field in ("alpha", "local_epochs", "lr"):
+            positive(f"{name}.{field}", getattr(self, field))
+        within(f"{name}.mu", self.mu, 0)
+        within(f"{name}.seeds (how many)", len(self.seeds), 1)
 
 
 def experiments(p: QuickstartParams) -> list[RunSpec]:

@@ -37,7 +37,7 @@ from fedlib.algorithms.taco import Taco, TailoredAlpha, output_model
 from fedlib.contracts import FederatedData, RoundContext, RoundInfo, RunResult
 from fedlib.data import Dataset, labels_per_client
 from fedlib.federation import evaluate
-from fedlib.paper_params import Executor, PaperParams, ParameterError, Threads, one_of, param, within
+from fedlib.paper_params import Executor, PaperParams, ParameterError, Threads, one_of, param, positive, within
 from fedlib.params import Params
 from fedlib.runs import Records, RunPlan, RunSpec, RunStore, register_experiment
 from fedlib.runs.components import CLIENT_BEHAVIORS, COLLECTORS
@@ -371,7 +371,7 @@ class TacoParams(PaperParams):
                       "oscillation_rounds", "oscillation_batch_size", "theory_rounds", "theorem1_rounds"):
             within(f"{name}.{field}", getattr(self, field), 1)
         for field in ("lr", "oscillation_lr", "scal_dirichlet"):
-            within(f"{name}.{field}", getattr(self, field), 1e-12)
+            positive(f"{name}.{field}", getattr(self, field))
         for field in ("target_acc", "kappa", "lambda_frac", "stem_alpha", "fedacg_lambda"):
             within(f"{name}.{field}", getattr(self, field), 0, 1)
         for field in ("margin_pts", "fedprox_zeta", "scaffold_alpha", "fedacg_beta", "overcorrection_gamma"):

@@ -1,0 +1,143 @@
+"""Each paper's parameters dataclass: the one place of names, defaults, docs and valid values. Every notebook's
+parameters cell is a checked copy of it, every profile builds it, and wrong names, types and values are errors
+naming the field."""
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import typing
+
+import numpy as np
+import pytest
+
+from fedlib.grids import notebook_parameters, profile_values
+from fedlib.notebook_params import NOTEBOOKS, cell_drift, parameters_cell
+from fedlib.paper_params import FrozenMap, ParameterError, PaperParams, UnknownParameterError, params_class
+from fedlib.papers.fedshift import FedShiftParams
+from fedlib.papers.mucsc import MucscParams
+from fedlib.papers.quickstart import QuickstartParams
+from fedlib.papers.taco import TacoParams
+
+NAMES = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
+PROFILES = sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_parameters_cell_is_a_copy_of_the_dataclass(name):
+    assert cell_drift(params_class(name), parameters_cell(NOTEBOOKS / f"{name}.py")) == []
+
+
+def test_cell_drift_names_every_difference(tmp_path):
+    source = tmp_path / "nb.py"
+    cell = {name: getattr(QuickstartParams(), name) for name in QuickstartParams.names()}
+    body = "\n".join(f"{k} = {v!r}" for k, v in {**cell, "seeds": [0]}.items())  # a list is a tuple's copy
+    source.write_text(f'# %% tags=["parameters"]\n{body}\n\n# %%\nx = 1\n')
+    assert cell_drift(QuickstartParams, parameters_cell(source)) == []
+    changed = {**cell, "rounds": 16, "local_epochs": 2.0, "lrr": 0.1}
+    del changed["mu"]
+    source.write_text('# %% tags=["parameters"]\n' + "\n".join(f"{k} = {v!r}" for k, v in changed.items()) + "\n")
+    assert sorted(cell_drift(QuickstartParams, parameters_cell(source))) == [
+        "local_epochs: the cell says 2.0, QuickstartParams says 2",  # 2 and 2.0 are different run specs
+        "lrr: in the parameters cell, not a field of QuickstartParams",
+        "mu: a field of QuickstartParams, missing from the parameters cell",
+        "rounds: the cell says 16, QuickstartParams says 15"]
+
+
+@pytest.mark.parametrize("profile", ["quick", *PROFILES])
+@pytest.mark.parametrize("name", NAMES)
+def test_every_profile_builds_the_dataclass(name, profile):
+    params = notebook_parameters(name, profile)
+    assert type(params) is params_class(name) and params.profile == profile
+    hash(params)  # frozen all the way down
+
+
+def test_a_profile_with_a_typo_or_a_wrong_value_is_an_error_naming_the_file(tmp_path):
+    folder = tmp_path / "profiles" / "quickstart"
+    folder.mkdir(parents=True)
+    (folder / "cpu.yaml").write_text("profile: cpu\nround: 40\n")
+    with pytest.raises(UnknownParameterError, match=r"cpu.yaml: unknown parameter\(s\) round \(did you mean rounds\?\)"):
+        profile_values("quickstart", "cpu", tmp_path)
+    (folder / "cpu.yaml").write_text("profile: cpu\nlr: fast\n")
+    with pytest.raises(ParameterError, match="cpu.yaml: QuickstartParams.lr must be a finite number, got 'fast'"):
+        profile_values("quickstart", "cpu", tmp_path)
+
+
+@pytest.mark.parametrize("values, problem", [
+    ({"lr": "0.05"}, "QuickstartParams.lr must be a finite number, got '0.05'"),
+    ({"lr": float("nan")}, "QuickstartParams.lr must be a finite number, got nan"),
+    ({"rounds": 15.0}, "QuickstartParams.rounds must be an integer, got 15.0"),
+    ({"rounds": True}, "QuickstartParams.rounds must be an integer, got True"),
+    ({"seeds": 0}, "QuickstartParams.seeds must be a list, got 0"),
+    ({"seeds": [0, "1"]}, r"QuickstartParams.seeds\[1\] must be an integer, got '1'"),
+    ({"model_kwargs": [64]}, "QuickstartParams.model_kwargs must be a mapping, got \\[64\\]"),
+    ({"data_root": 3}, "QuickstartParams.data_root must be str or None, got 3"),
+    ({"executor": "batched"}, "QuickstartParams.executor must be one of 'sequential', 'vmap', 'auto', got 'batched'"),
+    ({"rounds": 0}, r"QuickstartParams.rounds must be >= 1, got 0"),
+    ({"clients_per_round": 11}, r"QuickstartParams.clients_per_round must be in \[1, 10\], got 11"),
+    ({"seeds": []}, r"QuickstartParams.seeds \(how many\) must be >= 1, got 0"),
+])
+def test_wrong_types_and_values_are_errors_naming_the_field(values, problem):
+    with pytest.raises(ParameterError, match=f"^where: {problem}"):
+        QuickstartParams.from_mapping(values, "where")
+
+
+def test_unknown_names_are_errors_with_a_suggestion():
+    with pytest.raises(UnknownParameterError, match=r"^where: unknown parameter\(s\) lrr \(did you mean lr\?\)"):
+        QuickstartParams.from_mapping({"lrr": 0.1}, "where")
+
+
+@pytest.mark.parametrize("values, problem", [
+    ({"group_sizes": [10, 10]}, "group_sizes .* and label_fractions .* must have one entry per group"),
+    ({"algorithms": ["FedAvg", "FedAvgg"]}, "TacoParams.algorithms: 'FedAvgg' not among 'FedAvg'"),
+    ({"taco_gamma": "1/k"}, "TacoParams.taco_gamma must be float or one of '1/K', got '1/k'"),
+    ({"n_freeloaders": 20}, r"TacoParams.n_freeloaders must be in \[0, 19\], got 20"),
+])
+def test_taco_checks_its_own_rules(values, problem):
+    with pytest.raises(ParameterError, match=problem):
+        TacoParams(**values)
+    assert TacoParams(taco_gamma=0.5).taco_gamma == 0.5
+
+
+def test_papers_check_their_own_rules():
+    with pytest.raises(ParameterError, match="MucscParams: give exactly one of local_steps .10. and local_epochs"):
+        MucscParams(local_epochs=5.0)
+    assert MucscParams(local_steps=None, local_epochs=5.0).local_epochs == 5.0
+    with pytest.raises(ParameterError, match="FedShiftParams bit widths must be in \\[1, 16\\], got 0"):
+        FedShiftParams(bits_list=[0, 4])
+    with pytest.raises(ParameterError, match="FedShiftParams.kmeans_init: 'kmeans' not among"):
+        FedShiftParams(kmeans_init="kmeans")
+
+
+def test_values_are_converted_to_frozen_python_values():
+    p = QuickstartParams(seeds=[np.int64(1), 2], lr=np.float64(0.1), alpha=1, model_kwargs={"hidden": [64, 32]})
+    assert p.seeds == (1, 2) and all(type(s) is int for s in p.seeds)
+    assert type(p.lr) is float and p.alpha == 1 and type(p.alpha) is int  # an int float stays an int: 1 != 1.0 in a spec
+    assert isinstance(p.model_kwargs, FrozenMap) and p.model_kwargs == {"hidden": (64, 32)}
+    assert hash(p) == hash(QuickstartParams(seeds=(1, 2), lr=0.1, alpha=1, model_kwargs={"hidden": (64, 32)}))
+    assert pickle.loads(pickle.dumps(p)) == p
+
+
+def test_parameters_are_frozen():
+    p = QuickstartParams()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.rounds = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        p.model_kwargs["hidden"] = (8,)  # type: ignore[index]
+    assert dataclasses.replace(p, rounds=3).rounds == 3 and p.rounds == 15
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_field_has_a_one_line_doc_and_a_checked_type(name):
+    cls = params_class(name)
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        doc = f.metadata.get("doc", "")
+        assert doc and "\n" not in doc, f"{cls.__name__}.{f.name} has no one-line doc"
+        assert hints[f.name] is not typing.Any, f"{cls.__name__}.{f.name} is untyped"
+    assert issubclass(cls, PaperParams) and cls.__module__ == f"fedlib.papers.{name}"
+
+
+def test_params_class_names_what_is_missing():
+    with pytest.raises(ParameterError, match="notebook 'nope' has no module fedlib/papers/nope.py"):
+        params_class("nope")
+
