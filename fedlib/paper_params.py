@@ -186,6 +186,33 @@ class PaperParams:
         """Every field's value, in field order."""
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
 
+    # The checks a paper's __post_init__ runs: each applies to every element of a list field and skips None.
+
+    def require_range(self, low: float, high: float, *names: str) -> None:
+        """low <= value <= high (high may be math.inf)."""
+        bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
+        self._require(names, lambda v: low <= v <= high, f"must be {bound}")
+
+    def require_positive(self, *names: str, high: float = math.inf) -> None:
+        """0 < value <= high."""
+        self._require(names, lambda v: 0 < v <= high, "must be > 0" if high == math.inf else f"must be in (0, {high:g}]")
+
+    def require_choice(self, choices: Iterable[Any], *names: str) -> None:
+        valid = list(choices)
+        self._require(names, lambda v: v in valid, f"must be one of {', '.join(map(repr, valid))}")
+
+    def require_nonempty(self, *names: str) -> None:
+        for name in names:
+            if not getattr(self, name):
+                raise ParameterError(f"{type(self).__name__}.{name} must list at least one value, got none")
+
+    def _require(self, names: Iterable[str], ok: Callable[[Any], bool], must: str) -> None:
+        for name in names:
+            value = getattr(self, name)
+            for v in value if isinstance(value, tuple) else (value,):
+                if v is not None and not ok(v):
+                    raise ParameterError(f"{type(self).__name__}.{name} {must}, got {v!r}")
+
 
 def params_class(notebook: str) -> type[PaperParams]:
     """The one `PaperParams` subclass defined in `fedlib.papers.<notebook>`."""
@@ -199,25 +226,3 @@ def params_class(notebook: str) -> type[PaperParams]:
         raise ParameterError(f"fedlib/papers/{notebook}.py defines {len(found)} PaperParams classes "
                              f"({[c.__name__ for c in found]}); it must define exactly one")
     return found[0]
-
-
-def one_of(where: str, values: Iterable[Any], choices: Iterable[Any]) -> None:
-    """Raise `ParameterError` unless every one of `values` is in `choices`."""
-    valid = list(choices)
-    wrong = [v for v in values if v not in valid]
-    if wrong:
-        raise ParameterError(f"{where}: {', '.join(map(repr, wrong))} not among {', '.join(map(repr, valid))}")
-
-
-def within(where: str, value: float, low: float, high: float = math.inf) -> None:
-    """Raise `ParameterError` unless low <= value <= high."""
-    if not low <= value <= high:
-        bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
-        raise ParameterError(f"{where} must be {bound}, got {value!r}")
-
-
-def positive(where: str, value: float, high: float = math.inf) -> None:
-    """Raise `ParameterError` unless 0 < value <= high."""
-    if not 0 < value <= high:
-        bound = "> 0" if high == math.inf else f"in (0, {high:g}]"
-        raise ParameterError(f"{where} must be {bound}, got {value!r}")

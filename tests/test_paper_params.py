@@ -74,7 +74,7 @@ def test_a_profile_with_a_typo_or_a_wrong_value_is_an_error_naming_the_file(tmp_
     ({"executor": "batched"}, "QuickstartParams.executor must be one of 'sequential', 'vmap', 'auto', got 'batched'"),
     ({"rounds": 0}, r"QuickstartParams.rounds must be >= 1, got 0"),
     ({"clients_per_round": 11}, r"QuickstartParams.clients_per_round must be in \[1, 10\], got 11"),
-    ({"seeds": []}, r"QuickstartParams.seeds \(how many\) must be >= 1, got 0"),
+    ({"seeds": []}, r"QuickstartParams.seeds must list at least one value, got none"),
 ])
 def test_wrong_types_and_values_are_errors_naming_the_field(values, problem):
     with pytest.raises(ParameterError, match=f"^where: {problem}"):
@@ -88,7 +88,8 @@ def test_unknown_names_are_errors_with_a_suggestion():
 
 @pytest.mark.parametrize("values, problem", [
     ({"group_sizes": [10, 10]}, "group_sizes .* and label_fractions .* must have one entry per group"),
-    ({"algorithms": ["FedAvg", "FedAvgg"]}, "TacoParams.algorithms: 'FedAvgg' not among 'FedAvg'"),
+    ({"algorithms": ["FedAvg", "FedAvgg"]}, "TacoParams.algorithms must be one of 'FedAvg', .*, got 'FedAvgg'"),
+    ({"kappa_grid": [0.5, 1.5]}, r"TacoParams.kappa_grid must be in \(0, 1\], got 1.5"),
     ({"taco_gamma": "1/k"}, "TacoParams.taco_gamma must be float or one of '1/K', got '1/k'"),
     ({"n_freeloaders": 20}, r"TacoParams.n_freeloaders must be in \[0, 19\], got 20"),
 ])
@@ -102,9 +103,10 @@ def test_papers_check_their_own_rules():
     with pytest.raises(ParameterError, match="MucscParams: give exactly one of local_steps .10. and local_epochs"):
         MucscParams(local_epochs=5.0)
     assert MucscParams(local_steps=None, local_epochs=5.0).local_epochs == 5.0
-    with pytest.raises(ParameterError, match="FedShiftParams bit widths must be in \\[1, 16\\], got 0"):
-        FedShiftParams(bits_list=[0, 4])
-    with pytest.raises(ParameterError, match="FedShiftParams.kmeans_init: 'kmeans' not among"):
+    with pytest.raises(ParameterError, match=r"FedShiftParams.kmeans_reference_bits must be in \[1, 16\], got 0"):
+        FedShiftParams(kmeans_reference_bits=0)
+    assert FedShiftParams(kmeans_reference_bits=None).kmeans_reference_bits is None  # None: the grid is off
+    with pytest.raises(ParameterError, match="FedShiftParams.kmeans_init must be one of 'quantile', .*, got 'kmeans'"):
         FedShiftParams(kmeans_init="kmeans")
 
 

@@ -36,7 +36,7 @@ from fedlib.contracts import RunResult
 from fedlib.data import Dataset
 from fedlib import report
 from fedlib.energy import add_energy, saving
-from fedlib.paper_params import PaperParams, ParameterError, Threads, one_of, param, positive, within
+from fedlib.paper_params import PaperParams, ParameterError, Threads, param
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 from fedlib.runs.components import CODEC_POLICIES, COLLECTORS
 from fedlib.runs.splits import SPLITS
@@ -170,26 +170,19 @@ class FedAQParams(PaperParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        name = type(self).__name__
-        for field_ in ("num_clients", "rounds", "batch_size", "adaquant_s0", "b_min", "toy_rounds", "mc_draws"):
-            within(f"{name}.{field_}", getattr(self, field_), 1)
-        for field_ in ("local_epochs", "lr", "alpha"):
-            positive(f"{name}.{field_}", getattr(self, field_))
-        within(f"{name}.momentum", self.momentum, 0, 1)
-        for field_ in ("e_up_pj", "e_down_pj"):
-            within(f"{name}.{field_}", getattr(self, field_), 0)
-        for value in (*self.alpha_sweep, *self.beta_down_mult):
-            positive(f"{name} alpha_sweep and beta_down_mult", value)
-        for bits in self.fixed_bits:
-            within(f"{name}.fixed_bits", bits, 1, MAX_BITS)
-        for frac in self.target_fracs:
-            positive(f"{name}.target_fracs", frac, 1)
-        for field_ in ("seeds", "toy_seeds"):
-            within(f"{name}.{field_} (how many)", len(getattr(self, field_)), 1)
-        one_of(f"{name}.paper_row", [self.paper_row], PAPER_MODELS)
-        one_of(f"{name}.augment", [self.augment], [None, *AUGMENTATIONS])
+        self.require_range(1, math.inf, "num_clients", "rounds", "batch_size", "adaquant_s0", "adaquant_s0_sweep",
+                           "b_min", "toy_rounds", "mc_draws")
+        self.require_positive("local_epochs", "lr", "alpha", "alpha_sweep", "beta_down_mult")
+        self.require_positive("target_fracs", high=1)
+        self.require_range(0, 1, "momentum")
+        self.require_range(0, math.inf, "e_up_pj", "e_down_pj")
+        self.require_range(1, MAX_BITS, "fixed_bits")
+        self.require_nonempty("seeds", "toy_seeds")
+        self.require_choice(PAPER_MODELS, "paper_row")
+        self.require_choice(AUGMENTATIONS, "augment")
         if self.paper_targets is not None and set(self.paper_targets) != set(MODES):
-            raise ParameterError(f"{name}.paper_targets: give one target per mode {MODES}, got {dict(self.paper_targets)}")
+            raise ParameterError(f"{type(self).__name__}.paper_targets: give one target per mode {MODES}, got "
+                                 f"{dict(self.paper_targets)}")
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from fedlib.data.partition import from_indices
 from fedlib import params as P
 from fedlib.contracts import FederatedData, RoundInfo, RunResult
 from fedlib.federation import evaluate
-from fedlib.paper_params import PaperParams, Threads, one_of, param, positive, within
+from fedlib.paper_params import PaperParams, Threads, param
 from fedlib.params import Params
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, HOOKS, LR_SCHEDULES, SAMPLERS
@@ -450,26 +450,17 @@ class FedShiftParams(PaperParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        name = type(self).__name__
-        for field in ("num_clients", "rounds", "batch_size", "kmeans_iters", "theorem1_local_steps", "sma_window"):
-            within(f"{name}.{field}", getattr(self, field), 1)
-        for field in ("per_round_inferior", "per_round_superior", "theorem1_rounds"):
-            within(f"{name}.{field}", getattr(self, field), 0)
-        for field in ("local_epochs", "lr", "theorem1_lam"):
-            positive(f"{name}.{field}", getattr(self, field))
-        within(f"{name}.momentum", self.momentum, 0, 1)
-        within(f"{name}.fedprox_mu", self.fedprox_mu, 0)
-        for field in ("seeds", "algorithms", "quantizers", "bits_list"):
-            within(f"{name}.{field} (how many)", len(getattr(self, field)), 1)
-        one_of(f"{name}.algorithms", self.algorithms, ALGORITHMS)
-        one_of(f"{name}.quantizers", self.quantizers + self.table2_quantizers, ("uniform", "kmeans"))
-        one_of(f"{name}.kmeans_init", [self.kmeans_init], KMEANS_INITS)
-        one_of(f"{name}.augment", [self.augment], [None, *AUGMENTATIONS])
-        for bits in (*self.bits_list, *self.table2_bits, *([self.kmeans_reference_bits] if self.kmeans_reference_bits
-                                                          is not None else [])):
-            within(f"{name} bit widths", bits, 1, 16)
-        for alpha in self.table2_alphas:
-            positive(f"{name}.table2_alphas", alpha)
+        self.require_range(1, math.inf, "num_clients", "rounds", "batch_size", "kmeans_iters", "theorem1_local_steps",
+                           "sma_window")
+        self.require_range(0, math.inf, "per_round_inferior", "per_round_superior", "theorem1_rounds", "fedprox_mu")
+        self.require_positive("local_epochs", "lr", "theorem1_lam", "table2_alphas")
+        self.require_range(0, 1, "momentum")
+        self.require_range(1, 16, "bits_list", "table2_bits", "kmeans_reference_bits")
+        self.require_nonempty("seeds", "algorithms", "quantizers", "bits_list")
+        self.require_choice(ALGORITHMS, "algorithms")
+        self.require_choice(("uniform", "kmeans"), "quantizers", "table2_quantizers")
+        self.require_choice(KMEANS_INITS, "kmeans_init")
+        self.require_choice(AUGMENTATIONS, "augment")
 
 
 def _method_component(p: FedShiftParams, method: str) -> tuple[str, dict[str, Any]]:

@@ -10,6 +10,7 @@ message the way the paper does (Eqs. 16-17 and the widths the spec recovers from
 """
 from __future__ import annotations
 
+import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from fedlib.codecs.sparse import stc_bits, topk_bits
 from fedlib.contracts import RunResult
 from fedlib.data import Dataset, by_group
 from fedlib.federation import evaluate, run_federation
-from fedlib.paper_params import PaperParams, ParameterError, Threads, one_of, param, positive, within
+from fedlib.paper_params import PaperParams, ParameterError, Threads, param
 from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run, register_experiment
 from fedlib.runs.runner import make_link
 from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, LR_SCHEDULES
@@ -339,25 +340,19 @@ class MucscParams(PaperParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        name = type(self).__name__
-        for field in ("num_clients", "classes_per_client", "rounds", "batch_size", "lr_t_per_round", "zu", "zd",
-                      "bm_levels", "eval_every", "mc_draws", "dp_elements", "toy_steps", "toy_seeds", "partial_rounds"):
-            within(f"{name}.{field}", getattr(self, field), 1)
-        within(f"{name}.clients_per_round", self.clients_per_round, 1, self.num_clients)
-        for field in ("lr0", "lr_decay", "lr_floor"):
-            positive(f"{name}.{field}", getattr(self, field))
-        for field in ("bm_frac", "target_frac"):
-            positive(f"{name}.{field}", getattr(self, field), 1)
+        self.require_range(1, math.inf, "num_clients", "classes_per_client", "rounds", "local_steps", "batch_size",
+                           "lr_t_per_round", "zu", "zd", "z_sweep", "zu_thirds", "bm_levels", "eval_every", "mc_draws",
+                           "dp_elements", "toy_steps", "toy_seeds", "partial_rounds")
+        self.require_range(1, self.num_clients, "clients_per_round")
+        self.require_positive("local_epochs", "lr0", "lr_decay", "lr_floor")
+        self.require_positive("bm_frac", "target_frac", high=1)
         if (self.local_steps is None) == (self.local_epochs is None):
-            raise ParameterError(f"{name}: give exactly one of local_steps ({self.local_steps}) and local_epochs "
-                                 f"({self.local_epochs}); set the other to None")
-        for field in ("seeds", "partitions", "methods"):
-            within(f"{name}.{field} (how many)", len(getattr(self, field)), 1)
-        one_of(f"{name}.partitions", self.partitions, PARTITION_SCHEMES)
-        one_of(f"{name}.methods", self.methods, METHODS)
-        one_of(f"{name}.level_search", (self.level_search, *self.level_searches), LEVEL_METHODS)
-        for z in (*self.z_sweep, *self.zu_thirds):
-            within(f"{name} z_sweep and zu_thirds", z, 1)
+            raise ParameterError(f"{type(self).__name__}: give exactly one of local_steps ({self.local_steps}) and "
+                                 f"local_epochs ({self.local_epochs}); set the other to None")
+        self.require_nonempty("seeds", "partitions", "methods")
+        self.require_choice(PARTITION_SCHEMES, "partitions")
+        self.require_choice(METHODS, "methods")
+        self.require_choice(LEVEL_METHODS, "level_search", "level_searches")
 
 
 def setting_label(zu: int | str, zd: int, levels: str) -> str:

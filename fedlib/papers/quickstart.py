@@ -1,11 +1,12 @@
 """The quickstart's grid as data: FedAvg, FedProx and SCAFFOLD on one Dirichlet split per seed."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fedlib.paper_params import Executor, PaperParams, param, positive, within
+from fedlib.paper_params import Executor, PaperParams, param
 from fedlib.runs import RunPlan, RunSpec, register_experiment
 
 ALGORITHMS = {"FedAvg": "fedavg", "FedProx": "fedprox", "SCAFFOLD": "scaffold"}
@@ -32,14 +33,11 @@ class QuickstartParams(PaperParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        name = type(self).__name__
-        for field in ("num_clients", "min_size", "rounds", "batch_size"):
-            within(f"{name}.{field}", getattr(self, field), 1)
-        within(f"{name}.clients_per_round", self.clients_per_round, 1, self.num_clients)
-        for field in ("alpha", "local_epochs", "lr"):
-            positive(f"{name}.{field}", getattr(self, field))
-        within(f"{name}.mu", self.mu, 0)
-        within(f"{name}.seeds (how many)", len(self.seeds), 1)
+        self.require_range(1, math.inf, "num_clients", "min_size", "rounds", "batch_size")
+        self.require_range(1, self.num_clients, "clients_per_round")
+        self.require_positive("alpha", "local_epochs", "lr")
+        self.require_range(0, math.inf, "mu")
+        self.require_nonempty("seeds")
 
 
 def experiments(p: QuickstartParams) -> list[RunSpec]:

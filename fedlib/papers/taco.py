@@ -20,6 +20,7 @@
 """
 from __future__ import annotations
 
+import math
 import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +38,7 @@ from fedlib.algorithms.taco import Taco, TailoredAlpha, output_model
 from fedlib.contracts import FederatedData, RoundContext, RoundInfo, RunResult
 from fedlib.data import Dataset, labels_per_client
 from fedlib.federation import evaluate
-from fedlib.paper_params import Executor, PaperParams, ParameterError, Threads, one_of, param, positive, within
+from fedlib.paper_params import Executor, PaperParams, ParameterError, Threads, param
 from fedlib.params import Params
 from fedlib.runs import Records, RunPlan, RunSpec, RunStore, register_experiment
 from fedlib.runs.components import CLIENT_BEHAVIORS, COLLECTORS
@@ -365,29 +366,26 @@ class TacoParams(PaperParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        name = type(self).__name__
-        for field in ("num_clients", "rounds", "local_steps", "batch_size", "scal_clients", "scal_rounds",
-                      "scal_steps", "timing_clients", "timing_rounds", "timing_repeats", "oscillation_steps",
-                      "oscillation_rounds", "oscillation_batch_size", "theory_rounds", "theorem1_rounds"):
-            within(f"{name}.{field}", getattr(self, field), 1)
-        for field in ("lr", "oscillation_lr", "scal_dirichlet"):
-            positive(f"{name}.{field}", getattr(self, field))
-        for field in ("target_acc", "kappa", "lambda_frac", "stem_alpha", "fedacg_lambda"):
-            within(f"{name}.{field}", getattr(self, field), 0, 1)
-        for field in ("margin_pts", "fedprox_zeta", "scaffold_alpha", "fedacg_beta", "overcorrection_gamma"):
-            within(f"{name}.{field}", getattr(self, field), 0)
-        within(f"{name}.n_freeloaders", self.n_freeloaders, 0, self.num_clients - 1)
+        self.require_range(1, math.inf, "num_clients", "rounds", "local_steps", "batch_size", "group_sizes",
+                           "scal_clients", "scal_rounds", "scal_steps", "gamma_steps", "timing_clients",
+                           "timing_rounds", "timing_repeats", "oscillation_steps", "oscillation_rounds",
+                           "oscillation_batch_size", "theory_rounds", "theorem1_rounds")
+        self.require_positive("lr", "oscillation_lr", "scal_dirichlet")
+        self.require_positive("label_fractions", "kappa_grid", "lambda_fracs", high=1)
+        self.require_range(0, 1, "target_acc", "kappa", "lambda_frac", "stem_alpha", "fedacg_lambda")
+        self.require_range(0, math.inf, "margin_pts", "fedprox_zeta", "scaffold_alpha", "fedacg_beta",
+                           "overcorrection_gamma", "gamma_grid")
+        self.require_range(0, self.num_clients - 1, "n_freeloaders")
         if len(self.group_sizes) != len(self.label_fractions):
-            raise ParameterError(f"{name}: group_sizes {self.group_sizes} and label_fractions "
-                                 f"{self.label_fractions} must have one entry per group")
-        for field in ("seeds", "extra_seeds", "ablation_seeds", "oscillation_seeds", "algorithms"):
-            within(f"{name}.{field} (how many)", len(getattr(self, field)), 1)
-        one_of(f"{name}.algorithms", self.algorithms + self.scal_algorithms, ALGORITHMS)
+            raise ParameterError(f"{type(self).__name__}: group_sizes {list(self.group_sizes)} and label_fractions "
+                                 f"{list(self.label_fractions)} must have one entry per group")
+        self.require_nonempty("seeds", "extra_seeds", "ablation_seeds", "oscillation_seeds", "algorithms")
+        self.require_choice(ALGORITHMS, "algorithms", "scal_algorithms")
         for column, c in self.table5_columns.items():
             unknown, missing = set(c) - TABLE5_KEYS, {"dataset", "model", "partition", "rounds", "local_steps"} - set(c)
             if unknown or missing:
-                raise ParameterError(f"{name}.table5_columns[{column!r}]: unknown keys {sorted(unknown)}, missing "
-                                     f"{sorted(missing)}; the keys are {sorted(TABLE5_KEYS)}")
+                raise ParameterError(f"{type(self).__name__}.table5_columns[{column!r}]: unknown keys "
+                                     f"{sorted(unknown)}, missing {sorted(missing)}; the keys are {sorted(TABLE5_KEYS)}")
 
 
 def algorithm(name: str, p: TacoParams) -> tuple[str, dict[str, Any]]:
