@@ -50,7 +50,7 @@ def profile_path(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> Pa
 
 
 def profile_values(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> dict[str, Any]:
-    """The values `notebooks/profiles/<notebook>/<profile>.yaml` sets ({} for "quick", the parameters cell itself).
+    """The values `notebooks/profiles/<notebook>/<profile>.yaml` sets ({} for "quick", the dataclass's defaults).
 
     Raises FileNotFoundError for a missing profile file, `UnknownParameterError` for a name the notebook does
     not declare and `ParameterError` for a value its parameters dataclass rejects."""

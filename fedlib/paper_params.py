@@ -46,7 +46,7 @@ class FrozenMap(Mapping[Any, Any]):
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: Mapping[Any, Any] = types.MappingProxyType({})) -> None:
+    def __init__(self, items: Mapping[Any, Any]) -> None:
         self._items = dict(items)
 
     def __getitem__(self, key: Any) -> Any:
@@ -126,7 +126,7 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
         raise ParameterError(f"{where} must be {' or '.join(_name(a) for a in args)}, got {value!r}")
     if origin is typing.Literal:
         if value not in args or isinstance(value, bool) != any(isinstance(a, bool) for a in args):
-            raise ParameterError(f"{where} must be one of {', '.join(map(repr, args))}, got {value!r}")
+            raise ParameterError(f"{where} must be {_name(hint)}, got {value!r}")
         return value
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
@@ -195,7 +195,8 @@ class PaperParams:
 
     def require_positive(self, *names: str, high: float = math.inf) -> None:
         """0 < value <= high."""
-        self._require(names, lambda v: 0 < v <= high, "must be > 0" if high == math.inf else f"must be in (0, {high:g}]")
+        must = "must be > 0" if high == math.inf else f"must be in (0, {high:g}]"
+        self._require(names, lambda v: 0 < v <= high, must)
 
     def require_choice(self, choices: Iterable[Any], *names: str) -> None:
         valid = list(choices)

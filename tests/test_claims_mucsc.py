@@ -14,8 +14,8 @@ from fedlib.claims import evidence as saved
 from fedlib.claims.mucsc import CLAIMS, bundle, claims
 from fedlib.papers.mucsc import METHODS, MucscParams, setting_label, table2, traffic_tables
 
-PARAMS = MucscParams(seeds=[0, 1, 2], rounds=2, methods=METHODS, partitions=["iid", "noniid"], zu=16, z_sweep=[4, 8, 16],
-                     mc_draws=100, partial_rounds=50, target_frac=0.97, level_search="descent")
+PARAMS = MucscParams(seeds=[0, 1, 2], rounds=2, methods=METHODS, partitions=["iid", "noniid"], zu=16,
+                     z_sweep=[4, 8, 16], mc_draws=100, partial_rounds=50, target_frac=0.97, level_search="descent")
 # Final accuracy per seed: MUCSC and QSGD within 0.003 of NC on every seed (equivalent within 0.02 by TOST), the
 # others below it.
 ACC = {"nc": [0.90, 0.91, 0.89], "mucsc": [0.901, 0.909, 0.892], "qsgd": [0.899, 0.911, 0.889],

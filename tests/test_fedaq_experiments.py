@@ -14,8 +14,8 @@ from fedlib.notebook_params import NOTEBOOKS
 from fedlib.papers.fedaq import FedAQParams, best_by_energy, energy_to_targets, experiments, grid, link_components
 from fedlib.runs import RunSpec, RunStore, build_run, execute
 
-TINY = FedAQParams(seeds=[0, 1], dataset="digits", model="mlp", num_clients=3, rounds=2, local_epochs=0.2, batch_size=64,
-                   lr=0.05, momentum=0.5, alpha=0.005, alpha_sweep=[0.005, 0.02], fixed_bits=[2, 8],
+TINY = FedAQParams(seeds=[0, 1], dataset="digits", model="mlp", num_clients=3, rounds=2, local_epochs=0.2,
+                   batch_size=64, lr=0.05, momentum=0.5, alpha=0.005, alpha_sweep=[0.005, 0.02], fixed_bits=[2, 8],
                    beta_down_mult=[1.0, 4.0], adaquant_s0=3, adaquant_s0_sweep=[1, 3], granularity="layer", b_min=1,
                    e_up_pj=2.0, e_down_pj=3.0, threads=1, device="cpu")
 

@@ -15,9 +15,9 @@ from fedlib.papers import fedshift as fs
 from fedlib.runs import RunSpec, RunStore, execute
 from theory import fedshift as th
 
-TINY = fs.FedShiftParams(seeds=[0, 1], algorithms=["fedavg", "fedef"], quantizers=["kmeans", "uniform"], bits_list=[2, 4],
-                         table2_alphas=[0.5], table2_bits=[2], table2_quantizers=["uniform"], num_clients=10, rounds=2,
-                         theorem1_rounds=2, theorem1_local_steps=2)
+TINY = fs.FedShiftParams(seeds=[0, 1], algorithms=["fedavg", "fedef"], quantizers=["kmeans", "uniform"],
+                         bits_list=[2, 4], table2_alphas=[0.5], table2_bits=[2], table2_quantizers=["uniform"],
+                         num_clients=10, rounds=2, theorem1_rounds=2, theorem1_local_steps=2)
 
 
 def test_grid_counts_labels_and_keys() -> None:

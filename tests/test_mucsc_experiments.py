@@ -46,7 +46,8 @@ def test_a_subset_of_methods_selects_a_subset(defaults):
 
 
 def test_unknown_partition_is_named(defaults):
-    with pytest.raises(ValueError, match="MucscParams.partitions must be one of 'iid', 'noniid', 'writers', got 'writer'"):
+    with pytest.raises(ValueError, match="MucscParams.partitions must be one of 'iid', 'noniid', 'writers', "
+                                         "got 'writer'"):
         replace(defaults, partitions=["writer"])
 
 

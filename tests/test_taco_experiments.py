@@ -63,7 +63,8 @@ def test_subset_of_algorithms_and_bad_names(quick):
     with pytest.raises(ValueError, match="unknown oscillation_algorithms"):
         tp.experiments(replace(quick, oscillation_algorithms=["TACO (Eq. 9)"]))
     assert all(s.get("loop")["executor"] == "sequential" for s in tp.timing_grid(replace(quick, executor="vmap")))
-    batched = {s.get("labels")["algorithm"]: s.get("loop")["executor"] for s in tp.main_grid(replace(quick, executor="vmap"))}
+    batched = {s.get("labels")["algorithm"]: s.get("loop")["executor"]
+               for s in tp.main_grid(replace(quick, executor="vmap"))}
     assert batched["STEM"] == batched["TACO"] == "vmap"  # every algorithm is batchable
 
 

@@ -231,8 +231,8 @@ def toy_theorem(theorem: str) -> Callable[[FedAQBundle], Finding]:
                                             "term, so the quantization term is tested (partly: it holds, but by the "
                                             "initial-gap term alone)", holds and tested, partly=holds,
                                             evidence=f"run_federation on d = 200 quadratics, n = 1 and 4, "
-                                                     f"{list(rows['scheme'].unique())}, seeds {list(b.params.toy_seeds)}, "
-                                                     f"{b.params.toy_rounds} rounds"))
+                                                     f"{list(rows['scheme'].unique())}, seeds "
+                                                     f"{list(b.params.toy_seeds)}, {b.params.toy_rounds} rounds"))
     return rule
 
 

@@ -45,7 +45,8 @@ B = TypeVar("B", bound=Bundle)
 @dataclass(frozen=True)
 class Runs:
     """Runs a claim reads: the rows of `records[table]` whose columns take the listed values, one run per
-    combination of values and seed (the parameter named `seeds`). `may_diverge`: the claim is about these runs failing."""
+    combination of values and seed (of the parameter named `seeds`). `may_diverge`: the claim is about these runs
+    failing."""
 
     where: Mapping[str, Sequence[Any]]
     table: str = "runs"

@@ -205,7 +205,8 @@ def _c7(b: TacoBundle) -> Finding:
     return Finding(f"corr {corr:+.2f}, agg {agg:+.2f}, both {mean['both'] - mean['neither']:+.2f} points",
                    report.criterion_met(f"mean gain over 'neither' of 'corr only' larger than of 'agg only' and larger "
                                         f"than {p.margin_pts:g} points", corr > agg and corr > p.margin_pts,
-                                        evidence=f"seeds {list(p.ablation_seeds)}, partitions {list(p.ablation_partitions)}"))
+                                        evidence=f"seeds {list(p.ablation_seeds)}, partitions "
+                                                 f"{list(p.ablation_partitions)}"))
 
 
 def _c8(b: TacoBundle) -> Finding:

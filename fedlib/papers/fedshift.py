@@ -429,7 +429,7 @@ class FedShiftParams(PaperParams):
     batch_size: int = param(16, "local minibatch size (Dirichlet splits: min_size is half of it)")
     lr: float = param(0.05, "local SGD learning rate")
     momentum: float = param(0.9, "local SGD momentum")
-    augment: str | None = param(None, "local augmentation (fedlib.augment; crop_flip for CIFAR as in the authors' code)")
+    augment: str | None = param(None, "local augmentation (fedlib.augment; crop_flip for CIFAR, as the authors' code)")
     fedprox_mu: float = param(0.01, "FedProx's proximal weight")
     scaffold_coef: typing.Literal["steps", "samples"] = param("samples", "SCAFFOLD's control-variate divisor")
     algorithms: tuple[str, ...] = param(list(ALGORITHMS), "Table I methods")

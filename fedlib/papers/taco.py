@@ -385,7 +385,8 @@ class TacoParams(PaperParams):
             unknown, missing = set(c) - TABLE5_KEYS, {"dataset", "model", "partition", "rounds", "local_steps"} - set(c)
             if unknown or missing:
                 raise ParameterError(f"{type(self).__name__}.table5_columns[{column!r}]: unknown keys "
-                                     f"{sorted(unknown)}, missing {sorted(missing)}; the keys are {sorted(TABLE5_KEYS)}")
+                                     f"{sorted(unknown)}, missing {sorted(missing)}; the keys are "
+                                     f"{sorted(TABLE5_KEYS)}")
 
 
 def algorithm(name: str, p: TacoParams) -> tuple[str, dict[str, Any]]:
