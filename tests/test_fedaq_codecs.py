@@ -1,4 +1,5 @@
-"""fedlib.codecs.uniform: exact bits, unbiasedness and variance by Monte Carlo, Eq. (26), AdaQuantFL's schedule.
+"""fedlib.codecs.uniform: exact bits, unbiasedness and variance by Monte Carlo, Eq. (26); AdaQuantFL's schedule
+(fedlib.codecs.policies).
 
 Monte Carlo tolerances are 5 standard errors (fixed seeds). Many independent draws come from ONE encode of
 x repeated M times: repetition leaves min and max, hence the levels, unchanged.
@@ -11,10 +12,10 @@ import pytest
 import torch
 
 from fedlib.channel import LinkContext, transmit
+from fedlib.codecs.policies import AdaQuantFL
 from fedlib.codecs.uniform import (
     BITLENGTH_BITS,
     RANGE_BITS,
-    AdaQuantFL,
     FedAQQuantizer,
     UniformQuantizer,
     fedaq_bits,

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from fedlib.codecs.base import Identity
-from fedlib.codecs.uniform import AdaQuantFL, FedAQQuantizer, UniformQuantizer
+from fedlib.codecs.policies import AdaQuantFL
+from fedlib.codecs.uniform import FedAQQuantizer, UniformQuantizer
 from fedlib.notebook_params import NOTEBOOKS, parameter_defaults
 from fedlib.papers.fedaq import best_by_energy, energy_to_targets, experiments, grid, link_components
 from fedlib.runs import RunSpec, RunStore, build_run, execute

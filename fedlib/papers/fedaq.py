@@ -29,7 +29,8 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from fedlib.channel import Link
-from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL
+from fedlib.codecs.policies import AdaQuantFL
+from fedlib.codecs.uniform import MAX_BITS
 from fedlib.contracts import RunResult
 from fedlib.data import Dataset
 from fedlib import report
@@ -189,7 +190,7 @@ def experiments(params: Mapping[str, Any]) -> list[RunSpec]:
 
 
 # ------------------------------------------------------------------------------------------ the plan
-@CODEC_POLICIES.register("adaquantfl")
+@CODEC_POLICIES.register("adaquantfl", examples=({"s0": 3}, {"s0": 1, "b_min": 2, "granularity": "model"}))
 def adaquantfl_uplink(run: RunPlan, s0: int, b_min: int = 1, granularity: str = "layer") -> Link:
     """AdaQuantFL's loss-driven bit schedule on the uplink, sending the update."""
     return Link(codec=AdaQuantFL(s0, b_min, rounding=ROUNDING), granularity=granularity, payload="update")
