@@ -15,10 +15,10 @@ from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer, UniformQuantiz
 from fedlib.papers.fedshift import (
     DivergenceMonitor,
     FedShift,
-    MixedPrecision,
     StratifiedSampler,
     algorithm_and_uplink,
     inferior_clients,
+    mixed_uplink,
     parity_shards,
 )
 from fedlib.models import build_model
@@ -302,16 +302,20 @@ def test_inferior_rules() -> None:
 
 def test_mixed_precision_and_fedef_uplink() -> None:
     q = KMeansQuantizer(4)
-    policy = MixedPrecision(q, {1, 3})
-    assert policy(LinkContext(0, 1, [])) is q
-    assert isinstance(policy(LinkContext(0, 2, [])), Identity)
-    assert isinstance(policy(LinkContext(0, None, [])), Identity)
-    algo, link = algorithm_and_uplink("fedef", q, {1})
+    policy = mixed_uplink(q, {1, 3}, 4).codec
+    assert policy(LinkContext(0, 1, [])) is q and policy(LinkContext(0, 3, [])) is q
+    assert isinstance(policy(LinkContext(0, 2, [])), Identity) and isinstance(policy(LinkContext(0, 0, [])), Identity)
+    with pytest.raises(ValueError, match="uplink policy"):
+        policy(LinkContext(0, None, []))
+    with pytest.raises(ValueError, match="outside 0..3"):
+        mixed_uplink(q, {1, 5}, 4)
+    assert isinstance(mixed_uplink(None, {1}, 4).codec, Identity)  # the all-fp32 uplink
+    algo, link = algorithm_and_uplink("fedef", q, {1}, 2)
     assert algo.name == "fedavg" and link.error_feedback and link.payload == "weights"
-    algo, link = algorithm_and_uplink("scaffold", q, {1}, coef="samples")
+    algo, link = algorithm_and_uplink("scaffold", q, {1}, 2, coef="samples")
     assert algo.coef == "samples" and not link.error_feedback
     with pytest.raises(ValueError, match="unknown FedShift baseline"):
-        algorithm_and_uplink("feddyn", q, {1})
+        algorithm_and_uplink("feddyn", q, {1}, 2)
 
 
 # ------------------------------------------------------------------------------------------ real runs
@@ -329,7 +333,7 @@ def short_run(digits_setup, name: str, hooks, codec=KMeansQuantizer(2), rounds: 
     from fedlib import LocalTraining, run_federation
 
     data, inf = digits_setup
-    algo, uplink = algorithm_and_uplink(name, codec, inf)
+    algo, uplink = algorithm_and_uplink(name, codec, inf, data.num_clients)
     return run_federation(lambda: build_model("mlp", (1, 8, 8), 10, hidden=(32,), bias=False), data, algo, rounds,
                           local=LocalTraining(lr=0.05, batch_size=32, epochs=1), sampler=StratifiedSampler(inf, 10, 2, 2),
                           uplink=uplink, aggregation_weights="uniform", hooks=hooks, progress=False)

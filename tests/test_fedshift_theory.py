@@ -79,7 +79,7 @@ def test_check_theorem2_on_a_real_run() -> None:
 
     ds = load_dataset("digits")
     inf = inferior_clients(10)
-    algo, uplink = algorithm_and_uplink("fedavg", KMeansQuantizer(3), inf)
+    algo, uplink = algorithm_and_uplink("fedavg", KMeansQuantizer(3), inf, 10)
     res = run_federation(lambda: build_model("mlp", (1, 8, 8), 10, hidden=(32,), bias=False),
                          FederatedData(ds, parity_shards(ds.y_train.numpy(), 10, 0)), algo, 5,
                          local=LocalTraining(lr=0.05, batch_size=32, epochs=1), sampler=StratifiedSampler(inf, 10, 2, 2),

@@ -8,7 +8,7 @@ Pieces, each usable on its own with `fedlib.federation.run_federation`:
   "random_half").
 * `StratifiedSampler`: every round picks a fixed number of inferior and of superior clients (the
   code's "half-odd-even" selection); plain uniform sampling is run_federation's own `sampler=`.
-* `MixedPrecision` / `mixed_uplink`: the uplink codec policy (a quantizer for inferior clients, fp32
+* `mixed_uplink`: the uplink, a `fedlib.codecs.PerClient` policy (a quantizer for inferior clients, fp32
   for superior ones), carrying whole trained weights (`payload="weights"`); Fed-EF is the same link
   with `error_feedback=True` (the spec's "weights" variant: send Q(w + e), e <- w + e - DeQ(Q(w + e))).
 * `FedShift`: the post-aggregation hook, Eq. 10 per layer,
@@ -40,9 +40,9 @@ from torch import nn
 
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Algorithm
-from fedlib.channel import Link, LinkContext
-from fedlib.codecs import make_codec
-from fedlib.codecs.base import Codec, Identity
+from fedlib.channel import Link
+from fedlib.codecs.base import Identity
+from fedlib.codecs.policies import CodecChoice, PerClient
 from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer
 from fedlib.data import Dataset
 from fedlib.data.partition import from_indices
@@ -131,29 +131,15 @@ class StratifiedSampler:
 
 # ------------------------------------------------------------------------------- mixed precision
 
-class MixedPrecision:
-    """Codec policy: `codec` for inferior clients, fp32 for everyone else (and on the downlink)."""
-
-    def __init__(self, codec: Codec, inferior: Iterable[int]):
-        self.codec = codec
-        self.inferior = frozenset(int(i) for i in inferior)
-        self.full = Identity()
-
-    def __call__(self, ctx: LinkContext) -> Codec:
-        return self.codec if ctx.client in self.inferior else self.full
-
-    def __repr__(self) -> str:
-        return f"MixedPrecision({self.codec!r}, {len(self.inferior)} inferior)"
-
-
-def mixed_uplink(codec: Codec | None, inferior: Iterable[int], error_feedback: bool = False) -> Link:
-    """Uplink of trained weights, layer by layer: `codec` for inferior clients, fp32 for superior ones.
+def mixed_uplink(codec: CodecChoice | None, inferior: Iterable[int], num_clients: int,
+                 error_feedback: bool = False) -> Link:
+    """Uplink of trained weights, layer by layer: `codec` for the inferior clients, fp32 for the superior ones.
     codec=None is the all-fp32 ("32+32") uplink."""
-    policy = Identity() if codec is None else MixedPrecision(codec, inferior)
+    policy = Identity() if codec is None else PerClient(num_clients, [(codec, inferior)], default="fp32")
     return Link(policy, granularity="layer", payload="weights", error_feedback=error_feedback)
 
 
-def algorithm_and_uplink(name: str, codec: Codec | None, inferior: Iterable[int],
+def algorithm_and_uplink(name: str, codec: CodecChoice | None, inferior: Iterable[int], num_clients: int,
                          **algorithm_kwargs: Any) -> tuple[Algorithm, Link]:
     """The paper's four baselines as (algorithm, uplink). "fedavg" is Table I's FedPAQ row (FedAvg with
     deterministic weight quantization); "fedef" is FedAvg (server lr 1) with an error-feedback uplink
@@ -163,8 +149,8 @@ def algorithm_and_uplink(name: str, codec: Codec | None, inferior: Iterable[int]
     if name == "fedef":
         if algorithm_kwargs:
             raise ValueError(f"fedef takes no algorithm options, got {sorted(algorithm_kwargs)}")
-        return make_algorithm("fedavg"), mixed_uplink(codec, inferior, error_feedback=True)
-    return make_algorithm(name, **algorithm_kwargs), mixed_uplink(codec, inferior)
+        return make_algorithm("fedavg"), mixed_uplink(codec, inferior, num_clients, error_feedback=True)
+    return make_algorithm(name, **algorithm_kwargs), mixed_uplink(codec, inferior, num_clients)
 
 
 # ------------------------------------------------------------------------------------------- hooks
@@ -528,13 +514,15 @@ def parity_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.nd
     return parity_shards(dataset.y_train.numpy(), num_clients, seeds.numpy("partition"))
 
 
-@CODEC_POLICIES.register("mixed_precision")
+@CODEC_POLICIES.register("mixed_precision", examples=({"codec": "uniform", "codec_args": {"bits": 2}},
+                                                     {"codec": "kmeans", "codec_args": {"bits": 3}, "error_feedback": True},
+                                                     {"codec": None}))
 def mixed_precision_uplink(run: RunPlan, codec: str | None = None, codec_args: Mapping[str, Any] | None = None,
                            error_feedback: bool = False) -> Link:
     """Trained weights layer by layer: `codec` (a registered codec name) for the inferior clients, fp32 for
     the superior ones; codec None is the all-fp32 ("32+32") uplink."""
-    inner = None if codec is None else make_codec(codec, **dict(codec_args or {}))
-    return mixed_uplink(inner, inferior_clients(run.num_clients), error_feedback)
+    inner = None if codec is None else (codec, dict(codec_args or {}))
+    return mixed_uplink(inner, inferior_clients(run.num_clients), run.num_clients, error_feedback)
 
 
 @SAMPLERS.register("stratified")
