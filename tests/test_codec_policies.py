@@ -56,6 +56,12 @@ def test_a_client_id_that_is_not_an_integer_is_refused(client):
             PerClient(4, []).codec_of(client)
 
 
+@pytest.mark.parametrize("groups", [[("sign", 2)], [("sign",)], ["sign"], [("sign", "12")], {1: "sign"}])
+def test_a_group_that_is_not_codec_and_clients_is_refused(groups):
+    with pytest.raises(ValueError, match=r"group 0: a group is \(codec, client ids\)"):
+        PerClient(4, groups)
+
+
 def test_a_client_in_two_groups_is_refused():
     with pytest.raises(ValueError, match="client 2 is in group 1 and in an earlier group"):
         PerClient(4, [("sign", [0, 2]), ("fp32", [2])])

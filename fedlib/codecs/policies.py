@@ -55,7 +55,11 @@ class PerClient:
         self.num_clients = count("num_clients", num_clients)
         self.default = build_codec(default, "PerClient default")
         self.assigned: dict[int, Codec] = {}
-        for i, (choice, clients) in enumerate(groups):
+        for i, group in enumerate(groups):
+            if not (isinstance(group, tuple) and len(group) == 2 and isinstance(group[1], Iterable)
+                    and not isinstance(group[1], str)):
+                raise ValueError(f"PerClient group {i}: a group is (codec, client ids), got {group!r}")
+            choice, clients = group
             codec = build_codec(choice, f"PerClient group {i}")
             for client in clients:
                 client = self._check(client, f"group {i}")
