@@ -141,3 +141,28 @@ def test_a_model_granularity_run_records_its_quantized_bits(tmp_path):
     rounds, clients = records["rounds"], records["clients"]
     assert (rounds["up_bits"] < 32).all() and (rounds["down_bits"] < 32).all()
     assert rounds["up_bits"].tolist() == clients.groupby("round")["bits_per_value"].mean().tolist()
+
+
+@pytest.mark.parametrize("granularity", ["layer", "model"])
+def test_fedaq_diagnostics_match_the_codecs_own_bit_count(tmp_path, granularity):
+    """The FedAQ diagnostics test (issue 21): what `trends` reports for a joint FedAQ run on either link
+    granularity, against independent routes. Bits per value: the codecs' own payload count over the model's d
+    values (FedAQ's payload is b * d per message, side information apart). Ranges: Eq. (26) turns a model-wide
+    message's recorded range back into its bit-length. Neither series may be the fp32 constant 32."""
+    from fedlib.codecs.uniform import fedaq_bits
+    from fedlib.papers.fedaq import downlink_resolution, trend_table
+
+    p = {**TINY, "granularity": granularity, "seeds": [0], "rounds": 3}
+    spec = next(s for s in experiments(p) if (s.get("labels")["mode"], s.get("labels")["scheme"]) == ("joint", "fedaq"))
+    records = execute(spec, RunStore(tmp_path))
+    rounds, d, n = records["rounds"], int(records["layers"]["dim"].sum()), p["num_clients"]
+    np.testing.assert_allclose(rounds["up_bits"], rounds["payload_bits_up"] / (n * d), rtol=1e-12)
+    np.testing.assert_allclose(rounds["down_bits"], rounds["payload_bits_down"] / d, rtol=1e-12)
+    assert (rounds["up_bits"] < 32).all() and (rounds["down_bits"] < 32).all()
+    assert (rounds["up_range"] > 0).all() and (rounds["down_range"] > 0).all()
+    assert rounds["up_range"].nunique() == len(rounds) and rounds["down_range"].nunique() == len(rounds)
+    if granularity == "model":
+        beta = downlink_resolution(p["alpha"], n)
+        assert [fedaq_bits(r, beta, p["b_min"])[0] for r in rounds["down_range"]] == rounds["down_bits"].tolist()
+    rho = trend_table(rounds).set_index("quantity")["spearman rho vs round"]
+    assert np.isfinite(rho[["up_range", "down_range"]]).all()  # not a constant series
