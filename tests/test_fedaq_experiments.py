@@ -155,7 +155,7 @@ def test_fedaq_diagnostics_match_the_codecs_own_bit_count(tmp_path, granularity)
     values (FedAQ's payload is b * d per message, side information apart). Ranges: Eq. (26) turns a model-wide
     message's recorded range back into its bit-length. Neither series may be the fp32 constant 32."""
     from fedlib.codecs.uniform import fedaq_bits
-    from fedlib.papers.fedaq import downlink_resolution, trend_table
+    from fedlib.papers.fedaq import downlink_resolution, layer_ranges, trend_table
 
     p = {**TINY, "granularity": granularity, "seeds": [0], "rounds": 3}
     spec = next(s for s in experiments(p) if (s.get("labels")["mode"], s.get("labels")["scheme"]) == ("joint", "fedaq"))
@@ -171,3 +171,6 @@ def test_fedaq_diagnostics_match_the_codecs_own_bit_count(tmp_path, granularity)
         assert [fedaq_bits(r, beta, p["b_min"])[0] for r in rounds["down_range"]] == rounds["down_bits"].tolist()
     rho = trend_table(rounds).set_index("quantity")["spearman rho vs round"]
     assert np.isfinite(rho[["up_range", "down_range"]]).all()  # not a constant series
+    ranges = layer_ranges(records["layers"])  # Fig. 2's reader (on main it found no range on a model link)
+    assert set(ranges["link"]) == {"uplink update", "downlink weights"}
+    assert set(ranges["layer"]) == ({"model"} if granularity == "model" else set(records["layer_sizes"]["layer"]))
