@@ -47,7 +47,7 @@ from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer
 from fedlib.data import Dataset
 from fedlib.data.partition import from_indices
 from fedlib import params as P
-from fedlib.contracts import FederatedData, RoundInfo, RunResult
+from fedlib.contracts import MODEL, SERVER, Diagnostics, FederatedData, RoundInfo, RunResult
 from fedlib.federation import evaluate
 from fedlib.params import Params
 from fedlib.runs import RunPlan, RunSpec, register_experiment
@@ -159,7 +159,7 @@ def _groups(params: Params, scope: str) -> dict[str, list[str]]:
     keys = [k for k, v in params.items() if v.is_floating_point() and not k.endswith(BUFFER_SUFFIXES)]
     if scope == "layer":
         return {k: [k] for k in keys}
-    return {"model": keys}
+    return {MODEL: keys}
 
 
 def _flat(params: Params, keys: Sequence[str]) -> torch.Tensor:
@@ -174,10 +174,10 @@ class FedShift:
     "model" (one scalar mean over all tensors; an ablation). The hook shifts whenever the round has
     inferior clients, quantized or not, so with an all-fp32 uplink it is the shift-only ablation.
 
-    Diagnostics per round: shift/coef, shift/I, shift/K and, per group g, shift/numel/g, shift/m_prev/g
-    (mean of the model the clients started from, m^t), shift/m_agg/g (m^{t+1}, before the shift),
-    shift/m_new/g (after), shift/dfa2/g = ||w_agg - w^t||^2 and shift/dfs2/g = ||w_hat - w^t||^2
-    (float64 sums over the float32 tensors), the inputs of Theorem 2.
+    Diagnostics per round: shift/coef, shift/I, shift/K and, per group g (a layer, or "model"; rows of the
+    layer table), shift/numel, shift/m_prev (mean of the model the clients started from, m^t), shift/m_agg
+    (m^{t+1}, before the shift), shift/m_new (after), shift/dfa2 = ||w_agg - w^t||^2 and shift/dfs2 =
+    ||w_hat - w^t||^2 (float64 sums over the float32 tensors), the inputs of Theorem 2.
     """
 
     def __init__(self, inferior: Iterable[int], scope: str = "layer"):
@@ -197,35 +197,34 @@ class FedShift:
                 out[k] = (params[k].double() - coef * mean).to(params[k].dtype)
         return out
 
-    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, Diagnostics]:
         clients = [r.client for r in info.results]
         coef = self.coefficient(clients, info.weights)
         shifted = self.shift(params, coef) if coef else params
-        diag = {"shift/coef": coef, "shift/I": float(sum(c in self.inferior for c in clients)),
-                "shift/K": float(len(clients))}
+        per_group: dict[str, dict[str, float]] = {}
         for g, keys in _groups(params, self.scope).items():
             prev, agg, new = _flat(info.before, keys), _flat(params, keys), _flat(shifted, keys)
-            diag |= {f"shift/numel/{g}": float(agg.numel()), f"shift/m_prev/{g}": float(prev.mean()),
-                     f"shift/m_agg/{g}": float(agg.mean()), f"shift/m_new/{g}": float(new.mean()),
-                     f"shift/dfa2/{g}": float(((agg - prev) ** 2).sum()),
-                     f"shift/dfs2/{g}": float(((new - prev) ** 2).sum())}
-        return shifted, diag
+            for name, value in (("numel", agg.numel()), ("m_prev", prev.mean()), ("m_agg", agg.mean()),
+                                ("m_new", new.mean()), ("dfa2", ((agg - prev) ** 2).sum()),
+                                ("dfs2", ((new - prev) ** 2).sum())):
+                per_group.setdefault(f"shift/{name}", {})[g] = float(value)
+        return shifted, {"shift/coef": coef, "shift/I": float(sum(c in self.inferior for c in clients)),
+                         "shift/K": float(len(clients)), **per_group}
 
     def __repr__(self) -> str:
         return f"FedShift({len(self.inferior)} inferior, scope={self.scope!r})"
 
 
 class DivergenceMonitor:
-    """Fig. 9 diagnostics, per layer: div/global/<layer> = ||w^t - w^{t-1}|| (the model after every
-    earlier hook, against the round's starting model) and div/drift/<layer> = mean over the selected
-    clients of ||w_k^t - w^{t-1}|| (the decoded uploads). Returns the parameters unchanged."""
+    """Fig. 9 diagnostics, per layer (rows of the layer table): div/global = ||w^t - w^{t-1}|| (the model after
+    every earlier hook, against the round's starting model) and div/drift = mean over the selected clients of
+    ||w_k^t - w^{t-1}|| (the decoded uploads). Returns the parameters unchanged."""
 
-    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
-        diag = {}
-        for k in _groups(params, "layer"):
-            diag[f"div/global/{k}"] = float((params[k].double() - info.before[k].double()).norm())
-            diag[f"div/drift/{k}"] = float(np.mean([float(r.update[k].double().norm()) for r in info.results]))
-        return params, diag
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, Diagnostics]:
+        layers = _groups(params, "layer")
+        return params, {
+            "div/global": {k: float((params[k].double() - info.before[k].double()).norm()) for k in layers},
+            "div/drift": {k: float(np.mean([float(r.update[k].double().norm()) for r in info.results])) for k in layers}}
 
 
 class PreShiftAccuracy:
@@ -601,16 +600,17 @@ LABELS = ["method", "quantizer", "bits", "shift", "split", "alpha", "kmeans", "s
 def run_table(records: Mapping[str, pd.DataFrame], last: int = 3) -> pd.DataFrame:
     """One row per Table I/II-style run: its labels, seed, run key, `acc` (test accuracy in %, mean of the last
     `last` rounds, which damps round-to-round noise) and `upload_mean_bias` / `upload_mse` / `lloyd_iters` (means
-    over its quantized uploads and layers; NaN for fp32 runs)."""
+    over its quantized uploads and layers, |mean_bias| for the bias; NaN for fp32 runs)."""
     rounds = records["rounds"]
     rounds = rounds[rounds["method"] != "theorem1"]
     keys = [*LABELS, "seed", "run"]
     acc = (rounds.sort_values("round").groupby("run")["test_acc"].apply(lambda s: 100 * s.dropna().tail(last).mean())
            .rename("acc"))
-    clients = records["clients"].set_index("run")
-    stats = pd.DataFrame({name: clients.filter(like=f"{prefix}/").abs().mean(axis=1).groupby(level="run").mean()
-                          for name, prefix in (("upload_mean_bias", "mean_bias"), ("upload_mse", "mse"),
-                                               ("lloyd_iters", "lloyd_iters"))})
+    uploads = records["layers"][records["layers"]["client"] != SERVER]
+    per_upload = uploads.assign(value=uploads["value"].abs()).groupby(["run", "round", "client", "key"])["value"].mean()
+    stats = (per_upload.groupby(level=["run", "key"]).mean().unstack("key")
+             .reindex(columns=["mean_bias", "mse", "lloyd_iters"])
+             .set_axis(["upload_mean_bias", "upload_mse", "lloyd_iters"], axis=1))
     table = rounds.drop_duplicates("run")[keys].set_index("run").join(acc).join(stats)
     table = table.astype({"alpha": float, "bits": int, "shift": bool})  # other tables' rows made these columns float
     return table.reset_index()

@@ -24,7 +24,7 @@ from fedlib.codecs.mucsc import bmucsc_bits, id_bits, mucsc_bits
 from fedlib.codecs.policies import PerClient
 from fedlib.codecs.qsgd import qsgd_bits, sign_bits
 from fedlib.codecs.sparse import stc_bits, topk_bits
-from fedlib.contracts import RunResult
+from fedlib.contracts import SERVER, RunResult
 from fedlib.data import Dataset, by_group
 from fedlib.federation import evaluate, run_federation
 from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run, register_experiment
@@ -504,9 +504,12 @@ def measured_rates(runs: pd.DataFrame, d: int, k_over_n: float) -> pd.DataFrame:
 
 def level_variants(records: Records) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The level-search grid's run rows with a `variant` column ("MUCSC <search>" or "QSGD"), and its clients'
-    uplink J(levels used) / J(uniform levels) per message."""
+    uplink J(levels used) / J(uniform levels) per message (run, round, client, layer), from the layer table."""
     runs = run_rounds(records)
     runs["variant"] = np.where(runs["method"] == "qsgd", "QSGD", "MUCSC " + runs["setting"].str.split(", ").str[-1])
-    clients = records["clients"].merge(runs[["run", "variant"]].drop_duplicates(), on="run")
+    layers = records["layers"]
+    j = layers[(layers["client"] != SERVER) & layers["key"].isin(["J", "J_init"])]
+    j = j.pivot(index=["run", "round", "client", "layer"], columns="key", values="value").reset_index()
+    clients = j.merge(runs[["run", "variant"]].drop_duplicates(), on="run")
     clients = clients[clients["J"].notna()].assign(ratio=lambda c: c["J"] / c["J_init"])
     return runs, clients
