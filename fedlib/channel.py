@@ -22,6 +22,7 @@ import torch
 
 from fedlib import params as P
 from fedlib.codecs.base import Codec, Identity, make_codec
+from fedlib.contracts import MODEL, LayerDiagnostics
 from fedlib.params import Params
 from fedlib.seeding import Seeds
 
@@ -80,7 +81,7 @@ class Transmission:
     payload_bits: int
     side_bits: int
     codec: Codec
-    info: dict[str, float]  # codec diagnostics, keyed "<name>/<layer>" for per-layer messages
+    info: LayerDiagnostics  # each message's codec diagnostics: key -> {layer (MODEL on a model-granularity link): value}
 
     @property
     def bits(self) -> int:
@@ -91,7 +92,8 @@ def transmit(codec: Codec, x: Params, granularity: str, gen: torch.Generator | N
     """Encode and decode a parameter dict; bits are summed over the messages actually sent."""
     if granularity == "model":
         msg = codec.encode(P.flatten(x), gen)
-        return Transmission(P.unflatten(codec.decode(msg), x), msg.payload_bits, msg.side_bits, codec, dict(msg.info))
+        info = {key: {MODEL: value} for key, value in msg.info.items()}
+        return Transmission(P.unflatten(codec.decode(msg), x), msg.payload_bits, msg.side_bits, codec, info)
     decoded, payload_bits, side_bits, info = {}, 0, 0, {}
     for name, t in x.items():
         msg = codec.encode(t.reshape(-1), gen)
@@ -99,7 +101,7 @@ def transmit(codec: Codec, x: Params, granularity: str, gen: torch.Generator | N
         payload_bits += msg.payload_bits
         side_bits += msg.side_bits
         for key, value in msg.info.items():
-            info[f"{key}/{name}"] = value
+            info.setdefault(key, {})[name] = value
     return Transmission(decoded, payload_bits, side_bits, codec, info)
 
 

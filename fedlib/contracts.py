@@ -10,12 +10,13 @@
     RoundInfo       what a post-aggregation hook sees
     Hook, ClientBehavior   the two plug-in protocols of the loop
     Checkpoint      where a run saves and finds its state
+    LayerDiagnostics, layer_table   per-layer diagnostics, and the long table they are recorded in
     RunResult       the tidy record of a run
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
@@ -179,10 +180,15 @@ class RoundInfo:
     aggregated: Params  # the algorithm's aggregate, before any hook
 
 
-class Hook(Protocol):
-    """Post-aggregation hook: transforms the new global model, returns diagnostics for the record row."""
+Diagnostics = Mapping[str, Union[float, Mapping[str, float]]]  # key -> a number, or key -> {layer: number}
 
-    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]: ...
+
+class Hook(Protocol):
+    """Post-aggregation hook: transforms the new global model, returns diagnostics. A number is a column of the
+    round's record row; a mapping {layer: number} gives rows of the run's layer table (`RunResult.layers`,
+    client `SERVER`; layer `MODEL` for a whole-model quantity)."""
+
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, Diagnostics]: ...
 
 
 class ClientBehavior(Protocol):
@@ -204,13 +210,35 @@ class Checkpoint(Protocol):
     def save(self, state: dict[str, Any]) -> None: ...
 
 
+LayerDiagnostics = dict[str, dict[str, float]]  # key -> {layer: value}: a codec message's or a hook's per-layer info
+MODEL = "model"  # the layer of a model-granularity message or a whole-model quantity
+SERVER = -1  # the client of a layer-table row that no client sent: a downlink message or a server-side hook
+LAYER_COLUMNS = {"round": "int64", "client": "int64", "layer": "str", "key": "str", "value": "float64"}
+
+
+def layer_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The long per-layer record (`RunResult.layers`) from rows with the `LAYER_COLUMNS` keys (none: empty)."""
+    return pd.DataFrame(rows, columns=list(LAYER_COLUMNS)).astype(LAYER_COLUMNS)
+
+
 @dataclass
 class RunResult:
+    """The tidy record of a run.
+
+    rounds   one row per round: accuracy, losses, bits, times, algorithm and hook scalar diagnostics
+    clients  one row per (round, selected client): samples, steps, loss, bits, codec, algorithm scalar extras
+    layers   per-layer diagnostics, long: (round, client, layer, key, value). Uplink codec info has the sending
+             client's id; downlink codec info (key "down/<info key>") and hooks' per-layer diagnostics have
+             client `SERVER` (-1). `layer` is the tensor's name, or `MODEL` ("model") for a model-granularity
+             link or a whole-model hook quantity. Empty (same columns and dtypes) when nothing is per layer.
+    """
+
     rounds: pd.DataFrame
     clients: pd.DataFrame
     params: Params
     server_state: dict[str, Any]
     config: dict[str, Any] = field(default_factory=dict)
+    layers: pd.DataFrame = field(default_factory=lambda: layer_table([]))
 
     @property
     def final_accuracy(self) -> float:

@@ -18,7 +18,7 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, Union
 
@@ -31,8 +31,8 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Downlink, Link, Uplink
 from fedlib.codecs.base import FLOAT_BITS
-from fedlib.contracts import (Checkpoint, ClientBehavior, ClientJob, ClientResult, FederatedData, Hook, LocalRun, LocalTraining,
-                              RoundContext, RoundInfo, RunResult)
+from fedlib.contracts import (SERVER, Checkpoint, ClientBehavior, ClientJob, ClientResult, Diagnostics, FederatedData, Hook,
+                              LayerDiagnostics, LocalRun, LocalTraining, RoundContext, RoundInfo, RunResult, layer_table)
 from fedlib.executors import LossFn, cross_entropy, train_sequential, train_vmap
 from fedlib.params import Params
 from fedlib.seeding import Seeds
@@ -187,11 +187,13 @@ def run_federation(
         up, down = Uplink(uplink, seeds, device), Downlink(downlink, seeds, device, w)
         history: list[dict[str, Any]] = []
         client_rows: list[dict[str, Any]] = []
+        layer_rows: list[dict[str, Any]] = []
         saved = checkpoint.load() if checkpoint is not None else None
         if saved is not None:
             w, buffers, server_state, client_states = saved["w"], saved["buffers"], saved["server_state"], saved["clients"]
             up.residuals, down.held = saved["residuals"], saved["held"]
             history, client_rows = json.loads(saved["history"]), json.loads(saved["client_rows"])
+            layer_rows = json.loads(saved["layer_rows"])
             if client_behavior is not None and hasattr(client_behavior, "load_state_dict"):
                 client_behavior.load_state_dict(saved["behavior"])
         bar = _progress(rounds, algorithm.name, progress, initial=len(history))
@@ -228,7 +230,8 @@ def run_federation(
                 client_rows.append({"round": r + 1, "client": job.client, "n_samples": n_i, "steps": run.steps,
                                     "loss": out.loss, "bits_up": tx.bits, "payload_bits_up": tx.payload_bits,
                                     "bits_up_extra": bits_extra, "codec": getattr(tx.codec, "name", type(tx.codec).__name__),
-                                    **{k: v for k, v in extras.items() if isinstance(v, (int, float))}, **tx.info})
+                                    **{k: v for k, v in extras.items() if isinstance(v, (int, float))}})
+                layer_rows += _layer_rows(r + 1, job.client, tx.info)
 
             wts = _aggregation_weights(results, aggregation_weights)
             weights = torch.tensor(wts, dtype=torch.float64)
@@ -239,7 +242,9 @@ def run_federation(
             w, diagnostics = aggregated, {}
             for hook in hooks:
                 w, diag = hook(w, info)
-                diagnostics.update(diag)
+                scalars, per_layer = _split_diagnostics(diag, hook)
+                diagnostics.update(scalars)
+                layer_rows += _layer_rows(r + 1, SERVER, per_layer)
             w = down.publish(algorithm.broadcast(w, server_state), w, r + 1, history)
 
             acc = loss = float("nan")
@@ -256,15 +261,15 @@ def run_federation(
                 "receivers": len(ids) if downlink_receivers == "selected" else n_clients,
                 "bits_up_extra": extra_bits, "bits_down_extra": algorithm.client_view_bits(view),
                 "train_s": t_train, "wall_s": time.perf_counter() - t_round,
-                **{f"down/{k}": v for t in down.sent for k, v in t.info.items()},
                 **algorithm.diagnostics(server_state), **diagnostics,
             })
+            layer_rows += _layer_rows(r + 1, SERVER, {f"down/{k}": v for t in down.sent for k, v in t.info.items()})
             bar.set_postfix(acc=f"{acc:.3f}" if acc == acc else "-")
             bar.update()
             if checkpoint is not None and (r + 1) % checkpoint.every == 0 and r + 1 < rounds:
                 checkpoint.save({"w": w, "buffers": buffers, "server_state": server_state, "clients": client_states,
                                  "residuals": up.residuals, "held": down.held, "history": _json(history),
-                                 "client_rows": _json(client_rows),
+                                 "client_rows": _json(client_rows), "layer_rows": _json(layer_rows),
                                  "behavior": getattr(client_behavior, "state_dict", dict)()})
         bar.close()
 
@@ -273,7 +278,7 @@ def run_federation(
               "downlink": repr(downlink), "aggregation_weights": aggregation_weights, "seed": seed,
               "executor": executor, "threads": threads, "device": str(device), "num_clients": n_clients, "dataset": ds.name}
     return RunResult(rounds=pd.DataFrame(history), clients=pd.DataFrame(client_rows), params=w,
-                     server_state=server_state, config=config)
+                     server_state=server_state, config=config, layers=layer_table(layer_rows))
 
 
 def _check_options(rounds: int, executor: str, threads: Union[int, str], downlink_receivers: str,
@@ -300,6 +305,29 @@ def _resolve_executor(model: nn.Module, algorithm: Algorithm, executor: str, thr
     if executor == "vmap" and len(list(model.buffers())) > 0:
         raise ValueError("the vmap executor needs a model without buffers (no BatchNorm); use executor='sequential'")
     return executor, choose_threads(model) if threads == "auto" else int(threads)
+
+
+def _layer_rows(round_: int, client: int, info: LayerDiagnostics) -> list[dict[str, Any]]:
+    """Rows of the layer table (`fedlib.contracts.LAYER_COLUMNS`) from per-layer diagnostics."""
+    return [{"round": round_, "client": client, "layer": layer, "key": key, "value": float(value)}
+            for key, per_layer in info.items() for layer, value in per_layer.items()]
+
+
+def _split_diagnostics(diag: Diagnostics, hook: Hook) -> tuple[dict[str, float], LayerDiagnostics]:
+    """A hook's diagnostics as (numbers for the round's row, {layer: number} mappings for the layer table)."""
+    scalars: dict[str, float] = {}
+    per_layer: LayerDiagnostics = {}
+    for key, value in diag.items():
+        if not isinstance(value, Mapping):
+            scalars[key] = value  # type: ignore[assignment]
+            continue
+        bad = [(layer, v) for layer, v in value.items()
+               if not isinstance(layer, str) or isinstance(v, bool) or not isinstance(v, (int, float, np.number))]
+        if bad:
+            raise ValueError(f"hook {hook!r} returned diagnostic {key!r} with entry {bad[0]!r}: a per-layer diagnostic "
+                             "maps layer names (str) to numbers; return a number for a whole-round value")
+        per_layer[key] = dict(value)
+    return scalars, per_layer
 
 
 def _sample_clients(sample: Sampler, r: int, n_clients: int, seeds: Seeds) -> np.ndarray:

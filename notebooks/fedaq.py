@@ -100,7 +100,8 @@ from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
 from fedlib.energy import add_energy, payload_bits, saving
 from fedlib.papers.fedaq import (BASELINE, PAPER_MODELS, PAPER_SETUP, PAPER_TABLES, best_by_energy, downlink_resolution,
-                                 energy_to_targets, equal_shards, experiments, layer_ranges, run_frames, trend_table)
+                                 energy_to_targets, equal_shards, experiments, layer_ranges, link_rows, run_frames,
+                                 trend_table)
 from fedlib.models import count_parameters
 from fedlib.runs import RunStore, run_specs
 from fedlib.report import results_dir
@@ -252,7 +253,7 @@ print(alloc.round(4).to_string(index=False))
 specs = experiments(params)
 records = run_specs(specs, store=RunStore.at(runs_root), executor=runner, ray_address=ray_address, root=data_root,
                     progress=False)
-record, client_record = records["rounds"], records["clients"]
+record, layer_record = records["rounds"], records["layers"]
 runs = run_frames(record)  # (mode, scheme, seed) -> that run's rounds, in round order
 last_rows = record[record["round"] == rounds]
 print(last_rows.groupby(["mode", "scheme"])[["test_acc", "cum_energy_mJ"]].mean().round(4).to_string())
@@ -261,7 +262,7 @@ paper_count = add_energy(payload_bits(fa0), e_up_pj, e_down_pj)
 side_share = 1 - paper_count["cum_energy_mJ"].iloc[-1] / fa0["cum_energy_mJ"].iloc[-1]
 print(f"{len(specs)} runs; side information is {100 * side_share:.2f}% of the joint FedAQ run's energy "
       "(the paper's count leaves it out)")
-record.drop(columns=[c for c in record.columns if "/" in c]).to_csv(out_dir / "rounds.csv", index=False)
+record.to_csv(out_dir / "rounds.csv", index=False)
 
 # %% [markdown]
 # ## Tables II–IV: energy to reach a target accuracy
@@ -327,8 +328,8 @@ panel_row("down", down_schemes, "Fig. 5 analogue: downlink-only")
 # ## Figure 2 analogue: ranges of the uplink updates and of the downlink weights, per layer
 
 # %%
-fa, fa_clients = runs[("joint", "fedaq", seeds[0])], client_record[client_record["run"] == fa0["run"].iloc[0]]
-g = sns.relplot(data=layer_ranges(fa, fa_clients), x="round", y="range", hue="layer", col="link", kind="line",
+fa, fa_layers = runs[("joint", "fedaq", seeds[0])], layer_record[layer_record["run"] == fa0["run"].iloc[0]]
+g = sns.relplot(data=layer_ranges(fa_layers), x="round", y="range", hue="layer", col="link", kind="line",
                 height=3.3, aspect=1.4, facet_kws={"sharey": False})
 g.set(yscale="log")
 plt.show()
@@ -390,13 +391,14 @@ s0_sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", a
 
 # %%
 trend = trend_table(fa)  # the claims table reads the same on every seed
-dims = dict(records["layers"].loc[records["layers"]["run"] == fa["run"].iloc[0], ["layer", "dim"]].to_numpy())
-entries, b_up, b_dn = th.entries_from_records(fa, fa_clients, dims, num_clients)
+sizes = records["layer_sizes"]
+dims = dict(sizes.loc[sizes["run"] == fa["run"].iloc[0], ["layer", "dim"]].to_numpy())
+entries, b_up, b_dn = th.entries_from_records(fa_layers, dims, num_clients)
 resolution = pd.DataFrame([
     {"link": "uplink", "target": alpha, "median step": np.median(entries.R_up / th.bins(b_up)),
-     "clamped share": fa_clients[[f"clamped/{k}" for k in dims]].to_numpy().mean()},
+     "clamped share": link_rows(fa_layers, "up", "clamped")["value"].mean()},
     {"link": "downlink", "target": beta, "median step": np.median(entries.R_dn / th.bins(b_dn)),
-     "clamped share": fa[[f"down/clamped/{k}" for k in dims]].to_numpy().mean()}])
+     "clamped share": link_rows(fa_layers, "down", "clamped")["value"].mean()}])
 resolution["median step/target"] = resolution["median step"] / resolution["target"]
 allocation_check = th.allocation_vs_fixed(entries, b_up, b_dn, e_up_pj, e_down_pj)
 print(trend.to_string(index=False))

@@ -159,7 +159,7 @@ print(f"{len(specs)} runs")
 records = run_specs(specs, store=RunStore.at(runs_root), executor=runner, ray_address=ray_address, root=data_root,
                     progress=False)
 runs = fs.run_table(records)
-curves_all = records["rounds"]
+curves_all, layer_record = records["rounds"], records["layers"]
 first_parity = next(s for s in specs if s.split.name == "parity" and s.get("labels")["method"] != "theorem1")
 counts = label_counts(build_run(first_parity, data_root).data.client_indices, ds.y_train.numpy(), ds.num_classes)
 fig, ax = plt.subplots(figsize=(7, 4))
@@ -329,10 +329,8 @@ plt.show()
 # of Fig. 8, with and without the shift (two separate runs, as in Fig. 9).
 
 # %%
-fig_rounds = curves_all[curves_all["run"].isin(fig_runs)]
-div = fig_rounds.melt(id_vars=["round", "shift", "seed"], value_vars=[c for c in fig_rounds if c.startswith("div/")])
-div[["what", "layer"]] = div["variable"].str.split("/", n=2, expand=True)[[1, 2]]
-div["model"] = div["shift"].map({False: "baseline", True: "FedShift"})
+div = layer_record[layer_record["run"].isin(fig_runs) & layer_record["key"].str.startswith("div/")]
+div = div.assign(what=div["key"].str.removeprefix("div/"), model=div["shift"].map({False: "baseline", True: "FedShift"}))
 g = sns.relplot(div, x="round", y="value", hue="model", row="what", col="layer", kind="line", height=2.6, aspect=1.4,
                 errorbar=None, facet_kws={"sharey": False, "margin_titles": True})
 plt.show()
@@ -348,12 +346,12 @@ div_summary
 
 # %%
 shift_rounds = curves_all[curves_all["shift"]]
-recorded = {key: r.dropna(axis=1, how="all") for key, r in shift_rounds.groupby("run")}  # each run's own layers
-no_record = sorted(key for key, r in recorded.items() if not any(c.startswith("shift/dfa2/") for c in r))
+dfa2 = layer_record[(layer_record["key"] == "shift/dfa2") & layer_record["value"].notna()]
+no_record = sorted(set(shift_rounds["run"]) - set(dfa2["run"]))
 if no_record:  # a run that diverged before its first shift records no finite quantity
     print(f"{len(no_record)} FedShift run(s) recorded no finite Theorem 2 quantity (diverged): {no_record}")
-t2 = pd.concat([th.check_theorem2(r).assign(run=key) for key, r in recorded.items() if key not in no_record],
-               ignore_index=True)
+t2 = pd.concat([th.check_theorem2(r, layer_record[layer_record["run"] == key]).assign(run=key)
+                for key, r in shift_rounds.groupby("run") if key not in no_record], ignore_index=True)
 t2.to_csv(out_dir / "theorem2_checks.csv", index=False)
 display(t2.groupby("layer")[["rel_err_corrected", "rel_err_printed"]].agg(["median", "max"]))
 t2.head(6)[["run", "round", "layer", "measured", "corrected", "printed", "rel_err_corrected", "rel_err_printed"]]
@@ -420,12 +418,9 @@ ablation = pd.DataFrame({name: pick(**labels).agg(["mean", "std", "count"]) for 
 ablation
 
 # %%
-traj = curves_all[curves_all["run"].isin(fig_runs) & curves_all["shift"]]
-traj = traj.melt(id_vars=["round", "seed"], value_vars=[c for c in traj if c.startswith("shift/m_agg/")],
-                 var_name="layer", value_name="layer mean")
+traj = layer_record[layer_record["run"].isin(fig_runs) & layer_record["shift"] & (layer_record["key"] == "shift/m_agg")]
 fig, ax = plt.subplots(figsize=(7, 3.2))
-sns.lineplot(traj.assign(layer=traj["layer"].str.split("/", n=2).str[2]), x="round", y="layer mean", hue="layer",
-             errorbar=None, ax=ax)
+sns.lineplot(traj.rename(columns={"value": "layer mean"}), x="round", y="layer mean", hue="layer", errorbar=None, ax=ax)
 ax.axhline(0, color="k", lw=0.8)
 ax.set_title(f"FedShift {ref} 32+{low}: per-layer mean of the aggregate before each shift")
 plt.show()

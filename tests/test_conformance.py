@@ -1,16 +1,22 @@
-"""The conformance battery: every registered algorithm and every exported codec, tested the same way.
+"""The conformance battery: every registered algorithm, every exported codec and every registered codec policy,
+tested the same way.
 
-A new `ALGORITHMS` entry or a new `register_codec` class is picked up here without editing this file.
+A new `ALGORITHMS` entry, a new `register_codec` class or a new `CODEC_POLICIES` entry (with its `examples`) is
+picked up here without editing this file.
 Algorithms: two rounds on a tiny model under every executor they support; batched == sequential within
 1e-5; the same seed gives a bitwise-identical record. Codecs: shapes and dtypes, exact bit fields, bits ==
 packed size where a codec packs, all-zero and constant tensors, unbiasedness by Monte Carlo where a codec
 claims it, determinism where it claims it; each codec through the round loop with both payloads, with and
-without error feedback. The same tests run with device="cuda" under the `gpu` marker (skipped without one).
+without error feedback. Codec policies: built from each registered example for a run of the battery's clients,
+every client's codec round-trips and counts bits, before and after a round of history, and the link runs
+through the round loop. The same tests run with device="cuda" under the `gpu` marker (skipped without one).
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
+import pkgutil
 
 import numpy as np
 import pandas as pd
@@ -19,12 +25,18 @@ import torch
 from torch import nn
 
 import fedlib.codecs as codecs
+import fedlib.papers
 from fedlib.algorithms import ALGORITHMS, make_algorithm
-from fedlib.channel import Link
+from fedlib.channel import Link, LinkContext, transmit
 from fedlib.codecs import CODECS, make_codec
 from fedlib.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
 from fedlib.federation import run_federation
+from fedlib.runs import RunPlan, RunSpec
+from fedlib.runs.components import CODEC_POLICIES, make_component
+
+for _paper in pkgutil.iter_modules(fedlib.papers.__path__):
+    importlib.import_module(f"fedlib.papers.{_paper.name}")  # each registers its codec policies
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA GPU here")])]
@@ -268,3 +280,46 @@ def test_link_resolves_codec_names_and_says_what_to_pass():
         Link(codec="uniform")
     with pytest.raises(ValueError, match="registered codecs"):
         Link(codec="qsgdd")
+
+
+# ---------------------------------------------------------------------------------------------- codec policies
+POLICY_CASES = [pytest.param(name, kw, id=f"{name}-{i}") for name in sorted(CODEC_POLICIES)
+                for i, kw in enumerate(CODEC_POLICIES.examples(name))]
+
+
+def policy_link(data: FederatedData, name: str, kwargs: dict) -> Link:
+    """The uplink a registered codec policy builds for a run of the battery's clients."""
+    spec = RunSpec.make("conformance", "tiny", ("iid", {"num_clients": data.num_clients}), ("tiny", {}),
+                        ("fedavg", {}), 2, 0)
+    link = make_component("uplink_policy", RunPlan(spec, data.dataset, tiny_model, data, torch.device("cpu"), {}),
+                          name, kwargs)
+    assert isinstance(link, Link), f"codec policy {name!r} must build a Link, got {link!r}"
+    return link
+
+
+def test_papers_register_codec_policies():
+    assert POLICY_CASES, "no codec policy registered: the paper modules register theirs"
+
+
+@pytest.mark.parametrize("name,kwargs", POLICY_CASES)
+def test_codec_policy_gives_each_client_a_codec_that_round_trips_and_counts_bits(data, name, kwargs):
+    link = policy_link(data, name, kwargs)
+    gen = torch.Generator().manual_seed(5)
+    x = {"w": torch.randn(3, 17, generator=gen), "b": torch.randn(5, generator=gen)}
+    history = [{"round": 1, "train_loss": 2.0, "test_acc": 0.3}, {"round": 2, "train_loss": 0.5, "test_acc": 0.6}]
+    for client in range(data.num_clients):
+        for past in ([], history):
+            codec = link.codec_for(LinkContext(round=len(past), client=client, history=past))
+            tx = transmit(codec, x, link.granularity, torch.Generator().manual_seed(client))
+            for k, v in x.items():
+                y = tx.decoded[k]
+                assert y.shape == v.shape and y.dtype == v.dtype and torch.isfinite(y).all(), (name, client, k)
+            assert isinstance(tx.payload_bits, int) and isinstance(tx.side_bits, int)
+            assert tx.payload_bits > 0 and tx.side_bits >= 0, (name, client, tx.payload_bits, tx.side_bits)
+
+
+@pytest.mark.parametrize("name,kwargs", POLICY_CASES)
+def test_codec_policy_through_the_round_loop(data, name, kwargs):
+    res = run(data, "fedavg", "sequential", uplink=policy_link(data, name, kwargs))
+    assert (res.clients["bits_up"] > 0).all() and (res.clients["payload_bits_up"] <= res.clients["bits_up"]).all()
+    assert np.isfinite(res.rounds["test_loss"]).all()

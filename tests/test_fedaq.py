@@ -56,7 +56,7 @@ def test_energy_saving():
 def test_fixed8_energy_is_n_d_8_per_link_plus_side_information(store):
     """T10: per round, uplink e1 n (8 d + 64 per layer), downlink e2 n (8 d + 64 per layer); payload-only = 8 n d."""
     res = _run(store, "joint", "fixed8")
-    d, layers, n = int(res["layers"]["dim"].sum()), len(res["layers"]), PARAMS["num_clients"]
+    d, layers, n = int(res["layer_sizes"]["dim"].sum()), len(res["layer_sizes"]), PARAMS["num_clients"]
     per_message = 8 * d + RANGE_BITS * layers
     np.testing.assert_allclose(res["rounds"]["energy_mJ"], (E_UP + E_DOWN) * n * per_message / 1e9)
     paper = add_energy(payload_bits(res["rounds"]), E_UP, E_DOWN)
@@ -65,12 +65,12 @@ def test_fixed8_energy_is_n_d_8_per_link_plus_side_information(store):
 
 def test_fedaq_trend_columns_match_the_record(store):
     res = _run(store, "joint", "fedaq")
-    rounds, d, n = res["rounds"], int(res["layers"]["dim"].sum()), PARAMS["num_clients"]
+    rounds, d, n = res["rounds"], int(res["layer_sizes"]["dim"].sum()), PARAMS["num_clients"]
     np.testing.assert_allclose(rounds["up_bits"], rounds["payload_bits_up"] / (n * d))
     np.testing.assert_allclose(rounds["down_bits"], rounds["payload_bits_down"] / d)
-    ranges = layer_ranges(rounds, res["clients"])
+    ranges = layer_ranges(res["layers"])
     assert set(ranges["link"]) == {"uplink update", "downlink weights"}
-    assert set(ranges["layer"]) == set(res["layers"]["layer"])
+    assert set(ranges["layer"]) == set(res["layer_sizes"]["layer"])
 
 
 def test_target_table():

@@ -1,4 +1,5 @@
-"""fedlib.codecs.uniform: exact bits, unbiasedness and variance by Monte Carlo, Eq. (26), AdaQuantFL's schedule.
+"""fedlib.codecs.uniform: exact bits, unbiasedness and variance by Monte Carlo, Eq. (26); AdaQuantFL's schedule
+(fedlib.codecs.policies).
 
 Monte Carlo tolerances are 5 standard errors (fixed seeds). Many independent draws come from ONE encode of
 x repeated M times: repetition leaves min and max, hence the levels, unchanged.
@@ -11,10 +12,10 @@ import pytest
 import torch
 
 from fedlib.channel import LinkContext, transmit
+from fedlib.codecs.policies import AdaQuantFL
 from fedlib.codecs.uniform import (
     BITLENGTH_BITS,
     RANGE_BITS,
-    AdaQuantFL,
     FedAQQuantizer,
     UniformQuantizer,
     fedaq_bits,
@@ -142,7 +143,16 @@ def test_layer_granularity_sums_bits_over_layers():
     per = [FedAQQuantizer(0.01).encode(t.reshape(-1)).bits for t in params.values()]
     assert tx.bits == sum(per)
     assert tx.payload_bits == sum(FedAQQuantizer(0.01).encode(t.reshape(-1)).payload_bits for t in params.values())
-    assert set(tx.info) >= {"bits_per_value/a", "range/b", "clamped/b"}
+    deterministic = ("bits_per_value", "range", "clamped")  # the other keys depend on the rounding draws
+    assert {k: tx.info[k] for k in deterministic} == {
+        k: {name: FedAQQuantizer(0.01).encode(t.reshape(-1)).info[k] for name, t in params.items()} for k in deterministic}
+
+
+def test_model_granularity_info_is_one_layer_named_model():
+    params = {"a": _x(30).view(5, 6), "b": _x(7, seed=1)}
+    tx = transmit(FedAQQuantizer(0.01), params, "model", torch.Generator().manual_seed(0))
+    msg = FedAQQuantizer(0.01).encode(torch.cat([_x(30), _x(7, seed=1)]), torch.Generator().manual_seed(0))
+    assert tx.info == {k: {"model": v} for k, v in msg.info.items()} and tx.bits == msg.bits
 
 
 def test_adaquantfl_schedule():

@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from fedlib.codecs.base import Identity
-from fedlib.codecs.uniform import AdaQuantFL, FedAQQuantizer, UniformQuantizer
+from fedlib.codecs.policies import AdaQuantFL
+from fedlib.codecs.uniform import FedAQQuantizer, UniformQuantizer
+from fedlib.contracts import SERVER, layer_table
 from fedlib.grids import notebook_parameters
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.papers.fedaq import FedAQParams, best_by_energy, energy_to_targets, experiments, grid, link_components
@@ -81,7 +83,7 @@ def test_a_tiny_spec_runs_through_the_store_with_the_columns_the_notebook_reads(
     store = RunStore(tmp_path)
     for spec in specs:
         records = execute(spec, store)
-        rounds, clients, layers = records["rounds"], records["clients"], records["layers"]
+        rounds, clients, layers = records["rounds"], records["clients"], records["layer_sizes"]
         assert {"cum_energy_mJ", "energy_up_mJ", "energy_down_mJ", "up_bits", "down_bits", "test_acc",
                 "payload_bits_up", "payload_bits_down"} <= set(rounds.columns)
         assert len(rounds) == 2 and store.has(spec)
@@ -89,7 +91,7 @@ def test_a_tiny_spec_runs_through_the_store_with_the_columns_the_notebook_reads(
         mode = spec.get("options")["mode"]
         if mode != "down":
             np.testing.assert_allclose(rounds["up_bits"], rounds["payload_bits_up"] / (3 * d))
-            assert {f"range/{k}" for k in layers["layer"]} <= set(clients.columns)
+            assert set(records["layers"].query("key == 'range'")["layer"]) == set(layers["layer"])
         # energy: only the mode's links count, uplink summed over clients, downlink once per receiver
         up = clients.groupby("round")["bits_up"].sum().to_numpy() * 2.0 / 1e9 if mode != "down" else 0.0
         down = rounds["bits_down"].to_numpy() * 3 * 3.0 / 1e9 if mode != "up" else 0.0
@@ -114,29 +116,61 @@ def test_energy_to_targets_counts_never_and_best_by_energy_prefers_reaching():
 
 
 def test_trends_read_either_link_granularity():
-    """Hand-made records: per-layer columns are size-weighted (layer a: 1 value, b: 3); a model-granularity
-    link's single column is the whole model's (it used to read as fp32, 32 bits, and its series as constant)."""
-    from fedlib.papers.fedaq import trends
+    """Hand-made layer tables: per-layer rows are size-weighted (layer a: 1 value, b: 3); a model-granularity link's
+    one layer, "model", is the whole model's; a link without rows is fp32 (32 bits); unknown layers are refused."""
+    from fedlib.papers.fedaq import link_rows, trends
+
+    def table(client, entries):  # entries: (round, client offset, layer, key, value)
+        return layer_table([{"round": r, "client": client + c, "layer": layer, "key": key, "value": v}
+                            for r, c, layer, key, v in entries])
 
     dims = {"a": 1, "b": 3}
     rounds = pd.DataFrame({"round": [1, 2]})
-    layer = pd.DataFrame({"round": [1, 1, 2], "bits_per_value/a": [8.0, 4.0, 2.0], "bits_per_value/b": [4.0, 4.0, 6.0],
-                          "range/a": [1.0, 1.0, 1.0], "range/b": [3.0, 3.0, 3.0]})
+    bits = [(1, 0, "a", 8.0), (1, 0, "b", 4.0), (1, 1, "a", 4.0), (1, 1, "b", 4.0), (2, 0, "a", 2.0), (2, 0, "b", 6.0)]
+    layer = table(0, [(r, c, name, "bits_per_value", v) for r, c, name, v in bits]
+                  + [(r, c, name, "range", 1.0 if name == "a" else 3.0) for r, c, name, _ in bits])
     out = trends(rounds, layer, dims)
     # round 1: clients (8 + 12) / 4 = 5 and (4 + 12) / 4 = 4 -> 4.5; round 2: (2 + 18) / 4 = 5
     assert out["up_bits"].tolist() == [4.5, 5.0] and out["up_range"].tolist() == [2.0, 2.0]
-    assert out["down_bits"].tolist() == [32.0, 32.0]
-    model = pd.DataFrame({"round": [1, 1, 2], "bits_per_value": [3.0, 5.0, 2.0], "range": [1.0, 2.0, 4.0]})
-    down = rounds.assign(**{"down/bits_per_value": [7.0, 6.0], "down/range": [0.5, 0.25]})
-    out = trends(down, model, dims)
+    assert out["down_bits"].tolist() == [32.0, 32.0] and "down_range" not in out
+    model = pd.concat([table(0, [(1, 0, "model", "bits_per_value", 3.0), (1, 1, "model", "bits_per_value", 5.0),
+                                 (2, 0, "model", "bits_per_value", 2.0), (1, 0, "model", "range", 1.0),
+                                 (1, 1, "model", "range", 2.0), (2, 0, "model", "range", 4.0)]),
+                       table(SERVER, [(1, 0, "model", "down/bits_per_value", 7.0), (2, 0, "model", "down/bits_per_value", 6.0),
+                                      (1, 0, "model", "down/range", 0.5), (2, 0, "model", "down/range", 0.25)])])
+    out = trends(rounds, model, dims)
     assert out["up_bits"].tolist() == [4.0, 2.0] and out["up_range"].tolist() == [1.5, 4.0]
     assert out["down_bits"].tolist() == [7.0, 6.0] and out["down_range"].tolist() == [0.5, 0.25]
+    with pytest.raises(ValueError, match=r"layers \['c'\] that are not in the model's \['a', 'b'\]"):
+        trends(rounds, table(0, [(1, 0, "c", "bits_per_value", 1.0)]), dims)
+    with pytest.raises(ValueError, match="link must be 'up' or 'down'"):
+        link_rows(layer, "sideways", "range")
 
 
-def test_a_model_granularity_run_records_its_quantized_bits(tmp_path):
-    specs = [s for s in experiments(replace(TINY, granularity="model", seeds=[0]))
-             if s.get("labels")["scheme"] == "fedaq" and s.get("labels")["mode"] == "joint"]
-    records = execute(specs[0], RunStore(tmp_path))
-    rounds, clients = records["rounds"], records["clients"]
+@pytest.mark.filterwarnings("ignore:An input array is constant")  # a link's bits may stay put for 3 rounds
+@pytest.mark.parametrize("granularity", ["layer", "model"])
+def test_fedaq_diagnostics_match_the_codecs_own_bit_count(tmp_path, granularity):
+    """The FedAQ diagnostics test (issue 21): what `trends` reports for a joint FedAQ run on either link
+    granularity, against independent routes. Bits per value: the codecs' own payload count over the model's d
+    values (FedAQ's payload is b * d per message, side information apart). Ranges: Eq. (26) turns a model-wide
+    message's recorded range back into its bit-length. Neither series may be the fp32 constant 32."""
+    from fedlib.codecs.uniform import fedaq_bits
+    from fedlib.papers.fedaq import downlink_resolution, layer_ranges, trend_table
+
+    p = replace(TINY, granularity=granularity, seeds=[0], rounds=3)
+    spec = next(s for s in experiments(p) if (s.get("labels")["mode"], s.get("labels")["scheme"]) == ("joint", "fedaq"))
+    records = execute(spec, RunStore(tmp_path))
+    rounds, d, n = records["rounds"], int(records["layer_sizes"]["dim"].sum()), p.num_clients
+    np.testing.assert_allclose(rounds["up_bits"], rounds["payload_bits_up"] / (n * d), rtol=1e-12)
+    np.testing.assert_allclose(rounds["down_bits"], rounds["payload_bits_down"] / d, rtol=1e-12)
     assert (rounds["up_bits"] < 32).all() and (rounds["down_bits"] < 32).all()
-    assert rounds["up_bits"].tolist() == clients.groupby("round")["bits_per_value"].mean().tolist()
+    assert (rounds["up_range"] > 0).all() and (rounds["down_range"] > 0).all()
+    assert rounds["up_range"].nunique() == len(rounds) and rounds["down_range"].nunique() == len(rounds)
+    if granularity == "model":
+        beta = downlink_resolution(p.alpha, n)
+        assert [fedaq_bits(r, beta, p.b_min)[0] for r in rounds["down_range"]] == rounds["down_bits"].tolist()
+    rho = trend_table(rounds).set_index("quantity")["spearman rho vs round"]
+    assert np.isfinite(rho[["up_range", "down_range"]]).all()  # not a constant series
+    ranges = layer_ranges(records["layers"])  # Fig. 2's reader (on main it found no range on a model link)
+    assert set(ranges["link"]) == {"uplink update", "downlink weights"}
+    assert set(ranges["layer"]) == ({"model"} if granularity == "model" else set(records["layer_sizes"]["layer"]))

@@ -97,6 +97,23 @@ def test_realized_fedaq_bits_near_the_continuous_optimum():
     assert t["energy_over_run"].iloc[3] > 1.0  # the relaxed KKT point needs more bits than the run spent
 
 
+def test_entries_from_records_reads_each_message_of_the_layer_table():
+    """Uplink messages per (round, client, layer), downlink ones per (round, layer), each with its layer's size
+    ("model": the whole model's), its range and realized bits; a constant tensor's message (R = 0) is dropped."""
+    from fedlib.contracts import SERVER, layer_table
+
+    dims = {"a": 2, "b": 6}
+    up = [(1, 0, "a", 0.5, 3.0), (1, 0, "b", 0.0, 0.0), (1, 1, "a", 0.25, 2.0), (1, 1, "b", 1.0, 5.0)]
+    rows = [{"round": r, "client": c, "layer": k, "key": key, "value": v}
+            for r, c, k, R, b in up for key, v in (("range", R), ("bits_per_value", b), ("mse", 9.0))]
+    rows += [{"round": 1, "client": SERVER, "layer": "model", "key": f"down/{key}", "value": v}
+             for key, v in (("range", 4.0), ("bits_per_value", 7.0))]
+    e, b_up, b_dn = th.entries_from_records(layer_table(rows), dims, n_clients=2)
+    kept = sorted((R, dims[k], b) for _, _, k, R, b in up if R > 0)
+    assert sorted(zip(e.R_up, e.dim_up, b_up)) == kept
+    assert (list(e.R_dn), list(e.dim_dn), list(b_dn), e.n) == ([4.0], [8.0], [7.0], 2)
+
+
 def test_allocation_charges_the_optimum_and_the_run_alike_at_low_bits():
     """1-2 bits per value: charging the optimum log2 s bits (the old check) made it look 7x better than the run
     while it spends 60% more energy; counted alike, the run is within a small factor of the optimum."""
@@ -146,6 +163,8 @@ def test_quadratic_toy_reconstructs_the_round_loop_and_the_bounds_hold():
                "fp32": ("none", Identity(), Identity())}
     run = th.quadratic_toy_run(toy, *schemes["up"][1:], rounds=5, seed=0)
     np.testing.assert_allclose(run["f_mean"], run["f_mean_recorded"], rtol=1e-4)
+    assert (run["b_up"].map(set) == {1.0}).all() and (run["R_up"].map(min) > 0).all()  # read from the layer table
+    assert (run["b_dn"] == 32.0).all() and (run["R_dn"] == 0.0).all()  # an fp32 downlink logs nothing
     out = th.toy_theorem_checks(toy, schemes, rounds=30, seeds=[0]).set_index("scheme")
     assert out["holds"].all()
     assert out.loc["up", "lhs_over_gap_term"] > 1 and out.loc["down", "lhs_over_gap_term"] > 1

@@ -9,6 +9,8 @@ import torch
 from fedlib.algorithms import FedAvg, FedProx, Scaffold, make_algorithm
 from fedlib.channel import Link
 from fedlib.codecs.base import Identity, Message
+from fedlib.codecs.uniform import UniformQuantizer
+from fedlib.contracts import LAYER_COLUMNS, MODEL, SERVER
 from fedlib.data import load_dataset
 from fedlib.data.partition import dirichlet
 from fedlib.federation import FederatedData, LocalTraining, make_sampler, run_federation
@@ -165,6 +167,49 @@ def test_post_aggregation_hook_sees_the_round(digits_data):
     assert seen == [(0, 8, 4, pytest.approx(1.0)), (1, 8, 4, pytest.approx(1.0))]
     assert (res.rounds["zeroed"] == 1.0).all()
     assert all(float(v.abs().sum()) == 0 for v in res.params.values())
+
+
+@pytest.mark.parametrize("granularity", ["layer", "model"])
+def test_codec_info_and_per_layer_hook_diagnostics_are_rows_of_the_layer_table(digits_data, granularity):
+    """Uplink codec info: one row per (round, client, layer, key) with the sender's id; downlink codec info and a
+    hook's {layer: value} diagnostics: client SERVER, the downlink's keys "down/<key>"; a model-granularity link's
+    one layer is MODEL. Scalar diagnostics stay columns of the rounds; no "key/layer" column is left anywhere."""
+    def hook(params, info):
+        return params, {"norm": {k: float(v.norm()) for k, v in params.items()}, "scalar": 2.0}
+
+    link = Link(UniformQuantizer(4), granularity=granularity)
+    res = _run(digits_data, uplink=link, downlink=Link(UniformQuantizer(8), granularity=granularity, payload="weights"),
+               hooks=[hook], rounds=2)
+    names = list(res.params) if granularity == "layer" else [MODEL]
+    layers = res.layers
+    assert layers.dtypes.map(str).to_dict() == LAYER_COLUMNS and layers.columns.tolist() == list(LAYER_COLUMNS)
+    info_keys = set(UniformQuantizer(4).encode(torch.ones(3)).info)
+    up = layers[layers["client"] != SERVER]
+    assert set(up["key"]) == info_keys and set(up["layer"]) == set(names)
+    assert up.groupby(["round", "client"]).size().tolist() == [len(info_keys) * len(names)] * len(res.clients)
+    assert sorted(set(zip(up["round"], up["client"]))) == sorted(zip(res.clients["round"], res.clients["client"]))
+    bits = up[up["key"] == "bits_per_value"]
+    assert (bits["value"] == 4).all()
+    down = layers[(layers["client"] == SERVER) & layers["key"].str.startswith("down/")]
+    assert set(down["key"]) == {f"down/{k}" for k in info_keys} and set(down["layer"]) == set(names)
+    assert (down.loc[down["key"] == "down/bits_per_value", "value"] == 8).all()
+    norms = layers[layers["key"] == "norm"]
+    assert (norms["client"] == SERVER).all() and norms.groupby("round")["layer"].apply(list).tolist() == [list(res.params)] * 2
+    final = norms[norms["round"] == 2].set_index("layer")["value"]
+    assert final.to_dict() == pytest.approx({k: float(v.norm()) for k, v in res.params.items()})
+    assert (res.rounds["scalar"] == 2.0).all()
+    assert not [c for frame in (res.rounds, res.clients) for c in frame.columns if "/" in c]
+
+
+def test_a_run_without_per_layer_diagnostics_has_an_empty_typed_layer_table(digits_data):
+    res = _run(digits_data, rounds=1)  # fp32 links record no codec info, no hook
+    assert res.layers.empty and res.layers.dtypes.map(str).to_dict() == LAYER_COLUMNS
+
+
+@pytest.mark.parametrize("bad", [{"fc": "big"}, {0: 1.0}, {"fc": True}, {"fc": None}])
+def test_a_per_layer_diagnostic_must_map_layer_names_to_numbers(digits_data, bad):
+    with pytest.raises(ValueError, match="hook .* returned diagnostic 'odd' with entry .*layer names .str. to numbers"):
+        _run(digits_data, hooks=[lambda params, info: (params, {"odd": bad})], rounds=1)
 
 
 def test_local_schedule_epochs_and_steps():

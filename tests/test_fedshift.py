@@ -11,14 +11,15 @@ import torch
 
 from fedlib.channel import LinkContext
 from fedlib.codecs.base import Identity
+from fedlib.contracts import SERVER
 from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer, UniformQuantizer, weight_quantizer
 from fedlib.papers.fedshift import (
     DivergenceMonitor,
     FedShift,
-    MixedPrecision,
     StratifiedSampler,
     algorithm_and_uplink,
     inferior_clients,
+    mixed_uplink,
     parity_shards,
 )
 from fedlib.models import build_model
@@ -210,7 +211,8 @@ def test_shift_scales_each_layer_mean_by_s_over_k(n_inferior: int) -> None:
     assert diag["shift/coef"] == pytest.approx(n_inferior / 4) and diag["shift/I"] == n_inferior
     for k in ("conv.weight", "fc.weight"):
         assert float(shifted[k].mean()) == pytest.approx((4 - n_inferior) / 4 * float(agg[k].mean()), abs=1e-6)
-        assert diag[f"shift/m_new/{k}"] == pytest.approx(float(shifted[k].double().mean()), abs=1e-12)
+        assert diag["shift/m_new"][k] == pytest.approx(float(shifted[k].double().mean()), abs=1e-12)
+    assert set(diag["shift/numel"]) == {"conv.weight", "fc.weight"}  # one row per weight tensor, none for buffers
     assert torch.equal(shifted["bn.running_mean"], agg["bn.running_mean"])  # buffers are never shifted
     if n_inferior == 0:
         assert all(torch.equal(shifted[k], agg[k]) for k in agg)
@@ -243,7 +245,7 @@ def test_model_scope_uses_one_scalar_mean() -> None:
     shifted, diag = FedShift({1}, scope="model")(agg, info)
     m = torch.cat([agg["conv.weight"].reshape(-1), agg["fc.weight"]]).double().mean()
     torch.testing.assert_close(shifted["fc.weight"].double(), agg["fc.weight"].double() - 0.5 * m, atol=1e-6, rtol=0)
-    assert "shift/dfa2/model" in diag
+    assert list(diag["shift/dfa2"]) == ["model"] and diag["shift/numel"] == {"model": 17.0}
     with pytest.raises(ValueError, match="scope"):
         FedShift({1}, scope="channel")
 
@@ -253,9 +255,9 @@ def test_divergence_monitor() -> None:
     before = random_models(1, 9)[0]
     agg, info = fake_round(models, [0, 1], before)
     _, diag = DivergenceMonitor()(agg, info)
-    assert diag["div/global/fc.weight"] == pytest.approx(float((agg["fc.weight"] - before["fc.weight"]).norm()), rel=1e-6)
+    assert diag["div/global"]["fc.weight"] == pytest.approx(float((agg["fc.weight"] - before["fc.weight"]).norm()), rel=1e-6)
     drift = np.mean([float((m["fc.weight"] - before["fc.weight"]).norm()) for m in models])
-    assert diag["div/drift/fc.weight"] == pytest.approx(drift, rel=1e-6)
+    assert diag["div/drift"]["fc.weight"] == pytest.approx(drift, rel=1e-6)
 
 
 # --------------------------------------------------------------------------- sampler, split, policies
@@ -302,16 +304,20 @@ def test_inferior_rules() -> None:
 
 def test_mixed_precision_and_fedef_uplink() -> None:
     q = KMeansQuantizer(4)
-    policy = MixedPrecision(q, {1, 3})
-    assert policy(LinkContext(0, 1, [])) is q
-    assert isinstance(policy(LinkContext(0, 2, [])), Identity)
-    assert isinstance(policy(LinkContext(0, None, [])), Identity)
-    algo, link = algorithm_and_uplink("fedef", q, {1})
+    policy = mixed_uplink(q, {1, 3}, 4).codec
+    assert policy(LinkContext(0, 1, [])) is q and policy(LinkContext(0, 3, [])) is q
+    assert isinstance(policy(LinkContext(0, 2, [])), Identity) and isinstance(policy(LinkContext(0, 0, [])), Identity)
+    with pytest.raises(ValueError, match="uplink policy"):
+        policy(LinkContext(0, None, []))
+    with pytest.raises(ValueError, match="outside 0..3"):
+        mixed_uplink(q, {1, 5}, 4)
+    assert isinstance(mixed_uplink(None, {1}, 4).codec, Identity)  # the all-fp32 uplink
+    algo, link = algorithm_and_uplink("fedef", q, {1}, 2)
     assert algo.name == "fedavg" and link.error_feedback and link.payload == "weights"
-    algo, link = algorithm_and_uplink("scaffold", q, {1}, coef="samples")
+    algo, link = algorithm_and_uplink("scaffold", q, {1}, 2, coef="samples")
     assert algo.coef == "samples" and not link.error_feedback
     with pytest.raises(ValueError, match="unknown FedShift baseline"):
-        algorithm_and_uplink("feddyn", q, {1})
+        algorithm_and_uplink("feddyn", q, {1}, 2)
 
 
 # ------------------------------------------------------------------------------------------ real runs
@@ -329,7 +335,7 @@ def short_run(digits_setup, name: str, hooks, codec=KMeansQuantizer(2), rounds: 
     from fedlib import LocalTraining, run_federation
 
     data, inf = digits_setup
-    algo, uplink = algorithm_and_uplink(name, codec, inf)
+    algo, uplink = algorithm_and_uplink(name, codec, inf, data.num_clients)
     return run_federation(lambda: build_model("mlp", (1, 8, 8), 10, hidden=(32,), bias=False), data, algo, rounds,
                           local=LocalTraining(lr=0.05, batch_size=32, epochs=1), sampler=StratifiedSampler(inf, 10, 2, 2),
                           uplink=uplink, aggregation_weights="uniform", hooks=hooks, progress=False)
@@ -337,14 +343,17 @@ def short_run(digits_setup, name: str, hooks, codec=KMeansQuantizer(2), rounds: 
 
 def test_real_run_shift_record(digits_setup) -> None:
     res = short_run(digits_setup, "fedavg", [FedShift(inferior_clients(10))])
-    r = res.rounds
-    assert (r["shift/coef"] == 0.5).all()
+    assert (res.rounds["shift/coef"] == 0.5).all()
+    shift = res.layers[res.layers["key"].str.startswith("shift/")]
+    assert (shift["client"] == SERVER).all()
     for layer in ("layers.0.weight", "layers.1.weight"):
-        np.testing.assert_allclose(r[f"shift/m_new/{layer}"], 0.5 * r[f"shift/m_agg/{layer}"], rtol=1e-5, atol=1e-9)
+        r = shift[shift["layer"] == layer].pivot(index="round", columns="key", values="value")
+        assert r.index.tolist() == [1, 2, 3, 4]
+        np.testing.assert_allclose(r["shift/m_new"], 0.5 * r["shift/m_agg"], rtol=1e-5, atol=1e-9)
         # the next round starts from this round's shifted model
-        np.testing.assert_allclose(r[f"shift/m_prev/{layer}"].iloc[1:], r[f"shift/m_new/{layer}"].iloc[:-1], rtol=1e-6)
-    mean_bias = res.clients.filter(like="mean_bias/").abs().to_numpy()
-    assert np.nanmax(mean_bias) < 1e-6  # K-means uploads keep every layer's mean
+        np.testing.assert_allclose(r["shift/m_prev"].iloc[1:], r["shift/m_new"].iloc[:-1], rtol=1e-6)
+    mean_bias = res.layers[(res.layers["key"] == "mean_bias") & (res.layers["client"] != SERVER)]
+    assert len(mean_bias) and mean_bias["value"].abs().max() < 1e-6  # K-means uploads keep every layer's mean
 
 
 def test_fedef_residual_makes_uploads_unbiased_over_time(digits_setup) -> None:

@@ -70,8 +70,8 @@ def test_specs_run_and_give_the_columns_the_notebook_reads(tmp_path) -> None:
     shifted = records[picked[0]]
     assert len(shifted["rounds"]) == 2 and shifted["rounds"]["pre_shift_acc"].notna().all()
     assert (shifted["rounds"]["shift/coef"] == 0.5).all()
-    assert any(c.startswith("div/global/") for c in shifted["rounds"])
-    assert any(c.startswith("lloyd_iters/") for c in shifted["clients"])
+    keys = shifted["layers"].groupby("key")["layer"].nunique()
+    assert keys["div/global"] == keys["shift/dfa2"] == keys["lloyd_iters"] > 1  # every weight tensor, per layer
     assert np.isclose(shifted["predictions"]["fraction"].sum(), 1.0)
     from fedlib.runs import tidy
 

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import sympy as sp
 
+from fedlib.contracts import SERVER, layer_table
 from theory import fedshift as th
 
 
@@ -28,23 +29,27 @@ def test_theorem2_derivation_matches_appendix_not_main_text() -> None:
     assert sp.simplify(cond.subs({th.I_: 5, th.K_: 10, th.m0: 0}) - sp.Rational(3, 4)) == 0
 
 
-def synthetic_rounds(seed: int, n_rounds: int = 5, P: int = 40, K: int = 10, I: int = 5) -> pd.DataFrame:
-    """Rounds built exactly as the FedShift hook records them, from random float32 tensors."""
+def synthetic_rounds(seed: int, n_rounds: int = 5, P: int = 40, K: int = 10,
+                     I: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rounds, layer table) built exactly as the FedShift hook records them, from random float32 tensors of
+    one layer "w"."""
     rng = np.random.default_rng(seed)
-    rows = []
+    rounds, layers = [], []
     for r in range(n_rounds):
         prev = rng.normal(0.05, 1, P).astype(np.float32)
         agg = (prev + rng.normal(0.02, 0.1, P)).astype(np.float32)
         new = (agg.astype(np.float64) - I / K * agg.astype(np.float64).mean()).astype(np.float32)
         p64, a64, n64 = prev.astype(np.float64), agg.astype(np.float64), new.astype(np.float64)
-        rows.append({"round": r + 1, "shift/I": I, "shift/K": K, "shift/coef": I / K, "shift/numel/w": P,
-                     "shift/m_prev/w": p64.mean(), "shift/m_agg/w": a64.mean(), "shift/m_new/w": n64.mean(),
-                     "shift/dfa2/w": ((a64 - p64) ** 2).sum(), "shift/dfs2/w": ((n64 - p64) ** 2).sum()})
-    return pd.DataFrame(rows)
+        rounds.append({"round": r + 1, "shift/I": I, "shift/K": K, "shift/coef": I / K})
+        per_layer = {"numel": P, "m_prev": p64.mean(), "m_agg": a64.mean(), "m_new": n64.mean(),
+                     "dfa2": ((a64 - p64) ** 2).sum(), "dfs2": ((n64 - p64) ** 2).sum()}
+        layers += [{"round": r + 1, "client": SERVER, "layer": "w", "key": f"shift/{k}", "value": v}
+                   for k, v in per_layer.items()]
+    return pd.DataFrame(rounds), layer_table(layers)
 
 
 def test_check_theorem2_corrected_holds_printed_fails() -> None:
-    chk = th.check_theorem2(synthetic_rounds(0))
+    chk = th.check_theorem2(*synthetic_rounds(0))
     assert chk["holds_corrected"].all()
     assert not chk["holds_printed"].any()
     assert chk["eq31_decidable"].all()
@@ -53,23 +58,23 @@ def test_check_theorem2_corrected_holds_printed_fails() -> None:
 
 def test_check_theorem2_can_fail() -> None:
     """A record whose D_FS was not produced by the shift must fail the corrected identity too."""
-    rounds = synthetic_rounds(1)
-    rounds["shift/dfs2/w"] *= 1.01
-    assert not th.check_theorem2(rounds)["holds_corrected"].any()
+    rounds, layers = synthetic_rounds(1)
+    layers.loc[layers["key"] == "shift/dfs2", "value"] *= 1.01
+    assert not th.check_theorem2(rounds, layers)["holds_corrected"].any()
     with pytest.raises(ValueError, match="shift/dfa2"):
-        th.check_theorem2(rounds.drop(columns=["shift/dfa2/w"]))
+        th.check_theorem2(rounds, layers[layers["key"] != "shift/dfa2"])
 
 
 def test_check_theorem2_skips_the_rounds_of_a_diverged_run() -> None:
     """Non-finite recorded quantities (a run that diverged in round 3) are no evidence either way, and no crash."""
-    rounds = synthetic_rounds(2)
-    diverged = rounds["round"] >= 3
-    rounds.loc[diverged, ["shift/m_agg/w", "shift/dfa2/w", "shift/dfs2/w"]] = np.nan
-    rounds.loc[rounds["round"] == 4, "shift/dfa2/w"] = np.inf
-    chk = th.check_theorem2(rounds)
+    rounds, layers = synthetic_rounds(2)
+    diverged = (layers["round"] >= 3) & layers["key"].isin(["shift/m_agg", "shift/dfa2", "shift/dfs2"])
+    layers.loc[diverged, "value"] = np.nan
+    layers.loc[(layers["round"] == 4) & (layers["key"] == "shift/dfa2"), "value"] = np.inf
+    chk = th.check_theorem2(rounds, layers)
     assert chk["round"].tolist() == [1, 2] and chk["holds_corrected"].all()
-    rounds.loc[:, "shift/dfa2/w"] = np.nan
-    assert th.check_theorem2(rounds).empty
+    layers.loc[layers["key"] == "shift/dfa2", "value"] = np.nan
+    assert th.check_theorem2(rounds, layers).empty
 
 
 def test_check_theorem2_on_a_real_run() -> None:
@@ -79,13 +84,15 @@ def test_check_theorem2_on_a_real_run() -> None:
 
     ds = load_dataset("digits")
     inf = inferior_clients(10)
-    algo, uplink = algorithm_and_uplink("fedavg", KMeansQuantizer(3), inf)
+    algo, uplink = algorithm_and_uplink("fedavg", KMeansQuantizer(3), inf, 10)
     res = run_federation(lambda: build_model("mlp", (1, 8, 8), 10, hidden=(32,), bias=False),
                          FederatedData(ds, parity_shards(ds.y_train.numpy(), 10, 0)), algo, 5,
                          local=LocalTraining(lr=0.05, batch_size=32, epochs=1), sampler=StratifiedSampler(inf, 10, 2, 2),
                          uplink=uplink, aggregation_weights="uniform", hooks=[FedShift(inf)], progress=False)
-    chk = th.check_theorem2(res.rounds)
+    chk = th.check_theorem2(res.rounds, res.layers)
     assert len(chk) == 10  # 5 rounds x 2 layers
+    assert chk[["layer", "round"]].values.tolist() == [[k, r] for k in ("layers.0.weight", "layers.1.weight")
+                                                        for r in range(1, 6)]
     assert chk["holds_corrected"].all() and not chk["holds_printed"].any()
 
 

@@ -19,16 +19,18 @@ from fedlib.papers.mucsc import (
     D_CIFAR,
     METHODS,
     PAPER_TABLE2,
-    LevelSplit,
     PaperLR,
     communication_time,
     compression_rate,
+    level_split,
     links,
+    mean_id_bits,
     message_bits,
     round_traffic_bits,
     table2,
     target_summary,
     traffic_tables,
+    zu_split,
 )
 from theory.mucsc import table2_exact
 
@@ -108,16 +110,22 @@ def test_paper_lr_by_hand():
 
 
 def test_level_split_thirds():
-    split = LevelSplit(100, (4, 8, 16), seed=1)
-    counts = pd.Series(split.levels).value_counts().to_dict()
+    zu = zu_split(100, (4, 8, 16), seed=1)
+    counts = pd.Series(zu).value_counts().to_dict()
     assert counts == {4: 34, 8: 33, 16: 33}
-    codec = split(LinkContext(round=3, client=5, history=[]))
-    assert isinstance(codec, MUCSC) and codec.num_levels == split.levels[5]
-    assert split.mean_id_bits() == pytest.approx((34 * 2 + 33 * 3 + 33 * 4) / 100)
+    assert np.array_equal(zu, zu_split(100, (4, 8, 16), seed=1)) and not np.array_equal(zu, zu_split(100, (4, 8, 16), 2))
+    split = level_split(zu, levels="uniform")
+    for client in range(100):
+        codec = split(LinkContext(round=3, client=client, history=[]))
+        assert isinstance(codec, MUCSC) and codec.num_levels == zu[client] and codec.levels == "uniform"
+    assert len({id(split.codec_of(c)) for c in range(100)}) == 3  # one codec per Z_U, shared by its clients
+    assert mean_id_bits(zu) == pytest.approx((34 * 2 + 33 * 3 + 33 * 4) / 100)
     with pytest.raises(ValueError, match="uplink"):
         split(LinkContext(round=0, client=None, history=[]))
-    with pytest.raises(ValueError):
-        LevelSplit(2, (4, 8, 16))
+    with pytest.raises(ValueError, match="cannot split 2 clients into 3 sets"):
+        zu_split(2, (4, 8, 16), seed=0)
+    with pytest.raises(ValueError, match="cannot split 5 clients into 0 sets"):
+        zu_split(5, (), seed=0)
 
 
 def test_links_follow_the_paper():

@@ -9,7 +9,7 @@ import pytest
 import pandas as pd
 
 from fedlib.algorithms import FedAvg
-from fedlib.contracts import LocalTraining
+from fedlib.contracts import SERVER, LocalTraining, layer_table
 from fedlib.data import iid, load_dataset
 from fedlib.federation import FederatedData, evaluate, run_federation
 from fedlib.models import build_model
@@ -74,8 +74,10 @@ def test_a_tiny_spec_runs_through_the_runner_with_the_columns_the_notebook_reads
     table = paper.target_table(per_seed)
     assert set(table["method"]) == {"nc", "mucsc", "stc"}
     assert np.allclose(table.loc[table.method == "nc", "traffic_pct_of_NC"].replace(np.inf, 100.0), 100.0)
-    mucsc = records["clients"][records["clients"]["method"] == "mucsc"]
-    assert (mucsc["J"] <= mucsc["J_init"] * (1 + 1e-9)).all()  # descent never raises J above the uniform start
+    layers = records["layers"][(records["layers"]["method"] == "mucsc") & (records["layers"]["client"] != SERVER)]
+    j = layers.pivot(index=["run", "round", "client", "layer"], columns="key", values="value")
+    assert set(j.index.get_level_values("layer")) == {"model"} and len(j) == (records["clients"]["method"] == "mucsc").sum()
+    assert (j["J"] <= j["J_init"] * (1 + 1e-9)).all()  # descent never raises J above the uniform start
     # the per-client Z_U split goes through the plan
     thirds = [s for s in paper.z_sweep(tiny) if s.uplink_policy is not None][0]
     codecs = set(execute(thirds, store)["clients"]["codec"])
@@ -127,3 +129,17 @@ def test_writers_split_gives_one_client_per_writer_and_checks_the_count():
     assert [p.tolist() for p in parts] == [[1, 4], [0, 2, 5], [3]]  # writers 3, 7, 9 in id order
     with pytest.raises(ValueError, match="has 3 writers; set num_clients = 3"):
         paper.writers_split(ds, 4, Seeds(0))
+
+
+def test_level_variants_reads_the_uplink_j_ratio_from_the_layer_table():
+    """J / J_init per uploaded message (run, round, client, layer); the downlink's own J ("down/J") is not an upload."""
+    ids = {"run": "r", "method": "mucsc", "setting": "Z=4, descent"}
+    records = {"rounds": pd.DataFrame([{**ids, "round": 1, "bits_down": 10, "wall_s": 0.5}]),
+               "clients": pd.DataFrame([{**ids, "round": 1, "client": c, "bits_up": 8} for c in (0, 1)]),
+               "comm": pd.DataFrame([{**ids, "round": 1, "up_s": 1.0, "down_s": 1.0, "comm_s": 2.0}]),
+               "layers": layer_table([{"round": 1, "client": c, "layer": "model", "key": k, "value": v}
+                                      for c, k, v in ((0, "J", 1.0), (0, "J_init", 4.0), (1, "J", 3.0), (1, "J_init", 4.0),
+                                                      (SERVER, "down/J", 9.0), (SERVER, "down/J_init", 9.0))]).assign(**ids)}
+    runs, clients = paper.level_variants(records)
+    assert runs["variant"].tolist() == ["MUCSC descent"]
+    assert clients[["client", "ratio", "variant"]].values.tolist() == [[0, 0.25, "MUCSC descent"], [1, 0.75, "MUCSC descent"]]

@@ -23,9 +23,20 @@ def test_registry_finds_what_was_registered_and_refuses_a_second_registration():
 
         assert reg["a"] is a and "a" in reg and list(reg) == ["a"] and len(reg) == 1
         assert reg.module_of("a") == __name__
+        assert reg.examples("a") == ({},)  # no examples given: build with no arguments
+
+        @reg.register("c", examples=[{"k": 1}, {"k": 2, "m": "x"}])
+        def c(k: int, m: str = "") -> None: ...
+
+        examples = reg.examples("c")
+        assert examples == ({"k": 1}, {"k": 2, "m": "x"})
+        examples[0]["k"] = 99  # a caller's edit stays the caller's
+        assert reg.examples("c")[0] == {"k": 1}
+        with pytest.raises(KeyError, match="unknown test-widget 'b'"):
+            reg.examples("b")
         with pytest.raises(ValueError, match="'a' is registered twice"):
             reg.register("a")(lambda: None)
-        with pytest.raises(KeyError, match="unknown test-widget 'b'; registered: a"):
+        with pytest.raises(KeyError, match="unknown test-widget 'b'; registered: a, c"):
             reg["b"]
         with pytest.raises(ValueError, match="kind 'test-widget' exists already"):
             Registry("test-widget")

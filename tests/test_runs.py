@@ -79,7 +79,7 @@ KILL_SCRIPT = textwrap.dedent("""
         def hook(params, info):
             if info.ctx.round == 4:   # after the checkpoint of round 4 (every 2), before round 5 is saved
                 os.kill(os.getpid(), signal.SIGKILL)
-            return params, {}
+            return params, {"norm": {k: float(v.norm()) for k, v in params.items()}}
         run.kwargs["hooks"] = [hook]
         return run
 
@@ -90,7 +90,7 @@ KILL_SCRIPT = textwrap.dedent("""
 
 @register_experiment("killtest")
 def _no_kill(spec, run):
-    run.kwargs["hooks"] = [lambda params, info: (params, {})]
+    run.kwargs["hooks"] = [lambda params, info: (params, {"norm": {k: float(v.norm()) for k, v in params.items()}})]
     return run
 
 
@@ -107,6 +107,7 @@ def test_a_killed_run_resumes_exactly(tmp_path):
     assert not checkpoint.path.exists()
     uninterrupted = execute(spec, RunStore(tmp_path / "fresh"), checkpoint_every=100)
     same_records(resumed, uninterrupted)
+    assert resumed["layers"]["round"].unique().tolist() == list(range(1, 9))  # the per-layer rows resume too
 
 
 def test_ray_executor_gives_the_local_records(tmp_path):

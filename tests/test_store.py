@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from fedlib.runs import RunSpec, RunStore, run_specs
+from fedlib.contracts import LAYER_COLUMNS, MODEL, SERVER, layer_table
+from fedlib.runs import RunSpec, RunStore, run_specs, tidy
 from fedlib.runs.entry import MANIFEST, DamagedEntryError
 from fedlib.runs.store import DAMAGED, IN_PROGRESS, TEMP_PREFIX, DamagedEntryWarning
 
@@ -101,6 +102,32 @@ def test_an_empty_table_round_trips(tmp_path):
     store = RunStore(tmp_path, code="test")
     store.save(spec(), {"rounds": records()["rounds"], "clients": pd.DataFrame()})
     assert store.load(spec())["clients"].empty
+
+
+def test_the_layer_table_round_trips_full_and_empty_with_its_dtypes(tmp_path):
+    store = RunStore(tmp_path, code="test")
+    rows = [{"round": 1, "client": 0, "layer": "fc.weight", "key": "range", "value": 0.1 + 0.2},
+            {"round": 1, "client": SERVER, "layer": MODEL, "key": "down/range", "value": float("nan")},
+            {"round": 2, "client": SERVER, "layer": "fc.bias", "key": "shift/numel", "value": 10.0}]
+    for seed, table in ((0, layer_table(rows)), (1, layer_table([]))):
+        store.save(spec(seed), {**records(), "layers": table})
+        pd.testing.assert_frame_equal(store.load(spec(seed))["layers"], table, check_exact=True)
+    both = tidy([spec(0), spec(1)], store)["layers"]  # a run without per-layer rows adds none, keeps the dtypes
+    pd.testing.assert_frame_equal(both[list(LAYER_COLUMNS)], layer_table(rows), check_exact=True)
+    assert both["run"].unique().tolist() == [store.key(spec(0))]
+
+
+def test_an_entry_written_before_tables_listed_dtypes_still_loads(tmp_path):
+    store = RunStore(tmp_path, code="test")
+    folder = store.save(spec(), {**records(), "layers": layer_table([])})
+    manifest = json.loads((folder / MANIFEST).read_text())
+    del manifest["files"]["layers.csv"]["dtypes"]
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    assert store.load(spec())["layers"].columns.tolist() == list(LAYER_COLUMNS)  # as before: untyped
+    manifest["files"]["layers.csv"]["dtypes"] = {"round": "int64"}  # an edited manifest is caught, not half-applied
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.warns(DamagedEntryWarning), pytest.raises(DamagedEntryError, match="dtypes"):
+        store.load(spec())
 
 
 def test_a_checkpoint_is_refused_for_another_spec(tmp_path):

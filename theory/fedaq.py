@@ -33,9 +33,10 @@ from fedlib.codecs.base import Codec, Identity
 from fedlib.codecs.uniform import quantize
 from fedlib.algorithms import FedAvg
 from fedlib.channel import Link
-from fedlib.contracts import RoundContext
+from fedlib.contracts import SERVER, RoundContext
 from fedlib.executors import half_squared_error
 from fedlib.federation import LocalTraining, run_federation
+from fedlib.papers.fedaq import link_rows, message_sizes
 from fedlib.papers.taco import quadratic_federation
 from fedlib.params import Params
 
@@ -308,19 +309,20 @@ def allocation_vs_fixed(entries: Entries, b_up: np.ndarray, b_dn: np.ndarray, e1
         ratio_to_optimum=lambda df: df["objective"] / best["objective"], energy_over_run=lambda df: df["energy_bits"] / budget)
 
 
-def entries_from_records(rounds: pd.DataFrame, clients: pd.DataFrame, dims: dict[str, int],
+def entries_from_records(layers: pd.DataFrame, dims: dict[str, int],
                          n_clients: int) -> tuple[Entries, np.ndarray, np.ndarray]:
     """One run's quantized messages (per (round, client, layer) up, per (round, layer) down) with their
-    realized bits, from its rounds and clients records; messages of a constant tensor (R = 0) dropped."""
-    layers = list(dims)
-    R_up = np.concatenate([clients[f"range/{k}"].to_numpy(float) for k in layers])
-    b_up = np.concatenate([clients[f"bits_per_value/{k}"].to_numpy(float) for k in layers])
-    dim_up = np.concatenate([np.full(len(clients), float(dims[k])) for k in layers])
-    R_dn = np.concatenate([rounds[f"down/range/{k}"].to_numpy(float) for k in layers])
-    b_dn = np.concatenate([rounds[f"down/bits_per_value/{k}"].to_numpy(float) for k in layers])
-    dim_dn = np.concatenate([np.full(len(rounds), float(dims[k])) for k in layers])
-    up, dn = R_up > 0, R_dn > 0
-    return Entries(R_up[up], dim_up[up], R_dn[dn], dim_dn[dn], n_clients), b_up[up], b_dn[dn]
+    realized bits, from its layer table (`RunResult.layers`); messages of a constant tensor (R = 0) dropped."""
+    def messages(link: str) -> pd.DataFrame:
+        ranges = link_rows(layers, link, "range").set_index(["round", "client", "layer"])["value"]
+        bits = link_rows(layers, link, "bits_per_value").set_index(["round", "client", "layer"])["value"]
+        both = pd.DataFrame({"R": ranges, "b": bits}).reset_index()
+        return both.assign(dim=message_sizes(both["layer"], dims))[both["R"] > 0]
+
+    up, dn = messages("up"), messages("down")
+    entries = Entries(up["R"].to_numpy(float), up["dim"].to_numpy(float), dn["R"].to_numpy(float),
+                      dn["dim"].to_numpy(float), n_clients)
+    return entries, up["b"].to_numpy(float), dn["b"].to_numpy(float)
 
 
 # ---------------------------------------------------------------------------- quantizer checks
@@ -542,18 +544,21 @@ def quadratic_toy_run(toy: QuadraticToy, uplink: Codec, downlink: Codec, rounds:
                          downlink_receivers="all", aggregation_weights="uniform", client_behavior=recorder,
                          loss_fn=half_squared_error, executor="sequential", threads=1, seed=seed, progress=False)
     decay = (1 - toy.eta * h)[None, :] ** np.arange(toy.tau)[:, None]  # (tau, d)
-    clients = res.clients
+    clients, layers = res.clients, res.layers
+    up = layers[layers["client"] != SERVER].pivot(index=["round", "client"], columns="key", values="value")
+    down = layers[layers["client"] == SERVER].pivot(index="round", columns="key", values="value")
     rows = []
     for m, w_rec in enumerate(recorder.received):
         err = decay * (w_rec - b)[None, :]  # w_t - b for t = 0..tau-1
         mine = clients[clients["round"] == m + 1].sort_values("client")
+        sent = up.loc[m + 1].reindex(mine["client"]) if not up.empty else pd.DataFrame()
         rows.append({"round": m + 1, "grad_sq_sum": float(np.sum((h * err) ** 2)),
                      "f_mean": float(np.mean(0.5 * np.sum(h * err**2, axis=1))),
                      "f_mean_recorded": float(mine["loss"].iloc[0]),
-                     "R_up": mine["range"].tolist() if "range" in mine else [0.0] * toy.n,
-                     "b_up": mine["bits_per_value"].tolist() if "bits_per_value" in mine else [32.0] * toy.n,
-                     "R_dn": float(res.rounds["down/range"].iloc[m]) if "down/range" in res.rounds else 0.0,
-                     "b_dn": float(res.rounds["down/bits_per_value"].iloc[m]) if "down/bits_per_value" in res.rounds else 32.0})
+                     "R_up": sent["range"].tolist() if "range" in sent else [0.0] * toy.n,
+                     "b_up": sent["bits_per_value"].tolist() if "bits_per_value" in sent else [32.0] * toy.n,
+                     "R_dn": float(down.at[m + 1, "down/range"]) if "down/range" in down else 0.0,
+                     "b_dn": float(down.at[m + 1, "down/bits_per_value"]) if "down/bits_per_value" in down else 32.0})
     return pd.DataFrame(rows)
 
 

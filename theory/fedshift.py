@@ -69,26 +69,24 @@ theorem2_corrected = sp.lambdify(_T2_ARGS, THEOREM2_CORRECTED, "numpy")
 theorem2_printed = sp.lambdify(_T2_ARGS, THEOREM2_PRINTED, "numpy")
 
 
-def theorem2_records(rounds: pd.DataFrame) -> pd.DataFrame:
-    """Long table (round, layer, P, I, K, coef, m_prev, m_agg, dfa2, dfs2) from a run's rounds record
-    with `fedlib.papers.fedshift.FedShift` diagnostics (columns shift/<quantity>/<layer>)."""
-    layers = [c.split("/", 2)[2] for c in rounds.columns if c.startswith("shift/dfa2/")]
-    if not layers:
-        raise ValueError("no shift/dfa2/<layer> columns: run with hooks=[FedShift(...)]")
-    rows = []
-    for layer in layers:
-        part = pd.DataFrame({
-            "round": rounds["round"].to_numpy(), "layer": layer,
-            "P": rounds[f"shift/numel/{layer}"].to_numpy(), "I": rounds["shift/I"].to_numpy(),
-            "K": rounds["shift/K"].to_numpy(), "coef": rounds["shift/coef"].to_numpy(),
-            "m_prev": rounds[f"shift/m_prev/{layer}"].to_numpy(), "m_agg": rounds[f"shift/m_agg/{layer}"].to_numpy(),
-            "dfa2": rounds[f"shift/dfa2/{layer}"].to_numpy(), "dfs2": rounds[f"shift/dfs2/{layer}"].to_numpy()})
-        rows.append(part)
-    return pd.concat(rows, ignore_index=True)
+def theorem2_records(rounds: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
+    """Long table (round, layer, P, I, K, coef, m_prev, m_agg, dfa2, dfs2) from one run's records with
+    `fedlib.papers.fedshift.FedShift` diagnostics: shift/I, shift/K, shift/coef columns of `rounds`, and the
+    per-layer shift/<quantity> rows of its layer table `layers` (`RunResult.layers`)."""
+    shift = layers[layers["key"].str.startswith("shift/")]
+    if not (shift["key"] == "shift/dfa2").any():
+        raise ValueError("no shift/dfa2 rows in the layer table: run with hooks=[FedShift(...)]")
+    order = {layer: i for i, layer in enumerate(dict.fromkeys(shift["layer"]))}
+    wide = (shift.assign(key=shift["key"].str.removeprefix("shift/")).pivot(index=["layer", "round"], columns="key",
+                                                                           values="value")
+            .reset_index().sort_values(["layer", "round"], key=lambda c: c.map(order) if c.name == "layer" else c))
+    scalars = rounds[["round", "shift/I", "shift/K", "shift/coef"]].set_axis(["round", "I", "K", "coef"], axis=1)
+    return (wide.rename(columns={"numel": "P"}).merge(scalars, on="round", how="left")
+            [["round", "layer", "P", "I", "K", "coef", "m_prev", "m_agg", "dfa2", "dfs2"]].reset_index(drop=True))
 
 
-def check_theorem2(rounds: pd.DataFrame, rtol: float = 1e-4) -> pd.DataFrame:
-    """Every round and layer: measured D_FA^2 - D_FS^2 against Eq. 30 (corrected) and Eq. 12 (printed).
+def check_theorem2(rounds: pd.DataFrame, layers: pd.DataFrame, rtol: float = 1e-4) -> pd.DataFrame:
+    """Every round and layer of one run (`theorem2_records`): measured D_FA^2 - D_FS^2 against Eq. 30 (corrected) and Eq. 12 (printed).
 
     Errors are relative to the scale of the measured terms, D_FA^2 + D_FS^2 (the identity is exact in
     real arithmetic; the run's shifted model is rounded to float32). `holds_*` = error <= rtol. Also:
@@ -97,7 +95,7 @@ def check_theorem2(rounds: pd.DataFrame, rtol: float = 1e-4) -> pd.DataFrame:
     (I = 0) are dropped: there the theorem is vacuous; so are rounds whose recorded quantities are not finite
     (a diverged run): the identity says nothing about them.
     """
-    df = theorem2_records(rounds)
+    df = theorem2_records(rounds, layers)
     finite = np.isfinite(df[["P", "I", "K", "m_prev", "m_agg", "dfa2", "dfs2"]].to_numpy(dtype=float)).all(axis=1)
     df = df[finite & (df["I"] > 0)].copy()
     df["measured"] = df["dfa2"] - df["dfs2"]

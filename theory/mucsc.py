@@ -34,7 +34,7 @@ from fedlib.codecs.mucsc import (
     stochastic_round,
     uniform_levels,
 )
-from fedlib.contracts import LocalTraining, RoundInfo
+from fedlib.contracts import SERVER, LocalTraining, RoundInfo
 from fedlib.executors import half_squared_error
 from fedlib.federation import run_federation
 from fedlib.papers.mucsc import PaperLR
@@ -447,9 +447,13 @@ def run_partial(toy: QuadraticToy, rounds: int, *, clients: int, z: int | None, 
                          local=LocalTraining(lr=PaperLR(2 / (toy.mu * gamma), gamma, 0.0, E), batch_size=dim, steps=E),
                          uplink=Link(codec, granularity="model"), downlink=Link(codec, payload="update", granularity="model"),
                          downlink_receivers="all", loss_fn=half_squared_error, hooks=[g2_hook], executor="sequential")
-    r = res.rounds
-    j_down = r["down/J"].fillna(0.0) if "down/J" in r else 0.0
-    j_up = res.clients.groupby("round")["J"].mean().reindex(r["round"]).fillna(0.0).to_numpy() if "J" in res.clients else 0.0
+    r, layers = res.rounds, res.layers
+
+    def per_round(rows: pd.DataFrame) -> np.ndarray:  # mean over the round's messages; 0 where none (fp32)
+        return rows.groupby("round")["value"].mean().reindex(r["round"]).fillna(0.0).to_numpy()
+
+    j_down = per_round(layers[(layers["client"] == SERVER) & (layers["key"] == "down/J")])
+    j_up = per_round(layers[(layers["client"] != SERVER) & (layers["key"] == "J")])
     return pd.DataFrame({"t": E * r["round"], "gap": r["test_loss"] - toy.loss(toy.w_star), "psi": j_down + j_up / clients,
                          "G2": r["G2"]})
 

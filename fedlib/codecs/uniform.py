@@ -6,12 +6,12 @@ spaced levels from x_min to x_max inclusive):
 - rounding="stochastic": FedAQ Sec. II-B, Eq. (5): a value in the bin [h', h''] becomes h' with probability
   (h'' - x) / step and h'' otherwise, so E[Q(x)] = x and Var[Q(x_j)] = (h'' - x_j)(x_j - h') <= step^2 / 4.
 
-Three ways of choosing b, all sharing this one quantizer:
+Ways of choosing b, all sharing this one quantizer:
 - `UniformQuantizer(bits)`: a fixed bit-length (FedShift's uniform uploads; FedAQ's fixed 2/4/8/16 bits).
 - `FedAQQuantizer(resolution)`: Eq. (26), b = ceil(log2(R / resolution)) from the range of the tensor
   being sent, recomputed at every encode (uplink resolution alpha, downlink beta = alpha / sqrt(2n)).
-- `AdaQuantFL(s0)`: a per-round codec policy, s_k = ceil(sqrt(F_0 / F_k) * s0) bins from the training
-  losses in `LinkContext.history` (Jhunjhunwala et al., ICASSP 2021), used as `Link(codec=AdaQuantFL())`.
+- `fedlib.codecs.policies.AdaQuantFL(s0)`: a per-round codec policy, s_k = ceil(sqrt(F_0 / F_k) * s0) bins from
+  the training losses (Jhunjhunwala et al., ICASSP 2021), used as `Link(codec=AdaQuantFL())`.
 
 Bits are exact: payload b index bits per value; side information x_min and x_max as fp32 (64 bits), and
 for the adaptive codec the bit-length itself (5 bits, b in 1..32). A constant tensor (R = 0) is sent as
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
 
 import torch
 
@@ -35,12 +34,6 @@ BITLENGTH_BITS = 5  # the adaptive codec sends b (1..32) with every message
 MAX_BITS = 32
 
 
-class LinkContextLike(Protocol):
-    """What a codec policy reads of `fedlib.channel.LinkContext` (codecs do not import the channel)."""
-
-    history: Sequence[dict[str, Any]]
-
-
 @dataclass(frozen=True)
 class QuantizedTensor:
     """Bin indices in 0..2^b-1 and what the receiver needs to map them back."""
@@ -51,14 +44,14 @@ class QuantizedTensor:
     dtype: torch.dtype
 
 
-def _check_bits(bits: int, name: str = "bits") -> int:
+def check_bits(bits: int, name: str = "bits") -> int:
     bits = count(name, bits)
     if not 1 <= bits <= MAX_BITS:
         raise ValueError(f"{name} must be an integer in 1..{MAX_BITS}, got {bits!r}")
     return bits
 
 
-def _check_rounding(rounding: str) -> str:
+def check_rounding(rounding: str) -> str:
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     return rounding
@@ -72,8 +65,8 @@ def value_range(x: torch.Tensor) -> float:
 def quantize(x: torch.Tensor, bits: int, rounding: str = "stochastic",
              gen: torch.Generator | None = None) -> QuantizedTensor:
     """Quantize a flat tensor to 2^bits levels spanning [min(x), max(x)] (Eq. 5)."""
-    bits = _check_bits(bits)
-    _check_rounding(rounding)
+    bits = check_bits(bits)
+    check_rounding(rounding)
     if x.numel() == 0:
         raise ValueError("cannot quantize an empty tensor")
     lo, hi = float(x.min()), float(x.max())
@@ -115,8 +108,8 @@ class UniformQuantizer:
     device_generic = True
 
     def __init__(self, bits: int, rounding: str = "nearest") -> None:
-        self.bits = _check_bits(bits)
-        self.rounding = _check_rounding(rounding)
+        self.bits = check_bits(bits)
+        self.rounding = check_rounding(rounding)
         self.unbiased, self.deterministic = rounding == "stochastic", rounding == "nearest"
         self.name = f"{'uniform' if rounding == 'nearest' else 'sq'}{self.bits}"
 
@@ -154,11 +147,11 @@ class FedAQQuantizer:
 
     def __init__(self, resolution: float, b_min: int = 1, b_max: int = MAX_BITS, rounding: str = "stochastic") -> None:
         self.resolution = real("resolution", resolution, low=0, low_inclusive=False)
-        self.b_min = _check_bits(b_min, "b_min")
-        self.b_max = _check_bits(b_max, "b_max")
+        self.b_min = check_bits(b_min, "b_min")
+        self.b_max = check_bits(b_max, "b_max")
         if self.b_min > self.b_max:
             raise ValueError(f"b_min ({b_min}) must not exceed b_max ({b_max})")
-        self.rounding = _check_rounding(rounding)
+        self.rounding = check_rounding(rounding)
         self.unbiased, self.deterministic = rounding == "stochastic", rounding == "nearest"
         self.name = "fedaq"
 
@@ -171,49 +164,3 @@ class FedAQQuantizer:
     def __repr__(self) -> str:
         return (f"FedAQQuantizer(resolution={self.resolution!r}, b_min={self.b_min}, b_max={self.b_max}, "
                 f"rounding={self.rounding!r})")
-
-
-class AdaQuantFL:
-    """AdaQuantFL's loss-driven schedule as a codec policy (the same min-max quantizer, b from s_k).
-
-    s_k = ceil(sqrt(F_0 / F_k) * s0) bins, b_k = ceil(log2(s_k + 1)), clamped to [b_min, b_max]. F_k is
-    the latest `loss_key` value in the history (the clients' mean local training loss of round k-1)
-    and F_0 the first; with no history yet, s = s0. Falling losses raise the bit-length.
-    """
-
-    def __init__(self, s0: int = 3, b_min: int = 1, b_max: int = MAX_BITS, loss_key: str = "train_loss",
-                 rounding: str = "stochastic") -> None:
-        count("s0", s0)
-        if int(s0) != s0 or s0 < 1:
-            raise ValueError(f"s0 must be a positive integer number of bins, got {s0!r}")
-        self.s0 = int(s0)
-        self.b_min = _check_bits(b_min, "b_min")
-        self.b_max = _check_bits(b_max, "b_max")
-        self.loss_key = loss_key
-        self.rounding = _check_rounding(rounding)
-        self._codecs: dict[int, UniformQuantizer] = {}
-
-    def levels(self, history: Sequence[dict[str, Any]]) -> int:
-        """s_k, the number of bins for the coming round."""
-        if not history:
-            return self.s0
-        if self.loss_key not in history[0]:
-            raise ValueError(f"AdaQuantFL needs {self.loss_key!r} in the round records; got {sorted(history[0])}")
-        f0, fk = float(history[0][self.loss_key]), float(history[-1][self.loss_key])
-        if not (math.isfinite(f0) and math.isfinite(fk)):
-            return 2**self.b_max - 1  # a diverged run (NaN/inf loss): the widest code; the run's loss records the divergence
-        if not (f0 > 0 and fk > 0):
-            raise ValueError(f"AdaQuantFL needs positive losses, got F_0={f0}, F_k={fk}")
-        return math.ceil(math.sqrt(f0 / fk) * self.s0)
-
-    def bits(self, history: Sequence[dict[str, Any]]) -> int:
-        return min(max(math.ceil(math.log2(self.levels(history) + 1)), self.b_min), self.b_max)
-
-    def __call__(self, ctx: LinkContextLike) -> UniformQuantizer:
-        b = self.bits(ctx.history)
-        if b not in self._codecs:
-            self._codecs[b] = UniformQuantizer(b, self.rounding)
-        return self._codecs[b]
-
-    def __repr__(self) -> str:
-        return f"AdaQuantFL(s0={self.s0}, b_min={self.b_min}, b_max={self.b_max}, loss_key={self.loss_key!r})"

@@ -3,8 +3,9 @@
     specs = experiments(params)            # the notebook's grid: modes x schemes x seeds, plus the sweeps
     records = run_specs(specs, store=RunStore.at(runs_root))
     records["rounds"]   # one row per (run, round): energy and trend columns, labels mode/scheme/seed
-    records["clients"]  # one row per (run, round, client): per-layer ranges and bit-lengths
-    records["layers"]   # one row per (run, layer): the layer's dimension
+    records["clients"]  # one row per (run, round, client)
+    records["layers"]   # per-layer diagnostics, long (run, round, client, layer, key, value): ranges, bit-lengths
+    records["layer_sizes"]  # one row per (run, layer): the layer's dimension
 
 - `equal_shards`: the authors' IID split, floor(N / n) samples per client drawn without replacement (p_i = 1/n).
 - `link_components(mode, scheme, ...)`: the paper's modes as the spec's uplink/downlink codecs. The uplink sends
@@ -31,8 +32,9 @@ from scipy.stats import spearmanr
 
 from fedlib.augment import AUGMENTATIONS
 from fedlib.channel import Link
-from fedlib.codecs.uniform import MAX_BITS, AdaQuantFL
-from fedlib.contracts import RunResult
+from fedlib.codecs.policies import AdaQuantFL
+from fedlib.codecs.uniform import MAX_BITS
+from fedlib.contracts import MODEL, SERVER, RunResult
 from fedlib.data import Dataset
 from fedlib import report
 from fedlib.energy import add_energy, saving
@@ -241,7 +243,7 @@ def experiments(p: FedAQParams) -> list[RunSpec]:
 
 
 # ------------------------------------------------------------------------------------------ the plan
-@CODEC_POLICIES.register("adaquantfl")
+@CODEC_POLICIES.register("adaquantfl", examples=({"s0": 3}, {"s0": 1, "b_min": 2, "granularity": "model"}))
 def adaquantfl_uplink(run: RunPlan, s0: int, b_min: int = 1, granularity: str = "layer") -> Link:
     """AdaQuantFL's loss-driven bit schedule on the uplink, sending the update."""
     return Link(codec=AdaQuantFL(s0, b_min, rounding=ROUNDING), granularity=granularity, payload="update")
@@ -249,15 +251,15 @@ def adaquantfl_uplink(run: RunPlan, s0: int, b_min: int = 1, granularity: str = 
 
 @COLLECTORS.register("fedaq_energy_trends")
 def energy_and_trends(run: RunPlan, mode: str, e_up_pj: float, e_down_pj: float) -> Callable[[RunResult], Records]:
-    """Record tables: rounds with energy (only the mode's links) and trend columns; the layers' dimensions."""
+    """Record tables: rounds with energy (only the mode's links) and trend columns; the layers' sizes."""
     if mode not in LINKS_OF_MODE:
         raise ValueError(f"fedaq_energy_trends: mode must be one of {sorted(LINKS_OF_MODE)}, got {mode!r}")
 
     def collect(result: RunResult) -> Records:
         dims = {k: v.numel() for k, v in result.params.items()}
         rounds = add_energy(result.rounds, e_up_pj, e_down_pj, LINKS_OF_MODE[mode])
-        return {"rounds": rounds.merge(trends(result.rounds, result.clients, dims), on="round"),
-                "layers": pd.DataFrame({"layer": list(dims), "dim": list(dims.values())})}
+        return {"rounds": rounds.merge(trends(result.rounds, result.layers, dims), on="round"),
+                "layer_sizes": pd.DataFrame({"layer": list(dims), "dim": list(dims.values())})}
 
     return collect
 
@@ -294,68 +296,57 @@ def trend_table(run: pd.DataFrame) -> pd.DataFrame:
                           "first": run[q].iloc[0], "last": run[q].iloc[-1]} for q in TREND_QUANTITIES])
 
 
-def _layer_columns(frame: pd.DataFrame, prefix: str) -> list[str]:
-    return [c for c in frame.columns if c.startswith(prefix)]
+def link_rows(layers: pd.DataFrame, link: str, key: str) -> pd.DataFrame:
+    """The rows of diagnostic `key` (e.g. "range") in a layer table (`RunResult.layers`): the clients' messages
+    on the "up" link, the server's (key "down/<key>") on the "down" link."""
+    if link not in ("up", "down"):
+        raise ValueError(f"link must be 'up' or 'down', got {link!r}")
+    up = layers["client"] != SERVER
+    return layers[up & (layers["key"] == key)] if link == "up" else layers[~up & (layers["key"] == f"down/{key}")]
 
 
-def _weighted_columns(frame: pd.DataFrame, key: str, dims: dict[str, int]) -> dict[str, int] | None:
-    """Columns of diagnostic `key` (e.g. "bits_per_value", "down/range") with each one's number of values:
-    one per layer ("key/<layer>") on a layer-granularity link, the one "key" column on a model-granularity
-    link, None where the link records no such diagnostic (fp32)."""
-    if all(f"{key}/{k}" in frame for k in dims):
-        return {f"{key}/{k}": n for k, n in dims.items()}
-    if key in frame:
-        return {key: sum(dims.values())}
-    return None
+def message_sizes(layer: pd.Series, dims: Mapping[str, int]) -> pd.Series:
+    """The number of values each layer-table row's message encodes: its layer's size, the whole model's for
+    `MODEL` (a model-granularity link)."""
+    sizes = {MODEL: sum(dims.values()), **dims}
+    unknown = sorted(set(layer) - set(sizes))
+    if unknown:
+        raise ValueError(f"layer table rows name layers {unknown} that are not in the model's {sorted(dims)}")
+    return layer.map(sizes).astype(float)
 
 
-def trends(rounds: pd.DataFrame, clients: pd.DataFrame, dims: dict[str, int]) -> pd.DataFrame:
-    """Per round: size-weighted mean bits per value on each link (32 for fp32), mean ranges over layers
-    (clients averaged on the uplink) and the share of clamped bit-lengths; dims maps layer -> size. Works
-    for either link granularity (a model-granularity link has one "layer": the whole model)."""
+def trends(rounds: pd.DataFrame, layers: pd.DataFrame, dims: dict[str, int]) -> pd.DataFrame:
+    """Per round of one run: size-weighted mean bits per value on each link (32 for fp32, which records none),
+    mean ranges over layers (clients averaged on the uplink) and the share of clamped bit-lengths, from the run's
+    layer table; dims maps layer -> size. Works for either link granularity (a model-granularity link has one
+    layer, `MODEL`: the whole model)."""
     out = pd.DataFrame({"round": rounds["round"]})
     total = float(sum(dims.values()))
-    bits = _weighted_columns(clients, "bits_per_value", dims)
-    if bits:
-        per_client = sum(clients[c] * n for c, n in bits.items()) / total
-        by_round = clients.assign(_bits=per_client).groupby("round")
-        out["up_bits"] = out["round"].map(by_round["_bits"].mean())
-        ranges = _weighted_columns(clients, "range", dims) or {}
-        out["up_range"] = out["round"].map(by_round[list(ranges)].mean().mean(axis=1))
-        clamped = _weighted_columns(clients, "clamped", dims)
-        if clamped:
-            out["up_clamped"] = out["round"].map(by_round[list(clamped)].mean().mean(axis=1))
-    else:
-        out["up_bits"] = 32.0
-    bits = _weighted_columns(rounds, "down/bits_per_value", dims)
-    if bits:
-        out["down_bits"] = sum(rounds[c] * n for c, n in bits.items()).to_numpy() / total
-        out["down_range"] = rounds[list(_weighted_columns(rounds, "down/range", dims) or {})].mean(axis=1).to_numpy()
-        clamped = _weighted_columns(rounds, "down/clamped", dims)
-        if clamped:
-            out["down_clamped"] = rounds[list(clamped)].mean(axis=1).to_numpy()
-    else:
-        out["down_bits"] = 32.0
+    for link in ("up", "down"):
+        bits = link_rows(layers, link, "bits_per_value")
+        if bits.empty:
+            out[f"{link}_bits"] = 32.0
+            continue
+        per_message = (bits["value"] * message_sizes(bits["layer"], dims)).groupby([bits["round"], bits["client"]]).sum()
+        out[f"{link}_bits"] = out["round"].map(per_message.groupby(level="round").mean() / total)
+        for key in ("range", "clamped"):
+            rows = link_rows(layers, link, key)
+            if not rows.empty:
+                per_layer = rows.groupby(["round", "layer"])["value"].mean()
+                out[f"{link}_{key}"] = out["round"].map(per_layer.groupby(level="round").mean())
     return out
 
 
-def layer_ranges(rounds: pd.DataFrame, clients: pd.DataFrame) -> pd.DataFrame:
-    """Long frame (round, link, layer, range) for Fig. 2 from one run's records: uplink ranges averaged over
+def layer_ranges(layers: pd.DataFrame) -> pd.DataFrame:
+    """Long frame (round, layer, range, link) for Fig. 2 from one run's layer table: uplink ranges averaged over
     clients, downlink ranges."""
-    parts = []
-    up = [c for c in _layer_columns(clients, "range/") if clients[c].notna().any()]
-    if up:
-        m = clients.groupby("round")[up].mean().reset_index().melt("round", var_name="layer", value_name="range")
-        parts.append(m.assign(link="uplink update"))
-    down = [c for c in _layer_columns(rounds, "down/range/") if rounds[c].notna().any()]
-    if down:
-        m = rounds[["round", *down]].melt("round", var_name="layer", value_name="range")
-        parts.append(m.assign(link="downlink weights"))
+    up = link_rows(layers, "up", "range").groupby(["round", "layer"], sort=False)["value"].mean().reset_index()
+    down = link_rows(layers, "down", "range")[["round", "layer", "value"]]
+    parts = [part.assign(link=name) for part, name in ((up, "uplink update"), (down, "downlink weights"))
+             if not part.empty]
     if not parts:
         raise ValueError("no quantizer range info in this run (both links fp32)")
-    out = pd.concat(parts, ignore_index=True)
-    out["layer"] = out["layer"].str.split("range/").str[-1]
-    return out
+    return pd.concat(parts, ignore_index=True).rename(columns={"value": "range"})
 
 
 def target_table(runs: dict[str, pd.DataFrame], baseline: str, proposed: str, targets: list[float]) -> pd.DataFrame:

@@ -8,7 +8,7 @@ Pieces, each usable on its own with `fedlib.federation.run_federation`:
   "random_half").
 * `StratifiedSampler`: every round picks a fixed number of inferior and of superior clients (the
   code's "half-odd-even" selection); plain uniform sampling is run_federation's own `sampler=`.
-* `MixedPrecision` / `mixed_uplink`: the uplink codec policy (a quantizer for inferior clients, fp32
+* `mixed_uplink`: the uplink, a `fedlib.codecs.PerClient` policy (a quantizer for inferior clients, fp32
   for superior ones), carrying whole trained weights (`payload="weights"`); Fed-EF is the same link
   with `error_feedback=True` (the spec's "weights" variant: send Q(w + e), e <- w + e - DeQ(Q(w + e))).
 * `FedShift`: the post-aggregation hook, Eq. 10 per layer,
@@ -43,14 +43,14 @@ from torch import nn
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Algorithm
 from fedlib.augment import AUGMENTATIONS
-from fedlib.channel import Link, LinkContext
-from fedlib.codecs import make_codec
-from fedlib.codecs.base import Codec, Identity
+from fedlib.channel import Link
+from fedlib.codecs.base import Identity
+from fedlib.codecs.policies import CodecChoice, PerClient
 from fedlib.codecs.kmeans import KMEANS_INITS, REFERENCE_CODE, KMeansQuantizer
 from fedlib.data import Dataset
 from fedlib.data.partition import from_indices
 from fedlib import params as P
-from fedlib.contracts import FederatedData, RoundInfo, RunResult
+from fedlib.contracts import MODEL, SERVER, Diagnostics, FederatedData, RoundInfo, RunResult
 from fedlib.federation import evaluate
 from fedlib.paper_params import PaperParams, Threads, param
 from fedlib.params import Params
@@ -135,29 +135,15 @@ class StratifiedSampler:
 
 # ------------------------------------------------------------------------------- mixed precision
 
-class MixedPrecision:
-    """Codec policy: `codec` for inferior clients, fp32 for everyone else (and on the downlink)."""
-
-    def __init__(self, codec: Codec, inferior: Iterable[int]):
-        self.codec = codec
-        self.inferior = frozenset(int(i) for i in inferior)
-        self.full = Identity()
-
-    def __call__(self, ctx: LinkContext) -> Codec:
-        return self.codec if ctx.client in self.inferior else self.full
-
-    def __repr__(self) -> str:
-        return f"MixedPrecision({self.codec!r}, {len(self.inferior)} inferior)"
-
-
-def mixed_uplink(codec: Codec | None, inferior: Iterable[int], error_feedback: bool = False) -> Link:
-    """Uplink of trained weights, layer by layer: `codec` for inferior clients, fp32 for superior ones.
+def mixed_uplink(codec: CodecChoice | None, inferior: Iterable[int], num_clients: int,
+                 error_feedback: bool = False) -> Link:
+    """Uplink of trained weights, layer by layer: `codec` for the inferior clients, fp32 for the superior ones.
     codec=None is the all-fp32 ("32+32") uplink."""
-    policy = Identity() if codec is None else MixedPrecision(codec, inferior)
+    policy = Identity() if codec is None else PerClient(num_clients, [(codec, inferior)], default="fp32")
     return Link(policy, granularity="layer", payload="weights", error_feedback=error_feedback)
 
 
-def algorithm_and_uplink(name: str, codec: Codec | None, inferior: Iterable[int],
+def algorithm_and_uplink(name: str, codec: CodecChoice | None, inferior: Iterable[int], num_clients: int,
                          **algorithm_kwargs: Any) -> tuple[Algorithm, Link]:
     """The paper's four baselines as (algorithm, uplink). "fedavg" is Table I's FedPAQ row (FedAvg with
     deterministic weight quantization); "fedef" is FedAvg (server lr 1) with an error-feedback uplink
@@ -167,8 +153,8 @@ def algorithm_and_uplink(name: str, codec: Codec | None, inferior: Iterable[int]
     if name == "fedef":
         if algorithm_kwargs:
             raise ValueError(f"fedef takes no algorithm options, got {sorted(algorithm_kwargs)}")
-        return make_algorithm("fedavg"), mixed_uplink(codec, inferior, error_feedback=True)
-    return make_algorithm(name, **algorithm_kwargs), mixed_uplink(codec, inferior)
+        return make_algorithm("fedavg"), mixed_uplink(codec, inferior, num_clients, error_feedback=True)
+    return make_algorithm(name, **algorithm_kwargs), mixed_uplink(codec, inferior, num_clients)
 
 
 # ------------------------------------------------------------------------------------------- hooks
@@ -177,7 +163,7 @@ def _groups(params: Params, scope: str) -> dict[str, list[str]]:
     keys = [k for k, v in params.items() if v.is_floating_point() and not k.endswith(BUFFER_SUFFIXES)]
     if scope == "layer":
         return {k: [k] for k in keys}
-    return {"model": keys}
+    return {MODEL: keys}
 
 
 def _flat(params: Params, keys: Sequence[str]) -> torch.Tensor:
@@ -192,10 +178,10 @@ class FedShift:
     "model" (one scalar mean over all tensors; an ablation). The hook shifts whenever the round has
     inferior clients, quantized or not, so with an all-fp32 uplink it is the shift-only ablation.
 
-    Diagnostics per round: shift/coef, shift/I, shift/K and, per group g, shift/numel/g, shift/m_prev/g
-    (mean of the model the clients started from, m^t), shift/m_agg/g (m^{t+1}, before the shift),
-    shift/m_new/g (after), shift/dfa2/g = ||w_agg - w^t||^2 and shift/dfs2/g = ||w_hat - w^t||^2
-    (float64 sums over the float32 tensors), the inputs of Theorem 2.
+    Diagnostics per round: shift/coef, shift/I, shift/K and, per group g (a layer, or "model"; rows of the
+    layer table), shift/numel, shift/m_prev (mean of the model the clients started from, m^t), shift/m_agg
+    (m^{t+1}, before the shift), shift/m_new (after), shift/dfa2 = ||w_agg - w^t||^2 and shift/dfs2 =
+    ||w_hat - w^t||^2 (float64 sums over the float32 tensors), the inputs of Theorem 2.
     """
 
     def __init__(self, inferior: Iterable[int], scope: str = "layer"):
@@ -215,35 +201,34 @@ class FedShift:
                 out[k] = (params[k].double() - coef * mean).to(params[k].dtype)
         return out
 
-    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, Diagnostics]:
         clients = [r.client for r in info.results]
         coef = self.coefficient(clients, info.weights)
         shifted = self.shift(params, coef) if coef else params
-        diag = {"shift/coef": coef, "shift/I": float(sum(c in self.inferior for c in clients)),
-                "shift/K": float(len(clients))}
+        per_group: dict[str, dict[str, float]] = {}
         for g, keys in _groups(params, self.scope).items():
             prev, agg, new = _flat(info.before, keys), _flat(params, keys), _flat(shifted, keys)
-            diag |= {f"shift/numel/{g}": float(agg.numel()), f"shift/m_prev/{g}": float(prev.mean()),
-                     f"shift/m_agg/{g}": float(agg.mean()), f"shift/m_new/{g}": float(new.mean()),
-                     f"shift/dfa2/{g}": float(((agg - prev) ** 2).sum()),
-                     f"shift/dfs2/{g}": float(((new - prev) ** 2).sum())}
-        return shifted, diag
+            for name, value in (("numel", agg.numel()), ("m_prev", prev.mean()), ("m_agg", agg.mean()),
+                                ("m_new", new.mean()), ("dfa2", ((agg - prev) ** 2).sum()),
+                                ("dfs2", ((new - prev) ** 2).sum())):
+                per_group.setdefault(f"shift/{name}", {})[g] = float(value)
+        return shifted, {"shift/coef": coef, "shift/I": float(sum(c in self.inferior for c in clients)),
+                         "shift/K": float(len(clients)), **per_group}
 
     def __repr__(self) -> str:
         return f"FedShift({len(self.inferior)} inferior, scope={self.scope!r})"
 
 
 class DivergenceMonitor:
-    """Fig. 9 diagnostics, per layer: div/global/<layer> = ||w^t - w^{t-1}|| (the model after every
-    earlier hook, against the round's starting model) and div/drift/<layer> = mean over the selected
-    clients of ||w_k^t - w^{t-1}|| (the decoded uploads). Returns the parameters unchanged."""
+    """Fig. 9 diagnostics, per layer (rows of the layer table): div/global = ||w^t - w^{t-1}|| (the model after
+    every earlier hook, against the round's starting model) and div/drift = mean over the selected clients of
+    ||w_k^t - w^{t-1}|| (the decoded uploads). Returns the parameters unchanged."""
 
-    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, dict[str, float]]:
-        diag = {}
-        for k in _groups(params, "layer"):
-            diag[f"div/global/{k}"] = float((params[k].double() - info.before[k].double()).norm())
-            diag[f"div/drift/{k}"] = float(np.mean([float(r.update[k].double().norm()) for r in info.results]))
-        return params, diag
+    def __call__(self, params: Params, info: RoundInfo) -> tuple[Params, Diagnostics]:
+        layers = _groups(params, "layer")
+        return params, {
+            "div/global": {k: float((params[k].double() - info.before[k].double()).norm()) for k in layers},
+            "div/drift": {k: float(np.mean([float(r.update[k].double().norm()) for r in info.results])) for k in layers}}
 
 
 class PreShiftAccuracy:
@@ -581,13 +566,15 @@ def parity_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.nd
     return parity_shards(dataset.y_train.numpy(), num_clients, seeds.numpy("partition"))
 
 
-@CODEC_POLICIES.register("mixed_precision")
+@CODEC_POLICIES.register("mixed_precision", examples=({"codec": "uniform", "codec_args": {"bits": 2}},
+                                                     {"codec": "kmeans", "codec_args": {"bits": 3}, "error_feedback": True},
+                                                     {"codec": None}))
 def mixed_precision_uplink(run: RunPlan, codec: str | None = None, codec_args: Mapping[str, Any] | None = None,
                            error_feedback: bool = False) -> Link:
     """Trained weights layer by layer: `codec` (a registered codec name) for the inferior clients, fp32 for
     the superior ones; codec None is the all-fp32 ("32+32") uplink."""
-    inner = None if codec is None else make_codec(codec, **dict(codec_args or {}))
-    return mixed_uplink(inner, inferior_clients(run.num_clients), error_feedback)
+    inner = None if codec is None else (codec, dict(codec_args or {}))
+    return mixed_uplink(inner, inferior_clients(run.num_clients), run.num_clients, error_feedback)
 
 
 @SAMPLERS.register("stratified")
@@ -666,16 +653,17 @@ LABELS = ["method", "quantizer", "bits", "shift", "split", "alpha", "kmeans", "s
 def run_table(records: Mapping[str, pd.DataFrame], last: int = 3) -> pd.DataFrame:
     """One row per Table I/II-style run: its labels, seed, run key, `acc` (test accuracy in %, mean of the last
     `last` rounds, which damps round-to-round noise) and `upload_mean_bias` / `upload_mse` / `lloyd_iters` (means
-    over its quantized uploads and layers; NaN for fp32 runs)."""
+    over its quantized uploads and layers, |mean_bias| for the bias; NaN for fp32 runs)."""
     rounds = records["rounds"]
     rounds = rounds[rounds["method"] != "theorem1"]
     keys = [*LABELS, "seed", "run"]
     acc = (rounds.sort_values("round").groupby("run")["test_acc"].apply(lambda s: 100 * s.dropna().tail(last).mean())
            .rename("acc"))
-    clients = records["clients"].set_index("run")
-    stats = pd.DataFrame({name: clients.filter(like=f"{prefix}/").abs().mean(axis=1).groupby(level="run").mean()
-                          for name, prefix in (("upload_mean_bias", "mean_bias"), ("upload_mse", "mse"),
-                                               ("lloyd_iters", "lloyd_iters"))})
+    uploads = records["layers"][records["layers"]["client"] != SERVER]
+    per_upload = uploads.assign(value=uploads["value"].abs()).groupby(["run", "round", "client", "key"])["value"].mean()
+    stats = (per_upload.groupby(level=["run", "key"]).mean().unstack("key")
+             .reindex(columns=["mean_bias", "mse", "lloyd_iters"])
+             .set_axis(["upload_mean_bias", "upload_mse", "lloyd_iters"], axis=1))
     table = rounds.drop_duplicates("run")[keys].set_index("run").join(acc).join(stats)
     table = table.astype({"alpha": float, "bits": int, "shift": bool})  # other tables' rows made these columns float
     return table.reset_index()

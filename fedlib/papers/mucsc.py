@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fedlib.channel import Link, LinkContext
-from fedlib.codecs.base import FLOAT_BITS, Codec, Identity
-from fedlib.codecs.mucsc import LEVEL_METHODS, MUCSC, bmucsc_bits, id_bits, mucsc_bits
+from fedlib.channel import Link
+from fedlib.codecs.base import FLOAT_BITS, Identity
+from fedlib.codecs.mucsc import LEVEL_METHODS, bmucsc_bits, id_bits, mucsc_bits
+from fedlib.codecs.policies import PerClient
 from fedlib.codecs.qsgd import qsgd_bits, sign_bits
 from fedlib.codecs.sparse import stc_bits, topk_bits
-from fedlib.contracts import RunResult
+from fedlib.contracts import SERVER, RunResult
 from fedlib.data import Dataset, by_group
 from fedlib.federation import evaluate, run_federation
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
@@ -194,29 +195,27 @@ class PaperLR:
         return max(self.lr0 / (1 + t / self.decay), self.floor)
 
 
-class LevelSplit:
-    """Per-client Z_U: clients split at random into equal sets, one set per choice (Sec. VI-A3: 4, 8, 16)."""
+def zu_split(num_clients: int, choices: Sequence[int], seed: int) -> np.ndarray:
+    """Each client's Z_U: clients split at random (keyed stream "zu_split") into equal sets, one set per choice
+    (Sec. VI-A3: 4, 8, 16)."""
+    if not 1 <= len(choices) <= num_clients:
+        raise ValueError(f"cannot split {num_clients} clients into {len(choices)} sets (one per Z_U choice)")
+    order = Seeds(seed).numpy("zu_split").permutation(num_clients)
+    zu = np.empty(num_clients, dtype=np.int64)
+    for part, z in zip(np.array_split(order, len(choices)), choices):
+        zu[part] = z
+    return zu
 
-    def __init__(self, num_clients: int, choices: Sequence[int] = (4, 8, 16), seed: int = 0, **mucsc_kwargs: object):
-        if num_clients < len(choices):
-            raise ValueError(f"cannot split {num_clients} clients into {len(choices)} sets")
-        order = Seeds(seed).numpy("zu_split").permutation(num_clients)
-        self.levels = np.empty(num_clients, dtype=np.int64)
-        for part, z in zip(np.array_split(order, len(choices)), choices):
-            self.levels[part] = z
-        self.codecs = {z: MUCSC(int(z), **mucsc_kwargs) for z in choices}  # type: ignore[arg-type]
-        self.choices = tuple(choices)
 
-    def __call__(self, ctx: LinkContext) -> Codec:
-        if ctx.client is None:
-            raise ValueError("LevelSplit is an uplink policy (per client); the downlink has no client")
-        return self.codecs[int(self.levels[ctx.client])]
+def level_split(zu: np.ndarray, **mucsc_kwargs: Any) -> PerClient:
+    """The uplink policy of a Z_U split: client i sends with MUCSC at zu[i] levels (one codec per Z_U)."""
+    return PerClient(len(zu), [(("mucsc", {"num_levels": int(z), **mucsc_kwargs}), np.flatnonzero(zu == z))
+                               for z in np.unique(zu)])
 
-    def mean_id_bits(self) -> float:
-        return float(np.mean([id_bits(int(z)) for z in self.levels]))
 
-    def __repr__(self) -> str:
-        return f"LevelSplit(choices={self.choices})"
+def mean_id_bits(zu: np.ndarray) -> float:
+    """ceil(log2 Z_U) averaged over the clients: the index bits per element of the mean upload."""
+    return float(np.mean([id_bits(int(z)) for z in zu]))
 
 
 LinkArgs = tuple[str, dict[str, Any]]  # a registered codec name and its arguments + Link options
@@ -441,10 +440,10 @@ def paper_lr(run: RunPlan, decay: float, floor: float, steps_per_round: int) -> 
     return PaperLR(run.local.lr, decay, floor, steps_per_round)
 
 
-@CODEC_POLICIES.register("level_split")
+@CODEC_POLICIES.register("level_split", examples=({"choices": [4, 8, 16]}, {"choices": [2, 4], "levels": "uniform"}))
 def level_split_uplink(run: RunPlan, choices: Sequence[int], levels: str = "descent") -> Link:
     """The per-client Z_U split on the uplink (one MUCSC codec per set of clients)."""
-    return Link(LevelSplit(run.num_clients, choices, seed=run.spec.seed, levels=levels), granularity="model")
+    return Link(level_split(zu_split(run.num_clients, choices, run.spec.seed), levels=levels), granularity="model")
 
 
 @COLLECTORS.register("mucsc_comm")
@@ -564,9 +563,12 @@ def measured_rates(runs: pd.DataFrame, d: int, k_over_n: float) -> pd.DataFrame:
 
 def level_variants(records: Records) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The level-search grid's run rows with a `variant` column ("MUCSC <search>" or "QSGD"), and its clients'
-    uplink J(levels used) / J(uniform levels) per message."""
+    uplink J(levels used) / J(uniform levels) per message (run, round, client, layer), from the layer table."""
     runs = run_rounds(records)
     runs["variant"] = np.where(runs["method"] == "qsgd", "QSGD", "MUCSC " + runs["setting"].str.split(", ").str[-1])
-    clients = records["clients"].merge(runs[["run", "variant"]].drop_duplicates(), on="run")
+    layers = records["layers"]
+    j = layers[(layers["client"] != SERVER) & layers["key"].isin(["J", "J_init"])]
+    j = j.pivot(index=["run", "round", "client", "layer"], columns="key", values="value").reset_index()
+    clients = j.merge(runs[["run", "variant"]].drop_duplicates(), on="run")
     clients = clients[clients["J"].notna()].assign(ratio=lambda c: c["J"] / c["J_init"])
     return runs, clients

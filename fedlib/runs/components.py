@@ -12,6 +12,9 @@ Each kind has a `Registry`; a component is a factory `factory(run, **args)` taki
 `build_run` applies them in this order: lr_schedule (returns the `lr` of LocalTraining: a float or a
 schedule), uplink_policy (returns the uplink `Link`; the spec's uplink codec must then be "fp32"), sampler,
 client_behavior, hooks, collectors (return `Callable[[RunResult], Records]`).
+
+A codec policy registers the argument sets it builds from, `@CODEC_POLICIES.register(name, examples=[...])`: the
+conformance battery (tests/test_conformance.py) builds each and checks every client's codec.
 """
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ An entry folder holds one CSV per record table, `spec.json`, and `manifest.json`
     {"key": <the folder's name>, "fedlib_version": "0.1.0", "context": <what the key covers besides the spec>,
      "files": {"rounds.csv": {"bytes": 5120, "sha256": "...", "rows": 6, "columns": 31}, "spec.json": {...}, ...}}
 
+A table without rows also lists its columns' "dtypes" (a header-only CSV carries none), so it reads back typed.
+
 `write_entry` writes all of them into a folder (the store then renames that folder into place);
 `verify_entry` checks that the folder holds exactly the listed files with their sizes and checksums;
 `read_entry` verifies and reads the tables back. Anything wrong raises `DamagedEntryError` naming the file.
@@ -48,6 +50,8 @@ def _describe(path: Path, frame: pd.DataFrame | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
     if frame is not None:
         entry.update(rows=len(frame), columns=len(frame.columns))
+        if frame.empty and len(frame.columns):
+            entry["dtypes"] = {str(c): str(t) for c, t in frame.dtypes.items()}
     return entry
 
 
@@ -115,6 +119,14 @@ def _read_table(path: Path, expected: dict[str, Any]) -> pd.DataFrame:
     if (len(frame), len(frame.columns)) != (expected.get("rows"), expected.get("columns")):
         raise DamagedEntryError(path, f"{len(frame)} rows x {len(frame.columns)} columns, the manifest says "
                                       f"{expected.get('rows')} x {expected.get('columns')}")
+    dtypes = expected.get("dtypes")
+    if frame.empty and dtypes is not None:  # entries written before dtypes were listed read as before
+        if not isinstance(dtypes, dict) or sorted(dtypes) != sorted(str(c) for c in frame.columns):
+            raise DamagedEntryError(path, f"the manifest's dtypes {dtypes!r} do not name this table's columns")
+        try:
+            frame = frame.astype(dtypes)
+        except (TypeError, ValueError) as err:
+            raise DamagedEntryError(path, f"the manifest's dtypes {dtypes!r} are not pandas dtypes ({err})") from err
     return frame
 
 

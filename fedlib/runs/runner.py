@@ -3,6 +3,7 @@
     records = run_specs(specs, store=RunStore("results/runs"))          # local, in this process
     records = run_specs(specs, store=..., executor="ray")               # one Ray task per spec
     records["rounds"]   # every run's round rows, with the spec's labels, seed and key as columns
+    records["layers"]   # every run's per-layer diagnostics, long (see `fedlib.contracts.RunResult`)
 
 A spec already in the store is not recomputed; a run interrupted mid-way resumes from its checkpoint.
 
@@ -167,7 +168,7 @@ def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, c
     plan = build_run(spec, root)
     result = run_federation(plan.model_fn, plan.data, progress=progress,
                             checkpoint=store.checkpoint(spec, checkpoint_every), **plan.kwargs)
-    records: Records = {"rounds": result.rounds, "clients": result.clients}
+    records: Records = {"rounds": result.rounds, "clients": result.clients, "layers": result.layers}
     for collect in plan.collect:
         records.update(collect(result))
     store.save(spec, records)
