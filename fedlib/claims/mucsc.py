@@ -144,7 +144,7 @@ def _partial(b: MucscBundle) -> Finding:
 
 
 def _printed_levels(b: MucscBundle) -> Finding:
-    real, large, z = b.levels, b.large_d, b.params.z_sweep
+    real, large, z = b.levels, b.large_d, list(b.params.z_sweep)
     near = bool((real.paper_uniform_init / real.optimal).max() < 1.05 and (large.paper / large.optimal).max() < 1.05)
     return Finding(
         f"real update: J/J_unif Algorithm 1 as printed {', '.join(f'{v:.2f}' for v in real.paper_uniform_init)}; "
