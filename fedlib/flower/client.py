@@ -6,10 +6,12 @@ loss-driven codec policy reads them). The client trains with its own keyed strea
 the link's codec and its stream ("uplink", round, client) and replies with the decoded update, its extras
 and its record row with the exact bits of the message the codec produced. What it keeps between rounds, the
 algorithm's client state, its error-feedback residual and a client behaviour's memory, lives in its Flower
-`Context.state` (kept per node by a SuperNode, and by the simulation engine between rounds).
+`Context.state` (kept per node by a SuperNode, and by the simulation engine between rounds), one entry per
+run spec, so one ServerApp may run several specs on the same nodes.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
@@ -25,7 +27,7 @@ from fedlib.flower.wire import from_arrays, from_blob, to_arrays, to_blob
 
 client_app = ClientApp()
 
-STATE_KEY = "fedlib"  # the client's persistent state in Context.state
+STATE_PREFIX = "fedlib/"  # the client's persistent state in Context.state, one entry per run spec
 PARTITION = "partition-id"  # the node config key holding the fedlib client id
 
 
@@ -51,7 +53,8 @@ def train(msg: Message, context: Context) -> Message:
                          f"client {client}")
     plan, fed, fresh_behavior = client_federation(str(cfg["spec"]), str(cfg["root"]) or None)
     side, device = fed.clients, fed.server.device
-    saved: dict[str, Any] = from_blob(context.state[STATE_KEY]["blob"]) if STATE_KEY in context.state else {}
+    key = STATE_PREFIX + hashlib.sha256(str(cfg["spec"]).encode()).hexdigest()[:16]
+    saved: dict[str, Any] = from_blob(context.state[key]["blob"]) if key in context.state else {}
     side.states = {client: saved["algorithm"]} if "algorithm" in saved else {}
     side.up.residuals = {client: saved["residual"]} if "residual" in saved else {}
     behavior = side.behavior
@@ -70,7 +73,7 @@ def train(msg: Message, context: Context) -> Message:
         keep["residual"] = side.up.residuals[client]
     if behavior is not None and hasattr(behavior, "state_dict"):
         keep["behavior"] = behavior.state_dict()
-    context.state[STATE_KEY] = ConfigRecord({"blob": to_blob(keep)})
+    context.state[key] = ConfigRecord({"blob": to_blob(keep)})
     res = reply.result
     content = RecordDict({
         "update": to_arrays(res.update), "buffers": to_arrays(reply.buffers),
