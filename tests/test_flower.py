@@ -107,6 +107,36 @@ def test_adaquantfl_reads_the_servers_record_rows_on_the_client():
     assert got["clients"]["bits_up"].nunique() > 1  # the bit-length moved with the loss
 
 
+def _paper_spec(paper: str, has) -> RunSpec:
+    """The first spec of a paper notebook's default grid that `has`, cut to 3 rounds."""
+    import importlib
+
+    from fedlib.notebook_params import NOTEBOOKS, parameter_defaults
+
+    specs = importlib.import_module(f"fedlib.papers.{paper}").experiments(parameter_defaults(NOTEBOOKS / f"{paper}.py"))
+    return next(s for s in specs if has(s)).with_(rounds=3)
+
+
+@pytest.mark.parametrize("paper, has", [
+    # hooks that read the round's uplink codecs (reconstructed on the server), a stratified sampler, a
+    # per-client mixed-precision uplink
+    ("fedshift", lambda s: "fedshift" in [h.name for h in s.hooks] and s.sampler is not None),
+    ("mucsc", lambda s: s.uplink_policy is not None),  # MUCSC's per-client level split, a MUCSC downlink
+], ids=["fedshift hooks", "mucsc level split"])
+def test_paper_components_give_the_same_record(paper, has):
+    spec = _paper_spec(paper, has)
+    same_records(reference(spec), run_in_process(spec))
+
+
+def test_batchnorm_buffers_travel_both_ways():
+    spec = RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 3, "alpha": 0.5, "min_size": 10}),
+                        ("resnet18_cifar", {}), ("fedavg", {}), 2, 1, local={"lr": 0.05, "batch_size": 16, "steps": 1},
+                        loop={"sampler": 2})
+    ref, got = reference(spec), run_in_process(spec)
+    same_records(ref, got)
+    assert (got["rounds"]["bits_up_extra"] > 0).all()  # the buffers' 32 bits per value
+
+
 def test_every_selected_client_must_reply_once():
     plan = build_run(spec_of())
     fed = open_federation(plan.model_fn, plan.data, **plan.kwargs)
@@ -165,3 +195,25 @@ def test_ray_simulation_with_two_workers_gives_the_record():
     same_records(ref, got, rtol=1e-6)
     for column in ("bits_up", "bits_down", "payload_bits_up", "clients"):
         np.testing.assert_array_equal(ref["rounds"][column], got["rounds"][column])
+
+
+def test_the_flwr_run_app_reads_its_spec_from_the_run_config_and_writes_the_record(tmp_path):
+    import json
+
+    from fedlib.flower import app
+
+    spec = spec_of("scaffold", uplink=("stc", {"frac": 0.2, "error_feedback": True}))
+    (tmp_path / "spec.json").write_text(json.dumps(spec.to_json()))
+    grid = InProcessGrid(app.client_app, 5)
+    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                      run_config={"spec": str(tmp_path / "spec.json"), "out": str(tmp_path / "records")})
+    app.main(grid, context)
+    ref = reference(spec)
+    for name in ref:
+        stored = pd.read_csv(tmp_path / "records" / f"{name}.csv")
+        np.testing.assert_array_equal(stored["bits_up"], ref[name]["bits_up"])
+        np.testing.assert_allclose(stored["loss" if name == "clients" else "test_acc"],
+                                   ref[name]["loss" if name == "clients" else "test_acc"], rtol=1e-12)
+    for run_config, error in (({}, "has no 'spec'"), ({"spec": str(tmp_path / "none.json")}, "no file")):
+        with pytest.raises(ValueError, match=error):
+            app.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
