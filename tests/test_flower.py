@@ -217,3 +217,15 @@ def test_the_flwr_run_app_reads_its_spec_from_the_run_config_and_writes_the_reco
     for run_config, error in (({}, "has no 'spec'"), ({"spec": str(tmp_path / "none.json")}, "no file")):
         with pytest.raises(ValueError, match=error):
             app.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
+
+
+def test_without_flower_the_import_says_what_to_install(monkeypatch):
+    import importlib
+    import importlib.util
+    import sys
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flwr" else real(name, *a))
+    monkeypatch.delitem(sys.modules, "fedlib.flower")
+    with pytest.raises(ImportError, match=r"pip install -e \".\[flower\]\""):
+        importlib.import_module("fedlib.flower")

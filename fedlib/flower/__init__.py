@@ -5,11 +5,11 @@ Install with `pip install -e ".[flower]"`. See README, "Running a reproduced spe
 """
 from __future__ import annotations
 
-try:
-    import flwr  # noqa: F401
-except ImportError as err:  # pragma: no cover - the message is the point
+import importlib.util
+
+if importlib.util.find_spec("flwr") is None:
     raise ImportError("fedlib.flower needs Flower 1.42: install the extra with `pip install -e \".[flower]\"` "
-                      "(or `make setup`)") from err
+                      "(or `make setup`)")
 
 from fedlib.flower.client import client_app
 from fedlib.flower.grid import InProcessGrid

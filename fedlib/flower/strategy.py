@@ -12,7 +12,6 @@ record's test accuracy is the central one fedlib reports, so `configure_evaluate
 """
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
