@@ -16,6 +16,7 @@ from flwr.app import Context, Message, MessageType, RecordDict  # noqa: E402
 
 from fedlib.algorithms import ALGORITHMS  # noqa: E402
 from fedlib.codecs import CODECS  # noqa: E402
+from fedlib.contracts import SERVER  # noqa: E402
 from fedlib.federation import open_federation, run_federation  # noqa: E402
 from fedlib.flower import FedlibStrategy, InProcessGrid, client_app, run_in_process, run_in_simulation  # noqa: E402
 from fedlib.runs import RunSpec, build_run  # noqa: E402
@@ -39,9 +40,9 @@ def reference(spec: RunSpec) -> dict[str, pd.DataFrame]:
 
 def same_records(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame], rtol: float = 0.0) -> None:
     assert set(a) == set(b)
+    assert len(a["rounds"]) > 0 and len(a["clients"]) > 0
     for name in a:
         x, y = (f.drop(columns=[c for c in TIMING if c in f]) for f in (a[name], b[name]))
-        assert len(x) > 0
         if rtol == 0.0:
             pd.testing.assert_frame_equal(x, y, check_exact=True)
         else:
@@ -94,7 +95,7 @@ def test_taco_with_freeloaders_keeps_each_freeloaders_memory_in_its_context():
                         collectors=[("taco_alpha", {}), ("taco_expelled", {}), ("taco_output", {})])
     ref, got = reference(spec), run_in_process(spec, seed=5)
     same_records(ref, got)
-    assert set(got) == {"rounds", "clients", "alpha", "expelled", "output"}
+    assert set(got) == {"rounds", "clients", "layers", "alpha", "expelled", "output"}
 
 
 def test_adaquantfl_reads_the_servers_record_rows_on_the_client():
@@ -111,9 +112,9 @@ def _paper_spec(paper: str, has) -> RunSpec:
     """The first spec of a paper notebook's default grid that `has`, cut to 3 rounds."""
     import importlib
 
-    from fedlib.notebook_params import NOTEBOOKS, parameter_defaults
+    from fedlib.paper_params import params_class
 
-    specs = importlib.import_module(f"fedlib.papers.{paper}").experiments(parameter_defaults(NOTEBOOKS / f"{paper}.py"))
+    specs = importlib.import_module(f"fedlib.papers.{paper}").experiments(params_class(paper)())
     return next(s for s in specs if has(s)).with_(rounds=3)
 
 
@@ -125,7 +126,10 @@ def _paper_spec(paper: str, has) -> RunSpec:
 ], ids=["fedshift hooks", "mucsc level split"])
 def test_paper_components_give_the_same_record(paper, has):
     spec = _paper_spec(paper, has)
-    same_records(reference(spec), run_in_process(spec))
+    got = run_in_process(spec)
+    same_records(reference(spec), got)
+    # per-layer rows from the clients' messages (uplink codec info) and the server (hooks, downlink) crossed too
+    assert set(got["layers"]["client"]) - {SERVER} and (got["layers"]["client"] == SERVER).any()
 
 
 def test_batchnorm_buffers_travel_both_ways():
@@ -209,7 +213,8 @@ def test_the_flwr_run_app_reads_its_spec_from_the_run_config_and_writes_the_reco
                       run_config={"spec": str(tmp_path / "spec.json"), "out": str(tmp_path / "records")})
     app.main(grid, context)
     ref = reference(spec)
-    for name in ref:
+    assert {p.stem for p in (tmp_path / "records").glob("*.csv")} == set(ref)
+    for name in ("rounds", "clients"):
         stored = pd.read_csv(tmp_path / "records" / f"{name}.csv")
         np.testing.assert_array_equal(stored["bits_up"], ref[name]["bits_up"])
         np.testing.assert_allclose(stored["loss" if name == "clients" else "test_acc"],
