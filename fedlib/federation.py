@@ -19,7 +19,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, Union
 
 import numpy as np
@@ -31,8 +31,9 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.channel import Downlink, Link, Uplink
 from fedlib.codecs.base import FLOAT_BITS
-from fedlib.contracts import (SERVER, Checkpoint, ClientBehavior, ClientJob, ClientResult, Diagnostics, FederatedData, Hook,
-                              LayerDiagnostics, LocalRun, LocalTraining, RoundContext, RoundInfo, RunResult, layer_table)
+from fedlib.contracts import (SERVER, Checkpoint, ClientBehavior, ClientJob, ClientOutcome, ClientResult, Diagnostics,
+                              FederatedData, Hook, LayerDiagnostics, LocalRun, LocalTraining, RoundContext, RoundInfo,
+                              RunResult, layer_table)
 from fedlib.executors import LossFn, cross_entropy, train_sequential, train_vmap
 from fedlib.params import Params
 from fedlib.seeding import Seeds
@@ -134,7 +135,176 @@ def _average_buffers(buffers: Sequence[Params], weights: Sequence[float]) -> Par
     return out
 
 
-def run_federation(
+@dataclass
+class ClientReply:
+    """What one client returns to the server after a round: its decoded upload (the update as the server
+    reconstructs it, extras at full precision), its model buffers, the uplink codec it encoded with, its
+    record row, whose bit counts are those of the message the codec produced where the client encoded it, and
+    the message's per-layer diagnostics (rows of the layer table)."""
+
+    result: ClientResult
+    buffers: Params
+    codec: Any
+    row: dict[str, Any]
+    layers: list[dict[str, Any]]
+
+
+@dataclass
+class RoundStart:
+    """What the server decided at the start of a round: who trains, the model they receive, the algorithm's
+    declared view (all a client reads from the server) and when the round started."""
+
+    ctx: RoundContext
+    ids: np.ndarray
+    received: Params
+    view: dict[str, Any]
+    started: float
+
+
+class ClientSide:
+    """The client side of a round: local training from the received model with the client's keyed streams
+    (batches per (round, client), augmentation, behaviour), then the uplink encode with the client's own
+    error-feedback residual. fedlib's loop runs it for every selected client; a Flower ClientApp for one."""
+
+    def __init__(self, model: nn.Module, data: FederatedData, x: torch.Tensor, y: torch.Tensor, algorithm: Algorithm,
+                 local: LocalTraining, up: Uplink, seeds: Seeds, train: Callable[..., list[ClientOutcome]],
+                 behavior: ClientBehavior | None, loss_fn: LossFn) -> None:
+        self.model, self.data, self.x, self.y, self.algorithm, self.local = model, data, x, y, algorithm, local
+        self.up, self.seeds, self.train_fn, self.behavior, self.loss_fn = up, seeds, train, behavior, loss_fn
+        self.states: dict[int, dict[str, Any]] = {}  # the algorithm's persistent client state, by client
+
+    def train(self, start: RoundStart, buffers: Params) -> tuple[list[ClientJob], list[ClientOutcome]]:
+        """Local training of the round's clients (`start.ids`) from `start.received`."""
+        r, local, seeds, algorithm = start.ctx.round, self.local, self.seeds, self.algorithm
+        jobs = []
+        for i in start.ids:
+            state = self.states.setdefault(int(i), algorithm.init_client_state(start.received))
+            algorithm.start_client(state, start.view, start.ctx.for_client(int(i)))
+            idx = self.data.client_indices[i]
+            jobs.append(ClientJob(int(i), idx, local.schedule(len(idx), seeds.numpy("batches", r, int(i))), state,
+                                  seeds.torch("augment", r, int(i)) if local.augment else None))
+        outcomes = self.train_fn(self.model, self.x, self.y, start.received, buffers, jobs, local, algorithm,
+                                 start.view, r, self.loss_fn)
+        return jobs, outcomes
+
+    def replies(self, start: RoundStart, jobs: Sequence[ClientJob], outcomes: Sequence[ClientOutcome],
+                history: Sequence[dict[str, Any]]) -> list[ClientReply]:
+        """The uploads: the algorithm's extras, the client behaviour, the uplink encode with exact bits."""
+        ctx, received, view, r, local, out_replies = start.ctx, start.received, start.view, start.ctx.round, self.local, []
+        for job, out in zip(jobs, outcomes):
+            cctx, n_i = ctx.for_client(job.client), len(job.indices)
+            run = LocalRun(len(job.batches), out.lr_sum, n_i, local.epochs_of(len(job.batches), n_i))
+            extras = self.algorithm.finish_client(received, out.params, job.state, view, run, cctx)
+            sent = out.params if self.behavior is None else self.behavior(
+                cctx, received, out.params, self.seeds.torch("behavior", r, job.client))
+            update, tx = self.up.upload(sent, received, r, job.client, history)
+            bits_extra = _tensor_bits(extras) + _tensor_bits(out.buffers)
+            row = {"round": r + 1, "client": job.client, "n_samples": n_i, "steps": run.steps,
+                   "loss": out.loss, "bits_up": tx.bits, "payload_bits_up": tx.payload_bits,
+                   "bits_up_extra": bits_extra, "codec": getattr(tx.codec, "name", type(tx.codec).__name__),
+                   **{k: v for k, v in extras.items() if isinstance(v, (int, float))}}
+            out_replies.append(ClientReply(ClientResult(job.client, n_i, run.steps, update, out.loss, extras),
+                                           out.buffers, tx.codec, row, _layer_rows(r + 1, job.client, tx.info)))
+        return out_replies
+
+
+class ServerSide:
+    """The server side of a round: `open_round` samples the round's clients from the keyed sampling stream,
+    sends the downlink and takes the algorithm's client view; `close_round` takes the clients' replies in
+    sorted client order and aggregates, runs the hooks, publishes the downlink update, evaluates and appends
+    the record row. It owns the global model, the server state and the record."""
+
+    def __init__(self, model: nn.Module, n_clients: int, x_test: torch.Tensor, y_test: torch.Tensor,
+                 algorithm: Algorithm, rounds: int, sample: Sampler, down: Downlink, seeds: Seeds, hooks: Sequence[Hook],
+                 loss_fn: LossFn, eval_every: int, aggregation_weights: str, downlink_receivers: str,
+                 device: torch.device) -> None:
+        self.model, self.n_clients, self.x_test, self.y_test, self.algorithm = model, n_clients, x_test, y_test, algorithm
+        self.rounds, self.sample, self.down, self.seeds, self.hooks, self.loss_fn = rounds, sample, down, seeds, hooks, loss_fn
+        self.eval_every, self.aggregation_weights, self.downlink_receivers = eval_every, aggregation_weights, downlink_receivers
+        self.device = device
+        self.w: Params = {k: v.detach().clone() for k, v in model.named_parameters()}
+        self.buffers: Params = {k: v.detach().clone() for k, v in model.named_buffers()}
+        self.server_state = algorithm.init_server_state(self.w, n_clients)
+        self.history: list[dict[str, Any]] = []
+        self.client_rows: list[dict[str, Any]] = []
+        self.layer_rows: list[dict[str, Any]] = []
+
+    def open_round(self, r: int) -> RoundStart:
+        t_round, ctx = time.perf_counter(), RoundContext(r, self.n_clients, device=self.device)
+        algorithm, server_state = self.algorithm, self.server_state
+        ids = _sample_clients(self.sample, r, self.n_clients, self.seeds)
+        received, self.w = self.down.receive(algorithm.broadcast(self.w, server_state), self.w, r, self.history)
+        view = algorithm.client_view(server_state, ctx)  # all a client reads from the server this round
+        return RoundStart(ctx, ids, received, view, t_round)
+
+    def close_round(self, start: RoundStart, replies: Sequence[ClientReply], t_train: float) -> dict[str, Any]:
+        """Aggregate the replies (any order: they are sorted by client) and append the round's record row."""
+        replies = sorted(replies, key=lambda rep: rep.result.client)
+        got = [rep.result.client for rep in replies]
+        if got != start.ids.tolist():
+            raise ValueError(f"round {start.ctx.round}: replies from clients {got}, but clients {start.ids.tolist()} "
+                             "were selected; every selected client must reply exactly once")
+        ctx, ids, view, w, down, algorithm = start.ctx, start.ids, start.view, self.w, self.down, self.algorithm
+        server_state, history, r, rounds = self.server_state, self.history, start.ctx.round, self.rounds
+        results, codecs = [rep.result for rep in replies], [rep.codec for rep in replies]
+        up_bits = sum(rep.row["bits_up"] for rep in replies)
+        up_payload = sum(rep.row["payload_bits_up"] for rep in replies)
+        extra_bits = sum(rep.row["bits_up_extra"] for rep in replies)
+        self.client_rows.extend(rep.row for rep in replies)
+        self.layer_rows.extend(row for rep in replies for row in rep.layers)
+
+        wts = _aggregation_weights(results, self.aggregation_weights)
+        weights = torch.tensor(wts, dtype=torch.float64)
+        aggregated = algorithm.aggregate(w, results, weights, server_state, ctx)
+        if self.buffers:
+            self.buffers = _average_buffers([rep.buffers for rep in replies], wts.tolist())
+        info = RoundInfo(ctx, w, results, weights, codecs, aggregated)
+        w, diagnostics = aggregated, {}
+        for hook in self.hooks:
+            w, diag = hook(w, info)
+            scalars, per_layer = _split_diagnostics(diag, hook)
+            diagnostics.update(scalars)
+            self.layer_rows += _layer_rows(r + 1, SERVER, per_layer)
+        w = down.publish(algorithm.broadcast(w, server_state), w, r + 1, history)
+        self.w = w
+
+        acc = loss = float("nan")
+        due = (r + 1) % self.eval_every == 0 or r + 1 == rounds
+        if due:
+            evaluated = algorithm.eval_params(down.clients_model(w), server_state)
+            acc, loss = evaluate(self.model, evaluated, self.buffers, self.x_test, self.y_test, self.loss_fn)
+        train_loss = float(np.dot(wts, [res.loss for res in results]))
+        history.append({
+            "round": r + 1, "test_acc": acc, "test_loss": loss, "train_loss": train_loss,
+            "diverged": _diverged(history, train_loss, loss, due, r + 1),
+            "clients": len(ids), "bits_up": up_bits, "payload_bits_up": up_payload,
+            "bits_down": sum(t.bits for t in down.sent), "payload_bits_down": sum(t.payload_bits for t in down.sent),
+            "receivers": len(ids) if self.downlink_receivers == "selected" else self.n_clients,
+            "bits_up_extra": extra_bits, "bits_down_extra": algorithm.client_view_bits(view),
+            "train_s": t_train, "wall_s": time.perf_counter() - start.started,
+            **algorithm.diagnostics(server_state), **diagnostics,
+        })
+        self.layer_rows += _layer_rows(r + 1, SERVER, {f"down/{k}": v for t in down.sent for k, v in t.info.items()})
+        return history[-1]
+
+
+@dataclass
+class Federation:
+    """A run's two sides, built once from run_federation's arguments (`open_federation`)."""
+
+    server: ServerSide
+    clients: ClientSide
+    threads: int
+    config: dict[str, Any]
+
+    def result(self) -> RunResult:
+        server = self.server
+        return RunResult(rounds=pd.DataFrame(server.history), clients=pd.DataFrame(server.client_rows),
+                         params=server.w, server_state=server.server_state, config=self.config,
+                         layers=layer_table(server.layer_rows))
+
+
+def open_federation(
     model_fn: Callable[[], nn.Module],
     data: FederatedData,
     algorithm: Algorithm,
@@ -154,19 +324,14 @@ def run_federation(
     executor: str = "auto",
     threads: Union[int, str] = "auto",
     device: str | torch.device = "cpu",
-    progress: bool = True,
-    checkpoint: Checkpoint | None = None,
-) -> RunResult:
-    """Simulate `rounds` rounds of federated training and return the tidy record.
+) -> Federation:
+    """The server and client sides of a run with run_federation's arguments (see there), before round 0.
 
     `executor` ("sequential", "vmap", "auto") and `threads` (an int or "auto") pick how clients are
     trained; "auto" is the batched executor on a GPU and the sequential one on a CPU (see `choose_executor`).
     `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs that declare
     `device_generic` (every built-in codec) encode there too, with a device generator seeded from the run's
     keyed noise streams (see `fedlib.channel`): the same distributions on any device, not the same values.
-    A run whose loss turns non-finite is flagged: the record's `diverged` column is true from that round on.
-    `checkpoint` (see `Checkpoint`) saves the run's state every `checkpoint.every` rounds and resumes from
-    the last save: every draw is keyed by (purpose, round, client), so the continuation is exact.
     """
     local, uplink, downlink = local or LocalTraining(), uplink or Link(), downlink or Link(payload="weights")
     _check_options(rounds, executor, threads, downlink_receivers, aggregation_weights, eval_every)
@@ -178,107 +343,69 @@ def run_federation(
         model = model_fn().to(device)
     executor, threads = _resolve_executor(model, algorithm, executor, threads, device)
     train = train_sequential if executor == "sequential" else train_vmap
-
-    with torch_threads(threads):
-        w: Params = {k: v.detach().clone() for k, v in model.named_parameters()}
-        buffers: Params = {k: v.detach().clone() for k, v in model.named_buffers()}
-        server_state = algorithm.init_server_state(w, n_clients)
-        client_states: dict[int, dict[str, Any]] = {}
-        up, down = Uplink(uplink, seeds, device), Downlink(downlink, seeds, device, w)
-        history: list[dict[str, Any]] = []
-        client_rows: list[dict[str, Any]] = []
-        layer_rows: list[dict[str, Any]] = []
-        saved = checkpoint.load() if checkpoint is not None else None
-        if saved is not None:
-            w, buffers, server_state, client_states = saved["w"], saved["buffers"], saved["server_state"], saved["clients"]
-            up.residuals, down.held = saved["residuals"], saved["held"]
-            history, client_rows = json.loads(saved["history"]), json.loads(saved["client_rows"])
-            layer_rows = json.loads(saved["layer_rows"])
-            if client_behavior is not None and hasattr(client_behavior, "load_state_dict"):
-                client_behavior.load_state_dict(saved["behavior"])
-        bar = _progress(rounds, algorithm.name, progress, initial=len(history))
-        for r in range(len(history), rounds):
-            t_round, ctx = time.perf_counter(), RoundContext(r, n_clients, device=device)
-            ids = _sample_clients(sample, r, n_clients, seeds)
-            received, w = down.receive(algorithm.broadcast(w, server_state), w, r, history)
-            view = algorithm.client_view(server_state, ctx)  # all a client reads from the server this round
-            jobs = []
-            for i in ids:
-                state = client_states.setdefault(int(i), algorithm.init_client_state(w))
-                algorithm.start_client(state, view, ctx.for_client(int(i)))
-                idx = data.client_indices[i]
-                jobs.append(ClientJob(int(i), idx, local.schedule(len(idx), seeds.numpy("batches", r, int(i))), state,
-                                      seeds.torch("augment", r, int(i)) if local.augment else None))
-            t_train = time.perf_counter()
-            outcomes = train(model, x_train, y_train, received, buffers, jobs, local, algorithm, view, r, loss_fn)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)  # train_s is the GPU's time too, not only the launches
-            t_train = time.perf_counter() - t_train
-
-            results, codecs, up_bits, up_payload, extra_bits = [], [], 0, 0, 0
-            for job, out in zip(jobs, outcomes):
-                cctx, n_i = ctx.for_client(job.client), len(job.indices)
-                run = LocalRun(len(job.batches), out.lr_sum, n_i, local.epochs_of(len(job.batches), n_i))
-                extras = algorithm.finish_client(received, out.params, job.state, view, run, cctx)
-                sent = out.params if client_behavior is None else client_behavior(
-                    cctx, received, out.params, seeds.torch("behavior", r, job.client))
-                update, tx = up.upload(sent, received, r, job.client, history)
-                results.append(ClientResult(job.client, n_i, run.steps, update, out.loss, extras))
-                codecs.append(tx.codec)
-                bits_extra = _tensor_bits(extras) + _tensor_bits(out.buffers)
-                up_bits, up_payload, extra_bits = up_bits + tx.bits, up_payload + tx.payload_bits, extra_bits + bits_extra
-                client_rows.append({"round": r + 1, "client": job.client, "n_samples": n_i, "steps": run.steps,
-                                    "loss": out.loss, "bits_up": tx.bits, "payload_bits_up": tx.payload_bits,
-                                    "bits_up_extra": bits_extra, "codec": getattr(tx.codec, "name", type(tx.codec).__name__),
-                                    **{k: v for k, v in extras.items() if isinstance(v, (int, float))}})
-                layer_rows += _layer_rows(r + 1, job.client, tx.info)
-
-            wts = _aggregation_weights(results, aggregation_weights)
-            weights = torch.tensor(wts, dtype=torch.float64)
-            aggregated = algorithm.aggregate(w, results, weights, server_state, ctx)
-            if buffers:
-                buffers = _average_buffers([o.buffers for o in outcomes], wts.tolist())
-            info = RoundInfo(ctx, w, results, weights, codecs, aggregated)
-            w, diagnostics = aggregated, {}
-            for hook in hooks:
-                w, diag = hook(w, info)
-                scalars, per_layer = _split_diagnostics(diag, hook)
-                diagnostics.update(scalars)
-                layer_rows += _layer_rows(r + 1, SERVER, per_layer)
-            w = down.publish(algorithm.broadcast(w, server_state), w, r + 1, history)
-
-            acc = loss = float("nan")
-            due = (r + 1) % eval_every == 0 or r + 1 == rounds
-            if due:
-                evaluated = algorithm.eval_params(down.clients_model(w), server_state)
-                acc, loss = evaluate(model, evaluated, buffers, x_test, y_test, loss_fn)
-            train_loss = float(np.dot(wts, [res.loss for res in results]))
-            history.append({
-                "round": r + 1, "test_acc": acc, "test_loss": loss, "train_loss": train_loss,
-                "diverged": _diverged(history, train_loss, loss, due, r + 1),
-                "clients": len(ids), "bits_up": up_bits, "payload_bits_up": up_payload,
-                "bits_down": sum(t.bits for t in down.sent), "payload_bits_down": sum(t.payload_bits for t in down.sent),
-                "receivers": len(ids) if downlink_receivers == "selected" else n_clients,
-                "bits_up_extra": extra_bits, "bits_down_extra": algorithm.client_view_bits(view),
-                "train_s": t_train, "wall_s": time.perf_counter() - t_round,
-                **algorithm.diagnostics(server_state), **diagnostics,
-            })
-            layer_rows += _layer_rows(r + 1, SERVER, {f"down/{k}": v for t in down.sent for k, v in t.info.items()})
-            bar.set_postfix(acc=f"{acc:.3f}" if acc == acc else "-")
-            bar.update()
-            if checkpoint is not None and (r + 1) % checkpoint.every == 0 and r + 1 < rounds:
-                checkpoint.save({"w": w, "buffers": buffers, "server_state": server_state, "clients": client_states,
-                                 "residuals": up.residuals, "held": down.held, "history": _json(history),
-                                 "client_rows": _json(client_rows), "layer_rows": _json(layer_rows),
-                                 "behavior": getattr(client_behavior, "state_dict", dict)()})
-        bar.close()
-
+    server = ServerSide(model, n_clients, x_test, y_test, algorithm, rounds, sample, Downlink(downlink, seeds, device, {
+        k: v.detach() for k, v in model.named_parameters()}), seeds, hooks, loss_fn, eval_every, aggregation_weights,
+        downlink_receivers, device)
+    clients = ClientSide(model, data, x_train, y_train, algorithm, local, Uplink(uplink, seeds, device), seeds, train,
+                         client_behavior, loss_fn)
     config = {"algorithm": repr(algorithm), "rounds": rounds, "local": {k: (v if not callable(v) else repr(v))
               for k, v in asdict(local).items()}, "sampler": repr(sampler), "uplink": repr(uplink),
               "downlink": repr(downlink), "aggregation_weights": aggregation_weights, "seed": seed,
               "executor": executor, "threads": threads, "device": str(device), "num_clients": n_clients, "dataset": ds.name}
-    return RunResult(rounds=pd.DataFrame(history), clients=pd.DataFrame(client_rows), params=w,
-                     server_state=server_state, config=config, layers=layer_table(layer_rows))
+    return Federation(server, clients, threads, config)
+
+
+def run_federation(
+    model_fn: Callable[[], nn.Module],
+    data: FederatedData,
+    algorithm: Algorithm,
+    rounds: int,
+    *,
+    progress: bool = True,
+    checkpoint: Checkpoint | None = None,
+    **options: Any,
+) -> RunResult:
+    """Simulate `rounds` rounds of federated training and return the tidy record.
+
+    `options` are `open_federation`'s keywords: local, sampler, uplink, downlink, downlink_receivers,
+    aggregation_weights, hooks, client_behavior, loss_fn, eval_every, seed, executor, threads, device.
+    Each round is the server side's `open_round`, the client side's training and replies, and the server
+    side's `close_round` (the Flower adapters in `fedlib.flower` call the same phases).
+    A run whose loss turns non-finite is flagged: the record's `diverged` column is true from that round on.
+    `checkpoint` (see `Checkpoint`) saves the run's state every `checkpoint.every` rounds and resumes from
+    the last save: every draw is keyed by (purpose, round, client), so the continuation is exact.
+    """
+    fed = open_federation(model_fn, data, algorithm, rounds, **options)
+    server, clients, behavior, device = fed.server, fed.clients, fed.clients.behavior, fed.server.device
+    with torch_threads(fed.threads):
+        saved = checkpoint.load() if checkpoint is not None else None
+        if saved is not None:
+            server.w, server.buffers, server.server_state = saved["w"], saved["buffers"], saved["server_state"]
+            clients.states, clients.up.residuals, server.down.held = saved["clients"], saved["residuals"], saved["held"]
+            server.history, server.client_rows = json.loads(saved["history"]), json.loads(saved["client_rows"])
+            server.layer_rows = json.loads(saved["layer_rows"])
+            if behavior is not None and hasattr(behavior, "load_state_dict"):
+                behavior.load_state_dict(saved["behavior"])
+        bar = _progress(rounds, algorithm.name, progress, initial=len(server.history))
+        for r in range(len(server.history), rounds):
+            start = server.open_round(r)
+            t_train = time.perf_counter()
+            jobs, outcomes = clients.train(start, server.buffers)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)  # train_s is the GPU's time too, not only the launches
+            t_train = time.perf_counter() - t_train
+            row = server.close_round(start, clients.replies(start, jobs, outcomes, server.history), t_train)
+            acc = row["test_acc"]
+            bar.set_postfix(acc=f"{acc:.3f}" if acc == acc else "-")
+            bar.update()
+            if checkpoint is not None and (r + 1) % checkpoint.every == 0 and r + 1 < rounds:
+                checkpoint.save({"w": server.w, "buffers": server.buffers, "server_state": server.server_state,
+                                 "clients": clients.states, "residuals": clients.up.residuals,
+                                 "held": server.down.held, "history": _json(server.history),
+                                 "client_rows": _json(server.client_rows), "layer_rows": _json(server.layer_rows),
+                                 "behavior": getattr(behavior, "state_dict", dict)()})
+        bar.close()
+    return fed.result()
 
 
 def _check_options(rounds: int, executor: str, threads: Union[int, str], downlink_receivers: str,

@@ -335,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             if overrides or selection or args.dry_run:
                 raise UsageError("--claims-only judges the saved evidence as it is: "
                                  "leave out -p, --select and --dry-run")
-            return claims_only(names, absolute(args.results), args.profile)
+            # without --only: the notebooks that declare claims (the Flower notebook's result is its parity table)
+            judged = names if args.only else [name for name in names if name in declared()]
+            return claims_only(judged, absolute(args.results), args.profile)
         if args.dry_run:
             if overrides or selection:
                 raise UsageError("--dry-run runs the profiles as they are: leave out -p and --select")

@@ -85,6 +85,15 @@ def test_claims_only_judges_the_saved_evidence_again_without_runs_or_notebooks(r
     assert "--claims-only judges the saved evidence as it is" in capsys.readouterr().err
 
 
+def test_claims_only_without_only_judges_the_notebooks_that_declare_claims(reproduce, tmp_path, capsys):
+    for notebook in (ROOT / "notebooks").glob("*.py"):  # rendered once, no evidence saved
+        (tmp_path / "quick" / notebook.stem).mkdir(parents=True)
+    assert reproduce.main(["--profile", "quick", "--results", str(tmp_path), "--claims-only"]) == 1  # no evidence yet
+    out = capsys.readouterr().out
+    assert "[quickstart] claims only: FAILED" in out and "[taco] claims only" in out
+    assert "[flower]" not in out  # no claims module: its notebook ends with a parity table
+
+
 def test_relative_results_and_data_paths_are_taken_from_the_invoking_folder(reproduce, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FEDLIB_DATA", "my-data")

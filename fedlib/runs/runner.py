@@ -168,11 +168,16 @@ def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, c
     plan = build_run(spec, root)
     result = run_federation(plan.model_fn, plan.data, progress=progress,
                             checkpoint=store.checkpoint(spec, checkpoint_every), **plan.kwargs)
+    store.save(spec, records_of(plan, result))
+    return store.load(spec)
+
+
+def records_of(plan: RunPlan, result: RunResult) -> Records:
+    """A run's record tables: "rounds", "clients", "layers" and those of the spec's collectors."""
     records: Records = {"rounds": result.rounds, "clients": result.clients, "layers": result.layers}
     for collect in plan.collect:
         records.update(collect(result))
-    store.save(spec, records)
-    return store.load(spec)
+    return records
 
 
 def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "local", ray_address: str | None = None,

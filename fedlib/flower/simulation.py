@@ -1,0 +1,76 @@
+"""Running a spec through the Flower adapters: in this process (`InProcessGrid`) or in Flower's simulation
+engine (`flwr.simulation.run_simulation`, Ray actors)."""
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from flwr.app import Context
+from flwr.serverapp import Grid, ServerApp
+from flwr.simulation import run_simulation
+
+from fedlib.flower.client import client_app
+from fedlib.flower.grid import InProcessGrid
+from fedlib.flower.strategy import FedlibStrategy
+from fedlib.runs import RunSpec
+from fedlib.runs.entry import Records
+
+
+@contextlib.contextmanager
+def _flower_log(level: int) -> Iterator[None]:
+    """Drop Flower's log records below `level` while the block runs (run_simulation resets its handlers'
+    levels, so the filter sits on the logger)."""
+    logger = logging.getLogger("flwr")
+    keep = _AtLeast(level)
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
+
+
+class _AtLeast(logging.Filter):
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level
+
+
+def run_in_process(spec: RunSpec, root: str | Path | None = None, seed: int = 0, quiet: bool = True) -> Records:
+    """The spec's record, every client app called directly in this process (`seed`: node ids, reply order)."""
+    strategy = FedlibStrategy(spec, root)
+    with _flower_log(logging.WARNING if quiet else logging.NOTSET):
+        return strategy.run(InProcessGrid(client_app, strategy.plan.num_clients, seed=seed))
+
+
+def run_in_simulation(specs: Sequence[RunSpec], root: str | Path | None = None, workers: int = 2,
+                      backend_config: dict[str, Any] | None = None, quiet: bool = True) -> list[Records]:
+    """The specs' records from one run of Flower's simulation engine (one Ray start): one virtual SuperNode per
+    fedlib client (the specs must have as many clients), client apps on `workers` Ray actors of one CPU each
+    (or `backend_config` as `run_simulation` takes it); the specs run one after the other on the same nodes.
+    `quiet` keeps Flower's per-round INFO log out of the output (warnings and errors still show)."""
+    strategies = [FedlibStrategy(spec, root) for spec in specs]
+    sizes = {s.plan.num_clients for s in strategies}
+    if len(sizes) != 1:
+        raise ValueError(f"one simulation runs specs with one number of clients, got {sorted(sizes)}")
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid: Grid, context: Context) -> None:
+        for strategy in strategies:
+            strategy.run(grid)
+
+    on_gpu = any(s.fed.server.device.type == "cuda" for s in strategies)  # client apps train where the server does
+    config = backend_config or {"client_resources": {"num_cpus": 1, "num_gpus": 1.0 / workers if on_gpu else 0.0},
+                                "init_args": {"num_cpus": workers, "include_dashboard": False, "log_to_driver": False}}
+    with _flower_log(logging.WARNING if quiet else logging.NOTSET):
+        run_simulation(server_app, client_app, num_supernodes=sizes.pop(), backend_config=config)
+    done = [s for s in strategies if len(s.fed.server.history) == s.spec.rounds]
+    if len(done) != len(strategies):
+        raise RuntimeError(f"the simulation finished {len(done)} of {len(strategies)} specs; see Flower's log above")
+    return [s.records() for s in strategies]

@@ -1,0 +1,236 @@
+"""fedlib in Flower (fedlib.flower): the Strategy and ClientApp give run_federation's record on the same spec.
+
+In process (`InProcessGrid`: random 64-bit node ids, shuffled replies) the record is bitwise equal for every
+registered algorithm and one codec of every codec family (each module of fedlib.codecs), and for the paper
+components that keep client-side memory or read the record (TACO's freeloaders, AdaQuantFL's loss-driven
+policy). One run goes through Flower's simulation engine (Ray, 2 workers)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("flwr", reason="Flower is not installed: pip install -e '.[flower]' (make setup installs it)")
+
+from flwr.app import Context, Message, MessageType, RecordDict  # noqa: E402
+
+from fedlib.algorithms import ALGORITHMS  # noqa: E402
+from fedlib.codecs import CODECS  # noqa: E402
+from fedlib.contracts import SERVER  # noqa: E402
+from fedlib.federation import open_federation, run_federation  # noqa: E402
+from fedlib.flower import FedlibStrategy, InProcessGrid, client_app, run_in_process, run_in_simulation  # noqa: E402
+from fedlib.runs import RunSpec, build_run  # noqa: E402
+from fedlib.runs.runner import records_of  # noqa: E402
+
+TIMING = ("train_s", "wall_s")
+
+
+def spec_of(algorithm: str = "fedavg", algorithm_args: dict | None = None, uplink=("fp32", {}),
+            downlink=("fp32", {"payload": "weights"}), rounds: int = 3, sampler: int | float = 3, **more) -> RunSpec:
+    return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 5, "alpha": 0.5, "min_size": 10}),
+                        ("mlp", {"hidden": [12]}), (algorithm, algorithm_args or {}), rounds, 1,
+                        local={"lr": 0.05, "batch_size": 16, "steps": 3, "momentum": 0.5},
+                        uplink=uplink, downlink=downlink, loop={"sampler": sampler, "executor": "sequential"}, **more)
+
+
+def reference(spec: RunSpec) -> dict[str, pd.DataFrame]:
+    plan = build_run(spec)
+    return records_of(plan, run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs))
+
+
+def same_records(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame], rtol: float = 0.0) -> None:
+    assert set(a) == set(b)
+    assert len(a["rounds"]) > 0 and len(a["clients"]) > 0
+    for name in a:
+        x, y = (f.drop(columns=[c for c in TIMING if c in f]) for f in (a[name], b[name]))
+        if rtol == 0.0:
+            pd.testing.assert_frame_equal(x, y, check_exact=True)
+        else:
+            pd.testing.assert_frame_equal(x, y, check_exact=False, rtol=rtol, atol=0.0)
+
+
+# Every registered algorithm; TACO needs full participation (the paper's setting, enforced by its server).
+ALGORITHM_SAMPLERS = {name: (1.0 if name == "taco" else 3) for name in ALGORITHMS}
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_every_algorithm_gives_run_federations_record_bitwise(algorithm):
+    """Error-feedback STC up (each client's residual kept in its Flower context), an 8-bit stochastic update
+    downlink, partial participation: the four places Flower's own loop would break parity all matter here."""
+    spec = spec_of(algorithm, uplink=("stc", {"frac": 0.2, "error_feedback": True}),
+                   downlink=("uniform", {"bits": 8, "rounding": "stochastic", "payload": "update"}),
+                   sampler=ALGORITHM_SAMPLERS[algorithm])
+    same_records(reference(spec), run_in_process(spec, seed=3))
+
+
+def _families() -> dict[str, tuple[str, dict]]:
+    """One registered codec per codec module (fedlib/codecs/<family>.py), with its first example."""
+    families: dict[str, tuple[str, dict]] = {}
+    for name, entry in CODECS.items():
+        families.setdefault(entry.factory.__module__.rsplit(".", 1)[-1], (name, dict(entry.examples[0])))
+    return families
+
+
+def test_every_codec_family_is_in_the_grid():
+    assert set(_families()) == {"base", "kmeans", "mucsc", "qsgd", "sparse", "uniform"}
+
+
+@pytest.mark.parametrize("family", sorted(_families()))
+def test_one_codec_per_family_gives_the_same_record_and_bits(family):
+    name, args = _families()[family]
+    spec = spec_of("fedavg", uplink=(name, {**args, "granularity": "model"}),
+                   downlink=(name, {**args, "payload": "update"}))
+    ref, got = reference(spec), run_in_process(spec)
+    same_records(ref, got)
+    assert got["rounds"]["bits_up"].sum() > 0
+
+
+def test_taco_with_freeloaders_keeps_each_freeloaders_memory_in_its_context():
+    """"previous_update" freeloaders need the model of the round before: a client behaviour's memory travels
+    in each client's Flower context, not in a process (live expulsion and the alpha collectors included)."""
+    spec = RunSpec.make("taco", "digits", ("dirichlet", {"num_clients": 5, "alpha": 0.5, "min_size": 10}),
+                        ("mlp", {"hidden": [12]}), ("taco", {"expel_after": 2}), 4, 0,
+                        local={"lr": 0.05, "batch_size": 16, "steps": 3}, loop={"aggregation_weights": "uniform"},
+                        client_behavior=("freeloaders", {"count": 2}),
+                        collectors=[("taco_alpha", {}), ("taco_expelled", {}), ("taco_output", {})])
+    ref, got = reference(spec), run_in_process(spec, seed=5)
+    same_records(ref, got)
+    assert set(got) == {"rounds", "clients", "layers", "alpha", "expelled", "output"}
+
+
+def test_adaquantfl_reads_the_servers_record_rows_on_the_client():
+    spec = RunSpec.make("fedaq", "digits", ("equal_shards", {"num_clients": 5}),
+                        ("mlp", {"hidden": [12]}), ("fedavg", {}), 4, 0,
+                        local={"lr": 0.05, "batch_size": 16, "steps": 3},
+                        uplink_policy=("adaquantfl", {"s0": 3}))
+    ref, got = reference(spec), run_in_process(spec)
+    same_records(ref, got)
+    assert got["clients"]["bits_up"].nunique() > 1  # the bit-length moved with the loss
+
+
+def _paper_spec(paper: str, has) -> RunSpec:
+    """The first spec of a paper notebook's default grid that `has`, cut to 3 rounds."""
+    import importlib
+
+    from fedlib.paper_params import params_class
+
+    specs = importlib.import_module(f"fedlib.papers.{paper}").experiments(params_class(paper)())
+    return next(s for s in specs if has(s)).with_(rounds=3)
+
+
+@pytest.mark.parametrize("paper, has", [
+    # hooks that read the round's uplink codecs (reconstructed on the server), a stratified sampler, a
+    # per-client mixed-precision uplink
+    ("fedshift", lambda s: "fedshift" in [h.name for h in s.hooks] and s.sampler is not None),
+    ("mucsc", lambda s: s.uplink_policy is not None),  # MUCSC's per-client level split, a MUCSC downlink
+], ids=["fedshift hooks", "mucsc level split"])
+def test_paper_components_give_the_same_record(paper, has):
+    spec = _paper_spec(paper, has)
+    got = run_in_process(spec)
+    same_records(reference(spec), got)
+    # per-layer rows from the clients' messages (uplink codec info) and the server (hooks, downlink) crossed too
+    assert set(got["layers"]["client"]) - {SERVER} and (got["layers"]["client"] == SERVER).any()
+
+
+def test_batchnorm_buffers_travel_both_ways():
+    spec = RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 3, "alpha": 0.5, "min_size": 10}),
+                        ("resnet18_cifar", {}), ("fedavg", {}), 2, 1, local={"lr": 0.05, "batch_size": 16, "steps": 1},
+                        loop={"sampler": 2})
+    ref, got = reference(spec), run_in_process(spec)
+    same_records(ref, got)
+    assert (got["rounds"]["bits_up_extra"] > 0).all()  # the buffers' 32 bits per value
+
+
+def test_every_selected_client_must_reply_once():
+    plan = build_run(spec_of())
+    fed = open_federation(plan.model_fn, plan.data, **plan.kwargs)
+    start = fed.server.open_round(0)
+    jobs, outcomes = fed.clients.train(start, fed.server.buffers)
+    replies = fed.clients.replies(start, jobs, outcomes, [])
+    with pytest.raises(ValueError, match="every selected client must reply exactly once"):
+        fed.server.close_round(start, replies[:-1], 0.0)
+    with pytest.raises(ValueError, match="every selected client must reply exactly once"):
+        fed.server.close_round(start, [*replies, replies[0]], 0.0)
+    row = fed.server.close_round(start, replies[::-1], 0.0)  # any order: sorted by client
+    assert row["clients"] == len(start.ids) == 3
+
+
+def test_nodes_must_be_one_per_client_with_their_partition_ids():
+    spec = spec_of(rounds=1)
+    with pytest.raises(ValueError, match="one node per fedlib client"):
+        FedlibStrategy(spec).run(InProcessGrid(client_app, 6))
+    grid = InProcessGrid(client_app, 5)
+    next(iter(grid.contexts.values())).node_config = {}
+    with pytest.raises(ValueError, match="has no 'partition-id'"):
+        FedlibStrategy(spec).run(grid)
+    grid = InProcessGrid(client_app, 5)
+    for context in grid.contexts.values():
+        context.node_config = {**context.node_config, "partition-id": 0}
+    with pytest.raises(ValueError, match=r"hold partitions \[0\]"):
+        FedlibStrategy(spec).run(grid)
+
+
+def test_a_node_refuses_another_clients_work():
+    grid = InProcessGrid(client_app, 5)
+    strategy = FedlibStrategy(spec_of(rounds=1))
+    (msg, *_), = [list(strategy.configure_train(1, None, None, grid))]
+    wrong = next(c for c in grid.contexts.values() if c.node_id != msg.metadata.dst_node_id)
+    with pytest.raises(ValueError, match="was sent the work of client"):
+        client_app(msg, wrong)
+
+
+def test_a_query_reports_the_partition():
+    grid = InProcessGrid(client_app, 2)
+    node, context = next(iter(grid.contexts.items()))
+    reply = client_app(Message(RecordDict(), dst_node_id=node, message_type=MessageType.QUERY), context)
+    assert reply.content["fedlib"]["partition-id"] == context.node_config["partition-id"]
+    assert isinstance(context, Context)
+
+
+def test_ray_simulation_with_two_workers_gives_the_record():
+    """Flower's simulation engine (run_simulation, Ray, 2 actors): client apps in other processes, state in the
+    engine's node contexts. Equal to 1e-6 relative (bitwise here: dense model, one thread; a convolutional
+    model's thread count may differ in an actor); bits and counts exactly."""
+    pytest.importorskip("ray")
+    spec = spec_of("scaffold", uplink=("stc", {"frac": 0.2, "error_feedback": True}),
+                   downlink=("uniform", {"bits": 8, "rounding": "stochastic", "payload": "update"}))
+    (got,) = run_in_simulation([spec], workers=2)
+    ref = reference(spec)
+    same_records(ref, got, rtol=1e-6)
+    for column in ("bits_up", "bits_down", "payload_bits_up", "clients"):
+        np.testing.assert_array_equal(ref["rounds"][column], got["rounds"][column])
+
+
+def test_the_flwr_run_app_reads_its_spec_from_the_run_config_and_writes_the_record(tmp_path):
+    import json
+
+    from fedlib.flower import app
+
+    spec = spec_of("scaffold", uplink=("stc", {"frac": 0.2, "error_feedback": True}))
+    (tmp_path / "spec.json").write_text(json.dumps(spec.to_json()))
+    grid = InProcessGrid(app.client_app, 5)
+    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                      run_config={"spec": str(tmp_path / "spec.json"), "out": str(tmp_path / "records")})
+    app.main(grid, context)
+    ref = reference(spec)
+    assert {p.stem for p in (tmp_path / "records").glob("*.csv")} == set(ref)
+    for name in ("rounds", "clients"):
+        stored = pd.read_csv(tmp_path / "records" / f"{name}.csv")
+        np.testing.assert_array_equal(stored["bits_up"], ref[name]["bits_up"])
+        np.testing.assert_allclose(stored["loss" if name == "clients" else "test_acc"],
+                                   ref[name]["loss" if name == "clients" else "test_acc"], rtol=1e-12)
+    for run_config, error in (({}, "has no 'spec'"), ({"spec": str(tmp_path / "none.json")}, "no file")):
+        with pytest.raises(ValueError, match=error):
+            app.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
+
+
+def test_without_flower_the_import_says_what_to_install(monkeypatch):
+    import importlib
+    import importlib.util
+    import sys
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flwr" else real(name, *a))
+    monkeypatch.delitem(sys.modules, "fedlib.flower")
+    with pytest.raises(ImportError, match=r"pip install -e \".\[flower\]\""):
+        importlib.import_module("fedlib.flower")
