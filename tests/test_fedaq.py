@@ -7,13 +7,13 @@ import pytest
 
 from fedlib.codecs.uniform import RANGE_BITS
 from fedlib.energy import add_energy, payload_bits, saving
-from fedlib.papers.fedaq import PAPER_MODELS, PAPER_TABLES, Cell, equal_shards, layer_ranges, run_spec, target_table
+from fedlib.papers.fedaq import PAPER_MODELS, FedAQParams, PAPER_TABLES, Cell, equal_shards, layer_ranges, run_spec, target_table
 from fedlib.runs import RunStore, execute
 
 E_UP, E_DOWN = 2.0, 3.0  # distinct per-bit energies so a swapped link cannot pass
-PARAMS = {"dataset": "digits", "model": "mlp", "num_clients": 4, "rounds": 2, "local_epochs": 1.0, "batch_size": 64,
-          "lr": 0.05, "momentum": 0.5, "alpha": 0.002, "granularity": "layer", "b_min": 1, "e_up_pj": E_UP,
-          "e_down_pj": E_DOWN, "threads": 1, "device": "cpu"}
+PARAMS = FedAQParams(dataset="digits", model="mlp", num_clients=4, rounds=2, local_epochs=1.0, batch_size=64, lr=0.05,
+                     momentum=0.5, alpha=0.002, granularity="layer", b_min=1, e_up_pj=E_UP, e_down_pj=E_DOWN, threads=1,
+                     device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_energy_saving():
 def test_fixed8_energy_is_n_d_8_per_link_plus_side_information(store):
     """T10: per round, uplink e1 n (8 d + 64 per layer), downlink e2 n (8 d + 64 per layer); payload-only = 8 n d."""
     res = _run(store, "joint", "fixed8")
-    d, layers, n = int(res["layer_sizes"]["dim"].sum()), len(res["layer_sizes"]), PARAMS["num_clients"]
+    d, layers, n = int(res["layer_sizes"]["dim"].sum()), len(res["layer_sizes"]), PARAMS.num_clients
     per_message = 8 * d + RANGE_BITS * layers
     np.testing.assert_allclose(res["rounds"]["energy_mJ"], (E_UP + E_DOWN) * n * per_message / 1e9)
     paper = add_energy(payload_bits(res["rounds"]), E_UP, E_DOWN)
@@ -65,7 +65,7 @@ def test_fixed8_energy_is_n_d_8_per_link_plus_side_information(store):
 
 def test_fedaq_trend_columns_match_the_record(store):
     res = _run(store, "joint", "fedaq")
-    rounds, d, n = res["rounds"], int(res["layer_sizes"]["dim"].sum()), PARAMS["num_clients"]
+    rounds, d, n = res["rounds"], int(res["layer_sizes"]["dim"].sum()), PARAMS.num_clients
     np.testing.assert_allclose(rounds["up_bits"], rounds["payload_bits_up"] / (n * d))
     np.testing.assert_allclose(rounds["down_bits"], rounds["payload_bits_down"] / d)
     ranges = layer_ranges(res["layers"])
