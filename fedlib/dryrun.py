@@ -36,11 +36,12 @@ from fedlib.data import datasets
 from fedlib.data.fabricate import FABRICATORS, fabricate
 from fedlib.federation import run_federation
 from fedlib.grids import client_steps, notebook_parameters, notebook_specs
+from fedlib.notebook_params import NOTEBOOKS
 from fedlib.runs import RunSpec
 from fedlib.runs.runner import RunPlan, build_run
 from fedlib.runs.spec import freeze
 
-NOTEBOOK_NAMES = ("quickstart", "fedshift", "taco", "fedaq", "mucsc")
+NOTEBOOK_NAMES = tuple(sorted(p.stem for p in NOTEBOOKS.glob("*.py")))  # every notebook's jupytext source
 # Training-set sizes of the real files (data/README.md); the fabricated ones are smaller.
 REAL_TRAIN_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
                     "svhn": 73_257, "femnist": 341_873, "shakespeare": 448_340, "adult": 32_561, "adult_uci": 32_561}
