@@ -167,6 +167,20 @@ class PaperParams:
         for f in dataclasses.fields(self):
             where = f"{type(self).__name__}.{f.name}"
             object.__setattr__(self, f.name, coerce(getattr(self, f.name), hints[f.name], where))
+        self._check_device()
+
+    def _check_device(self) -> None:
+        """A device torch can name ("cpu", "cuda", "cuda:1", ...) or "auto"; whether this machine has it is
+        checked when a run starts (a gpu profile is planned and dry-run on machines without one)."""
+        if self.device == "auto":
+            return
+        try:
+            import torch
+
+            torch.device(self.device)
+        except (RuntimeError, ValueError):
+            raise ParameterError(f"{type(self).__name__}.device must be 'auto' or a torch device such as 'cpu', "
+                                 f"'cuda' or 'cuda:0', got {self.device!r}") from None
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

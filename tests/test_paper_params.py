@@ -75,10 +75,18 @@ def test_a_profile_with_a_typo_or_a_wrong_value_is_an_error_naming_the_file(tmp_
     ({"rounds": 0}, r"QuickstartParams.rounds must be >= 1, got 0"),
     ({"clients_per_round": 11}, r"QuickstartParams.clients_per_round must be in \[1, 10\], got 11"),
     ({"seeds": []}, r"QuickstartParams.seeds must list at least one value, got none"),
+    ({"device": "cdua"}, r"QuickstartParams.device must be 'auto' or a torch device such as 'cpu', 'cuda' or "
+                         r"'cuda:0', got 'cdua'"),
+    ({"device": "cuda:x"}, r"QuickstartParams.device must be 'auto' or a torch device .*, got 'cuda:x'"),
 ])
 def test_wrong_types_and_values_are_errors_naming_the_field(values, problem):
     with pytest.raises(ParameterError, match=f"^where: {problem}"):
         QuickstartParams.from_mapping(values, "where")
+
+
+@pytest.mark.parametrize("device", ["cpu", "auto", "cuda", "cuda:1"])
+def test_devices_torch_can_name_are_accepted_without_a_gpu(device):
+    assert QuickstartParams(device=device).device == device  # availability is checked when a run starts
 
 
 def test_unknown_names_are_errors_with_a_suggestion():

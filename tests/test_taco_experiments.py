@@ -58,10 +58,16 @@ def test_subset_of_algorithms_and_bad_names(quick):
     assert len(subset) < len(tp.experiments(quick))
     with pytest.raises(ValueError, match="TacoParams.algorithms must be one of 'FedAvg', .*, got 'FedAvgg'"):
         tp.experiments(replace(quick, algorithms=["FedAvgg"]))
-    with pytest.raises(ValueError, match="unknown partition"):
-        tp.experiments(replace(quick, ablation_partitions=["dirichlet"]))
-    with pytest.raises(ValueError, match="unknown oscillation_algorithms"):
-        tp.experiments(replace(quick, oscillation_algorithms=["TACO (Eq. 9)"]))
+    # checked when the parameters are built, before any grid
+    with pytest.raises(ValueError, match="TacoParams.ablation_partitions: a partition is 'groups', 'natural' or "
+                                         "'dir<phi>' .*, got 'dirichlet'"):
+        replace(quick, ablation_partitions=["dirichlet"])
+    with pytest.raises(ValueError, match="TacoParams.table5_columns.*a partition is .*, got 'dir'"):
+        replace(quick, table5_columns={"x": {"dataset": "digits", "model": "mlp", "partition": "dir", "rounds": 2,
+                                             "local_steps": 2}})
+    with pytest.raises(ValueError, match="TacoParams.oscillation_algorithms must be one of 'TACO', .*, "
+                                         "got 'TACO \\(Eq. 9\\)'"):
+        replace(quick, oscillation_algorithms=["TACO (Eq. 9)"])
     assert all(s.get("loop")["executor"] == "sequential" for s in tp.timing_grid(replace(quick, executor="vmap")))
     batched = {s.get("labels")["algorithm"]: s.get("loop")["executor"]
                for s in tp.main_grid(replace(quick, executor="vmap"))}

@@ -37,7 +37,7 @@ class FedlibStrategy(Strategy):
     """Run `spec` (any registered algorithm, codec, hook, sampler, client behaviour) through a Flower grid.
 
     `start(grid, ...)` is Flower's round loop; `run(grid)` calls it with the spec's rounds and returns fedlib's
-    tidy record (the tables `fedlib.runs.execute` stores: "rounds", "clients" and the spec's collectors')."""
+    tidy record (the tables `fedlib.runs.execute` stores: "rounds", "clients", "layers" and the spec's collectors')."""
 
     def __init__(self, spec: RunSpec, root: str | Path | None = None, timeout: float = 3600) -> None:
         self.spec, self.root, self.timeout = spec, root, timeout
@@ -51,7 +51,7 @@ class FedlibStrategy(Strategy):
         return self.records()
 
     def records(self) -> Records:
-        """The record of the rounds run so far: "rounds", "clients" and the spec's collectors' tables."""
+        """The record of the rounds run so far: "rounds", "clients", "layers" and the spec's collectors' tables."""
         return records_of(self.plan, self.fed.result())
 
     # ---- Flower's Strategy -----------------------------------------------------------------------------

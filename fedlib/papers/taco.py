@@ -295,6 +295,7 @@ OVERCORRECTION = {"uniform γ(1-0)": {"correction": "uniform", "uniform_alpha": 
 PLUGINS = {"FedProx": "taco_fedprox", "Scaffold": "taco_scaffold"}
 UNIFORM_AGGREGATION = "TACO, uniform aggregation"
 PREVIOUS_WEIGHTS = "TACO, previous round's α as weights"
+OSCILLATION_VARIANTS = ("TACO", UNIFORM_AGGREGATION, PREVIOUS_WEIGHTS, "FoolsGold", "FedAvg")  # finding (a)'s runs
 TABLE5_KEYS = {"dataset", "model", "model_kwargs", "partition", "rounds", "local_steps", "lr", "target_acc"}
 
 
@@ -381,12 +382,19 @@ class TacoParams(PaperParams):
                                  f"{list(self.label_fractions)} must have one entry per group")
         self.require_nonempty("seeds", "extra_seeds", "ablation_seeds", "oscillation_seeds", "algorithms")
         self.require_choice(ALGORITHMS, "algorithms", "scal_algorithms")
+        self.require_choice(OSCILLATION_VARIANTS, "oscillation_algorithms")
+        for partition in self.ablation_partitions:
+            if not is_partition(partition):
+                raise ParameterError(f"{type(self).__name__}.ablation_partitions: {PARTITION_HELP}, got {partition!r}")
         for column, c in self.table5_columns.items():
             unknown, missing = set(c) - TABLE5_KEYS, {"dataset", "model", "partition", "rounds", "local_steps"} - set(c)
             if unknown or missing:
                 raise ParameterError(f"{type(self).__name__}.table5_columns[{column!r}]: unknown keys "
                                      f"{sorted(unknown)}, missing {sorted(missing)}; the keys are "
                                      f"{sorted(TABLE5_KEYS)}")
+            if not is_partition(c["partition"]):
+                raise ParameterError(f"{type(self).__name__}.table5_columns[{column!r}]: {PARTITION_HELP}, "
+                                     f"got {c['partition']!r}")
 
 
 def algorithm(name: str, p: TacoParams) -> tuple[str, dict[str, Any]]:
@@ -421,9 +429,16 @@ def split(p: TacoParams, num_clients: int, partition: str) -> tuple[str, dict[st
         sizes[-1] = num_clients - sizes[:-1].sum()
         return "groups", {"num_clients": num_clients, "group_sizes": sizes.tolist(),
                           "label_fractions": list(p.label_fractions)}
-    if re.fullmatch(r"dir\d*\.?\d+", partition):
+    if is_partition(partition):
         return "dirichlet", {"num_clients": num_clients, "alpha": float(partition[3:]), "min_size": 5}
-    raise ValueError(f"unknown partition {partition!r}: use 'groups', 'natural' or 'dir<phi>', e.g. 'dir0.5'")
+    raise ValueError(f"{PARTITION_HELP}, got {partition!r}")
+
+
+PARTITION_HELP = "a partition is 'groups', 'natural' or 'dir<phi>' (Dirichlet(phi), e.g. 'dir0.5')"
+
+
+def is_partition(name: str) -> bool:
+    return name in ("groups", "natural") or re.fullmatch(r"dir\d*\.?\d+", name) is not None
 
 
 def _spec(p: TacoParams, labels: Mapping[str, Any], algo: tuple[str, Mapping[str, Any]], seed: int, *,
@@ -546,9 +561,6 @@ def oscillation_grid(p: TacoParams) -> list[RunSpec]:
     variants = {"TACO": algorithm("TACO", q), "FoolsGold": algorithm("FoolsGold", q), "FedAvg": algorithm("FedAvg", q),
                 UNIFORM_AGGREGATION: ("taco", taco_args(q, aggregation="uniform")),
                 PREVIOUS_WEIGHTS: ("taco", taco_args(q, weights="previous"))}
-    unknown = set(p.oscillation_algorithms) - set(variants)
-    if unknown:
-        raise ValueError(f"unknown oscillation_algorithms {sorted(unknown)}; choose from {list(variants)}")
     return [_spec(q, {"algorithm": label}, variants[label], s, **setting)
             for s in p.oscillation_seeds for label in p.oscillation_algorithms]
 
