@@ -297,6 +297,13 @@ UNIFORM_AGGREGATION = "TACO, uniform aggregation"
 PREVIOUS_WEIGHTS = "TACO, previous round's α as weights"
 OSCILLATION_VARIANTS = ("TACO", UNIFORM_AGGREGATION, PREVIOUS_WEIGHTS, "FoolsGold", "FedAvg")  # finding (a)'s runs
 TABLE5_KEYS = {"dataset", "model", "model_kwargs", "partition", "rounds", "local_steps", "lr", "target_acc"}
+PARTITION_HELP = "a partition is 'groups', 'natural' or 'dir<phi>' (Dirichlet(phi), e.g. 'dir0.5')"
+DIRICHLET_PARTITION = re.compile(r"dir\d*\.?\d+")
+
+
+def is_partition(name: str) -> bool:
+    """'groups', 'natural' or 'dir<phi>' (see `split`)."""
+    return name in ("groups", "natural") or DIRICHLET_PARTITION.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -429,22 +436,15 @@ def split(p: TacoParams, num_clients: int, partition: str) -> tuple[str, dict[st
         sizes[-1] = num_clients - sizes[:-1].sum()
         return "groups", {"num_clients": num_clients, "group_sizes": sizes.tolist(),
                           "label_fractions": list(p.label_fractions)}
-    if is_partition(partition):
+    if DIRICHLET_PARTITION.fullmatch(partition):
         return "dirichlet", {"num_clients": num_clients, "alpha": float(partition[3:]), "min_size": 5}
     raise ValueError(f"{PARTITION_HELP}, got {partition!r}")
-
-
-PARTITION_HELP = "a partition is 'groups', 'natural' or 'dir<phi>' (Dirichlet(phi), e.g. 'dir0.5')"
-
-
-def is_partition(name: str) -> bool:
-    return name in ("groups", "natural") or re.fullmatch(r"dir\d*\.?\d+", name) is not None
 
 
 def _spec(p: TacoParams, labels: Mapping[str, Any], algo: tuple[str, Mapping[str, Any]], seed: int, *,
           partition: str | tuple[str, Mapping[str, Any]] = "groups", num_clients: int | None = None, steps: int | None = None,
           rounds: int | None = None, dataset: str | None = None, model: tuple[str, Mapping[str, Any]] | None = None,
-          loop: TacoParams | None = None, freeloaders: int = 0) -> RunSpec:
+          loop: Mapping[str, Any] | None = None, freeloaders: int = 0) -> RunSpec:
     """One run on the notebook's setting; keywords override what the grid changes (`partition`: a name for
     `split`, or a split component as it is). The collectors follow from the algorithm and the freeloaders."""
     parts = partition if isinstance(partition, tuple) else split(p, num_clients or p.num_clients, partition)
