@@ -6,8 +6,9 @@ One `Registry` per kind of component (splits, experiments, ...). A module regist
     def parity_split(dataset, num_clients, seeds, **args) -> list[np.ndarray]: ...
 
 and `SPLITS.get("parity")` finds it again. `register(name, examples=[{...}, ...])` also records argument sets the
-component builds from, for a conformance battery to run (as `fedlib.codecs.register_codec` does for codecs). `component_module(kind, name)` names the module that defines a
-registered component (a store's code-version key hashes that module, not the whole engine).
+component builds from, for a conformance battery to run (as `fedlib.codecs.register_codec` does for codecs).
+`component_module(kind, name)` names the module that defines a registered component (a store's code-version key
+hashes that module, not the whole engine).
 """
 from __future__ import annotations
 

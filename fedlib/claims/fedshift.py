@@ -35,7 +35,6 @@ PAPER = fs.FedShiftParams(algorithms=fs.ALGORITHMS, quantizers=("kmeans",), bits
                           table2_alphas=(0.1, 0.5, 100.0), table2_quantizers=("uniform", "kmeans"),
                           table2_bits=(4, 5, 6, 7, 8), kmeans_reference_bits=4)
 
-Params = fs.FedShiftParams
 Where = Mapping[str, Sequence[Any]]
 
 
@@ -132,7 +131,7 @@ def _per_round(rounds: pd.DataFrame, runs: pd.DataFrame, ids: list[str]) -> pd.D
     return rows.drop(columns=[c for c in [*ids, "seed"] if c in rows]).merge(runs[["run", "seed", *ids]], on="run")
 
 
-def bundle(params: Params, rounds: pd.DataFrame, *, table1: pd.DataFrame, table2: pd.DataFrame,
+def bundle(params: fs.FedShiftParams, rounds: pd.DataFrame, *, table1: pd.DataFrame, table2: pd.DataFrame,
            kmeans: pd.DataFrame, label_bias: pd.DataFrame, test_labels: np.ndarray, divergence: pd.DataFrame,
            table3: pd.DataFrame, theory: Theory, num_classes: int) -> FedShiftBundle:
     """FedShift's bundle: `rounds` (every run's per-round records) split by grid for the judge, and the tables."""
@@ -148,23 +147,23 @@ class Grid(Runs):
     """Runs whose cells follow the notebook's parameters: `on(params)` are the profile's (`of(params)`); the
     declared `where` is the paper's grid, `of(PAPER)`."""
 
-    of: Callable[[Params], Where] = field(kw_only=True)
+    of: Callable[[fs.FedShiftParams], Where] = field(kw_only=True)
 
-    def on(self, params: Params) -> Runs:
+    def on(self, params: fs.FedShiftParams) -> Runs:
         return replace(self, where=self.of(params))
 
 
-def grid(table: str, of: Callable[[Params], Where]) -> Grid:
+def grid(table: str, of: Callable[[fs.FedShiftParams], Where]) -> Grid:
     return Grid(of(PAPER), table, of=of)
 
 
 # ---- the cells each claim reads, as functions of the parameters -------------------------------------------------
 
-def _low(p: Params) -> int:
+def _low(p: fs.FedShiftParams) -> int:
     return min(p.bits_list)
 
 
-def _quantized(p: Params, bits: Sequence[int], quantizers: Sequence[str] | None = None,
+def _quantized(p: fs.FedShiftParams, bits: Sequence[int], quantizers: Sequence[str] | None = None,
                shift: Sequence[bool] = SHIFT) -> Where:
     return {"algorithm": p.algorithms, "quantizer": quantizers or p.quantizers, "bits": bits, "shift": shift}
 
@@ -197,7 +196,7 @@ TABLE2 = grid("table2", lambda p: {"alpha": p.table2_alphas, "quantizer": p.tabl
 
 # ---- the rules -------------------------------------------------------------------------------------------------
 
-def _table1_note(p: Params) -> str:
+def _table1_note(p: fs.FedShiftParams) -> str:
     return (f"{len(p.seeds)} seed(s) x {len(p.algorithms)} algorithms x bits {list(p.bits_list)}, "
             f"{p.quantizers[0]} uplinks, T = {p.rounds}")
 
@@ -441,7 +440,7 @@ def _g2(gain: pd.DataFrame, note: str) -> Judgement:
                                      evidence=note)
 
 
-def _fig(p: Params) -> str:
+def _fig(p: fs.FedShiftParams) -> str:
     return f"{figure_algorithm(p.algorithms)} 32+{_low(p)}"
 
 
@@ -483,7 +482,7 @@ CLAIMS: tuple[Claim[FedShiftBundle], ...] = (
 )
 
 
-def on_profile(claim: Claim[FedShiftBundle], params: Params) -> Claim[FedShiftBundle]:
+def on_profile(claim: Claim[FedShiftBundle], params: fs.FedShiftParams) -> Claim[FedShiftBundle]:
     """`claim` reading the profile's cells of its grids."""
     return replace(claim, reads=tuple(r.on(params) if isinstance(r, Grid) else r for r in claim.reads))
 

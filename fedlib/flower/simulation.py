@@ -24,21 +24,15 @@ def _flower_log(level: int) -> Iterator[None]:
     """Drop Flower's log records below `level` while the block runs (run_simulation resets its handlers'
     levels, so the filter sits on the logger)."""
     logger = logging.getLogger("flwr")
-    keep = _AtLeast(level)
+
+    def keep(record: logging.LogRecord) -> bool:
+        return record.levelno >= level
+
     logger.addFilter(keep)
     try:
         yield
     finally:
         logger.removeFilter(keep)
-
-
-class _AtLeast(logging.Filter):
-    def __init__(self, level: int) -> None:
-        super().__init__()
-        self.level = level
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= self.level
 
 
 def run_in_process(spec: RunSpec, root: str | Path | None = None, seed: int = 0, quiet: bool = True) -> Records:
