@@ -10,7 +10,7 @@
     RoundInfo       what a post-aggregation hook sees
     Hook, ClientBehavior   the two plug-in protocols of the loop
     Checkpoint      where a run saves and finds its state
-    LayerDiagnostics, layer_table   per-layer diagnostics, and the long table they are recorded in
+    LayerDiagnostics, layer_table, link_rows   per-layer diagnostics, the long table they are recorded in, a link's rows
     RunResult       the tidy record of a run
 """
 from __future__ import annotations
@@ -219,6 +219,15 @@ LAYER_COLUMNS = {"round": "int64", "client": "int64", "layer": "str", "key": "st
 def layer_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The long per-layer record (`RunResult.layers`) from rows with the `LAYER_COLUMNS` keys (none: empty)."""
     return pd.DataFrame(rows, columns=list(LAYER_COLUMNS)).astype(LAYER_COLUMNS)
+
+
+def link_rows(layers: pd.DataFrame, link: str, key: str) -> pd.DataFrame:
+    """The rows of diagnostic `key` (e.g. "range") in a layer table: the clients' messages on the "up" link, the
+    server's (key "down/<key>") on the "down" link."""
+    if link not in ("up", "down"):
+        raise ValueError(f"link must be 'up' or 'down', got {link!r}")
+    up = layers["client"] != SERVER
+    return layers[up & (layers["key"] == key)] if link == "up" else layers[~up & (layers["key"] == f"down/{key}")]
 
 
 @dataclass

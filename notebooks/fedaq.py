@@ -98,9 +98,10 @@ from fedlib.claims.fedaq import TABLE_OF_MODE, bundle as fedaq_bundle, claims as
 from fedlib.codecs import make_codec
 from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
+from fedlib.contracts import link_rows
 from fedlib.energy import add_energy, payload_bits, saving
 from fedlib.papers.fedaq import (BASELINE, PAPER_MODELS, PAPER_SETUP, PAPER_TABLES, best_by_energy, downlink_resolution,
-                                 energy_to_targets, equal_shards, experiments, layer_ranges, link_rows, run_frames,
+                                 energy_to_targets, equal_shards, experiments, layer_ranges, run_frames,
                                  trend_table)
 from fedlib.models import count_parameters
 from fedlib.runs import RunStore, run_specs

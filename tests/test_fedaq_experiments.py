@@ -118,7 +118,8 @@ def test_energy_to_targets_counts_never_and_best_by_energy_prefers_reaching():
 def test_trends_read_either_link_granularity():
     """Hand-made layer tables: per-layer rows are size-weighted (layer a: 1 value, b: 3); a model-granularity link's
     one layer, "model", is the whole model's; a link without rows is fp32 (32 bits); unknown layers are refused."""
-    from fedlib.papers.fedaq import link_rows, trends
+    from fedlib.contracts import link_rows
+    from fedlib.papers.fedaq import trends
 
     def table(client, entries):  # entries: (round, client offset, layer, key, value)
         return layer_table([{"round": r, "client": client + c, "layer": layer, "key": key, "value": v}

@@ -29,14 +29,14 @@ import sympy as sp
 import torch
 from scipy.optimize import minimize
 
-from fedlib.codecs.base import Codec, Identity
+from fedlib.codecs.base import Codec
 from fedlib.codecs.uniform import quantize
 from fedlib.algorithms import FedAvg
 from fedlib.channel import Link
-from fedlib.contracts import SERVER, RoundContext
+from fedlib.contracts import SERVER, RoundContext, link_rows
 from fedlib.executors import half_squared_error
 from fedlib.federation import LocalTraining, run_federation
-from fedlib.papers.fedaq import link_rows, message_sizes
+from fedlib.papers.fedaq import message_sizes
 from fedlib.papers.taco import quadratic_federation
 from fedlib.params import Params
 

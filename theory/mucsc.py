@@ -34,7 +34,7 @@ from fedlib.codecs.mucsc import (
     stochastic_round,
     uniform_levels,
 )
-from fedlib.contracts import SERVER, LocalTraining, RoundInfo
+from fedlib.contracts import LocalTraining, RoundInfo, link_rows
 from fedlib.executors import half_squared_error
 from fedlib.federation import run_federation
 from fedlib.papers.mucsc import PaperLR
@@ -452,8 +452,7 @@ def run_partial(toy: QuadraticToy, rounds: int, *, clients: int, z: int | None, 
     def per_round(rows: pd.DataFrame) -> np.ndarray:  # mean over the round's messages; 0 where none (fp32)
         return rows.groupby("round")["value"].mean().reindex(r["round"]).fillna(0.0).to_numpy()
 
-    j_down = per_round(layers[(layers["client"] == SERVER) & (layers["key"] == "down/J")])
-    j_up = per_round(layers[(layers["client"] != SERVER) & (layers["key"] == "J")])
+    j_down, j_up = per_round(link_rows(layers, "down", "J")), per_round(link_rows(layers, "up", "J"))
     return pd.DataFrame({"t": E * r["round"], "gap": r["test_loss"] - toy.loss(toy.w_star), "psi": j_down + j_up / clients,
                          "G2": r["G2"]})
 

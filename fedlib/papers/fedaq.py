@@ -34,7 +34,7 @@ from fedlib.augment import AUGMENTATIONS
 from fedlib.channel import Link
 from fedlib.codecs.policies import AdaQuantFL
 from fedlib.codecs.uniform import MAX_BITS
-from fedlib.contracts import MODEL, SERVER, RunResult
+from fedlib.contracts import MODEL, RunResult, link_rows
 from fedlib.data import Dataset
 from fedlib import report
 from fedlib.energy import add_energy, saving
@@ -294,15 +294,6 @@ def trend_table(run: pd.DataFrame) -> pd.DataFrame:
     and last value (Figs. 2-3: uplink bits and ranges fall, downlink ones rise)."""
     return pd.DataFrame([{"quantity": q, "spearman rho vs round": spearmanr(run["round"], run[q]).statistic,
                           "first": run[q].iloc[0], "last": run[q].iloc[-1]} for q in TREND_QUANTITIES])
-
-
-def link_rows(layers: pd.DataFrame, link: str, key: str) -> pd.DataFrame:
-    """The rows of diagnostic `key` (e.g. "range") in a layer table (`RunResult.layers`): the clients' messages
-    on the "up" link, the server's (key "down/<key>") on the "down" link."""
-    if link not in ("up", "down"):
-        raise ValueError(f"link must be 'up' or 'down', got {link!r}")
-    up = layers["client"] != SERVER
-    return layers[up & (layers["key"] == key)] if link == "up" else layers[~up & (layers["key"] == f"down/{key}")]
 
 
 def message_sizes(layer: pd.Series, dims: Mapping[str, int]) -> pd.Series:
