@@ -103,8 +103,8 @@ flower_records = run_in_simulation(specs, root=data_root, workers=flower_workers
 
 # %% [markdown]
 # ## Parity
-# Every table each run records (per round, per client, TACO's α and expulsions) compared exactly, wall-clock
-# columns aside; then the accuracy gap and the bits each way, summed over the rounds.
+# Every table each run records (per round, per client, per layer, TACO's α and expulsions) compared exactly,
+# wall-clock columns aside; then the accuracy gap and the bits each way, summed over the rounds.
 
 # %%
 # NBVAL_CHECK_OUTPUT
