@@ -38,7 +38,7 @@ from fedlib.federation import run_federation
 from fedlib.grids import client_steps, notebook_parameters, notebook_specs
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.runs import RunSpec
-from fedlib.runs.runner import RunPlan, build_run
+from fedlib.runs.build import RunPlan, build_run
 from fedlib.runs.spec import freeze
 
 NOTEBOOK_NAMES = tuple(sorted(p.stem for p in NOTEBOOKS.glob("*.py")))  # every notebook's jupytext source

@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedlib.registry import MODELS
+
 __all__ = [
     "build_model", "available_models", "count_parameters", "kaiming_normal_fan_in_",
     "Logistic", "MLP", "SmallCNN", "FedShiftCNN2", "TacoCNN", "TacoMLP", "LeNet300100", "FedAQCNN",
@@ -79,6 +81,7 @@ def count_parameters(model: nn.Module) -> int:
 
 # ----------------------------------------------------------------------------- fully connected
 
+@MODELS.register("logistic")
 class Logistic(nn.Module):
     """Multinomial logistic regression: flatten + Linear. 650 parameters on 8x8 digits."""
 
@@ -90,6 +93,7 @@ class Logistic(nn.Module):
         return self.fc(x.flatten(1))
 
 
+@MODELS.register("mlp")
 class MLP(nn.Module):
     """flatten -> [Linear -> ReLU] per hidden width -> Linear. Layers are fc1, fc2, ..."""
 
@@ -108,6 +112,7 @@ class MLP(nn.Module):
         return x
 
 
+@MODELS.register("lenet_300_100")
 class LeNet300100(MLP):
     """LeNet-300-100 (FedAQ §2.2): flatten -> 300 -> 100 -> classes, ReLU. Returns logits (no log_softmax)."""
 
@@ -115,6 +120,7 @@ class LeNet300100(MLP):
         super().__init__(input_shape, num_classes, hidden=(300, 100))
 
 
+@MODELS.register("taco_mlp")
 class TacoMLP(MLP):
     """NIID-Bench FcNet(d, [32, 16, 8], classes) for adult/a9a (TACO §4.4): weights N(0, 0.1), biases 0.1."""
 
@@ -137,6 +143,7 @@ class TacoMLP(MLP):
 
 # ------------------------------------------------------------------------------------ conv nets
 
+@MODELS.register("cnn")
 class SmallCNN(nn.Module):
     """A cheap LeNet-style CNN for CPU runs: [conv3x3 pad 1 -> ReLU -> maxpool 2] x 2 -> fc hidden -> fc.
 
@@ -163,6 +170,7 @@ class SmallCNN(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
+@MODELS.register("fedshift_cnn2")
 class FedShiftCNN2(nn.Module):
     """FedShift's CNN2 (spec §2.2, code `CNN2("CNN", 3, 32, 512, 10)`), bias-free, Kaiming normal fan_in.
 
@@ -226,6 +234,7 @@ class _TwoConvFive(nn.Module):
         return x
 
 
+@MODELS.register("taco_cnn")
 class TacoCNN(_TwoConvFive):
     """NIID-Bench simple-cnn (TACO §4.4): conv5x5 6 -> pool -> conv5x5 16 -> pool -> fc 120 -> fc 84 -> fc classes.
 
@@ -239,6 +248,7 @@ class TacoCNN(_TwoConvFive):
         self._setup(input_shape, 6, 16, (120, 84), num_classes)
 
 
+@MODELS.register("fedaq_cnn")
 class FedAQCNN(_TwoConvFive):
     """FedAQ "vanilla CNN" (§2.2): conv5x5 32 -> pool -> ReLU -> conv5x5 64 -> pool -> ReLU -> fc 512 -> fc classes.
 
@@ -252,6 +262,7 @@ class FedAQCNN(_TwoConvFive):
         self._setup(input_shape, 32, 64, (512,), num_classes)
 
 
+@MODELS.register("fedaq_cnn7")
 class FedAQCNN7(nn.Module):
     """FedAQ 7-layer CNN (`cnn3` in the code, §2.2); 9,074,218 params on 3x32x32.
 
@@ -286,6 +297,7 @@ class FedAQCNN7(nn.Module):
         return self.fc3(x)
 
 
+@MODELS.register("allcnn_c")
 class AllCNNC(nn.Module):
     """ALL-CNN-C (Springenberg et al. 2014; MUCSC §9.3): 1,369,738 params on 3x32x32 with 10 classes.
 
@@ -317,6 +329,7 @@ class AllCNNC(nn.Module):
         return x.mean(dim=(2, 3))
 
 
+@MODELS.register("femnist_cnn")
 class FemnistCNN(nn.Module):
     """MUCSC's FEMNIST stand-in (§9.3; the paper's LeNet-5 variant is unspecified, d ~ 1,356,136 implied).
 
@@ -365,6 +378,7 @@ class _BasicBlock(nn.Module):
         return F.relu(out + self.shortcut(x))
 
 
+@MODELS.register("resnet18_cifar")
 class ResNet18CIFAR(nn.Module):
     """CIFAR-style ResNet-18 (FedAQ §2.2, TACO §4.4): 3x3 stride-1 stem, no max-pool, [2, 2, 2, 2] BasicBlocks of
     64/128/256/512 with 1x1 projection shortcuts, global average pool, fc. 11,173,962 params with 10 classes.
@@ -400,6 +414,7 @@ class ResNet18CIFAR(nn.Module):
 
 # ----------------------------------------------------------------------------------------- LSTM
 
+@MODELS.register("char_lstm")
 class CharLSTM(nn.Module):
     """LEAF's Shakespeare next-character model (TACO §4.4 recommendation): embedding 8 -> 2-layer LSTM 256 ->
     fc to the vocabulary (num_classes, 80 in LEAF), read off the last time step. Input: N x L int64 tokens,
@@ -420,29 +435,13 @@ class CharLSTM(nn.Module):
         return self.fc(out[:, -1])
 
 
-# ------------------------------------------------------------------------------------- registry
-
-_MODELS: dict[str, Callable[..., nn.Module]] = {
-    "logistic": Logistic,
-    "mlp": MLP,
-    "cnn": SmallCNN,
-    "fedshift_cnn2": FedShiftCNN2,
-    "taco_cnn": TacoCNN,
-    "taco_mlp": TacoMLP,
-    "lenet_300_100": LeNet300100,
-    "fedaq_cnn": FedAQCNN,
-    "fedaq_cnn7": FedAQCNN7,
-    "resnet18_cifar": ResNet18CIFAR,
-    "allcnn_c": AllCNNC,
-    "femnist_cnn": FemnistCNN,
-    "char_lstm": CharLSTM,
-}
+# ------------------------------------------------------------------------------------- building by name
 
 _INITS = (None, "default", "kaiming_normal_fan_in")
 
 
 def available_models() -> list[str]:
-    return sorted(_MODELS)
+    return sorted(MODELS)
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, *, init: str | None = None,
@@ -454,7 +453,7 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, *, in
     N(0, 2/fan_in) with zero biases (FedShift's init, for any model); None/"default" keeps the model's own.
     seed makes the initial weights reproducible without touching the global RNG.
     """
-    if name not in _MODELS:
+    if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; available: {', '.join(available_models())}")
     if init not in _INITS:
         raise ValueError(f"unknown init {init!r}; choose from {_INITS}")
@@ -466,7 +465,7 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, *, in
     with torch.random.fork_rng(devices=[], enabled=seed is not None):
         if seed is not None:
             torch.manual_seed(seed)
-        model = _MODELS[name](input_shape, int(num_classes), **kwargs)
+        model = MODELS[name](input_shape, int(num_classes), **kwargs)
         if init == "kaiming_normal_fan_in":
             kaiming_normal_fan_in_(model)
     return model

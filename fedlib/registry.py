@@ -1,18 +1,27 @@
-"""Components buildable by name, so that a run spec can say what runs.
+"""Components buildable by name, so that a run spec can say what runs: one `Registry` per kind, all here.
 
-One `Registry` per kind of component (splits, experiments, ...). A module registers what it defines:
+Every kind of component registers the same way, with the kind's registry as a decorator where it is defined:
+
+    from fedlib.registry import SPLITS
 
     @SPLITS.register("parity")
     def parity_split(dataset, num_clients, seeds, **args) -> list[np.ndarray]: ...
 
-and `SPLITS.get("parity")` finds it again. `register(name, examples=[{...}, ...])` also records argument sets the
-component builds from, for a conformance battery to run (as `fedlib.codecs.register_codec` does for codecs).
-`component_module(kind, name)` names the module that defines a registered component (a store's code-version key
-hashes that module, not the whole engine).
+and `SPLITS["parity"]` finds it again (an unknown name: a KeyError listing the registered ones).
+`register(name, examples=[{...}, ...])` also records argument sets the component builds from, for the
+conformance battery (tests/test_conformance.py) to run.
+
+`load_components(modules)` imports every fedlib module that registers components (the algorithms, codecs,
+models, datasets, splits and every paper in `fedlib.papers`) and then the user's own `modules` (a run spec's
+`imports`): `build_run` calls it, so a name means the same component in this process, in the process pool's
+workers, on Ray workers and in Flower's client and server apps.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -62,7 +71,49 @@ class Registry(Mapping[str, T]):
 
     def module_of(self, name: str) -> str:
         """The module that defines the component registered as `name`."""
-        return str(getattr(self[name], "__module__"))
+        component = self[name]
+        return str((component.func if isinstance(component, functools.partial) else component).__module__)
+
+
+ALGORITHMS: Registry[Any] = Registry("algorithm")  # Algorithm classes, built with the spec's arguments
+CODECS: Registry[Any] = Registry("codec")  # Codec classes
+CODEC_POLICIES: Registry[Any] = Registry("codec_policy")  # factory(run, **args) -> the uplink Link
+MODELS: Registry[Any] = Registry("model")  # nn.Module classes: cls(input_shape, num_classes, **args)
+DATASETS: Registry[Any] = Registry("dataset")  # loader(root, **args) -> raw arrays (fedlib.data.datasets)
+SPLITS: Registry[Any] = Registry("split")  # split(dataset, num_clients, seeds, **args) -> client indices
+SAMPLERS: Registry[Any] = Registry("sampler")  # factory(run, **args) -> run_federation's sampler
+HOOKS: Registry[Any] = Registry("hook")  # factory(run, **args) -> a round hook
+CLIENT_BEHAVIORS: Registry[Any] = Registry("client_behavior")  # factory(run, **args) -> a ClientBehavior
+LR_SCHEDULES: Registry[Any] = Registry("lr_schedule")  # factory(run, **args) -> LocalTraining's lr
+COLLECTORS: Registry[Any] = Registry("collector")  # factory(run, **args) -> Callable[[RunResult], Records]
+EXPERIMENTS: Registry[Any] = Registry("experiment")  # plan(spec, run) -> run (fedlib.runs.build)
+
+# fedlib's modules that register components; every module of fedlib.papers is imported too
+FEDLIB_COMPONENT_MODULES = ("fedlib.algorithms", "fedlib.codecs", "fedlib.models", "fedlib.data.datasets",
+                            "fedlib.runs.splits", "fedlib.runs.build")
+PAPERS = "fedlib.papers"
+
+
+def fedlib_component_modules() -> list[str]:
+    """Every fedlib module that registers components (papers found in the fedlib.papers package)."""
+    papers = importlib.import_module(PAPERS)
+    return [*FEDLIB_COMPONENT_MODULES,
+            *(f"{PAPERS}.{m.name}" for m in sorted(pkgutil.iter_modules(papers.__path__), key=lambda m: m.name)
+              if not m.name.startswith("_"))]
+
+
+def load_components(modules: Iterable[str] = ()) -> None:
+    """Import fedlib's component modules, then the user's `modules` (each registers what it defines)."""
+    for name in fedlib_component_modules():
+        importlib.import_module(name)
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name is None or not name.startswith(err.name):
+                raise
+            raise ValueError(f"run spec imports: no module {name!r} here; make it importable in every process that "
+                             "runs the spec (on its PYTHONPATH, or in Ray's runtime_env)") from None
 
 
 def component_module(kind: str, name: str) -> str:

@@ -1,8 +1,8 @@
 """The conformance battery: every registered algorithm, every exported codec and every registered codec policy,
 tested the same way.
 
-A new `ALGORITHMS` entry, a new `register_codec` class or a new `CODEC_POLICIES` entry (with its `examples`) is
-picked up here without editing this file.
+A new `ALGORITHMS`, `CODECS` or `CODEC_POLICIES` entry (fedlib.registry, with its `examples`) is picked up here
+without editing this file.
 Algorithms: two rounds on a tiny model under every executor they support; batched == sequential within
 1e-5; the same seed gives a bitwise-identical record. Codecs: shapes and dtypes, exact bit fields, bits ==
 packed size where a codec packs, all-zero and constant tensors, unbiasedness by Monte Carlo where a codec
@@ -13,10 +13,8 @@ through the round loop. The same tests run with device="cuda" under the `gpu` ma
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
-import pkgutil
 
 import numpy as np
 import pandas as pd
@@ -25,18 +23,17 @@ import torch
 from torch import nn
 
 import fedlib.codecs as codecs
-import fedlib.papers
-from fedlib.algorithms import ALGORITHMS, make_algorithm
+from fedlib.algorithms import make_algorithm
 from fedlib.channel import Link, LinkContext, transmit
-from fedlib.codecs import CODECS, make_codec
+from fedlib.codecs import make_codec
 from fedlib.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
 from fedlib.federation import run_federation
+from fedlib.registry import ALGORITHMS, CODEC_POLICIES, CODECS, load_components
 from fedlib.runs import RunPlan, RunSpec
-from fedlib.runs.components import CODEC_POLICIES, make_component
+from fedlib.runs.build import make_component
 
-for _paper in pkgutil.iter_modules(fedlib.papers.__path__):
-    importlib.import_module(f"fedlib.papers.{_paper.name}")  # each registers its codec policies
+load_components()  # every paper registers its codec policies
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA GPU here")])]
@@ -170,21 +167,21 @@ def test_algorithms_reject_non_finite_and_mistyped_numbers(name, bad):
 
 
 # ---------------------------------------------------------------------------------------------- codecs
-CODEC_CASES = [pytest.param(name, kw, id=f"{name}-{i}") for name, entry in CODECS.items()
-               for i, kw in enumerate(entry.examples)]
+CODEC_CASES = [pytest.param(name, kw, id=f"{name}-{i}") for name in CODECS
+               for i, kw in enumerate(CODECS.examples(name))]
 
 
 def test_every_exported_codec_is_registered():
     exported = [getattr(codecs, n) for n in codecs.__all__]
     codec_classes = {obj for obj in exported if inspect.isclass(obj) and obj is not codecs.Codec
                      and hasattr(obj, "encode") and hasattr(obj, "decode")}
-    registered = {entry.factory for entry in CODECS.values()}
+    registered = set(CODECS.values())
     assert codec_classes and codec_classes <= registered, f"unregistered codecs: {codec_classes - registered}"
 
 
 def codec_device(name: str, device: str) -> str:
     """The device a codec's test runs on; a codec that is not device-generic is only tested on the CPU."""
-    if device != "cpu" and not getattr(CODECS[name].factory, "device_generic", False):
+    if device != "cpu" and not getattr(CODECS[name], "device_generic", False):
         pytest.skip(f"{name} encodes on the CPU only (not device_generic)")
     return device
 
@@ -252,7 +249,7 @@ def test_deterministic_codecs_ignore_the_generator(name, kwargs):
 @pytest.mark.parametrize("payload,error_feedback", [("update", False), ("update", True), ("weights", False),
                                                     ("weights", True)])
 def test_codec_through_the_round_loop(data, name, payload, error_feedback, device):
-    codec = make_codec(name, **CODECS[name].examples[0])
+    codec = make_codec(name, **CODECS.examples(name)[0])
     uplink = Link(codec=codec, payload=payload, error_feedback=error_feedback)
     down = Link(codec=codec, payload="update", error_feedback=error_feedback)
     res = run(data, "fedavg", "sequential", device, uplink=uplink, downlink=down)
@@ -264,10 +261,10 @@ def test_codec_through_the_round_loop(data, name, payload, error_feedback, devic
 @pytest.mark.parametrize("name", sorted(CODECS))
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), "4", 2.5])
 def test_codecs_reject_non_finite_and_mistyped_numbers(name, bad):
-    base = dict(CODECS[name].examples[0])
-    for arg in [*numeric_parameters(CODECS[name].factory), *[k for k, v in base.items() if isinstance(v, (int, float))
+    base = CODECS.examples(name)[0]
+    for arg in [*numeric_parameters(CODECS[name]), *[k for k, v in base.items() if isinstance(v, (int, float))
                                                               and not isinstance(v, bool)]]:
-        if bad == 2.5 and isinstance(base.get(arg, inspect.signature(CODECS[name].factory).parameters[arg].default),
+        if bad == 2.5 and isinstance(base.get(arg, inspect.signature(CODECS[name]).parameters[arg].default),
                                      float):
             continue  # 2.5 is a fine value for a real parameter
         with pytest.raises(ValueError, match=arg):
@@ -291,7 +288,7 @@ def policy_link(data: FederatedData, name: str, kwargs: dict) -> Link:
     """The uplink a registered codec policy builds for a run of the battery's clients."""
     spec = RunSpec.make("conformance", "tiny", ("iid", {"num_clients": data.num_clients}), ("tiny", {}),
                         ("fedavg", {}), 2, 0)
-    link = make_component("uplink_policy", RunPlan(spec, data.dataset, tiny_model, data, torch.device("cpu"), {}),
+    link = make_component("uplink", RunPlan(spec, data.dataset, tiny_model, data, torch.device("cpu"), {}),
                           name, kwargs)
     assert isinstance(link, Link), f"codec policy {name!r} must build a Link, got {link!r}"
     return link

@@ -11,7 +11,7 @@ from fedlib.dryrun import (
 )
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.runs import RunSpec
-from fedlib.runs.runner import build_run
+from fedlib.runs.build import build_run
 
 
 def test_fast_subset_fedaq_full_grid_runs(tmp_path):
@@ -41,23 +41,26 @@ def test_client_steps_by_hand(tmp_path):
 
     fabricate("fashion_mnist", tmp_path, 400, 10)
     steps_spec = RunSpec.make("quickstart", "fashion_mnist", ("iid", {"num_clients": 8}), ("mlp", {}), ("fedavg", {}),
-                              7, 0, local={"lr": 0.1, "batch_size": 16, "steps": 5}, loop={"sampler": 0.5})
+                              7, 0, local={"lr": 0.1, "batch_size": 16, "steps": 5},
+                              sampler=("uniform", {"clients": 0.5}))
     assert full_size_steps(steps_spec, build_run(steps_spec, tmp_path)) == 7 * 4 * 5
     # epochs: each of 8 clients holds 50 of the 400 fabricated samples = 7,500 of the real 60,000;
     # 2 epochs of ceil(7,500 / 16) = 469 steps; 3 of 8 clients per round
     epochs_spec = steps_spec.with_(local=(("batch_size", 16), ("epochs", 2.0), ("lr", 0.1)),
-                                   loop=(("sampler", 3),))
+                                   sampler=steps_spec.sampler.of("uniform", {"clients": 3}))
     assert full_size_steps(epochs_spec, build_run(epochs_spec, tmp_path)) == 7 * 3 * 2 * 469
 
 
 def test_one_round_keeps_everything_but_the_amount_of_work():
     spec = RunSpec.make("mucsc", "cifar10", ("iid", {"num_clients": 100}), ("allcnn_c", {}), ("fedavg", {}), 1250, 3,
-                        local={"lr": 0.5, "batch_size": 8, "epochs": 5.0}, loop={"sampler": 10, "threads": 8},
+                        local={"lr": 0.5, "batch_size": 8, "epochs": 5.0}, sampler=("uniform", {"clients": 10}),
+                        loop={"threads": 8},
                         device="auto")
     small = one_round(spec, 2)
     assert (small.rounds, small.device, small.get("local"), small.get("loop")) == (
-        1, "cpu", {"lr": 0.5, "batch_size": 8, "steps": 2}, {"sampler": 10, "threads": 1})
+        1, "cpu", {"lr": 0.5, "batch_size": 8, "steps": 2}, {"threads": 1})
     assert combination(small) == combination(spec) and small.seed == 3 and small.split == spec.split
+    assert small.sampler == spec.sampler
 
 
 def test_unknown_notebook_and_bad_steps():

@@ -37,10 +37,10 @@ def test_grid_counts_labels_and_keys() -> None:
         if labels["method"] != "theorem1":
             assert set(labels) == set(fs.LABELS)
     reference = [s for s in specs if s.get("labels").get("kmeans") == "reference"]
-    codec_args = [s.uplink_policy.args["codec_args"] for s in reference]
+    codec_args = [s.uplink.args["codec_args"] for s in reference]
     assert {a["tol"] for a in codec_args} == {1e-4} and {a["init"] for a in codec_args} == {"replacement"}
     fedef = [s for s in specs if s.get("labels")["method"] == "fedef"]
-    assert all(s.algorithm.name == "fedavg" and s.uplink_policy.args["error_feedback"] for s in fedef)
+    assert all(s.algorithm.name == "fedavg" and s.uplink.args["error_feedback"] for s in fedef)
 
 
 def test_switches_remove_their_grids() -> None:

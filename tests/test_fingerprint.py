@@ -34,46 +34,111 @@ def test_the_key_covers_code_data_and_environment():
 def test_only_what_the_run_reaches_is_hashed():
     reached = set(reached_definitions(code_roots(spec("fedavg", "fedshift"))))
     assert {("fedlib.algorithms.fedavg", "FedAvg"), ("fedlib.algorithms.base", "Algorithm"),
-            ("fedlib.federation", "run_federation"), ("fedlib.runs.runner", "build_run"),
+            ("fedlib.federation", "run_federation"), ("fedlib.runs.build", "build_run"),
             ("fedlib.papers.fedshift", "plan"), ("fedlib.models", "MLP")} <= reached
     modules = {module for module, _ in reached}
     assert not {"fedlib.algorithms.scaffold", "fedlib.papers.taco", "fedlib.report", "fedlib.claims.fedshift",
-                "fedlib.runs.store"} & modules
+                "fedlib.runs.store", "fedlib.codecs.kmeans"} & modules
     assert not {("fedlib.papers.fedshift", "beside_paper"), ("fedlib.papers.fedshift", "experiments"),
-                ("fedlib.algorithms", "ALGORITHMS"), ("fedlib.models", "_MODELS"),
                 ("fedlib.models", "SmallCNN")} & reached
     assert ("fedlib.algorithms.scaffold", "Scaffold") in reached_definitions(code_roots(spec("scaffold")))
 
 
+def test_the_codecs_a_codec_policy_holds_are_hashed():
+    """A policy names its codec by a string the names never lead to: the built policy's objects do."""
+    policy = spec(experiment="fedshift").with_(
+        split=Component.of("parity", {"num_clients": 10}),
+        uplink=Component.of("mixed_precision", {"codec": "kmeans", "codec_args": {"bits": 2}}))
+    assert ("fedlib.codecs.kmeans", "KMeansQuantizer") in reached_definitions(code_roots(policy))
+
+
+def test_held_objects_follow_attributes_containers_partials_and_closures():
+    from fedlib.codecs import KMeansQuantizer, UniformQuantizer
+    from fedlib.runs.fingerprint import held_objects
+
+    codec = KMeansQuantizer(bits=2)
+
+    def closure():
+        return codec
+
+    held = [{"a": [functools.partial(print, UniformQuantizer(bits=2))]}, closure]
+    found = held_objects(held, ("fedlib", __name__))  # this module's code counts (a spec's `imports`)
+    assert {KMeansQuantizer, UniformQuantizer, closure} <= set(found) and print not in found
+    outside = held_objects(held, ("fedlib",))  # code outside the hashed packages is not followed
+    assert UniformQuantizer in outside and closure not in outside and KMeansQuantizer not in outside
+
+
 def test_every_registered_component_is_hashed_where_it_is_defined():
-    from fedlib.algorithms import ALGORITHMS
-    from fedlib.codecs.base import CODECS
-    from fedlib.data.datasets import _LOADERS
-    from fedlib.models import _MODELS
+    from fedlib.data.datasets import dataset_files
+    from fedlib.registry import ALGORITHMS, CODECS, DATASETS, MODELS, load_components
+
+    load_components()
 
     def defined(obj) -> tuple[str, str]:
         obj = getattr(obj, "func", obj)
         return obj.__module__, obj.__qualname__.split(".")[0]
 
+    def available(dataset: str) -> bool:
+        try:
+            dataset_files(dataset)
+        except FileNotFoundError:
+            return False
+        return True
+
     cases = [(spec(algorithm=name), cls) for name, cls in ALGORITHMS.items()]
-    cases += [(spec().with_(uplink=Component(name)), entry.factory) for name, entry in CODECS.items()]
-    cases += [(spec(model=name), builder) for name, builder in _MODELS.items()]
-    cases += [(spec(dataset=name), loader) for name, loader in _LOADERS.items()]
+    cases += [(spec().with_(uplink=Component.of(name, CODECS.examples(name)[0])), codec)
+              for name, codec in CODECS.items()]
+    cases += [(spec(model=name), builder) for name, builder in MODELS.items()
+              if name in ("logistic", "mlp", "cnn", "lenet_300_100", "taco_mlp")]  # the ones digits' 8x8 images fit
+    cases += [(spec(dataset=name), loader) for name, loader in DATASETS.items() if available(name)]
     for case, component in cases:
         assert defined(component) in reached_definitions(code_roots(case)), case
-    with pytest.raises(TypeError, match="cannot tell where"):
-        reached_definitions([functools.partial(print)])
-
-
 KEYS_SCRIPT = textwrap.dedent("""
-    import json, sys
+    import json
     import fedlib
     from fedlib.runs import RunSpec
     from fedlib.runs.fingerprint import code_version
-    specs = {f"{e}/{a}": RunSpec.make(e, "digits", ("dirichlet", {"num_clients": 3}), ("mlp", {}), (a, {}), 2, 0)
-             for e in ("quickstart", "fedshift") for a in ("fedavg", "scaffold")}
+
+    def make(experiment="quickstart", dataset="digits", split=("dirichlet", {"num_clients": 6, "alpha": 0.5}),
+             model=("mlp", {"hidden": [8]}), algorithm=("fedavg", {}), **named):
+        return RunSpec.make(experiment, dataset, split, model, algorithm, 2, 0, local=named.pop("local", {"lr": 0.05}),
+                            **named)
+
+    parity = ("parity", {"num_clients": 10})
+    specs = {
+        "plain": make(),
+        "fedprox+kmeans": make(algorithm=("fedprox", {"mu": 0.1}), uplink=("kmeans", {"bits": 2})),
+        "policy-kmeans": make("fedshift", split=parity, uplink=("mixed_precision", {"codec": "kmeans",
+                              "codec_args": {"bits": 2}}), sampler=("stratified", {"per_round_inferior": 1,
+                              "per_round_superior": 1}), hooks=[("fedshift", {})],
+                              collectors=[("fedshift_predictions", {})]),
+        "policy-uniform": make("fedshift", split=parity, uplink=("mixed_precision", {"codec": "uniform",
+                               "codec_args": {"bits": 2}}), sampler=("uniform", {"clients": 3})),
+        "logistic": make(model=("logistic", {})),
+        "freeloaders": make(client_behavior=("freeloaders", {"count": 1})),
+        "synthetic": make(dataset="synthetic"),
+        "lr-schedule": make(local={}, lr_schedule=("mucsc_paper_lr", {"lr0": 0.1, "decay": 0.9, "floor": 0.01,
+                                                                     "steps_per_round": 1})),
+    }
     print(json.dumps({"fedlib": fedlib.__file__, **{name: code_version(s) for name, s in specs.items()}}))
 """)
+QUICKSTART_SPECS = {"plain", "fedprox+kmeans", "logistic", "freeloaders", "synthetic", "lr-schedule"}
+# (file, definition, the specs whose key an edit of it changes): one component of each kind
+EDITS = [
+    ("codecs/kmeans.py", "KMeansQuantizer.encode", {"fedprox+kmeans", "policy-kmeans"}),  # a codec, also in a policy
+    ("algorithms/fedprox.py", "FedProx", {"fedprox+kmeans"}),  # an algorithm
+    ("papers/fedshift.py", "mixed_precision_uplink", {"policy-kmeans", "policy-uniform"}),  # a codec policy
+    ("codecs/policies.py", "PerClient.codec_of", {"policy-kmeans", "policy-uniform"}),  # the policy object's class
+    ("models.py", "Logistic", {"logistic"}),  # a model
+    ("data/datasets.py", "_load_synthetic", {"synthetic"}),  # a dataset loader
+    ("papers/fedshift.py", "parity_split", {"policy-kmeans", "policy-uniform"}),  # a split
+    ("papers/fedshift.py", "StratifiedSampler", {"policy-kmeans"}),  # a sampler (the object the run holds)
+    ("papers/fedshift.py", "FedShift", {"policy-kmeans"}),  # a hook (the object the run holds)
+    ("papers/taco.py", "Freeloaders", {"freeloaders"}),  # a client behaviour
+    ("papers/mucsc.py", "PaperLR", {"lr-schedule"}),  # an lr schedule
+    ("papers/fedshift.py", "prediction_table", {"policy-kmeans"}),  # a collector
+    ("papers/quickstart.py", "plan", QUICKSTART_SPECS),  # an experiment's plan
+]
 
 
 def edit(path: Path, old: str, new: str) -> None:
@@ -82,38 +147,58 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
-def test_code_versions_change_with_the_code_a_run_reaches_only(tmp_path):
-    """On a copy of fedlib: display helpers, docstrings, comments, a new algorithm and a new paper change no
-    key; editing an algorithm changes the keys of the specs that use it, and only those."""
+def insert_statement(path: Path, qualname: str, statement: str = "_edited_by_the_test = 1") -> None:
+    """Add `statement` as the first statement (after any docstring) of the definition `qualname` in `path`."""
+    import ast
+
+    text = path.read_text()
+    node: ast.AST = ast.parse(text)
+    for part in qualname.split("."):
+        node = next(n for n in node.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part)
+    body = node.body
+    first = body[1] if (len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                        and isinstance(body[0].value.value, str)) else body[0]
+    lines = text.splitlines(keepends=True)
+    lines.insert(first.lineno - 1, " " * first.col_offset + statement + "\n")
+    path.write_text("".join(lines))
+
+
+def test_code_versions_change_with_the_code_a_run_builds_only(tmp_path):
+    """On a copy of fedlib: display helpers, docstrings, comments, a new algorithm and a new paper change no key;
+    editing a component of each kind changes the keys of exactly the specs whose built run holds or names it."""
     package = tmp_path / "fedlib"
     shutil.copytree(Path(fedlib.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
 
     def keys() -> dict[str, str]:
         env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-        out = json.loads(subprocess.run([sys.executable, "-c", KEYS_SCRIPT], env=env, cwd=tmp_path,
-                                        capture_output=True, text=True, timeout=300, check=True).stdout)
-        assert out.pop("fedlib") == str(package / "__init__.py")  # the copy, not this checkout
-        return out
+        out = subprocess.run([sys.executable, "-c", KEYS_SCRIPT], env=env, cwd=tmp_path, capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        result = json.loads(out.stdout)
+        assert result.pop("fedlib") == str(package / "__init__.py")  # the copy, not this checkout
+        return result
 
     before = keys()
-    assert len(set(before.values())) == 4
+    assert len(set(before.values())) == len(before)
     edit(package / "papers" / "fedshift.py", '.fillna("")\n', '.fillna("-")\n')  # a display helper
     edit(package / "federation.py", "def run_federation(\n", "def run_federation(  # a comment\n")
     edit(package / "algorithms" / "fedavg.py", '"""FedAvg (McMahan', '"""FedAvg, a docstring edit (McMahan')
     (package / "algorithms" / "fedsomething.py").write_text(
-        "from fedlib.algorithms.base import Algorithm\n\n\nclass FedSomething(Algorithm):\n    name = 'fedsomething'\n")
-    edit(package / "algorithms" / "__init__.py", '    "fedacg": FedACG,\n',
-         '    "fedacg": FedACG,\n    "fedsomething": FedSomething,\n')
+        "from fedlib.algorithms.base import Algorithm\nfrom fedlib.registry import ALGORITHMS\n\n\n"
+        "@ALGORITHMS.register('fedsomething')\nclass FedSomething(Algorithm):\n    name = 'fedsomething'\n")
     edit(package / "algorithms" / "__init__.py", "from fedlib.algorithms.fedacg import FedACG\n",
          "from fedlib.algorithms.fedacg import FedACG\nfrom fedlib.algorithms.fedsomething import FedSomething\n")
     (package / "papers" / "newpaper.py").write_text(
-        "from fedlib.runs import register_experiment\n\n\n@register_experiment('newpaper')\n"
+        "from fedlib.registry import EXPERIMENTS\n\n\n@EXPERIMENTS.register('newpaper')\n"
         "def plan(spec, run):\n    return run\n")
     assert keys() == before
 
-    edit(package / "algorithms" / "fedavg.py", '    name = "fedavg"\n', '    name = "fedavg"\n    tolerance = 0.5\n')
-    after = keys()
-    assert {name for name in before if after[name] != before[name]} == {"quickstart/fedavg", "fedshift/fedavg"}
+    for file, qualname, expected in EDITS:
+        insert_statement(package / file, qualname)
+        after = keys()
+        changed = {name for name in before if after[name] != before[name]}
+        assert changed == expected, (file, qualname, changed)
+        before = after
 
 
 def test_a_changed_data_file_changes_the_key_and_an_identical_copy_does_not(tmp_path):
@@ -144,8 +229,9 @@ def test_bundled_data_files_are_fingerprinted(monkeypatch, tmp_path):
 
 def test_every_dataset_declares_the_files_it_reads():
     from fedlib.data import datasets
+    from fedlib.registry import DATASETS
 
-    assert set(datasets._FILES) == set(datasets._LOADERS)
+    assert set(datasets._FILES) == set(DATASETS)
 
 
 def test_a_run_on_changed_data_is_recomputed(tmp_path, capsys):

@@ -15,12 +15,12 @@ pytest.importorskip("flwr", reason="Flower is not installed: pip install -e '.[f
 from flwr.app import Context, Message, MessageType, RecordDict  # noqa: E402
 
 from fedlib.algorithms import ALGORITHMS  # noqa: E402
-from fedlib.codecs import CODECS  # noqa: E402
+from fedlib.registry import CODECS  # noqa: E402
 from fedlib.contracts import SERVER  # noqa: E402
 from fedlib.federation import open_federation, run_federation  # noqa: E402
 from fedlib.flower import FedlibStrategy, InProcessGrid, client_app, run_in_process, run_in_simulation  # noqa: E402
 from fedlib.runs import RunSpec, build_run  # noqa: E402
-from fedlib.runs.runner import records_of  # noqa: E402
+from fedlib.runs.build import records_of  # noqa: E402
 
 TIMING = ("train_s", "wall_s")
 
@@ -30,7 +30,8 @@ def spec_of(algorithm: str = "fedavg", algorithm_args: dict | None = None, uplin
     return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 5, "alpha": 0.5, "min_size": 10}),
                         ("mlp", {"hidden": [12]}), (algorithm, algorithm_args or {}), rounds, 1,
                         local={"lr": 0.05, "batch_size": 16, "steps": 3, "momentum": 0.5},
-                        uplink=uplink, downlink=downlink, loop={"sampler": sampler, "executor": "sequential"}, **more)
+                        uplink=uplink, downlink=downlink, sampler=("uniform", {"clients": sampler}),
+                        loop={"executor": "sequential"}, **more)
 
 
 def reference(spec: RunSpec) -> dict[str, pd.DataFrame]:
@@ -66,8 +67,8 @@ def test_every_algorithm_gives_run_federations_record_bitwise(algorithm):
 def _families() -> dict[str, tuple[str, dict]]:
     """One registered codec per codec module (fedlib/codecs/<family>.py), with its first example."""
     families: dict[str, tuple[str, dict]] = {}
-    for name, entry in CODECS.items():
-        families.setdefault(entry.factory.__module__.rsplit(".", 1)[-1], (name, dict(entry.examples[0])))
+    for name, codec in CODECS.items():
+        families.setdefault(codec.__module__.rsplit(".", 1)[-1], (name, CODECS.examples(name)[0]))
     return families
 
 
@@ -102,7 +103,7 @@ def test_adaquantfl_reads_the_servers_record_rows_on_the_client():
     spec = RunSpec.make("fedaq", "digits", ("equal_shards", {"num_clients": 5}),
                         ("mlp", {"hidden": [12]}), ("fedavg", {}), 4, 0,
                         local={"lr": 0.05, "batch_size": 16, "steps": 3},
-                        uplink_policy=("adaquantfl", {"s0": 3}))
+                        uplink=("adaquantfl", {"s0": 3}))
     ref, got = reference(spec), run_in_process(spec)
     same_records(ref, got)
     assert got["clients"]["bits_up"].nunique() > 1  # the bit-length moved with the loss
@@ -121,8 +122,8 @@ def _paper_spec(paper: str, has) -> RunSpec:
 @pytest.mark.parametrize("paper, has", [
     # hooks that read the round's uplink codecs (reconstructed on the server), a stratified sampler, a
     # per-client mixed-precision uplink
-    ("fedshift", lambda s: "fedshift" in [h.name for h in s.hooks] and s.sampler is not None),
-    ("mucsc", lambda s: s.uplink_policy is not None),  # MUCSC's per-client level split, a MUCSC downlink
+    ("fedshift", lambda s: "fedshift" in [h.name for h in s.hooks] and getattr(s.sampler, "name", "") == "stratified"),
+    ("mucsc", lambda s: s.uplink.name == "level_split"),  # MUCSC's per-client level split, a MUCSC downlink
 ], ids=["fedshift hooks", "mucsc level split"])
 def test_paper_components_give_the_same_record(paper, has):
     spec = _paper_spec(paper, has)
@@ -135,7 +136,7 @@ def test_paper_components_give_the_same_record(paper, has):
 def test_batchnorm_buffers_travel_both_ways():
     spec = RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 3, "alpha": 0.5, "min_size": 10}),
                         ("resnet18_cifar", {}), ("fedavg", {}), 2, 1, local={"lr": 0.05, "batch_size": 16, "steps": 1},
-                        loop={"sampler": 2})
+                        sampler=("uniform", {"clients": 2}))
     ref, got = reference(spec), run_in_process(spec)
     same_records(ref, got)
     assert (got["rounds"]["bits_up_extra"] > 0).all()  # the buffers' 32 bits per value

@@ -62,7 +62,8 @@ def test_a_profile_value_and_an_override_are_checked_and_layered():
 def _digits_iid(**local) -> RunSpec:
     # digits: 1,797 images, 360 held out -> 1,437 training images, 4 IID clients of 359 or 360.
     return RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {"hidden": [8]}), ("fedavg", {}),
-                        3, 0, local={"lr": 0.1, "batch_size": 100, **local}, loop={"sampler": 2})
+                        3, 0, local={"lr": 0.1, "batch_size": 100, **local},
+                        sampler=("uniform", {"clients": 2}))
 
 
 def test_client_steps_counts_rounds_times_sampled_clients_times_local_steps():

@@ -35,8 +35,8 @@ def test_the_grid_covers_every_run_the_notebook_reads(defaults):
     assert len({s.key() for s in specs}) == len(specs)
     for spec in specs:
         assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
-    thirds = [s for s in sweep if s.uplink_policy is not None]
-    assert len(thirds) == 2 and all(s.uplink_policy.args["choices"] == list(p.zu_thirds) for s in thirds)
+    thirds = [s for s in sweep if s.uplink.name == "level_split"]
+    assert len(thirds) == 2 and all(s.uplink.args["choices"] == list(p.zu_thirds) for s in thirds)
 
 
 def test_a_subset_of_methods_selects_a_subset(defaults):
@@ -79,7 +79,7 @@ def test_a_tiny_spec_runs_through_the_runner_with_the_columns_the_notebook_reads
     assert set(j.index.get_level_values("layer")) == {"model"} and len(j) == (records["clients"]["method"] == "mucsc").sum()
     assert (j["J"] <= j["J_init"] * (1 + 1e-9)).all()  # descent never raises J above the uniform start
     # the per-client Z_U split goes through the plan
-    thirds = [s for s in paper.z_sweep(tiny) if s.uplink_policy is not None][0]
+    thirds = [s for s in paper.z_sweep(tiny) if s.uplink.name == "level_split"][0]
     codecs = set(execute(thirds, store)["clients"]["codec"])
     assert codecs <= {"mucsc4", "mucsc8", "mucsc16"} and len(codecs) > 1
 

@@ -1,4 +1,5 @@
-"""The component registries: lookup by name, errors that name what is wrong, experiments found by module name."""
+"""The component registries: one idiom for every kind, all of fedlib's loaded by one call, errors that name what is
+wrong, a user's module named in the spec."""
 from __future__ import annotations
 
 import re
@@ -8,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.registry import REGISTRIES, Registry, component_module
-from fedlib.runs.runner import experiment_plan
-from fedlib.runs.splits import SPLITS
+from fedlib.registry import REGISTRIES, SPLITS, Registry, component_module, load_components
+from fedlib.runs.build import experiment_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,44 +45,69 @@ def test_registry_finds_what_was_registered_and_refuses_a_second_registration():
 
 
 def test_component_module_names_the_defining_module():
+    load_components()
     assert component_module("split", "dirichlet") == "fedlib.runs.splits"
-    experiment_plan("fedshift")  # imports fedlib.papers.fedshift, which registers its split
     assert component_module("split", "parity") == "fedlib.papers.fedshift"
     assert component_module("experiment", "fedshift") == "fedlib.papers.fedshift"
+    assert component_module("dataset", "mnist") == "fedlib.data.datasets"  # a partial: its function's module
+    assert component_module("codec", "kmeans") == "fedlib.codecs.kmeans"
     with pytest.raises(KeyError, match="unknown component kind 'nope'"):
         component_module("nope", "x")
     with pytest.raises(KeyError, match="unknown split 'nope'"):
         component_module("split", "nope")
 
 
-def test_unknown_experiment_names_the_module_it_looked_for():
-    with pytest.raises(ValueError, match=r"no module fedlib\.papers\.no_such_paper"):
+def test_every_kind_has_one_registry_and_every_registry_is_filled_by_fedlib():
+    load_components()
+    kinds = {"algorithm", "codec", "codec_policy", "model", "dataset", "split", "sampler", "hook", "client_behavior",
+             "lr_schedule", "collector", "experiment"}
+    assert kinds <= set(REGISTRIES)
+    assert all(len(REGISTRIES[kind]) for kind in kinds)
+
+
+def test_unknown_experiment_says_how_to_register_one():
+    with pytest.raises(ValueError, match=r"unknown experiment 'no_such_paper': register its plan with "
+                                         r"@EXPERIMENTS.register\('no_such_paper'\)"):
         experiment_plan("no_such_paper")
 
 
-def test_experiment_module_that_registers_nothing_is_an_error(tmp_path, monkeypatch):
-    import fedlib.papers
-
-    (tmp_path / "silent_paper.py").write_text("X = 1\n")
-    monkeypatch.setattr(fedlib.papers, "__path__", [*fedlib.papers.__path__, str(tmp_path)])
-    with pytest.raises(ValueError, match=r"registers no experiment 'silent_paper'"):
-        experiment_plan("silent_paper")
+def test_a_missing_user_module_is_named():
+    with pytest.raises(ValueError, match="run spec imports: no module 'no_such_user_module' here"):
+        load_components(["no_such_user_module"])
 
 
-def test_each_experiment_is_found_in_a_fresh_process_by_its_name_alone():
-    code = ("from fedlib.runs.runner import experiment_plan; from fedlib.runs.splits import SPLITS\n"
-            "for name in ('quickstart', 'fedshift', 'taco', 'fedaq', 'mucsc'): experiment_plan(name)\n"
-            "print(sorted(SPLITS))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+FRESH = ("from fedlib.registry import load_components, REGISTRIES; load_components()\n"
+         "print(sorted(REGISTRIES['split']))")
+
+
+def test_all_of_fedlibs_components_are_registered_by_one_call_in_a_fresh_process():
+    out = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True, check=True, cwd=ROOT,
                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert out.stdout.strip() == str(sorted(["dirichlet", "iid", "shards", "labels", "natural", "parity", "groups",
                                              "equal_shards", "writers"]))
 
 
+QUICKSTART_WITH_FREELOADERS = """
+from fedlib.runs import RunSpec, build_run
+spec = RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 4, "alpha": 0.5, "min_size": 5}),
+                    ("mlp", {"hidden": [8]}), ("fedavg", {}), 1, 0, local={"lr": 0.05, "steps": 1},
+                    client_behavior=("freeloaders", {"count": 1}))
+run = build_run(spec)
+print(type(run.client_behavior).__name__)
+"""
+
+
+def test_a_quickstart_spec_naming_tacos_freeloaders_builds_in_a_fresh_process():
+    out = subprocess.run([sys.executable, "-c", QUICKSTART_WITH_FREELOADERS], capture_output=True, text=True,
+                         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Freeloaders"
+
+
 def test_split_registered_by_a_paper_is_used_and_unknown_split_is_refused():
     from fedlib.data import load_dataset
     from fedlib.runs import RunSpec
-    from fedlib.runs.runner import build_split
+    from fedlib.runs.build import build_split
 
     ds = load_dataset("synthetic")
     spec = RunSpec.make("quickstart", "synthetic", ("nope", {"num_clients": 2}), ("mlp", {}), ("fedavg", {}), 1, 0)

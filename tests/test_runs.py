@@ -11,7 +11,8 @@ import textwrap
 import pandas as pd
 import pytest
 
-from fedlib.runs import Component, RunSpec, RunStore, execute, freeze, parse_selection, register_experiment, run_specs, thaw
+from fedlib.registry import EXPERIMENTS
+from fedlib.runs import Component, RunSpec, RunStore, execute, freeze, parse_selection, run_specs, thaw
 
 TIMING = ["train_s", "wall_s"]
 
@@ -21,7 +22,7 @@ def tiny_spec(seed: int = 0, algorithm: str = "scaffold", rounds: int = 6, **lab
                         ("mlp", {"hidden": [12]}), (algorithm, {}), rounds, seed,
                         local={"lr": 0.05, "batch_size": 32, "epochs": 1, "momentum": 0.5},
                         uplink=("stc", {"frac": 0.2, "error_feedback": True}),
-                        loop={"sampler": 3, "executor": "sequential"}, labels={"algorithm": algorithm, **labels})
+                        sampler=("uniform", {"clients": 3}), loop={"executor": "sequential"}, labels={"algorithm": algorithm, **labels})
 
 
 def same_records(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> None:
@@ -71,10 +72,11 @@ def test_store_computes_each_spec_once(tmp_path, capsys):
 
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
-    from fedlib.runs import RunStore, RunSpec, execute, register_experiment
+    from fedlib.registry import EXPERIMENTS
+    from fedlib.runs import RunStore, RunSpec, execute
     import json
 
-    @register_experiment("killtest")
+    @EXPERIMENTS.register("killtest")
     def plan(spec, run):
         def hook(params, info):
             if info.ctx.round == 4:   # after the checkpoint of round 4 (every 2), before round 5 is saved
@@ -88,7 +90,7 @@ KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
-@register_experiment("killtest")
+@EXPERIMENTS.register("killtest")
 def _no_kill(spec, run):
     run.kwargs["hooks"] = [lambda params, info: (params, {"norm": {k: float(v.norm()) for k, v in params.items()}})]
     return run

@@ -240,7 +240,7 @@ def test_natural_split_needs_groups():
 
 def test_build_run_dispatches_the_natural_split(tmp_path):
     from fedlib.runs import RunSpec
-    from fedlib.runs.runner import build_run
+    from fedlib.runs.build import build_run
 
     write_shakespeare(tmp_path, roles=5, per_role=3)
     spec = RunSpec.make("quickstart", "shakespeare", ("natural", {"num_clients": 4}), ("char_lstm", {}),

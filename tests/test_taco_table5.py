@@ -8,7 +8,7 @@ import pytest
 from fedlib.dryrun import notebook_parameters, one_round
 from fedlib.federation import run_federation
 from fedlib.papers.taco import ALGORITHMS, experiments, table5_grid
-from fedlib.runs.runner import build_run
+from fedlib.runs.build import build_run
 
 # Table V's columns at the paper's settings (specs/taco.md 4.3-4.6): dataset, model, split, T, K, eta_l
 EXPECTED = {

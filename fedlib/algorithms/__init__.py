@@ -1,36 +1,25 @@
-"""Federated algorithms. `make_algorithm(name, **kwargs)` builds one by name."""
+"""Federated algorithms. Each registers its class (`@ALGORITHMS.register(name)`, fedlib.registry);
+`make_algorithm(name, **kwargs)` builds one by name."""
 from __future__ import annotations
 
 from typing import Any
 
 from fedlib.algorithms.base import Algorithm, ClientResult, LocalRun
+from fedlib.algorithms.fedacg import FedACG
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.algorithms.fedprox import FedProx
-from fedlib.algorithms.scaffold import Scaffold
-from fedlib.algorithms.taco import Taco, TacoFedProx, TacoScaffold
 from fedlib.algorithms.foolsgold import FoolsGold
+from fedlib.algorithms.scaffold import Scaffold
 from fedlib.algorithms.stem import Stem
-from fedlib.algorithms.fedacg import FedACG
-
-ALGORITHMS: dict[str, type[Algorithm]] = {
-    "fedavg": FedAvg,
-    "fedprox": FedProx,
-    "scaffold": Scaffold,
-    "taco": Taco,
-    "taco_fedprox": TacoFedProx,
-    "taco_scaffold": TacoScaffold,
-    "foolsgold": FoolsGold,
-    "stem": Stem,
-    "fedacg": FedACG,
-}
+from fedlib.algorithms.taco import Taco, TacoFedProx, TacoScaffold
+from fedlib.registry import ALGORITHMS
 
 
 def make_algorithm(name: str, **kwargs: Any) -> Algorithm:
-    try:
-        cls = ALGORITHMS[name.lower()]
-    except KeyError:
-        raise ValueError(f"unknown algorithm {name!r}; available: {', '.join(sorted(ALGORITHMS))}") from None
-    return cls(**kwargs)
+    if name.lower() not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {name!r}; available: {', '.join(sorted(ALGORITHMS))}")
+    return ALGORITHMS[name.lower()](**kwargs)
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "ClientResult", "LocalRun", "make_algorithm", *[c.__name__ for c in ALGORITHMS.values()]]
+__all__ = ["ALGORITHMS", "Algorithm", "ClientResult", "LocalRun", "make_algorithm", "FedACG", "FedAvg", "FedProx",
+           "FoolsGold", "Scaffold", "Stem", "Taco", "TacoFedProx", "TacoScaffold"]

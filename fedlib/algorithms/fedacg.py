@@ -18,9 +18,11 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.contracts import ClientResult, RoundContext
 from fedlib.params import Params
+from fedlib.registry import ALGORITHMS
 from fedlib.validate import real
 
 
+@ALGORITHMS.register("fedacg")
 class FedACG(Algorithm):
     name = "fedacg"
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from fedlib.algorithms.base import Algorithm
+from fedlib.registry import ALGORITHMS
 
 
+@ALGORITHMS.register("fedavg")
 class FedAvg(Algorithm):
     name = "fedavg"

@@ -5,9 +5,11 @@ from typing import Any
 
 from fedlib.algorithms.base import Algorithm
 from fedlib.params import Params
+from fedlib.registry import ALGORITHMS
 from fedlib.validate import real
 
 
+@ALGORITHMS.register("fedprox")
 class FedProx(Algorithm):
     name = "fedprox"
 

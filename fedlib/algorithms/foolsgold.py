@@ -22,6 +22,7 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.contracts import ClientResult, RoundContext
 from fedlib.params import Params
+from fedlib.registry import ALGORITHMS
 from fedlib.validate import real
 
 
@@ -56,6 +57,7 @@ def foolsgold_weights(histories: torch.Tensor, kappa: float = 1.0) -> torch.Tens
     return logit.clamp(0.0, 1.0)
 
 
+@ALGORITHMS.register("foolsgold")
 class FoolsGold(Algorithm):
     name = "foolsgold"
 

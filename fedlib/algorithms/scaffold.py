@@ -17,9 +17,11 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
+from fedlib.registry import ALGORITHMS
 from fedlib.validate import real
 
 
+@ALGORITHMS.register("scaffold")
 class Scaffold(Algorithm):
     name = "scaffold"
 

@@ -20,9 +20,11 @@ from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
 from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
+from fedlib.registry import ALGORITHMS
 from fedlib.validate import real
 
 
+@ALGORITHMS.register("stem")
 class Stem(Algorithm):
     """Per-client state (tensors, so the batched executor carries it): "v" and "w_prev" (the recursion's
     last direction and iterate, this round), "started" (a step of this round was taken), "last_iterate" and

@@ -33,6 +33,7 @@ from fedlib.algorithms.fedprox import FedProx
 from fedlib.algorithms.scaffold import Scaffold
 from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.params import Params
+from fedlib.registry import ALGORITHMS
 from fedlib.validate import count, real
 
 
@@ -88,6 +89,7 @@ class TailoredAlpha:
         return alpha
 
 
+@ALGORITHMS.register("taco")
 class Taco(TailoredAlpha, Algorithm):
     """TACO with every switch the paper's ablation and our over-correction study need.
 
@@ -266,6 +268,7 @@ class TailoredPlugIn(TailoredAlpha):
         return super().aggregate(params, results, weights, server_state, ctx)  # type: ignore[misc]
 
 
+@ALGORITHMS.register("taco_fedprox")
 class TacoFedProx(TailoredPlugIn, FedProx):
     """FedProx with a per-client zeta_i^t from Eq. (7).
 
@@ -285,6 +288,7 @@ class TacoFedProx(TailoredPlugIn, FedProx):
         return alpha if self.form == "literal" else self.zeta * (1.0 - alpha)
 
 
+@ALGORITHMS.register("taco_scaffold")
 class TacoScaffold(TailoredPlugIn, Scaffold):
     """SCAFFOLD whose correction c - c_i is scaled per client: "literal" alpha_i, "factor" (1 - alpha_i),
     or "fixed" a uniform `coefficient` (1.0 = plain SCAFFOLD; > 1 over-corrects, see theory/taco.py E2)."""

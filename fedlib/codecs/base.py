@@ -5,7 +5,7 @@ whole model and sums the bits. A `Message` carries its exact size in two typed p
 the paper being reproduced counts them: `payload_bits` (the per-element data: indices, signs, kept
 values with their positions) and `side_bits` (per-message side information: min/max, codebooks, norms).
 
-Codecs register themselves with `register_codec(name, examples=...)`: `make_codec(name, **kwargs)`
+Codecs register themselves with `@CODECS.register(name, examples=...)` (fedlib.registry): `make_codec(name, **kwargs)`
 builds one by name (so `Link(codec="stc")` works) and the conformance battery (tests/test_conformance.py)
 runs every registered codec on its example configurations. A codec class states what it promises:
 `unbiased` (E[decode(encode(x))] = x over the codec's randomness), `deterministic`, and `device_generic`
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from fedlib.registry import CODECS
 
 FLOAT_BITS = 32
 
@@ -55,34 +56,11 @@ class Codec(Protocol):
     def decode(self, msg: Message) -> torch.Tensor: ...
 
 
-@dataclass(frozen=True)
-class CodecEntry:
-    """A registered codec: how to build it and the configurations the conformance battery runs."""
-
-    factory: Callable[..., Codec]
-    examples: tuple[Mapping[str, Any], ...]
-
-
-CODECS: dict[str, CodecEntry] = {}
-
-
-def register_codec(name: str, examples: Sequence[Mapping[str, Any]] = ({},)) -> Callable[[type], type]:
-    """Class decorator: make the codec buildable by name and part of the conformance battery."""
-
-    def add(cls: type) -> type:
-        if name in CODECS:
-            raise ValueError(f"codec name {name!r} is registered twice ({CODECS[name].factory} and {cls})")
-        CODECS[name] = CodecEntry(cls, tuple(dict(e) for e in examples))
-        return cls
-
-    return add
-
-
 def make_codec(name: str, **kwargs: Any) -> Codec:
     """Build a registered codec by name; says which names exist and which arguments a codec needs."""
     if name not in CODECS:
         raise ValueError(f"unknown codec {name!r}; registered codecs: {', '.join(sorted(CODECS))}")
-    factory = CODECS[name].factory
+    factory = CODECS[name]
     try:
         inspect.signature(factory).bind(**kwargs)
     except TypeError as err:
@@ -91,7 +69,7 @@ def make_codec(name: str, **kwargs: Any) -> Codec:
     return factory(**kwargs)
 
 
-@register_codec("fp32")
+@CODECS.register("fp32")
 class Identity:
     """Full precision: 32 bits per value, no side information."""
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message, register_codec
+from fedlib.codecs.base import FLOAT_BITS, Message
 from fedlib.codecs.uniform import UniformQuantizer
+from fedlib.registry import CODECS
 from fedlib.validate import count, real
 
 KMEANS_INITS = ("quantile", "random", "replacement", "kmeans++")
@@ -39,7 +40,7 @@ def _check_bits(bits: int) -> int:
     return int(bits)
 
 
-@register_codec("kmeans", examples=({"bits": 2}, {"bits": 4}, {"bits": 3, "init": "kmeans++"},
+@CODECS.register("kmeans", examples=({"bits": 2}, {"bits": 4}, {"bits": 3, "init": "kmeans++"},
                                     {"bits": 4, **REFERENCE_CODE}))
 class KMeansQuantizer:
     """Algorithm 1: per-tensor 1-D K-means with 2^bits centroids; the codebook is sent as 2^bits fp32 values.

@@ -28,7 +28,8 @@ import math
 import numpy as np
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
+from fedlib.codecs.base import FLOAT_BITS, Message, id_bits
+from fedlib.registry import CODECS
 from fedlib.validate import count, real
 
 LEVEL_METHODS = ("descent", "paper", "uniform", "optimal")
@@ -281,7 +282,7 @@ def bmucsc_bits(d: int, num_levels: int, frac: float) -> int:
     return bmucsc_kept(d, frac) * (id_bits(num_levels) + id_bits(d)) + FLOAT_BITS * (num_levels + 1)
 
 
-@register_codec("mucsc", examples=({"num_levels": 4}, {"num_levels": 16}, {"num_levels": 8, "levels": "uniform"},
+@CODECS.register("mucsc", examples=({"num_levels": 4}, {"num_levels": 16}, {"num_levels": 8, "levels": "uniform"},
                                    {"num_levels": 8, "levels": "paper"}))
 class MUCSC:
     """The MUCSC codec. levels: "descent" (exact coordinate descent on J), "paper" (Algorithm 1 as printed),
@@ -337,7 +338,7 @@ class MUCSC:
         return f"MUCSC({self.num_levels}, levels={self.levels!r}, iters={self.iters}, init={self.init!r})"
 
 
-@register_codec("bmucsc", examples=({"num_levels": 16, "frac": 0.1}, {}))
+@CODECS.register("bmucsc", examples=({"num_levels": 16, "frac": 0.1}, {}))
 class BMUCSC:
     """B-MUCSC: MUCSC (Z levels) on the top `frac` of |U|, the rest sent as their mean (one float)."""
 

@@ -10,7 +10,8 @@ import math
 
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
+from fedlib.codecs.base import FLOAT_BITS, Message, id_bits
+from fedlib.registry import CODECS
 from fedlib.validate import count
 
 
@@ -25,7 +26,7 @@ def sign_bits(d: int) -> int:
     return d + FLOAT_BITS
 
 
-@register_codec("qsgd", examples=({"levels": 7}, {"levels": 1, "bucket": None}, {"levels": 3, "bucket": 5}))
+@CODECS.register("qsgd", examples=({"levels": 7}, {"levels": 1, "bucket": None}, {"levels": 3, "bucket": 5}))
 class QSGD:
     """Unbiased stochastic quantization Q_s(v_i) = ||v||_2 sgn(v_i) xi_i / s per bucket (None: one bucket)."""
 
@@ -60,7 +61,7 @@ class QSGD:
         return f"QSGD(levels={self.levels}, bucket={self.bucket})"
 
 
-@register_codec("sign")
+@CODECS.register("sign")
 class SignSGD:
     """x -> mean|x| * sign(x) (zeros map to +; one bit cannot say 0)."""
 

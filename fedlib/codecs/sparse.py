@@ -11,7 +11,8 @@ import math
 
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message, id_bits, register_codec
+from fedlib.codecs.base import FLOAT_BITS, Message, id_bits
+from fedlib.registry import CODECS
 from fedlib.validate import real
 
 
@@ -41,7 +42,7 @@ def stc_bits(d: int, frac: float) -> int:
     return kept_count(d, frac) * (1 + id_bits(d)) + FLOAT_BITS
 
 
-@register_codec("topk", examples=({"frac": 0.1}, {"frac": 1.0}))
+@CODECS.register("topk", examples=({"frac": 0.1}, {"frac": 1.0}))
 class TopK:
     """Keep the k largest |x| exactly (float32), zero the rest. DGC = TopK(0.01) + error feedback."""
 
@@ -68,7 +69,7 @@ class TopK:
         return f"TopK(frac={self.frac})"
 
 
-@register_codec("stc", examples=({"frac": 0.1}, {}))
+@CODECS.register("stc", examples=({"frac": 0.1}, {}))
 class STC:
     """Sparse Ternary Compression (Sattler et al.): top-k entries become mu * sign, mu = mean |top-k|."""
 

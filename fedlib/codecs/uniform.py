@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from fedlib.codecs.base import FLOAT_BITS, Message, register_codec
+from fedlib.codecs.base import FLOAT_BITS, Message
+from fedlib.registry import CODECS
 from fedlib.validate import count, real
 
 ROUNDINGS = ("stochastic", "nearest")
@@ -101,7 +102,7 @@ def _decode(msg: Message) -> torch.Tensor:
     return dequantize(msg.payload).view(msg.shape)
 
 
-@register_codec("uniform", examples=({"bits": 2}, {"bits": 4, "rounding": "stochastic"}, {"bits": 8}))
+@CODECS.register("uniform", examples=({"bits": 2}, {"bits": 4, "rounding": "stochastic"}, {"bits": 8}))
 class UniformQuantizer:
     """Fixed-bit min-max quantizer: 2^bits - 1 bins, bits*d + 64 bits per message (see the module doc)."""
 
@@ -135,7 +136,7 @@ def fedaq_bits(r: float, resolution: float, b_min: int = 1, b_max: int = MAX_BIT
     return b, b != raw
 
 
-@register_codec("fedaq", examples=({"resolution": 1e-2}, {"resolution": 1e-3, "b_max": 4}))
+@CODECS.register("fedaq", examples=({"resolution": 1e-2}, {"resolution": 1e-3, "b_max": 4}))
 class FedAQQuantizer:
     """Adaptive-bit quantizer: the bit-length follows the range of the tensor being encoded (Eq. 26).
 

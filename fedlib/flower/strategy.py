@@ -28,7 +28,7 @@ from fedlib.flower.plans import open_spec, spec_json
 from fedlib.flower.wire import from_arrays, from_blob, to_arrays, to_blob
 from fedlib.runs import RunSpec
 from fedlib.runs.entry import Records
-from fedlib.runs.runner import records_of
+from fedlib.runs.build import records_of
 
 RECORD_METRICS = ("test_acc", "test_loss", "train_loss", "bits_up", "bits_down", "bits_up_extra", "bits_down_extra")
 

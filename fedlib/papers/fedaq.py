@@ -12,10 +12,10 @@
   the update relative to the (quantized) model the client received, Eq. (6)-(7); the downlink sends the global
   weights and the server keeps its fp32 model, Eq. (8). Schemes: "fp32", "fixed<b>" (2/4/8/16 in the paper),
   "fedaq" (Eq. 26), "adaquantfl" (the uplink-only baseline: a loss-driven codec policy, the spec's
-  `uplink_policy` component "adaquantfl").
+  uplink codec policy "adaquantfl").
 - Registered components: the split "equal_shards", the codec policy "adaquantfl" and the collector
   "fedaq_energy_trends" (energy, only the mode's links count, and trend columns); full participation and
-  every client receiving the broadcast are the spec's loop options.
+  every client receiving the broadcast are the spec's sampler and loop options.
 - `trends`, `layer_ranges`, `target_table`: what the paper's figures and Tables II-IV are built from.
 """
 from __future__ import annotations
@@ -39,9 +39,8 @@ from fedlib.data import Dataset
 from fedlib import report
 from fedlib.energy import add_energy, saving
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
-from fedlib.runs import RunPlan, RunSpec, register_experiment
-from fedlib.runs.components import CODEC_POLICIES, COLLECTORS
-from fedlib.runs.splits import SPLITS
+from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, SPLITS
+from fedlib.runs import RunPlan, RunSpec
 from fedlib.runs.store import Records
 from fedlib.seeding import Seeds
 from fedlib.targets import cost_to_target, rounds_to_target
@@ -111,7 +110,7 @@ def _fixed_bits(scheme: str) -> int | None:
 def link_components(mode: str, scheme: str, *, alpha: float, beta: float, granularity: str = "layer",
                     b_min: int = 1) -> tuple[CodecSpec, CodecSpec]:
     """(uplink, downlink) as registered codec names with their Link options; the link a single-link mode
-    leaves alone is fp32. AdaQuantFL's uplink is the spec's uplink_policy: here it is the fp32 placeholder."""
+    leaves alone is fp32. AdaQuantFL's uplink is a codec policy (`run_spec` names it): here it is fp32."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     bits = _fixed_bits(scheme)
@@ -224,16 +223,15 @@ def run_spec(p: FedAQParams, cell: Cell, seed: int) -> RunSpec:
     up, down = link_components(cell.mode, cell.scheme, alpha=alpha, beta=beta, granularity=p.granularity,
                                b_min=p.b_min)
     options: dict[str, Any] = {"mode": cell.mode, "scheme": cell.scheme}
-    policy = None
     if cell.scheme == "adaquantfl":
-        policy = ("adaquantfl", {"s0": cell.s0, "b_min": p.b_min, "granularity": p.granularity})
+        up = ("adaquantfl", {"s0": cell.s0, "b_min": p.b_min, "granularity": p.granularity})
     return RunSpec.make(
         "fedaq", p.dataset, (SPLIT, {"num_clients": p.num_clients}), (p.model, {}), ("fedavg", {}),
         p.rounds, seed, uplink=up, downlink=down, options=options, device=p.device,
         local={"lr": p.lr, "batch_size": p.batch_size, "epochs": p.local_epochs, "momentum": p.momentum,
                **({"augment": p.augment} if p.augment else {})},  # no key without one: stored runs keep theirs
-        loop={"sampler": 1.0, "downlink_receivers": "all", "threads": p.threads},
-        labels={"mode": cell.mode, "scheme": cell.label or cell.scheme, **cell.extra_labels}, uplink_policy=policy,
+        sampler=("uniform", {"clients": 1.0}), loop={"downlink_receivers": "all", "threads": p.threads},
+        labels={"mode": cell.mode, "scheme": cell.label or cell.scheme, **cell.extra_labels},
         collectors=[("fedaq_energy_trends", {"mode": cell.mode, "e_up_pj": p.e_up_pj, "e_down_pj": p.e_down_pj})])
 
 
@@ -270,7 +268,7 @@ def equal_shards_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list
     return equal_shards(len(dataset.y_train), num_clients, seeds.numpy("partition"))
 
 
-@register_experiment("fedaq")
+@EXPERIMENTS.register("fedaq")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     """Everything is named in the spec; the paper's runs use the authors' equal-shard split."""
     if spec.split.name != SPLIT:

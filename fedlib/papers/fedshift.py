@@ -54,9 +54,8 @@ from fedlib.contracts import MODEL, SERVER, Diagnostics, FederatedData, RoundInf
 from fedlib.federation import evaluate
 from fedlib.paper_params import PaperParams, Threads, param
 from fedlib.params import Params
-from fedlib.runs import RunPlan, RunSpec, register_experiment
-from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, HOOKS, LR_SCHEDULES, SAMPLERS
-from fedlib.runs.splits import SPLITS
+from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, HOOKS, LR_SCHEDULES, SAMPLERS, SPLITS
+from fedlib.runs import RunPlan, RunSpec
 from fedlib.seeding import Seeds
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
@@ -476,7 +475,6 @@ def run_spec(p: FedShiftParams, *, method: str, quantizer: str, bits: int, shift
     if selection not in ("stratified", "random"):
         raise ValueError(f"fedshift run_spec: selection must be 'stratified' or 'random', got {selection!r}")
     per_round = {"per_round_inferior": p.per_round_inferior, "per_round_superior": p.per_round_superior}
-    sampler = {"sampler": sum(per_round.values())} if selection == "random" else {}
     split_part = (("parity", {"num_clients": p.num_clients}) if split == "parity" else
                   ("dirichlet", {"num_clients": p.num_clients, "alpha": alpha, "min_size": p.batch_size // 2}))
     return RunSpec.make(
@@ -484,10 +482,11 @@ def run_spec(p: FedShiftParams, *, method: str, quantizer: str, bits: int, shift
         _method_component(p, method), p.rounds, seed,
         local={"lr": p.lr, "batch_size": p.batch_size, "epochs": p.local_epochs, "momentum": p.momentum,
                "augment": p.augment},
-        uplink_policy=("mixed_precision", {"codec": None if quantizer == "none" else codec[0],
-                                           "codec_args": codec[1], "error_feedback": method == "fedef"}),
-        loop={"aggregation_weights": "uniform", "threads": p.threads, **sampler},
-        sampler=("stratified", per_round) if selection == "stratified" else None,
+        uplink=("mixed_precision", {"codec": None if quantizer == "none" else codec[0],
+                                    "codec_args": codec[1], "error_feedback": method == "fedef"}),
+        loop={"aggregation_weights": "uniform", "threads": p.threads},
+        sampler=(("stratified", per_round) if selection == "stratified"
+                 else ("uniform", {"clients": sum(per_round.values())})),
         hooks=[*([("pre_shift_accuracy", {}), ("fedshift", {"scope": scope})] if shift else []), ("divergence", {})],
         collectors=[("fedshift_predictions", {})],
         labels={"method": method, "quantizer": quantizer, "bits": bits if quantizer != "none" else 32, "shift": shift,
@@ -545,10 +544,10 @@ def theorem1_specs(p: FedShiftParams) -> list[RunSpec]:
     return [RunSpec.make(
         "fedshift", "digits", ("parity", {"num_clients": 10}), ("logistic", {"bias": False}), ("fedavg", {}),
         p.theorem1_rounds, seed,
-        local={"lr": 1.0, "batch_size": p.batch_size, "steps": p.theorem1_local_steps,
-               "weight_decay": p.theorem1_lam},  # lr: replaced by the theorem's step size (lr_schedule)
-        uplink_policy=("mixed_precision", {"codec": None}), loop={"aggregation_weights": "samples", "sampler": 1.0},
-        lr_schedule=("theorem1", {}),
+        local={"batch_size": p.batch_size, "steps": p.theorem1_local_steps, "weight_decay": p.theorem1_lam},
+        uplink=("mixed_precision", {"codec": None}), sampler=("uniform", {"clients": 1.0}),
+        loop={"aggregation_weights": "samples"},
+        lr_schedule=("theorem1", {}),  # the theorem's step size
         hooks=[*([("fedshift", {"scope": "model"})] if shift else []), ("theorem1_probe", {})],
         labels={"method": "theorem1", "shift": shift}, device="cpu")
         for shift in (False, True) for seed in p.seeds[:1]]
@@ -641,7 +640,7 @@ def prediction_table(run: RunPlan) -> Callable[[RunResult], dict[str, pd.DataFra
     return collect
 
 
-@register_experiment("fedshift")
+@EXPERIMENTS.register("fedshift")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     """Everything is named in the spec (split, mixed-precision uplink, sampler, hooks, step size, collector)."""
     return run

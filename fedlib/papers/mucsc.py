@@ -30,10 +30,9 @@ from fedlib.contracts import SERVER, RunResult
 from fedlib.data import Dataset, by_group
 from fedlib.federation import evaluate, run_federation
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
-from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run, register_experiment
-from fedlib.runs.runner import make_link
-from fedlib.runs.components import CODEC_POLICIES, COLLECTORS, LR_SCHEDULES
-from fedlib.runs.splits import SPLITS
+from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, LR_SCHEDULES, SPLITS
+from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run
+from fedlib.runs.build import make_link
 from fedlib.seeding import Seeds
 from fedlib.targets import NEVER, rounds_to_target
 
@@ -368,19 +367,16 @@ def _spec(p: MucscParams, method: str, partition: str, seed: int, *, setup: Setu
         split_args["k"] = p.classes_per_client
     work = {"steps": p.local_steps} if p.local_steps else {"epochs": p.local_epochs}
     up, down = ((name, {**args, "granularity": "model"}) for name, args in link_components(method, setup, levels=levels))
-    policy = None
-    if zu_split:  # the per-client Z_U split replaces the uplink codec
-        policy = ("level_split", {"choices": list(zu_split), "levels": up[1].get("levels", "descent")})
-        up = ("fp32", {"granularity": "model"})
+    if zu_split:  # the per-client Z_U split: a codec policy on the uplink
+        up = ("level_split", {"choices": list(zu_split), "levels": up[1].get("levels", "descent")})
     return RunSpec.make(
         "mucsc", p.dataset, (PARTITION_SCHEMES[partition], split_args), (p.model, p.model_kwargs), ("fedavg", {}),
-        p.rounds, seed, local={"lr": p.lr0, "batch_size": p.batch_size, **work}, uplink=up, downlink=down,
-        loop={"sampler": p.clients_per_round, "downlink_receivers": "all", "eval_every": p.eval_every,
-              "threads": p.threads},
+        p.rounds, seed, local={"batch_size": p.batch_size, **work}, uplink=up, downlink=down,
+        sampler=("uniform", {"clients": p.clients_per_round}),
+        loop={"downlink_receivers": "all", "eval_every": p.eval_every, "threads": p.threads},
         labels={"method": method, "partition": partition, "setting": setting}, device=p.device,
-        lr_schedule=("mucsc_paper_lr", {"decay": p.lr_decay, "floor": p.lr_floor,
+        lr_schedule=("mucsc_paper_lr", {"lr0": p.lr0, "decay": p.lr_decay, "floor": p.lr_floor,
                                         "steps_per_round": p.lr_t_per_round}),
-        uplink_policy=policy,
         collectors=[("mucsc_comm", {"download_max_over": p.download_max_over}), ("mucsc_server", {})])
 
 
@@ -435,9 +431,9 @@ def writers_split(dataset: Dataset, num_clients: int, seeds: Seeds) -> list[np.n
 
 
 @LR_SCHEDULES.register("mucsc_paper_lr")
-def paper_lr(run: RunPlan, decay: float, floor: float, steps_per_round: int) -> PaperLR:
-    """The paper's decaying lr from the spec's local lr (Sec. VI-A3)."""
-    return PaperLR(run.local.lr, decay, floor, steps_per_round)
+def paper_lr(run: RunPlan, lr0: float, decay: float, floor: float, steps_per_round: int) -> PaperLR:
+    """The paper's decaying lr from `lr0` (Sec. VI-A3)."""
+    return PaperLR(lr0, decay, floor, steps_per_round)
 
 
 @CODEC_POLICIES.register("level_split", examples=({"choices": [4, 8, 16]}, {"choices": [2, 4], "levels": "uniform"}))
@@ -467,7 +463,7 @@ def server_table(run: RunPlan) -> Callable[[RunResult], Records]:
     return server
 
 
-@register_experiment("mucsc")
+@EXPERIMENTS.register("mucsc")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     """Everything is named in the spec (lr schedule, split, Z_U policy, collectors)."""
     return run

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedlib.paper_params import Executor, PaperParams, param
-from fedlib.runs import RunPlan, RunSpec, register_experiment
+from fedlib.registry import EXPERIMENTS
+from fedlib.runs import RunPlan, RunSpec
 
 ALGORITHMS = {"FedAvg": "fedavg", "FedProx": "fedprox", "SCAFFOLD": "scaffold"}
 
@@ -51,12 +52,12 @@ def experiments(p: QuickstartParams) -> list[RunSpec]:
                 ("dirichlet", {"num_clients": p.num_clients, "alpha": p.alpha, "min_size": p.min_size}),
                 (p.model, p.model_kwargs), (name, kwargs), p.rounds, seed,
                 local={"lr": p.lr, "batch_size": p.batch_size, "epochs": p.local_epochs},
-                loop={"sampler": p.clients_per_round, "executor": p.executor},
+                sampler=("uniform", {"clients": p.clients_per_round}), loop={"executor": p.executor},
                 labels={"algorithm": label}, device=p.device))
     return specs
 
 
-@register_experiment("quickstart")
+@EXPERIMENTS.register("quickstart")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     """Nothing beyond the common recipe."""
     return run

@@ -33,16 +33,15 @@ import torch
 from torch import nn
 
 from fedlib import params as P
-from fedlib.algorithms import ALGORITHMS as ALGORITHM_CLASSES
 from fedlib.algorithms.taco import Taco, TailoredAlpha, output_model
 from fedlib.contracts import FederatedData, RoundContext, RoundInfo, RunResult
 from fedlib.data import Dataset, labels_per_client
 from fedlib.federation import evaluate
 from fedlib.paper_params import Executor, PaperParams, ParameterError, Threads, param
 from fedlib.params import Params
-from fedlib.runs import Records, RunPlan, RunSpec, RunStore, register_experiment
-from fedlib.runs.components import CLIENT_BEHAVIORS, COLLECTORS
-from fedlib.runs.splits import SPLITS
+from fedlib.registry import ALGORITHMS as ALGORITHM_CLASSES
+from fedlib.registry import CLIENT_BEHAVIORS, COLLECTORS, EXPERIMENTS, SPLITS
+from fedlib.runs import Records, RunPlan, RunSpec, RunStore
 from fedlib.seeding import Seeds
 
 GROUP_NAMES = ("A", "B", "C")
@@ -621,7 +620,7 @@ def output_table(run: RunPlan) -> Callable[[RunResult], Records]:
     return lambda res: {"output": output_frame(res, run)}
 
 
-@register_experiment("taco")
+@EXPERIMENTS.register("taco")
 def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     """Everything is named in the spec (split "groups", client behaviour "freeloaders", taco_* collectors)."""
     return run

@@ -1,15 +1,17 @@
 """What a run store key covers beyond the spec: the code the run reaches, the data files it reads, and the
 environment that changes its numbers.
 
-Code: `code_roots(spec)` names the objects a spec's run starts from (the engine's `execute`, the experiment's
-registered plan, and the spec's algorithm, codecs, model and dataset loader, looked up in their registries).
-`code_version(spec)` follows every name those definitions use, across fedlib modules, and hashes the
-definitions reached (top-level functions, classes and assignments, as syntax trees without docstrings:
-comments, docstrings, annotations and formatting never count). What no reached definition uses does not
-count either: other papers, display helpers beside a plan, record readers, algorithms, codecs, models and
-datasets that the spec does not name. Registries (`REGISTRIES`) are not followed: a spec reaches its own
-entries through `code_roots`, so adding an algorithm, codec, model, dataset or paper changes no key.
-Code outside the fedlib package (torch, numpy, an experiment registered from a test) is not hashed.
+Code: `code_roots(spec)` builds the spec's run (`fedlib.runs.build.build_run`) and names where it starts from:
+the engine (`build_run`, `run_federation`, `records_of`), the registered components the spec names (experiment
+plan, dataset loader, split, model, algorithm, codecs or codec policy, sampler, behaviour, lr schedule, hooks,
+collectors) and the class or function of every object the built run holds, followed through attributes,
+containers, partials and closures (the codecs inside a link and inside a codec policy, the hooks, the sampler,
+the behaviour, the collectors, the model and its layers, the algorithm). `code_version(spec)` follows every
+name those definitions use, across fedlib modules and the spec's `imports`, and hashes the definitions
+reached (top-level functions, classes and assignments, as syntax trees without docstrings: comments,
+docstrings, annotations and formatting never count). What no reached definition uses does not count either:
+other papers, display helpers beside a plan, record readers, algorithms, codecs, models and datasets that the
+run does not hold. Code outside fedlib and the spec's imports (torch, numpy) is not hashed.
 
 Data: `data_fingerprint(dataset, root)` hashes the names and contents of the files the loader reads
 (`fedlib.data.datasets.dataset_files`, bundled package files included), each hashed once per process and
@@ -27,56 +29,120 @@ import functools
 import hashlib
 import importlib
 import json
+import random
 import time
 import types
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from torch import nn
 
+from fedlib.data.datasets import dataset_files
+from fedlib.federation import DEFAULT_THREADS, choose_threads, run_federation
+from fedlib.registry import ALGORITHMS, CODEC_POLICIES, CODECS, DATASETS, EXPERIMENTS, MODELS, SPLITS
+from fedlib.runs.build import FIELDS, build_run, records_of
 from fedlib.runs.entry import file_sha256
 from fedlib.runs.spec import RunSpec
 
 PACKAGE = "fedlib"
 RECENT_NS = 2_000_000_000  # files modified this recently are not trusted to the (size, mtime) cache
-# Name tables that map a spec's names to components: never followed (the spec's own entries are roots).
-REGISTRIES = frozenset({
-    ("fedlib.algorithms", "ALGORITHMS"), ("fedlib.codecs.base", "CODECS"), ("fedlib.models", "_MODELS"),
-    ("fedlib.data.datasets", "_LOADERS"), ("fedlib.data.datasets", "_FILES"),
-    ("fedlib.runs.runner", "EXPERIMENTS"), ("fedlib.runs.splits", "SPLITS"), ("fedlib.registry", "REGISTRIES"),
-    *(("fedlib.runs.components", name) for name in ("SAMPLERS", "CODEC_POLICIES", "HOOKS", "CLIENT_BEHAVIORS",
-                                                     "LR_SCHEDULES", "COLLECTORS")),
-})
+# The file finders of every dataset (for the data fingerprint, not code a run executes): never followed.
+NOT_FOLLOWED = frozenset({("fedlib.data.datasets", "_FILES")})
+_LEAVES = (str, bytes, int, float, complex, bool, type(None), torch.Tensor, np.ndarray, np.generic, torch.device,
+           torch.dtype, torch.Generator, Path)
 
 
-def code_roots(spec: RunSpec) -> list[Any]:
-    """The objects `spec`'s run starts from: the engine, its experiment's plan and its named components."""
-    from fedlib.algorithms import ALGORITHMS
-    from fedlib.codecs.base import CODECS
-    from fedlib.data.datasets import _LOADERS
-    from fedlib.models import _MODELS
-    from fedlib.runs.components import (CLIENT_BEHAVIORS, CODEC_POLICIES, COLLECTORS, HOOKS, LR_SCHEDULES,
-                                        SAMPLERS)
-    from fedlib.runs.runner import execute, experiment_plan
-    from fedlib.runs.splits import SPLITS
+def _named_components(spec: RunSpec) -> list[Any]:
+    """The registered components the spec names (the registries' entries, before they build anything)."""
+    named = [EXPERIMENTS[spec.experiment], DATASETS[spec.dataset], MODELS[spec.model.name],
+             ALGORITHMS[spec.algorithm.name.lower()], CODECS[spec.downlink.name]]
+    named.append(CODEC_POLICIES[spec.uplink.name] if spec.uplink.name in CODEC_POLICIES else CODECS[spec.uplink.name])
+    named += [SPLITS[spec.split.name]] if spec.split.name in SPLITS else []  # else the plan builds the split
+    for spec_field in ("sampler", "client_behavior", "lr_schedule", "hooks", "collectors"):
+        value = getattr(spec, spec_field)
+        named += [FIELDS[spec_field][c.name] for c in (value if isinstance(value, tuple) else [value]) if c is not None]
+    return named
 
-    def entry(table: dict[str, Any], name: str, what: str) -> Any:
-        if name not in table:
-            raise ValueError(f"unknown {what} {name!r} in the spec; known: {', '.join(sorted(table))}")
-        return table[name]
 
-    loader = entry(_LOADERS, spec.dataset, "dataset")
-    plan = experiment_plan(spec.experiment)  # imports the paper module, which registers its components
-    named = [(SPLITS, spec.split.name)] if spec.split.name in SPLITS else []  # else the plan builds the split
-    for registry, component in ((SAMPLERS, spec.sampler), (CODEC_POLICIES, spec.uplink_policy),
-                                (CLIENT_BEHAVIORS, spec.client_behavior), (LR_SCHEDULES, spec.lr_schedule)):
-        named += [(registry, component.name)] if component is not None else []
-    named += [(HOOKS, h.name) for h in spec.hooks] + [(COLLECTORS, c.name) for c in spec.collectors]
-    return [execute, plan, entry(ALGORITHMS, spec.algorithm.name.lower(), "algorithm"),
-            entry(CODECS, spec.uplink.name, "codec").factory, entry(CODECS, spec.downlink.name, "codec").factory,
-            entry(_MODELS, spec.model.name, "model"), getattr(loader, "func", loader),
-            *(registry[name] for registry, name in named)]
+def held_objects(roots: Iterable[Any], packages: tuple[str, ...]) -> list[Any]:
+    """The classes and functions of `packages` that `roots` are or hold: instances give their class and their
+    attributes, containers their items, partials their function and arguments, functions of `packages` their
+    closures and defaults, torch modules their submodules."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    todo = list(roots)
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, _LEAVES):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, Mapping):
+            todo += [*obj.keys(), *obj.values()]
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            todo += list(obj)
+        elif isinstance(obj, functools.partial):
+            todo += [obj.func, *obj.args, *obj.keywords.values()]
+        elif isinstance(obj, types.MethodType):
+            todo += [obj.__func__, obj.__self__]
+        elif isinstance(obj, types.FunctionType):
+            if _in(obj.__module__, packages):
+                found.append(obj)
+                todo += [*(c.cell_contents for c in obj.__closure__ or () if _filled(c)), *(obj.__defaults__ or ()),
+                         *(obj.__kwdefaults__ or {}).values()]
+        elif isinstance(obj, type):
+            found += [obj] if _in(obj.__module__, packages) else []
+        elif _in(type(obj).__module__, packages):
+            found.append(type(obj))
+            todo += list(getattr(obj, "__dict__", {}).values())
+            todo += [getattr(obj, name) for name in getattr(type(obj), "__slots__", ()) if hasattr(obj, name)]
+        elif isinstance(obj, nn.Module):
+            todo += list(obj.children())
+    return found
+
+
+def _filled(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a closure variable not yet assigned
+        return False
+    return True
+
+
+def _in(module: Any, packages: tuple[str, ...]) -> bool:
+    return isinstance(module, str) and any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def hashed_packages(spec: RunSpec) -> tuple[str, ...]:
+    """Whose code the key hashes: fedlib's and the modules the spec imports."""
+    return (PACKAGE, *spec.imports)
+
+
+@functools.lru_cache(maxsize=None)
+def _built(spec: RunSpec, root: str | None) -> tuple[tuple[tuple[str, str], ...], bool]:
+    """(origins of the code roots, whether torch picks the thread count) of `spec`'s built run. The build runs
+    with the random number generators' states restored afterwards (keying a spec leaves the run unchanged)."""
+    np_state, py_state = np.random.get_state(), random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            plan = build_run(spec, root)
+            model = plan.model_fn()
+        finally:
+            np.random.set_state(np_state)
+            random.setstate(py_state)
+    objects = [*_named_components(spec), plan.kwargs, plan.collect, plan.data, model]
+    roots = [build_run, run_federation, records_of, *held_objects(objects, hashed_packages(spec))]
+    origins = {origin for origin in map(_origin, roots) if origin is not None}  # functions and classes: all
+    threads = spec.get("loop").get("threads", "auto")
+    torch_picks = device_type(spec.device) == "cpu" and threads == "auto" and choose_threads(model) != 1
+    return tuple(sorted(origins)), torch_picks
+
+
+def code_roots(spec: RunSpec, root: str | Path | None = None) -> list[tuple[str, str]]:
+    """(module, top-level name) of every definition `spec`'s built run starts from (see the module docstring)."""
+    return list(_built(spec, None if root is None else str(root))[0])
 
 
 class _Module:
@@ -158,9 +224,9 @@ def _parsed(module: str, path: str, size: int, mtime_ns: int) -> _Module:
     return _Module(module, Path(path).read_text(), Path(path).name == "__init__.py")
 
 
-def _module(name: str) -> _Module | None:
-    """The parsed source of fedlib module `name` (None for code outside the package)."""
-    if name != PACKAGE and not name.startswith(PACKAGE + "."):
+def _module(name: str, packages: tuple[str, ...]) -> _Module | None:
+    """The parsed source of module `name` of the hashed `packages` (None for code outside them)."""
+    if not _in(name, packages):
         return None
     path = getattr(importlib.import_module(name), "__file__", None)
     if not path or not path.endswith(".py"):
@@ -170,21 +236,24 @@ def _module(name: str) -> _Module | None:
 
 
 def _origin(obj: Any) -> tuple[str, str] | None:
-    """(module, top-level name) where a function or class is defined."""
-    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    """(module, top-level name) where a function or class is defined (a function renamed after its definition,
+    such as a registered closure, by its code's own qualified name)."""
+    code = getattr(obj, "__code__", None)
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(code, "co_qualname", None) or getattr(obj, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str):
         return None
     return module, qualname.split(".")[0]
 
 
-def _resolve(module: _Module, name: str) -> list[tuple[str, str]]:
+def _resolve(module: _Module, name: str, packages: tuple[str, ...]) -> list[tuple[str, str]]:
     """The definitions `name` stands for in `module`: its own, or an imported one's origin."""
     if name in module.definitions:
         return [(module.name, name)]
     if name not in module.imports:
         return []  # a builtin, a local variable or an attribute
     source, attribute = module.imports[name]
-    target = _module(source)
+    target = _module(source, packages)
     if target is None:
         return []
     if attribute is None:  # `import fedlib.x`: the whole module is used
@@ -193,40 +262,58 @@ def _resolve(module: _Module, name: str) -> list[tuple[str, str]]:
         return [(source, attribute)]
     obj = getattr(importlib.import_module(source), attribute, None)
     if isinstance(obj, types.ModuleType):  # `from fedlib import channel`: the whole module is used
-        used = _module(obj.__name__)
+        used = _module(obj.__name__, packages)
         return [] if used is None else [(used.name, defined) for defined in used.definitions]
     origin = _origin(obj)
     if origin is not None and origin[0] != source:
         return [origin]
-    return _resolve(target, attribute)  # re-exported through the package's imports
+    return _resolve(target, attribute, packages)  # re-exported through the package's imports
 
 
-def reached_definitions(roots: Iterable[Any]) -> dict[tuple[str, str], str]:
-    """(module, name) -> docstring-free syntax dump of every fedlib definition the roots reach."""
-    todo = []
-    for root in roots:
-        origin = _origin(root)
-        if origin is None:
-            raise TypeError(f"cannot tell where {root!r} is defined: register a function or a class")
-        todo.append(origin)
+def reached_definitions(origins: Iterable[tuple[str, str]], packages: tuple[str, ...] = (PACKAGE,)
+                        ) -> dict[tuple[str, str], str]:
+    """(module, name) -> docstring-free syntax dump of every definition of `packages` the origins reach."""
+    todo = list(origins)
     reached: dict[tuple[str, str], str] = {}
     while todo:
         module_name, name = todo.pop()
-        module = _module(module_name)
-        if (module_name, name) in reached or (module_name, name) in REGISTRIES or module is None:
+        module = _module(module_name, packages)
+        if (module_name, name) in reached or (module_name, name) in NOT_FOLLOWED or module is None:
             continue
         reached[module_name, name], references = module.digest(name)
         for ref in references:
-            todo.extend(_resolve(module, ref))
+            todo.extend(_resolve(module, ref, packages))
     return reached
 
 
-def code_version(spec: RunSpec) -> str:
-    """Hash of the fedlib definitions `spec`'s run reaches (see the module docstring)."""
+# (roots, packages) -> (the modules reached, their files' (size, mtime) then, the code version)
+_VERSIONS: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], tuple[tuple[str, ...], tuple[Any, ...], str]] = {}
+
+
+def _stamp(modules: Iterable[str]) -> tuple[Any, ...]:
+    """Size and modification time of each module's file (the parse cache's own test of a changed file)."""
+    stats = []
+    for module in modules:
+        path = getattr(importlib.import_module(module), "__file__", None)
+        stat = Path(path).stat() if path else None
+        stats.append((module, stat and stat.st_size, stat and stat.st_mtime_ns))
+    return tuple(stats)
+
+
+def code_version(spec: RunSpec, root: str | Path | None = None) -> str:
+    """Hash of the definitions `spec`'s built run reaches (see the module docstring); computed once per set of
+    roots while the files of the modules it reached are unchanged."""
+    roots, packages = tuple(code_roots(spec, root)), hashed_packages(spec)
+    cached = _VERSIONS.get((roots, packages))
+    if cached is not None and _stamp(cached[0]) == cached[1]:
+        return cached[2]
+    reached = reached_definitions(roots, packages)
     digest = hashlib.sha256()
-    for (module, name), dump in sorted(reached_definitions(code_roots(spec)).items()):
+    for (module, name), dump in sorted(reached.items()):
         digest.update(f"{module}.{name}\n{dump}\n".encode())
-    return digest.hexdigest()[:16]
+    modules = tuple(sorted({module for module, _ in reached}))
+    _VERSIONS[roots, packages] = (modules, _stamp(modules), digest.hexdigest()[:16])
+    return _VERSIONS[roots, packages][2]
 
 
 @functools.lru_cache(maxsize=None)
@@ -246,8 +333,6 @@ def file_fingerprint(path: Path) -> str:
 
 def data_fingerprint(dataset: str, root: str | Path | None = None) -> str:
     """Hash of the names and contents of the files `load_dataset(dataset, root)` reads."""
-    from fedlib.data.datasets import dataset_files
-
     digest = hashlib.sha256()
     for path in dataset_files(dataset, root):
         digest.update(f"{path.name}\n{file_fingerprint(path)}\n".encode())
@@ -260,30 +345,15 @@ def device_type(device: str) -> str:
     return torch.device(device).type
 
 
-@functools.lru_cache(maxsize=None)
-def _torch_picks_threads(spec: RunSpec, root: str | None) -> bool:
-    """True if the run's thread count is torch's default (a CPU run of a convolutional model, threads "auto")."""
-    from fedlib.data import load_dataset
-    from fedlib.federation import choose_threads
-    from fedlib.models import build_model
-
-    if device_type(spec.device) != "cpu" or spec.get("loop").get("threads", "auto") != "auto":
-        return False
-    ds = load_dataset(spec.dataset, root=root)
-    return choose_threads(build_model(spec.model.name, ds.input_shape, ds.num_classes, **spec.model.args)) != 1
-
-
 def environment(spec: RunSpec, root: str | Path | None = None) -> dict[str, Any]:
     """What changes `spec`'s numbers beyond its code and data: torch version, device type, thread count."""
-    from fedlib.federation import DEFAULT_THREADS
-
     env: dict[str, Any] = {"torch": torch.__version__, "device": device_type(spec.device)}
-    if _torch_picks_threads(spec, None if root is None else str(root)):
+    if _built(spec, None if root is None else str(root))[1]:
         env["threads"] = DEFAULT_THREADS
     return env
 
 
 def key_context(spec: RunSpec, root: str | Path | None = None) -> str:
     """Everything besides the spec that `spec`'s store key covers, as one string."""
-    return json.dumps({"code": code_version(spec), "data": data_fingerprint(spec.dataset, root),
+    return json.dumps({"code": code_version(spec, root), "data": data_fingerprint(spec.dataset, root),
                        **environment(spec, root)}, sort_keys=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
+from fedlib.runs.execute import execute
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import RunStore
 
@@ -27,8 +28,6 @@ def default_workers(device: str = "cpu") -> int:
 
 
 def _execute(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int) -> None:
-    from fedlib.runs.runner import execute
-
     execute(RunSpec.from_json(spec_json), RunStore(store_root, code), root=root, checkpoint_every=checkpoint_every)
 
 

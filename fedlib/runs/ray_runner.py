@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fedlib.runs.execute import execute
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import Records, RunStore
 
@@ -23,8 +24,6 @@ DEFAULT_GPU_FRACTION = 0.25
 
 def _run_task(spec_json: dict, store_root: str, code: str | None, root: str | None,
               checkpoint_every: int) -> dict[str, str]:
-    from fedlib.runs.runner import execute
-
     records = execute(RunSpec.from_json(spec_json), RunStore(store_root, code), root=root,
                       checkpoint_every=checkpoint_every)
     return {name: frame.to_csv(index=False) for name, frame in records.items()}

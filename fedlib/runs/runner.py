@@ -1,183 +1,31 @@
-"""Execute run specs: build each run from its spec, keep it in the store, hand back tidy records.
+"""Execute many run specs: each not yet in the store is built and run, and every spec's tidy records come back.
 
     records = run_specs(specs, store=RunStore("results/runs"))          # local, in this process
+    records = run_specs(specs, store=..., workers=4)                    # in 4 worker processes
     records = run_specs(specs, store=..., executor="ray")               # one Ray task per spec
     records["rounds"]   # every run's round rows, with the spec's labels, seed and key as columns
     records["layers"]   # every run's per-layer diagnostics, long (see `fedlib.contracts.RunResult`)
 
-A spec already in the store is not recomputed; a run interrupted mid-way resumes from its checkpoint.
-
-How a spec becomes a run: `build_run` does the common part (dataset through the data-root rule, split,
-model, algorithm, local training, links from registered codecs, loop options); the spec's experiment
-may then adjust it (`register_experiment(name)(plan)`: paper-specific samplers, codec policies, hooks,
-client behaviours, learning-rate schedules, extra record tables). The experiment named `x` lives in the
-module `fedlib.papers.x`, imported on demand; it registers its plan and any split of its own
-(`fedlib.runs.splits.SPLITS`), so a new paper adds files and edits no engine file.
+A spec already in the store is not recomputed; a run interrupted mid-way resumes from its checkpoint. How one
+spec becomes a run is `fedlib.runs.build`; running one into the store is `fedlib.runs.execute`.
 """
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-import torch
-from torch import nn
+from tqdm.auto import tqdm
 
-from fedlib.algorithms import make_algorithm
-from fedlib.algorithms.base import Algorithm
-from fedlib.channel import Link
-from fedlib.codecs import make_codec
-from fedlib.contracts import ClientBehavior, FederatedData, LocalTraining, RunResult
-from fedlib.data import Dataset, load_dataset
-from fedlib.data.roots import data_root
-from fedlib.federation import resolve_device, run_federation
-from fedlib.models import build_model
-from fedlib.registry import Registry
-from fedlib.runs.components import make_component
-from fedlib.runs.spec import Component, RunSpec
-from fedlib.runs.splits import SPLITS
+from fedlib.runs.execute import execute
+from fedlib.runs.pool import run_in_processes
+from fedlib.runs.ray_runner import run_on_ray
+from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import Records, RunStore
-from fedlib.seeding import Seeds
 
 EXECUTORS = ("local", "ray")
-
-
-@dataclass
-class RunPlan:
-    """Everything `run_federation` needs for one spec, and how to turn its result into record tables."""
-
-    spec: RunSpec
-    dataset: Dataset
-    model_fn: Callable[[], nn.Module]
-    data: FederatedData
-    device: torch.device  # the spec's device, resolved once ("auto" -> cuda or cpu)
-    kwargs: dict[str, Any]  # run_federation keywords (algorithm, rounds, local, links, sampler, hooks, ...)
-    collect: list[Callable[[RunResult], Records]] = field(default_factory=list)
-
-    @property
-    def num_clients(self) -> int:
-        return self.data.num_clients
-
-    @property
-    def local(self) -> LocalTraining:
-        return self.kwargs["local"]
-
-    @property
-    def algorithm(self) -> Algorithm:
-        return self.kwargs["algorithm"]
-
-    @property
-    def client_behavior(self) -> ClientBehavior | None:
-        return self.kwargs.get("client_behavior")
-
-
-Plan = Callable[[RunSpec, RunPlan], RunPlan]
-EXPERIMENTS: Registry[Plan] = Registry("experiment")
-EXPERIMENT_PACKAGE = "fedlib.papers"  # experiment `x` is defined by module fedlib.papers.x
-
-
-def register_experiment(name: str) -> Callable[[Plan], Plan]:
-    return EXPERIMENTS.register(name)
-
-
-def experiment_plan(name: str) -> Plan:
-    """The plan registered as `name`, importing `fedlib.papers.<name>` first if nothing registered it yet."""
-    if name not in EXPERIMENTS:
-        module = f"{EXPERIMENT_PACKAGE}.{name}"
-        try:
-            importlib.import_module(module)  # registers itself
-        except ModuleNotFoundError as err:
-            if err.name != module:
-                raise
-            raise ValueError(f"unknown experiment {name!r}: no module {module} and no register_experiment({name!r}); "
-                             f"registered: {', '.join(sorted(EXPERIMENTS)) or 'none'}") from None
-    if name not in EXPERIMENTS:
-        raise ValueError(f"module {EXPERIMENT_PACKAGE}.{name} registers no experiment {name!r}: "
-                         f"decorate its plan with @register_experiment({name!r})")
-    return EXPERIMENTS[name]
-
-
-def build_split(spec: RunSpec, ds: Dataset) -> FederatedData:
-    """The spec's split through the split registry (the experiment's module is imported first)."""
-    args = spec.split.args
-    num_clients = args.pop("num_clients")
-    if spec.split.name not in SPLITS:
-        raise ValueError(f"run spec: unknown split {spec.split.name!r} for experiment {spec.experiment!r}; "
-                         f"registered splits: {', '.join(sorted(SPLITS))}")
-    return FederatedData(ds, SPLITS[spec.split.name](ds, num_clients, Seeds(spec.seed), **args))
-
-
-def make_link(component: Component) -> Link:
-    """Component(codec name, {codec arguments..., payload, error_feedback, granularity}) -> Link."""
-    args = component.args
-    link_args = {k: args.pop(k) for k in ("payload", "error_feedback", "granularity") if k in args}
-    return Link(codec=make_codec(component.name, **args), **link_args)
-
-
-def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
-    experiment = experiment_plan(spec.experiment)
-    ds = load_dataset(spec.dataset, root=data_root(root))
-    data = build_split(spec, ds)
-    model = spec.model
-
-    def model_fn() -> nn.Module:
-        return build_model(model.name, ds.input_shape, ds.num_classes, **model.args)
-
-    if spec.sampler is not None and "sampler" in spec.get("loop"):
-        raise ValueError("run spec names a sampler component and loop['sampler']: keep one")
-    if spec.hooks and "hooks" in spec.get("loop"):
-        raise ValueError("run spec names hooks components and loop['hooks']: keep one")
-    kwargs = {"algorithm": make_algorithm(spec.algorithm.name, **spec.algorithm.args), "rounds": spec.rounds,
-              "local": LocalTraining(**spec.get("local")), "uplink": make_link(spec.uplink),
-              "downlink": make_link(spec.downlink), "seed": spec.seed, "device": spec.device, **spec.get("loop")}
-    run = RunPlan(spec, ds, model_fn, data, resolve_device(spec.device), kwargs)
-    add_components(run)
-    return experiment(spec, run)
-
-
-def add_components(run: RunPlan) -> None:
-    """Build the spec's named components (fedlib.runs.components) into the run's keywords and collectors."""
-    spec = run.spec
-    if spec.lr_schedule is not None:
-        lr = make_component("lr_schedule", run, spec.lr_schedule.name, spec.lr_schedule.args)
-        run.kwargs["local"] = dataclasses.replace(run.kwargs["local"], lr=lr)
-    if spec.uplink_policy is not None:
-        if spec.uplink.name != "fp32":
-            raise ValueError(f"run spec: uplink_policy {spec.uplink_policy.name!r} replaces the uplink codec, so "
-                             f"the uplink must be the 'fp32' placeholder, got {spec.uplink.name!r}")
-        run.kwargs["uplink"] = make_component("uplink_policy", run, spec.uplink_policy.name, spec.uplink_policy.args)
-    for name in ("sampler", "client_behavior"):
-        component = getattr(spec, name)
-        if component is not None:
-            run.kwargs[name] = make_component(name, run, component.name, component.args)
-    if spec.hooks:
-        run.kwargs["hooks"] = [make_component("hooks", run, h.name, h.args) for h in spec.hooks]
-    run.collect += [make_component("collectors", run, c.name, c.args) for c in spec.collectors]
-
-
-def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
-            progress: bool = False) -> Records:
-    """Run one spec (resuming from its checkpoint if there is one), store its records and return them."""
-    store = store.reading(root)
-    plan = build_run(spec, root)
-    result = run_federation(plan.model_fn, plan.data, progress=progress,
-                            checkpoint=store.checkpoint(spec, checkpoint_every), **plan.kwargs)
-    store.save(spec, records_of(plan, result))
-    return store.load(spec)
-
-
-def records_of(plan: RunPlan, result: RunResult) -> Records:
-    """A run's record tables: "rounds", "clients", "layers" and those of the spec's collectors."""
-    records: Records = {"rounds": result.rounds, "clients": result.clients, "layers": result.layers}
-    for collect in plan.collect:
-        records.update(collect(result))
-    return records
 
 
 def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "local", ray_address: str | None = None,
@@ -195,12 +43,8 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
           + (f" ({executor})" if todo else ""), file=sys.stderr, flush=True)
     start = time.perf_counter()
     if todo and executor == "local":
-        from tqdm.auto import tqdm
-
         with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
             if workers > 1:
-                from fedlib.runs.pool import run_in_processes
-
                 run_in_processes(todo, store, workers=workers, root=root, checkpoint_every=checkpoint_every,
                                  on_done=lambda spec: bar.update())
             else:
@@ -208,8 +52,6 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
                     execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
                     bar.update()
     elif todo:
-        from fedlib.runs.ray_runner import run_on_ray
-
         run_on_ray(todo, store, root=root, checkpoint_every=checkpoint_every, address=ray_address,
                    gpus_per_run=gpus_per_run)
     if todo:

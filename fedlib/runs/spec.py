@@ -69,12 +69,16 @@ class Component:
 
 
 ComponentArg = tuple[str, Mapping[str, Any]]
-OPTIONAL_COMPONENTS = ("sampler", "uplink_policy", "client_behavior", "lr_schedule", "hooks", "collectors")
+OPTIONAL_COMPONENTS = ("sampler", "client_behavior", "lr_schedule", "hooks", "collectors")
+OPTIONAL = (*OPTIONAL_COMPONENTS, "imports")  # left out of the JSON when absent or empty
+# loop keys that a spec field names instead (one place for each thing)
+FIELD_NOT_LOOP = ("algorithm", "rounds", "seed", "local", "uplink", "downlink", "device", "sampler", "hooks",
+                  "client_behavior", "lr_schedule", "collectors")
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    experiment: str  # the module whose plan builds the run (fedlib.runs.EXPERIMENTS)
+    experiment: str  # the plan that builds the run (fedlib.registry.EXPERIMENTS)
     dataset: str
     split: Component  # a fedlib.data.split_clients scheme or one the experiment defines
     model: Component
@@ -82,26 +86,35 @@ class RunSpec:
     rounds: int
     seed: int
     local: Frozen = ()  # LocalTraining keyword arguments
-    uplink: Component = field(default_factory=lambda: Component("fp32"))  # a codec name + Link options
+    # a codec name + Link options, or a codec policy (fedlib.registry.CODEC_POLICIES) + its arguments
+    uplink: Component = field(default_factory=lambda: Component("fp32"))
     downlink: Component = field(default_factory=lambda: Component("fp32", freeze({"payload": "weights"})))
-    loop: Frozen = ()  # other run_federation keywords: sampler, aggregation_weights, eval_every, executor, ...
+    loop: Frozen = ()  # other run_federation keywords: aggregation_weights, eval_every, executor, threads, ...
     options: Frozen = ()  # the experiment's own settings
     labels: Frozen = ()
     device: str = "cpu"
-    # named components (fedlib.runs.components); absent ones are left out of the JSON, so adding these
-    # fields kept the keys of specs that use none
-    sampler: Component | None = None  # replaces loop["sampler"]
-    uplink_policy: Component | None = None  # a per-client codec policy replacing the uplink codec
+    # named components (fedlib.registry); absent ones are left out of the JSON
+    sampler: Component | None = None  # None: every client every round ("uniform" {"clients": K or fraction})
     client_behavior: Component | None = None
-    lr_schedule: Component | None = None  # replaces local["lr"]
+    lr_schedule: Component | None = None  # the local learning rate, when it is a schedule (local then has no lr)
     hooks: tuple[Component, ...] = ()
     collectors: tuple[Component, ...] = ()
+    imports: tuple[str, ...] = ()  # the user's modules that register components the spec names
 
     def __post_init__(self) -> None:
         if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:
             raise ValueError(f"RunSpec rounds must be an integer >= 1, got {self.rounds!r}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"RunSpec seed must be a non-negative integer, got {self.seed!r}")
+        twins = sorted(set(self.get("loop")) & set(FIELD_NOT_LOOP))
+        if twins:
+            raise ValueError(f"RunSpec loop names {twins}: each is the spec's own field of that name (sampler: a "
+                             "component such as ('uniform', {'clients': 10}); hooks: a list of components)")
+        if self.lr_schedule is not None and "lr" in self.get("local"):
+            raise ValueError(f"RunSpec names lr_schedule {self.lr_schedule.name!r} and local['lr']: the schedule is "
+                             "the learning rate, so leave lr out of local")
+        if not isinstance(self.imports, tuple) or not all(isinstance(m, str) and m for m in self.imports):
+            raise ValueError(f"RunSpec imports must be a tuple of module names, got {self.imports!r}")
 
     @staticmethod
     def make(experiment: str, dataset: str, split: tuple[str, Mapping[str, Any]], model: tuple[str, Mapping[str, Any]],
@@ -110,9 +123,9 @@ class RunSpec:
              downlink: tuple[str, Mapping[str, Any]] = ("fp32", {"payload": "weights"}),
              loop: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None,
              labels: Mapping[str, Any] | None = None, device: str = "cpu",
-             sampler: ComponentArg | None = None, uplink_policy: ComponentArg | None = None,
-             client_behavior: ComponentArg | None = None, lr_schedule: ComponentArg | None = None,
-             hooks: Sequence[ComponentArg] = (), collectors: Sequence[ComponentArg] = ()) -> RunSpec:
+             sampler: ComponentArg | None = None, client_behavior: ComponentArg | None = None,
+             lr_schedule: ComponentArg | None = None, hooks: Sequence[ComponentArg] = (),
+             collectors: Sequence[ComponentArg] = (), imports: Sequence[str] = ()) -> RunSpec:
         """Build a spec from plain dicts (the readable way; `RunSpec(...)` takes the frozen forms)."""
         def one(c: ComponentArg | None) -> Component | None:
             return None if c is None else Component.of(*c)
@@ -120,9 +133,9 @@ class RunSpec:
         return RunSpec(experiment, dataset, Component.of(*split), Component.of(*model), Component.of(*algorithm),
                        int(rounds), int(seed), freeze(dict(local or {}), "local"), Component.of(*uplink),
                        Component.of(*downlink), freeze(dict(loop or {}), "loop"), freeze(dict(options or {}), "options"),
-                       freeze(dict(labels or {}), "labels"), device, one(sampler), one(uplink_policy),
-                       one(client_behavior), one(lr_schedule), tuple(Component.of(*h) for h in hooks),
-                       tuple(Component.of(*c) for c in collectors))
+                       freeze(dict(labels or {}), "labels"), device, one(sampler), one(client_behavior),
+                       one(lr_schedule), tuple(Component.of(*h) for h in hooks),
+                       tuple(Component.of(*c) for c in collectors), tuple(imports))
 
     def get(self, part: str) -> dict[str, Any]:
         """A frozen mapping field (local, loop, options, labels) as a dict."""
@@ -135,10 +148,12 @@ class RunSpec:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in OPTIONAL_COMPONENTS and not value:
+            if f.name in OPTIONAL and not value:
                 continue
             if isinstance(value, Component):
                 out[f.name] = {"name": value.name, "kwargs": value.args}
+            elif f.name == "imports":
+                out[f.name] = list(value)
             elif f.name in ("hooks", "collectors"):
                 out[f.name] = [{"name": c.name, "kwargs": c.args} for c in value]
             elif isinstance(value, tuple):
@@ -149,18 +164,19 @@ class RunSpec:
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> RunSpec:
-        required = {f.name for f in fields(RunSpec)} - set(OPTIONAL_COMPONENTS)
-        if not required <= set(data) <= required | set(OPTIONAL_COMPONENTS):
+        required = {f.name for f in fields(RunSpec)} - set(OPTIONAL)
+        if not required <= set(data) <= required | set(OPTIONAL):
             raise ValueError(f"run spec JSON has keys {sorted(data)}; expected {sorted(required)} and optionally "
-                             f"{sorted(OPTIONAL_COMPONENTS)}")
+                             f"{sorted(OPTIONAL)}")
         comp = {k: (data[k]["name"], data[k]["kwargs"]) for k in ("split", "model", "algorithm", "uplink", "downlink")}
-        named = {k: (data[k]["name"], data[k]["kwargs"]) for k in ("sampler", "uplink_policy", "client_behavior",
-                                                                   "lr_schedule") if k in data}
+        named = {k: (data[k]["name"], data[k]["kwargs"]) for k in ("sampler", "client_behavior", "lr_schedule")
+                 if k in data}
         lists = {k: [(c["name"], c["kwargs"]) for c in data[k]] for k in ("hooks", "collectors") if k in data}
         return RunSpec.make(data["experiment"], data["dataset"], comp["split"], comp["model"], comp["algorithm"],
                             data["rounds"], data["seed"], local=data["local"], uplink=comp["uplink"],
                             downlink=comp["downlink"], loop=data["loop"], options=data["options"],
-                            labels=data["labels"], device=data["device"], **named, **lists)
+                            labels=data["labels"], device=data["device"], imports=data.get("imports", ()),
+                            **named, **lists)
 
     def key(self, code_version: str = "") -> str:
         """Content hash of the spec (and of the code that computes it, when given)."""

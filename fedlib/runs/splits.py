@@ -1,8 +1,8 @@
 """Splits by name: how a spec's `split` component becomes each client's training indices.
 
 A split is `split(dataset, num_clients, seeds, **args) -> list[np.ndarray]` (one index array per client),
-registered with `@SPLITS.register(name)`. The fedlib.data schemes are registered here; an experiment
-module registers its paper's own split (it is imported before the split is looked up).
+registered with `@SPLITS.register(name)` (fedlib.registry). The fedlib.data schemes are registered here; a paper's
+module registers its own split.
 """
 from __future__ import annotations
 
@@ -11,15 +11,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from fedlib.data import Dataset, split_clients
-from fedlib.registry import Registry
+from fedlib.registry import SPLITS
 from fedlib.seeding import Seeds
 
 
 class Split(Protocol):
     def __call__(self, dataset: Dataset, num_clients: int, seeds: Seeds, **args: Any) -> list[np.ndarray]: ...
-
-
-SPLITS: Registry[Split] = Registry("split")
 
 
 def _scheme(name: str) -> None:

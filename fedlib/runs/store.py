@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from fedlib.report import repo_root
 from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_entry
 from fedlib.runs.fingerprint import key_context
 from fedlib.runs.spec import RunSpec
@@ -134,8 +135,6 @@ class RunStore:
         """The store at `root`, or the repository's results/runs/ (a notebook's `runs_root` parameter)."""
         if root is not None and str(root) != "":
             return RunStore(root, data_root=data_root)
-        from fedlib.report import repo_root
-
         return RunStore(repo_root(Path(__file__).parent) / "results" / "runs", data_root=data_root)
 
     def reading(self, data_root: str | Path | None) -> RunStore:
