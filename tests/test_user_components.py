@@ -1,5 +1,6 @@
 """A user's own components: an algorithm and a hook registered in the user's module, named in the spec's
-`imports`, run the same through every execution path (this process, worker processes, Ray, Flower)."""
+`imports`, run the same through every execution path (this process, worker processes, Ray, Flower's apps in this
+process and in Flower's simulation engine on Ray actors)."""
 from __future__ import annotations
 
 import json
@@ -98,6 +99,17 @@ def test_user_algorithm_and_hook_run_on_ray(user_module, tmp_path):
     finally:
         ray.shutdown()
     pd.testing.assert_frame_equal(rounds(local), rounds(remote), check_exact=True)
+
+
+def test_user_algorithm_and_hook_run_in_flowers_apps_in_this_process(user_module, tmp_path):
+    pytest.importorskip("flwr")
+    from fedlib.flower import run_in_process
+
+    spec = user_spec(user_module)
+    local = run_specs([spec], store=RunStore(tmp_path / "local"), progress=False)
+    flower = run_in_process(spec)
+    pd.testing.assert_frame_equal(rounds(local), flower["rounds"][["round", "test_acc", "train_loss", "user_norm"]]
+                                  .reset_index(drop=True), check_exact=True)
 
 
 def test_user_algorithm_and_hook_run_in_flowers_simulation(user_module, tmp_path):
