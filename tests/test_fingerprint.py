@@ -10,7 +10,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from test_datasets import write_idx_set
 
 import fedlib

@@ -18,8 +18,8 @@ from fedlib.runs.store import DAMAGED
 
 
 def spec(seed: int = 0, algorithm: str = "fedavg") -> RunSpec:
-    return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 4}), ("mlp", {}), (algorithm, {}), 3,
-                        seed, labels={"algorithm": algorithm, "cell": f"s{seed}"})
+    return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 4, "alpha": 0.5}), ("mlp", {}),
+                        (algorithm, {}), 3, seed, labels={"algorithm": algorithm, "cell": f"s{seed}"})
 
 
 def records(n: int = 3) -> dict[str, pd.DataFrame]:
