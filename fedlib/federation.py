@@ -34,9 +34,11 @@ from fedlib.codecs.base import FLOAT_BITS
 from fedlib.contracts import (SERVER, Checkpoint, ClientBehavior, ClientJob, ClientOutcome, ClientResult, Diagnostics,
                               FederatedData, Hook, LayerDiagnostics, LocalRun, LocalTraining, RoundContext, RoundInfo,
                               RunResult, layer_table)
+from fedlib.data import Dataset
 from fedlib.executors import LossFn, cross_entropy, train_sequential, train_vmap
 from fedlib.params import Params
 from fedlib.seeding import Seeds
+from fedlib.validate import instance
 
 Sampler = Callable[[int, int, np.random.Generator], np.ndarray]
 CHECKPOINT_FORMAT = 2  # of `Federation.state_dict`; 2: the two sides' own state_dicts (1: one flat hand-kept list)
@@ -383,6 +385,7 @@ def open_federation(
     `device_generic` (every built-in codec) encode there too, with a device generator seeded from the run's
     keyed noise streams (see `fedlib.channel`): the same distributions on any device, not the same values.
     """
+    _check_components(model_fn, data, algorithm, local, uplink, downlink, hooks, client_behavior, loss_fn)
     local, uplink, downlink = local or LocalTraining(), uplink or Link(), downlink or Link(payload="weights")
     _check_options(rounds, executor, threads, downlink_receivers, aggregation_weights, eval_every)
     seeds, device, n_clients = Seeds(seed), resolve_device(device), data.num_clients
@@ -390,7 +393,10 @@ def open_federation(
     x_train, y_train, x_test, y_test = (t.to(device) for t in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
     with torch.random.fork_rng():
         torch.manual_seed(seeds.int("init"))
-        model = model_fn().to(device)
+        model = model_fn()
+        instance("model_fn()", model, nn.Module, "model_fn builds the model, e.g. lambda: build_model(...)")
+        model = model.to(device)
+        _check_model_fits(model, ds, x_train, y_train, loss_fn)  # in the fork: a model drawing in eval mode changes nothing
     executor, threads = _resolve_executor(model, algorithm, executor, threads, device)
     train = train_sequential if executor == "sequential" else train_vmap
     server = ServerSide(model=model, n_clients=n_clients, x_test=x_test, y_test=y_test, algorithm=algorithm,
@@ -488,6 +494,50 @@ def _require(state: Mapping[str, Any], keys: Sequence[str], side: str) -> None:
     if missing:
         raise ValueError(f"the saved {side} state lacks {missing}: it was not written by this fedlib's "
                          f"state_dict (keys found: {sorted(state)})")
+
+
+def _check_components(model_fn: Callable[[], nn.Module], data: FederatedData, algorithm: Algorithm,
+                      local: LocalTraining | None, uplink: Link | None, downlink: Link | None, hooks: Sequence[Hook],
+                      client_behavior: ClientBehavior | None, loss_fn: LossFn) -> None:
+    """The run's objects are what the loop calls, checked where they enter rather than where they first fail."""
+    if isinstance(model_fn, nn.Module) or not callable(model_fn):
+        raise ValueError(f"model_fn must be a function that builds a fresh model (the run seeds its initial weights), "
+                         f"e.g. lambda: build_model('mlp', data.dataset.input_shape, data.dataset.num_classes); "
+                         f"got {type(model_fn).__name__}")
+    instance("data", data, FederatedData, "FederatedData(dataset, client_indices), e.g. from a partitioner")
+    instance("algorithm", algorithm, Algorithm, "an algorithm object, e.g. FedAvg() or "
+             f"fedlib.algorithms.make_algorithm({algorithm!r})" if isinstance(algorithm, str) else "e.g. FedAvg()")
+    instance("local", local, (LocalTraining, type(None)), "LocalTraining(lr=..., batch_size=..., epochs=...)")
+    for name, link in (("uplink", uplink), ("downlink", downlink)):
+        instance(name, link, (Link, type(None)), f"Link(codec={link!r})" if isinstance(link, str) else "e.g. Link()")
+    if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Sequence) or not all(callable(h) for h in hooks):
+        raise ValueError(f"hooks must be a list of callables hook(params, info) -> (params, diagnostics), got {hooks!r}")
+    if client_behavior is not None and not callable(client_behavior):
+        raise ValueError(f"client_behavior must be None or a callable behavior(ctx, received, trained, gen), got "
+                         f"{client_behavior!r}")
+    if not callable(loss_fn):
+        raise ValueError(f"loss_fn must be a callable loss_fn(outputs, targets) -> per-sample losses, got {loss_fn!r}")
+
+
+def _check_model_fits(model: nn.Module, ds: Dataset, x: torch.Tensor, y: torch.Tensor, loss_fn: LossFn) -> None:
+    """One forward pass on one training sample, in eval mode without gradients (no random draw, no buffer
+    update, so the run is unchanged): a model built for other inputs or another number of classes is named here."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(x[:1])
+    except Exception as err:  # whatever the model raises on inputs it was not built for
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"model_fn's model ({type(model).__name__}) cannot take the inputs of dataset {ds.name!r} "
+                         f"(input_shape {tuple(ds.input_shape)}): {reason}; build it for them, e.g. build_model(name, "
+                         "data.dataset.input_shape, data.dataset.num_classes)") from err
+    finally:
+        model.train(was_training)
+    if loss_fn is cross_entropy and not y.is_floating_point() and tuple(out.shape) != (1, ds.num_classes):
+        raise ValueError(f"model_fn's model ({type(model).__name__}) gives outputs of shape {tuple(out.shape[1:])} per "
+                         f"sample, but dataset {ds.name!r} has {ds.num_classes} classes (cross-entropy needs one "
+                         f"logit per class): build it with num_classes={ds.num_classes}")
 
 
 def _check_options(rounds: int, executor: str, threads: Union[int, str], downlink_receivers: str,
