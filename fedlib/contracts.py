@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
@@ -27,8 +27,9 @@ import torch
 from fedlib.augment import AUGMENTATIONS
 from fedlib.data import Dataset
 from fedlib.params import Params
-from fedlib.validate import count, real
+from fedlib.validate import count, instance, int_array, real
 
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)  # training runs in float32: a larger step or decay overflows
 LearningRate = Union[float, Callable[[int, int], float]]  # a constant, or lr(round, local_step)
 
 
@@ -54,9 +55,11 @@ class LocalTraining:
             self.steps = count("steps", self.steps)
         self.batch_size = count("batch_size", self.batch_size)
         if not callable(self.lr):
-            self.lr = real("lr", self.lr, low=0, low_inclusive=False)
+            self.lr = real("lr", self.lr, low=0, low_inclusive=False,
+                           high=FLOAT32_MAX, high_inclusive=True)
         self.momentum = real("momentum", self.momentum, low=0, low_inclusive=True, high=1)
-        self.weight_decay = real("weight_decay", self.weight_decay, low=0, low_inclusive=True)
+        self.weight_decay = real("weight_decay", self.weight_decay, low=0, low_inclusive=True, high=FLOAT32_MAX,
+                                 high_inclusive=True)
         if self.augment is not None and self.augment not in AUGMENTATIONS:
             raise ValueError(f"augment must be None or one of {sorted(AUGMENTATIONS)}, got {self.augment!r}")
 
@@ -64,8 +67,9 @@ class LocalTraining:
         if not callable(self.lr):
             return self.lr
         value = float(self.lr(round_, step))
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"the learning-rate schedule returned {value!r} at round {round_}, step {step}")
+        if not (math.isfinite(value) and 0 < value <= FLOAT32_MAX):
+            raise ValueError(f"the learning-rate schedule returned {value!r} at round {round_}, step {step}; a step "
+                             f"size is a number in (0, {FLOAT32_MAX:g}]")
         return value
 
     def schedule(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -95,15 +99,21 @@ class FederatedData:
     client_indices: list[np.ndarray]
 
     def __post_init__(self) -> None:
-        if not self.client_indices:
+        instance("FederatedData dataset", self.dataset, Dataset, "load one with fedlib.data.load_dataset(name)")
+        parts = self.client_indices
+        if not isinstance(parts, Sequence) and not (isinstance(parts, np.ndarray) and parts.ndim == 2):
+            raise ValueError(f"FederatedData client_indices must be a list with one index array per client (what "
+                             f"a fedlib.data.partition splitter returns), got {type(parts).__name__}"
+                             f"{f' of shape {parts.shape}' if isinstance(parts, np.ndarray) else ''}")
+        if len(parts) == 0:
             raise ValueError("FederatedData needs at least one client")
         n = len(self.dataset.y_train)
+        self.client_indices = [int_array(f"client_indices[{i}]", idx) for i, idx in enumerate(parts)]
         for i, idx in enumerate(self.client_indices):
             if len(idx) == 0:
                 raise ValueError(f"client {i} holds no samples; use a partitioner with min_size >= 1")
             if np.min(idx) < 0 or np.max(idx) >= n:
                 raise ValueError(f"client {i} has indices outside the training set (size {n})")
-        self.client_indices = [np.asarray(idx, dtype=np.int64) for idx in self.client_indices]
 
     @property
     def num_clients(self) -> int:

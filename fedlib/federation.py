@@ -34,11 +34,14 @@ from fedlib.codecs.base import FLOAT_BITS
 from fedlib.contracts import (SERVER, Checkpoint, ClientBehavior, ClientJob, ClientOutcome, ClientResult, Diagnostics,
                               FederatedData, Hook, LayerDiagnostics, LocalRun, LocalTraining, RoundContext, RoundInfo,
                               RunResult, layer_table)
+from fedlib.data import Dataset
 from fedlib.executors import LossFn, cross_entropy, train_sequential, train_vmap
 from fedlib.params import Params
 from fedlib.seeding import Seeds
+from fedlib.validate import instance
 
 Sampler = Callable[[int, int, np.random.Generator], np.ndarray]
+CHECKPOINT_FORMAT = 2  # of `Federation.state_dict`; 2: the two sides' own state_dicts (1: one flat hand-kept list)
 
 
 def make_sampler(spec: Union[int, float, Sampler], num_clients: int) -> Sampler:
@@ -166,12 +169,25 @@ class ClientSide:
     (batches per (round, client), augmentation, behaviour), then the uplink encode with the client's own
     error-feedback residual. fedlib's loop runs it for every selected client; a Flower ClientApp for one."""
 
-    def __init__(self, model: nn.Module, data: FederatedData, x: torch.Tensor, y: torch.Tensor, algorithm: Algorithm,
-                 local: LocalTraining, up: Uplink, seeds: Seeds, train: Callable[..., list[ClientOutcome]],
-                 behavior: ClientBehavior | None, loss_fn: LossFn) -> None:
+    def __init__(self, *, model: nn.Module, data: FederatedData, x: torch.Tensor, y: torch.Tensor,
+                 algorithm: Algorithm, local: LocalTraining, up: Uplink, seeds: Seeds,
+                 train: Callable[..., list[ClientOutcome]], behavior: ClientBehavior | None, loss_fn: LossFn) -> None:
         self.model, self.data, self.x, self.y, self.algorithm, self.local = model, data, x, y, algorithm, local
         self.up, self.seeds, self.train_fn, self.behavior, self.loss_fn = up, seeds, train, behavior, loss_fn
+        _check_stateful("client_behavior", behavior)
         self.states: dict[int, dict[str, Any]] = {}  # the algorithm's persistent client state, by client
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the client side carries from one round to the next (the one list of it: a checkpoint
+        saves it, a Flower client keeps it in its context): the algorithm's client states and the uplink's
+        error-feedback residuals, by client, and the client behaviour's memory (None if it keeps none)."""
+        return {"algorithm": self.states, "residuals": self.up.residuals, "behavior": _state_of(self.behavior)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from `state_dict()`'s value (containers are copied: the caller's dicts are not written to)."""
+        _require(state, ("algorithm", "residuals", "behavior"), "client side")
+        self.states, self.up.residuals = dict(state["algorithm"]), dict(state["residuals"])
+        _restore(self.behavior, state["behavior"])
 
     def train(self, start: RoundStart, buffers: Params) -> tuple[list[ClientJob], list[ClientOutcome]]:
         """Local training of the round's clients (`start.ids`) from `start.received`."""
@@ -214,20 +230,47 @@ class ServerSide:
     sorted client order and aggregates, runs the hooks, publishes the downlink update, evaluates and appends
     the record row. It owns the global model, the server state and the record."""
 
-    def __init__(self, model: nn.Module, n_clients: int, x_test: torch.Tensor, y_test: torch.Tensor,
-                 algorithm: Algorithm, rounds: int, sample: Sampler, down: Downlink, seeds: Seeds, hooks: Sequence[Hook],
-                 loss_fn: LossFn, eval_every: int, aggregation_weights: str, downlink_receivers: str,
-                 device: torch.device) -> None:
+    def __init__(self, *, model: nn.Module, n_clients: int, x_test: torch.Tensor, y_test: torch.Tensor,
+                 algorithm: Algorithm, rounds: int, sample: Sampler, down: Downlink, seeds: Seeds,
+                 hooks: Sequence[Hook], loss_fn: LossFn, eval_every: int, aggregation_weights: str,
+                 downlink_receivers: str, device: torch.device) -> None:
         self.model, self.n_clients, self.x_test, self.y_test, self.algorithm = model, n_clients, x_test, y_test, algorithm
         self.rounds, self.sample, self.down, self.seeds, self.hooks, self.loss_fn = rounds, sample, down, seeds, hooks, loss_fn
         self.eval_every, self.aggregation_weights, self.downlink_receivers = eval_every, aggregation_weights, downlink_receivers
         self.device = device
+        _check_stateful("sampler", sample)
+        for i, hook in enumerate(hooks):
+            _check_stateful(f"hooks[{i}]", hook)
         self.w: Params = {k: v.detach().clone() for k, v in model.named_parameters()}
         self.buffers: Params = {k: v.detach().clone() for k, v in model.named_buffers()}
         self.server_state = algorithm.init_server_state(self.w, n_clients)
         self.history: list[dict[str, Any]] = []
         self.client_rows: list[dict[str, Any]] = []
         self.layer_rows: list[dict[str, Any]] = []
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the server side carries from one round to the next (the one list of it): the global
+        model and buffers, the algorithm's server state, the model the clients hold (downlink), the record
+        rows (as JSON text: plain data that loads without code) and the memory of a stateful sampler or hook."""
+        return {"w": self.w, "buffers": self.buffers, "algorithm": self.server_state, "held": self.down.held,
+                "history": _json(self.history), "client_rows": _json(self.client_rows),
+                "layer_rows": _json(self.layer_rows), "sampler": _state_of(self.sample),
+                "hooks": [_state_of(hook) for hook in self.hooks]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from `state_dict()`'s value."""
+        _require(state, ("w", "buffers", "algorithm", "held", "history", "client_rows", "layer_rows", "sampler",
+                         "hooks"), "server side")
+        if len(state["hooks"]) != len(self.hooks):
+            raise ValueError(f"the saved server side has {len(state['hooks'])} hooks' states, this run has "
+                             f"{len(self.hooks)} hooks: it was saved by another run")
+        self.w, self.buffers, self.server_state = state["w"], state["buffers"], state["algorithm"]
+        self.down.held = state["held"]
+        self.history, self.client_rows = json.loads(state["history"]), json.loads(state["client_rows"])
+        self.layer_rows = json.loads(state["layer_rows"])
+        _restore(self.sample, state["sampler"])
+        for hook, saved in zip(self.hooks, state["hooks"]):
+            _restore(hook, saved)
 
     def open_round(self, r: int) -> RoundStart:
         t_round, ctx = time.perf_counter(), RoundContext(r, self.n_clients, device=self.device)
@@ -297,6 +340,15 @@ class Federation:
     threads: int
     config: dict[str, Any]
 
+    def state_dict(self) -> dict[str, Any]:
+        """The run's state between two rounds, as a checkpoint saves it: both sides' `state_dict`s, versioned."""
+        return {"format": CHECKPOINT_FORMAT, "server": self.server.state_dict(), "clients": self.clients.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from `state_dict()`'s value (its format checked by the caller, `run_federation`)."""
+        self.server.load_state_dict(state["server"])
+        self.clients.load_state_dict(state["clients"])
+
     def result(self) -> RunResult:
         server = self.server
         return RunResult(rounds=pd.DataFrame(server.history), clients=pd.DataFrame(server.client_rows),
@@ -333,6 +385,7 @@ def open_federation(
     `device_generic` (every built-in codec) encode there too, with a device generator seeded from the run's
     keyed noise streams (see `fedlib.channel`): the same distributions on any device, not the same values.
     """
+    _check_components(model_fn, data, algorithm, local, uplink, downlink, hooks, client_behavior, loss_fn)
     local, uplink, downlink = local or LocalTraining(), uplink or Link(), downlink or Link(payload="weights")
     _check_options(rounds, executor, threads, downlink_receivers, aggregation_weights, eval_every)
     seeds, device, n_clients = Seeds(seed), resolve_device(device), data.num_clients
@@ -340,14 +393,19 @@ def open_federation(
     x_train, y_train, x_test, y_test = (t.to(device) for t in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
     with torch.random.fork_rng():
         torch.manual_seed(seeds.int("init"))
-        model = model_fn().to(device)
+        model = model_fn()
+        instance("model_fn()", model, nn.Module, "model_fn builds the model, e.g. lambda: build_model(...)")
+        model = model.to(device)
+        _check_model_fits(model, ds, x_train, y_train, loss_fn)  # in the fork: a model drawing in eval mode changes nothing
     executor, threads = _resolve_executor(model, algorithm, executor, threads, device)
     train = train_sequential if executor == "sequential" else train_vmap
-    server = ServerSide(model, n_clients, x_test, y_test, algorithm, rounds, sample, Downlink(downlink, seeds, device, {
-        k: v.detach() for k, v in model.named_parameters()}), seeds, hooks, loss_fn, eval_every, aggregation_weights,
-        downlink_receivers, device)
-    clients = ClientSide(model, data, x_train, y_train, algorithm, local, Uplink(uplink, seeds, device), seeds, train,
-                         client_behavior, loss_fn)
+    server = ServerSide(model=model, n_clients=n_clients, x_test=x_test, y_test=y_test, algorithm=algorithm,
+                        rounds=rounds, sample=sample, seeds=seeds, hooks=hooks, loss_fn=loss_fn, eval_every=eval_every,
+                        down=Downlink(downlink, seeds, device, {k: v.detach() for k, v in model.named_parameters()}),
+                        aggregation_weights=aggregation_weights, downlink_receivers=downlink_receivers, device=device)
+    clients = ClientSide(model=model, data=data, x=x_train, y=y_train, algorithm=algorithm, local=local,
+                         up=Uplink(uplink, seeds, device), seeds=seeds, train=train, behavior=client_behavior,
+                         loss_fn=loss_fn)
     config = {"algorithm": repr(algorithm), "rounds": rounds, "local": {k: (v if not callable(v) else repr(v))
               for k, v in asdict(local).items()}, "sampler": repr(sampler), "uplink": repr(uplink),
               "downlink": repr(downlink), "aggregation_weights": aggregation_weights, "seed": seed,
@@ -376,16 +434,10 @@ def run_federation(
     the last save: every draw is keyed by (purpose, round, client), so the continuation is exact.
     """
     fed = open_federation(model_fn, data, algorithm, rounds, **options)
-    server, clients, behavior, device = fed.server, fed.clients, fed.clients.behavior, fed.server.device
+    server, clients, device = fed.server, fed.clients, fed.server.device
     with torch_threads(fed.threads):
-        saved = checkpoint.load() if checkpoint is not None else None
-        if saved is not None:
-            server.w, server.buffers, server.server_state = saved["w"], saved["buffers"], saved["server_state"]
-            clients.states, clients.up.residuals, server.down.held = saved["clients"], saved["residuals"], saved["held"]
-            server.history, server.client_rows = json.loads(saved["history"]), json.loads(saved["client_rows"])
-            server.layer_rows = json.loads(saved["layer_rows"])
-            if behavior is not None and hasattr(behavior, "load_state_dict"):
-                behavior.load_state_dict(saved["behavior"])
+        if checkpoint is not None:
+            _resume(fed, checkpoint)
         bar = _progress(rounds, algorithm.name, progress, initial=len(server.history))
         for r in range(len(server.history), rounds):
             start = server.open_round(r)
@@ -399,13 +451,93 @@ def run_federation(
             bar.set_postfix(acc=f"{acc:.3f}" if acc == acc else "-")
             bar.update()
             if checkpoint is not None and (r + 1) % checkpoint.every == 0 and r + 1 < rounds:
-                checkpoint.save({"w": server.w, "buffers": server.buffers, "server_state": server.server_state,
-                                 "clients": clients.states, "residuals": clients.up.residuals,
-                                 "held": server.down.held, "history": _json(server.history),
-                                 "client_rows": _json(server.client_rows), "layer_rows": _json(server.layer_rows),
-                                 "behavior": getattr(behavior, "state_dict", dict)()})
+                checkpoint.save(fed.state_dict())
         bar.close()
     return fed.result()
+
+
+def _resume(fed: Federation, checkpoint: Checkpoint) -> None:
+    """Load the checkpoint's last save into `fed`, if there is one; a save of another format is refused."""
+    saved = checkpoint.load()
+    if saved is None:
+        return
+    found = saved.get("format") if isinstance(saved, Mapping) else None
+    if found != CHECKPOINT_FORMAT:
+        where = getattr(checkpoint, "path", checkpoint)
+        raise ValueError(f"checkpoint {where} holds run state of format {found!r}, not {CHECKPOINT_FORMAT} (this "
+                         "fedlib's): it was written by another fedlib version and is not resumed; delete it to "
+                         "restart that run")
+    fed.load_state_dict(saved)
+
+
+def _check_stateful(name: str, component: object) -> None:
+    """A component that saves its memory must also restore it, or a resumed run would silently drift."""
+    saves, restores = hasattr(component, "state_dict"), hasattr(component, "load_state_dict")
+    if saves != restores:
+        has, lacks = ("state_dict", "load_state_dict") if saves else ("load_state_dict", "state_dict")
+        raise TypeError(f"{name} {component!r} defines {has} but not {lacks}: a component with memory across "
+                        "rounds defines both (what to save, how to restore it), one without defines neither")
+
+
+def _state_of(component: object) -> Any:
+    """A stateful component's memory (`state_dict()`), None for a component without one."""
+    return component.state_dict() if hasattr(component, "state_dict") else None  # type: ignore[attr-defined]
+
+
+def _restore(component: object, state: Any) -> None:
+    if hasattr(component, "load_state_dict"):
+        component.load_state_dict(state)  # type: ignore[attr-defined]
+
+
+def _require(state: Mapping[str, Any], keys: Sequence[str], side: str) -> None:
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ValueError(f"the saved {side} state lacks {missing}: it was not written by this fedlib's "
+                         f"state_dict (keys found: {sorted(state)})")
+
+
+def _check_components(model_fn: Callable[[], nn.Module], data: FederatedData, algorithm: Algorithm,
+                      local: LocalTraining | None, uplink: Link | None, downlink: Link | None, hooks: Sequence[Hook],
+                      client_behavior: ClientBehavior | None, loss_fn: LossFn) -> None:
+    """The run's objects are what the loop calls, checked where they enter rather than where they first fail."""
+    if isinstance(model_fn, nn.Module) or not callable(model_fn):
+        raise ValueError(f"model_fn must be a function that builds a fresh model (the run seeds its initial weights), "
+                         f"e.g. lambda: build_model('mlp', data.dataset.input_shape, data.dataset.num_classes); "
+                         f"got {type(model_fn).__name__}")
+    instance("data", data, FederatedData, "FederatedData(dataset, client_indices), e.g. from a partitioner")
+    instance("algorithm", algorithm, Algorithm, "an algorithm object, e.g. FedAvg() or "
+             f"fedlib.algorithms.make_algorithm({algorithm!r})" if isinstance(algorithm, str) else "e.g. FedAvg()")
+    instance("local", local, (LocalTraining, type(None)), "LocalTraining(lr=..., batch_size=..., epochs=...)")
+    for name, link in (("uplink", uplink), ("downlink", downlink)):
+        instance(name, link, (Link, type(None)), f"Link(codec={link!r})" if isinstance(link, str) else "e.g. Link()")
+    if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Sequence) or not all(callable(h) for h in hooks):
+        raise ValueError(f"hooks must be a list of callables hook(params, info) -> (params, diagnostics), got {hooks!r}")
+    if client_behavior is not None and not callable(client_behavior):
+        raise ValueError(f"client_behavior must be None or a callable behavior(ctx, received, trained, gen), got "
+                         f"{client_behavior!r}")
+    if not callable(loss_fn):
+        raise ValueError(f"loss_fn must be a callable loss_fn(outputs, targets) -> per-sample losses, got {loss_fn!r}")
+
+
+def _check_model_fits(model: nn.Module, ds: Dataset, x: torch.Tensor, y: torch.Tensor, loss_fn: LossFn) -> None:
+    """One forward pass on one training sample, in eval mode without gradients (no random draw, no buffer
+    update, so the run is unchanged): a model built for other inputs or another number of classes is named here."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(x[:1])
+    except Exception as err:  # whatever the model raises on inputs it was not built for
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"model_fn's model ({type(model).__name__}) cannot take the inputs of dataset {ds.name!r} "
+                         f"(input_shape {tuple(ds.input_shape)}): {reason}; build it for them, e.g. build_model(name, "
+                         "data.dataset.input_shape, data.dataset.num_classes)") from err
+    finally:
+        model.train(was_training)
+    if loss_fn is cross_entropy and not y.is_floating_point() and tuple(out.shape) != (1, ds.num_classes):
+        raise ValueError(f"model_fn's model ({type(model).__name__}) gives outputs of shape {tuple(out.shape[1:])} per "
+                         f"sample, but dataset {ds.name!r} has {ds.num_classes} classes (cross-entropy needs one "
+                         f"logit per class): build it with num_classes={ds.num_classes}")
 
 
 def _check_options(rounds: int, executor: str, threads: Union[int, str], downlink_receivers: str,

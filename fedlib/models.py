@@ -23,6 +23,7 @@ stacked client parameters works on it.
 """
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 
@@ -31,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedlib.registry import MODELS
+from fedlib.validate import count, counts, real
 
 __all__ = [
     "build_model", "available_models", "count_parameters", "kaiming_normal_fan_in_",
@@ -57,6 +59,13 @@ def _image_shape(input_shape: Sequence[int], model: str, accepts: str) -> tuple[
 def _check_spatial(sizes: Sequence[int], input_shape: Sequence[int], model: str, accepts: str) -> None:
     if min(sizes) < 1:
         raise ValueError(f"{model} accepts (C, H, W) with {accepts}; input_shape {tuple(input_shape)} is too small")
+
+
+def _two_widths(name: str, widths: Sequence[int]) -> tuple[int, int]:
+    values = counts(name, widths)
+    if len(values) != 2:
+        raise ValueError(f"{name} must be two conv widths (first, second), got {widths!r}")
+    return values[0], values[1]
 
 
 def _as_images(x: torch.Tensor, input_shape: tuple[int, ...]) -> torch.Tensor:
@@ -100,7 +109,7 @@ class MLP(nn.Module):
     def __init__(self, input_shape: Sequence[int], num_classes: int, hidden: Sequence[int] = (128,),
                  bias: bool = True):
         super().__init__()
-        dims = [math.prod(input_shape), *[int(h) for h in hidden], num_classes]
+        dims = [math.prod(input_shape), *counts("mlp hidden (layer widths)", hidden), num_classes]
         self.layers = nn.ModuleList(nn.Linear(a, b, bias=bias) for a, b in zip(dims[:-1], dims[1:]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -127,7 +136,7 @@ class TacoMLP(MLP):
     def __init__(self, input_shape: Sequence[int], num_classes: int, hidden: Sequence[int] = (32, 16, 8),
                  dropout: float = 0.0):
         super().__init__(input_shape, num_classes, hidden=hidden)
-        self.dropout = dropout
+        self.dropout = real("taco_mlp dropout", dropout, low=0, high=1)
         for layer in self.layers:
             nn.init.normal_(layer.weight, 0.0, 0.1)
             nn.init.constant_(layer.bias, 0.1)
@@ -157,7 +166,8 @@ class SmallCNN(nn.Module):
         c, h, w = _image_shape(input_shape, "cnn", accepts)
         _check_spatial([h // 4, w // 4], input_shape, "cnn", accepts)
         self.input_shape = (c, h, w)
-        c1, c2 = channels
+        c1, c2 = _two_widths("cnn channels", channels)
+        hidden = count("cnn hidden", hidden)
         self.conv1 = nn.Conv2d(c, c1, 3, padding=1)
         self.conv2 = nn.Conv2d(c1, c2, 3, padding=1)
         self.fc1 = nn.Linear(c2 * (h // 4) * (w // 4), hidden)
@@ -183,6 +193,7 @@ class FedShiftCNN2(nn.Module):
         super().__init__()
         accepts = "H, W >= 6"
         c, h, w = _image_shape(input_shape, "fedshift_cnn2", accepts)
+        channels, hidden = count("fedshift_cnn2 channels", channels), count("fedshift_cnn2 hidden", hidden)
         sizes = []
         for s in (h, w):
             s = _conv_out(s, 5, p=1)
@@ -276,7 +287,7 @@ class FedAQCNN7(nn.Module):
         c, h, w = _image_shape(input_shape, "fedaq_cnn7", accepts)
         _check_spatial([h // 4, w // 4], input_shape, "fedaq_cnn7", accepts)
         self.input_shape = (c, h, w)
-        self.dropout = dropout
+        self.dropout = real("fedaq_cnn7 dropout", dropout, low=0, high=1)
         self.conv1 = nn.Conv2d(c, 48, 3, padding=1)
         self.conv2 = nn.Conv2d(48, 96, 3, padding=1)
         self.conv3 = nn.Conv2d(96, 192, 3, padding=1)
@@ -341,6 +352,7 @@ class FemnistCNN(nn.Module):
         super().__init__()
         accepts = "H, W >= 4"
         c, h, w = _image_shape(input_shape, "femnist_cnn", accepts)
+        hidden = count("femnist_cnn hidden", hidden)
         _check_spatial([h // 4, w // 4], input_shape, "femnist_cnn", accepts)
         self.input_shape = (c, h, w)
         self.conv1 = nn.Conv2d(c, 32, 5, padding=2)
@@ -391,6 +403,10 @@ class ResNet18CIFAR(nn.Module):
         super().__init__()
         if norm not in ("batch", "group"):
             raise ValueError(f"norm must be 'batch' or 'group', got {norm!r}")
+        groups = count("resnet18_cifar groups", groups)
+        if norm == "group" and 64 % groups:
+            raise ValueError(f"resnet18_cifar groups must divide 64 (every block's channels are multiples of 64), "
+                             f"got {groups}")
         accepts = "H, W >= 1"
         c, h, w = _image_shape(input_shape, "resnet18_cifar", accepts)
         _check_spatial([h, w], input_shape, "resnet18_cifar", accepts)
@@ -426,6 +442,8 @@ class CharLSTM(nn.Module):
         super().__init__()
         if len(input_shape) != 1:
             raise ValueError(f"char_lstm takes token sequences: input_shape must be (L,); got {tuple(input_shape)}")
+        embed_dim, hidden = count("char_lstm embed_dim", embed_dim), count("char_lstm hidden", hidden)
+        num_layers = count("char_lstm num_layers", num_layers)
         self.embed = nn.Embedding(num_classes, embed_dim)
         self.lstm = nn.LSTM(embed_dim, hidden, num_layers=num_layers, batch_first=True)
         self.fc = nn.Linear(hidden, num_classes)
@@ -457,15 +475,26 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, *, in
         raise ValueError(f"unknown model {name!r}; available: {', '.join(available_models())}")
     if init not in _INITS:
         raise ValueError(f"unknown init {init!r}; choose from {_INITS}")
-    input_shape = tuple(int(v) for v in input_shape)
-    if not input_shape or min(input_shape) < 1:
-        raise ValueError(f"input_shape must be non-empty with positive sizes, got {input_shape}")
-    if int(num_classes) < 1:
-        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+    input_shape = counts("input_shape (sizes without the batch dimension)", input_shape, allow_empty=False)
+    num_classes = count("num_classes", num_classes)
+    seed = None if seed is None else count("seed (None or an integer >= 0)", seed, low=0)
+    _check_kwargs(name, kwargs)
     with torch.random.fork_rng(devices=[], enabled=seed is not None):
         if seed is not None:
             torch.manual_seed(seed)
-        model = MODELS[name](input_shape, int(num_classes), **kwargs)
+        model = MODELS[name](input_shape, num_classes, **kwargs)
         if init == "kaiming_normal_fan_in":
             kaiming_normal_fan_in_(model)
     return model
+
+
+def _check_kwargs(name: str, kwargs: dict) -> None:
+    """A keyword the model does not take is named with the ones it does."""
+    parameters = inspect.signature(MODELS[name]).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return  # it takes any keyword: the model itself checks them
+    takes = [p for p in parameters if p not in ("input_shape", "num_classes")]
+    unknown = sorted(set(kwargs) - set(takes))
+    if unknown:
+        raise ValueError(f"model {name!r} takes no argument {', '.join(map(repr, unknown))}; its arguments: "
+                         f"{', '.join(takes) or 'none'}")

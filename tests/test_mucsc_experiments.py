@@ -105,8 +105,8 @@ def test_stc_reports_the_accuracy_of_the_model_the_clients_hold(tmp_path):
     res = run_federation(model_fn, data, FedAvg(), 2, local=LocalTraining(lr=0.5, batch_size=8, steps=5), sampler=3,
                          uplink=up, downlink=down, downlink_receivers="all", progress=False, checkpoint=Keep())
     model = model_fn()
-    held = evaluate(model, saved["held"], {}, ds.x_test, ds.y_test)[0]
-    server = evaluate(model, saved["w"], {}, ds.x_test, ds.y_test)[0]
+    held = evaluate(model, saved["server"]["held"], {}, ds.x_test, ds.y_test)[0]
+    server = evaluate(model, saved["server"]["w"], {}, ds.x_test, ds.y_test)[0]
     assert held != server  # the two models differ on this run
     assert res.rounds["test_acc"].iloc[0] == held
 

@@ -104,7 +104,7 @@ def test_a_killed_run_resumes_exactly(tmp_path):
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     checkpoint = store.checkpoint(spec, 2)
     assert checkpoint.path.exists() and not store.has(spec)
-    assert len(json.loads(checkpoint.load()["history"])) == 4  # rounds 1-4 survived the kill
+    assert len(json.loads(checkpoint.load()["server"]["history"])) == 4  # rounds 1-4 survived the kill
     resumed = execute(spec, store, checkpoint_every=2)
     assert not checkpoint.path.exists()
     uninterrupted = execute(spec, RunStore(tmp_path / "fresh"), checkpoint_every=100)

@@ -10,12 +10,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from fedlib.validate import count, int_array, real
+from fedlib.validate import rng as as_rng
+
 Rng = np.random.Generator | int
 
 
 def _check_clients(num_clients: int, n: int) -> None:
-    if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
-        raise ValueError(f"num_clients must be a positive integer, got {num_clients}")
+    if isinstance(num_clients, bool) or not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
+        raise ValueError(f"num_clients must be a positive integer, got {num_clients!r}")
     if num_clients > n:
         raise ValueError(f"cannot split {n} samples across {num_clients} clients")
 
@@ -35,7 +38,7 @@ def iid(labels: np.ndarray, num_clients: int, rng: Rng) -> list[np.ndarray]:
     """Shuffle all indices and cut them into `num_clients` near-equal parts (sizes differ by <= 1)."""
     labels = _labels(labels)
     _check_clients(num_clients, len(labels))
-    perm = np.random.default_rng(rng).permutation(len(labels))
+    perm = as_rng("rng", rng).permutation(len(labels))
     return _sorted(np.array_split(perm, num_clients))
 
 
@@ -50,12 +53,12 @@ def dirichlet(labels: np.ndarray, num_clients: int, alpha: float, rng: Rng, min_
     labels = _labels(labels)
     n = len(labels)
     _check_clients(num_clients, n)
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha}")
-    if min_size < 0 or min_size * num_clients > n:
+    alpha = real("dirichlet alpha (the concentration)", alpha, low=0, low_inclusive=False)
+    min_size, max_tries = count("min_size", min_size, low=0), count("max_tries", max_tries)
+    if min_size * num_clients > n:
         raise ValueError(f"min_size={min_size} per client is impossible with {n} samples "
                          f"and {num_clients} clients")
-    rng = np.random.default_rng(rng)
+    rng = as_rng("rng", rng)
     classes = [np.flatnonzero(labels == c) for c in np.unique(labels)]
     for _ in range(max_tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
@@ -82,11 +85,12 @@ def shards(labels: np.ndarray, num_clients: int, shards_per_client: int, rng: Rn
     """
     labels = _labels(labels)
     _check_clients(num_clients, len(labels))
+    shards_per_client = count("shards_per_client", shards_per_client)
     num_shards = num_clients * shards_per_client
-    if shards_per_client < 1 or num_shards > len(labels):
-        raise ValueError(f"shards_per_client={shards_per_client} must be >= 1 and "
-                         f"num_clients * shards_per_client <= {len(labels)} samples")
-    rng = np.random.default_rng(rng)
+    if num_shards > len(labels):
+        raise ValueError(f"shards_per_client={shards_per_client}: num_clients * shards_per_client must be "
+                         f"<= {len(labels)} samples")
+    rng = as_rng("rng", rng)
     perm = rng.permutation(len(labels))  # random order within each label
     by_label = perm[np.argsort(labels[perm], kind="stable")]
     pieces = np.array_split(by_label, num_shards)
@@ -105,14 +109,16 @@ def labels_per_client(labels: np.ndarray, num_clients: int, k: int | Sequence[in
     labels = _labels(labels)
     _check_clients(num_clients, len(labels))
     classes, counts = np.unique(labels, return_counts=True)
-    ks = np.full(num_clients, k, dtype=np.int64) if np.ndim(k) == 0 else np.asarray(k, dtype=np.int64)
+    ks = (np.full(num_clients, count("k (labels per client)", k), dtype=np.int64) if np.ndim(k) == 0
+          else int_array("k (labels per client)", k))
+    max_tries = count("max_tries", max_tries)
     if ks.shape != (num_clients,):
         raise ValueError(f"k must be an int or a sequence of {num_clients} ints, got {len(ks)} values")
     if ks.min() < 1 or ks.max() > len(classes):
         raise ValueError(f"every k must be in [1, {len(classes)}] (the number of classes), got {ks.tolist()}")
     if ks.sum() < len(classes):
         raise ValueError(f"{ks.sum()} label slots cannot cover {len(classes)} classes")
-    rng = np.random.default_rng(rng)
+    rng = as_rng("rng", rng)
     for _ in range(max_tries):
         sets = [rng.choice(len(classes), size=kj, replace=False) for kj in ks]
         if len(np.unique(np.concatenate(sets))) == len(classes):
@@ -145,7 +151,7 @@ def from_indices(parts: Sequence[Sequence[int]], n: int, allow_overlap: bool = F
     `allow_overlap=True` accepts a sample on several clients (FedShift's shard split gives each
     shard to two clients); repeats within one client are always an error.
     """
-    out = _sorted(parts)
+    out = _sorted([int_array(f"parts[{j}] (client {j}'s sample indices)", p) for j, p in enumerate(parts)])
     if not out:
         raise ValueError("need at least one client")
     for j, p in enumerate(out):
@@ -173,12 +179,12 @@ def natural(labels: np.ndarray, num_clients: int, rng: Rng, groups: np.ndarray |
     if len(groups) != len(np.asarray(labels)):
         raise ValueError(f"groups has {len(groups)} entries for {len(labels)} labels")
     parts = by_group(groups)
-    if num_clients > len(parts) or num_clients < 1:
+    if count("num_clients", num_clients) > len(parts):
         raise ValueError(f"num_clients must be in [1, {len(parts)}] (the number of groups), "
                          f"got {num_clients}")
     if num_clients == len(parts):
         return parts
-    chosen = np.sort(np.random.default_rng(rng).choice(len(parts), size=num_clients, replace=False))
+    chosen = np.sort(as_rng("rng", rng).choice(len(parts), size=num_clients, replace=False))
     return [parts[g] for g in chosen]
 
 

@@ -4,17 +4,17 @@ A train message carries the run spec (JSON), the round, the fedlib client id, th
 after the downlink (and the model's buffers), the algorithm's declared view and the record rows so far (a
 loss-driven codec policy reads them). The client trains with its own keyed streams, encodes its upload with
 the link's codec and its stream ("uplink", round, client) and replies with the decoded update, its extras
-and its record row with the exact bits of the message the codec produced. What it keeps between rounds, the
-algorithm's client state, its error-feedback residual and a client behaviour's memory, lives in its Flower
-`Context.state` (kept per node by a SuperNode, and by the simulation engine between rounds), one entry per
-run spec, so one ServerApp may run several specs on the same nodes.
+and its record row with the exact bits of the message the codec produced. What it keeps between rounds is
+the client side's `state_dict()` (the same state a checkpoint saves: the algorithm's client state, its
+error-feedback residual, a client behaviour's memory), held in its Flower `Context.state` (kept per node by
+a SuperNode, and by the simulation engine between rounds), one entry per run spec, so one ServerApp may run
+several specs on the same nodes.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import time
-from typing import Any
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -51,15 +51,10 @@ def train(msg: Message, context: Context) -> Message:
     if client != partition_id(context):
         raise ValueError(f"node {context.node_id} holds partition {partition_id(context)} but was sent the work of "
                          f"client {client}")
-    plan, fed, fresh_behavior = client_federation(str(cfg["spec"]), str(cfg["root"]) or None)
+    plan, fed, fresh = client_federation(str(cfg["spec"]), str(cfg["root"]) or None)
     side, device = fed.clients, fed.server.device
     key = STATE_PREFIX + hashlib.sha256(str(cfg["spec"]).encode()).hexdigest()[:16]
-    saved: dict[str, Any] = from_blob(context.state[key]["blob"]) if key in context.state else {}
-    side.states = {client: saved["algorithm"]} if "algorithm" in saved else {}
-    side.up.residuals = {client: saved["residual"]} if "residual" in saved else {}
-    behavior = side.behavior
-    if behavior is not None and hasattr(behavior, "load_state_dict"):
-        behavior.load_state_dict(saved.get("behavior", fresh_behavior))
+    side.load_state_dict(from_blob(context.state[key]["blob"] if key in context.state else fresh))
     received = from_arrays(msg.content["model"], device)
     start = RoundStart(RoundContext(r, plan.num_clients, device=device), np.array([client]), received,
                        from_blob(cfg["view"], device), time.perf_counter())
@@ -68,12 +63,7 @@ def train(msg: Message, context: Context) -> Message:
         jobs, outcomes = side.train(start, from_arrays(msg.content["buffers"], device))
         t_train = time.perf_counter() - t_train
         (reply,) = side.replies(start, jobs, outcomes, json.loads(str(cfg["history"])))
-    keep = {"algorithm": side.states[client]}
-    if client in side.up.residuals:
-        keep["residual"] = side.up.residuals[client]
-    if behavior is not None and hasattr(behavior, "state_dict"):
-        keep["behavior"] = behavior.state_dict()
-    context.state[key] = ConfigRecord({"blob": to_blob(keep)})
+    context.state[key] = ConfigRecord({"blob": to_blob(side.state_dict())})  # this client's state only: all it loaded
     res = reply.result
     content = RecordDict({
         "update": to_arrays(res.update), "buffers": to_arrays(reply.buffers),

@@ -4,9 +4,9 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
 
 from fedlib.federation import Federation, open_federation
+from fedlib.flower.wire import to_blob
 from fedlib.runs import RunPlan, RunSpec, build_run
 
 
@@ -19,13 +19,12 @@ def open_spec(spec: RunSpec, root: str | Path | None = None) -> tuple[RunPlan, F
 
 
 @functools.lru_cache(maxsize=4)
-def client_federation(spec_json: str, root: str | None) -> tuple[RunPlan, Federation, Any]:
-    """One federation per spec and process, for the client app, with its client behaviour's fresh state: it
-    carries no client's state between calls (each call loads its client's own state from the Flower context,
-    or the fresh one, and saves it back)."""
+def client_federation(spec_json: str, root: str | None) -> tuple[RunPlan, Federation, bytes]:
+    """One federation per spec and process, for the client app, with its client side's fresh state (as a
+    `wire` blob, so no call can write into it): the federation carries no client's state between calls (each
+    call loads its client's own state from the Flower context, or the fresh one, and saves it back)."""
     plan, fed = open_spec(RunSpec.from_json(json.loads(spec_json)), root)
-    behavior = fed.clients.behavior
-    return plan, fed, behavior.state_dict() if hasattr(behavior, "state_dict") else None
+    return plan, fed, to_blob(fed.clients.state_dict())
 
 
 def spec_json(spec: RunSpec) -> str:
