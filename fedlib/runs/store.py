@@ -6,9 +6,9 @@ fedlib version: `fedlib.runs.entry`); `<root>/in-progress/<key>.pt` holds a runn
 The key hashes the spec and `fedlib.runs.fingerprint.key_context`: the code the spec's run reaches (its
 engine, plan, algorithm, codecs, model and loader, without comments or docstrings), the contents of the data
 files it reads, the torch version, device type, CPU kernel capability and, where torch picks it, the thread
-count. A change there
-makes the entries it could affect stale (recomputed on the next request, never silently reused); what the
-run does not reach (display helpers, record readers, other papers and components, notebooks) does not.
+count. A change there makes the entries it could affect stale (recomputed on the next request, never silently
+reused); what the run does not reach (display helpers, record readers, other papers and components, notebooks)
+does not.
 
 A store is marked by its `.fedlib-run-store` file (`MARKER`, written with its first entry): the store commands
 (`python -m fedlib.runs`) refuse a folder without it, and treat as entries only folders named as a key.
