@@ -2,7 +2,7 @@
 
     python scripts/reproduce.py --profile cpu                    # the main job (default)
     python scripts/reproduce.py --profile gpu --only taco        # one notebook
-    python scripts/reproduce.py --only quickstart -p rounds 60 -p seeds "[0, 1]"   # overrides (YAML values)
+    python scripts/reproduce.py --only quickstart -p rounds 60 -p seeds "[0, 1]"   # overrides (strict YAML 1.2)
     python scripts/reproduce.py --profile cpu --workers 2        # two runs at a time
     python scripts/reproduce.py --profile full --executor ray --ray-address auto    # runs as Ray tasks
     python scripts/reproduce.py --profile full --only fedshift --select seed=0      # part of a grid
@@ -13,8 +13,9 @@ Three phases, each printed as it starts:
 1. plan: each selected notebook's run specs under the profile (notebooks/profiles/<notebook>/<profile>.yaml, then
    `-p` overrides), de-duplicated across notebooks; runs, local SGD steps and store hits per notebook; every
    dataset the plan reads is checked, and a missing one stops everything before any run, naming where it goes;
-2. compute: the runs not yet in the store (`results/runs/`), with a progress bar over runs (done/total, ETA) and,
-   with one worker, over the current run's rounds; `--workers N` processes or Ray tasks;
+2. compute: the runs not yet in the store (`results/runs/`), each from the data root its key names, with a progress
+   bar over runs (done/total, ETA) and, with one worker, over the current run's rounds; `--workers N` processes
+   (at most min(runs, 2 x cores)) or Ray tasks;
 3. render: each notebook executed with papermill; it finds every run in the store and builds its tables,
    figures and claims into results/<profile>/<notebook>/.
 Interrupting any phase and running the same command again continues where it stopped (finished runs are in the
@@ -353,7 +354,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="judge every notebook's claims again from the evidence its last rendering saved "
                              "(results/<profile>/<notebook>/evidence/): no run computed, no notebook executed")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                        help="override a parameter in every selected notebook (VALUE is read as YAML)")
+                        help="override a parameter in every selected notebook (VALUE is read as strict YAML 1.2: "
+                             "1e6 a number; 010, 1:5, anchors and aliases refused)")
     return parser.parse_args(argv)
 
 
