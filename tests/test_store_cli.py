@@ -196,7 +196,11 @@ def _rewrite_archive(archive, edited, edit) -> None:
             out.addfile(member, io.BytesIO(data))
 
 
-def test_an_edited_record_with_a_rehashed_manifest_is_rejected(store, tmp_path, capsys):
+def test_an_edited_record_with_a_rehashed_manifest_and_another_context_is_rejected(store, tmp_path, capsys):
+    """The key covers the spec and the context (code, data, environment), not the records: records edited with
+    their manifest rehashed under an unchanged spec and context cannot be told from computed ones (such entries
+    keep their origin and REPORT.md names the notebooks resting on them); one whose context was edited too is
+    rejected."""
     import hashlib
 
     archive, edited = tmp_path / "grid.tar", tmp_path / "edited.tar"
