@@ -6,14 +6,16 @@
 
 `scripts/reproduce.py` (plan phase, `--select`) and `fedlib.dryrun` read grids through these functions only, so
 both see the same parameters and count steps the same way. Values in profile files and `-p` options are YAML,
-read with `read_yaml`, which also takes exponent numbers without a dot (`1e6`, `5e-4`) as numbers (YAML 1.1,
-PyYAML's dialect, reads them as strings).
+read strictly with `read_yaml`: YAML 1.2 numbers (`1e6`, `5e-4` are numbers; PyYAML's YAML 1.1 reads them as
+strings), an error for the YAML 1.1 forms whose meaning changed (`010` octal, `1:5` base 60), no anchors or
+aliases, no duplicated keys, and every error naming the file or option and the line.
 """
 from __future__ import annotations
 
 import importlib
 import math
 import re
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,19 +32,83 @@ from fedlib.runs.spec import RunSpec
 BUNDLED_DATASETS = ("digits", "mnist5k", "synthetic")
 
 
+class YamlValueError(ValueError):
+    """A YAML value that cannot be read strictly; the message names where (the option or the file) and the line."""
+
+
+_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$|^0o[0-7]+$|^0x[0-9a-fA-F]+$")
+_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$")
+# Plain scalars YAML 1.1 (PyYAML's dialect) reads as numbers and YAML 1.2 does not, or as other numbers:
+# a leading zero (010: octal 8), base 60 (1:5 = 65), digit separators (1_000), binary (0b11).
+_AMBIGUOUS = re.compile(r"^[-+]?0[0-9_]+(?:\.[0-9_]*)?$|^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$"
+                        r"|^[-+]?[0-9][0-9_]*_[0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?$|^[-+]?0b[01_]+$")
+
+
 class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, plus YAML 1.2's floats: `1e6`, `-3E-4`, `2.5e+3`."""
+    """A safe loader with YAML 1.2's core schema: numbers as YAML 1.2 reads them (`1e6` a float), booleans only
+    true/false, the YAML 1.1 numbers whose meaning changed (`010`, `1:5`, `1_000`) refused, no anchors or aliases
+    (a few bytes of aliases expand to gigabytes), no duplicated keys."""
+
+    yaml_implicit_resolvers: dict = {}  # replaces SafeLoader's YAML 1.1 resolvers (add_implicit_resolver copies)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(None, None, "anchors and aliases (& and *) are not accepted: write "
+                                              "the value out", event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} appears twice (first at line "
+                                                        f"{seen[key].line + 1}): keep one", key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."))
+def _strict_int(loader: _Loader, node: Any) -> int:
+    return int(loader.construct_scalar(node), 0)
 
 
-def read_yaml(text: str) -> Any:
-    """`text` as YAML (safe: data only), with exponent numbers such as `1e6` read as floats."""
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+def _strict_float(loader: _Loader, node: Any) -> float:
+    text = loader.construct_scalar(node).lower().replace(".inf", "inf").replace(".nan", "nan")
+    return float(text)
+
+
+def _ambiguous(loader: _Loader, node: Any) -> None:
+    text = loader.construct_scalar(node)
+    raise yaml.constructor.ConstructorError(None, None, f"{text!r} is read differently by YAML versions (YAML 1.1: "
+                                            "octal, base 60 or digit separators): write the number plainly (10, 65, "
+                                            f"1000), or quote it ('{text}') for a string", node.start_mark)
+
+
+# first: a resolver that matches claims the scalar
+_Loader.add_implicit_resolver("tag:fedlib,ambiguous-number", _AMBIGUOUS, list("-+0123456789"))
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
+_Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""])
+_Loader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+_Loader.add_constructor("tag:yaml.org,2002:int", _strict_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _strict_float)
+_Loader.add_constructor("tag:fedlib,ambiguous-number", _ambiguous)
+
+
+def read_yaml(text: str, source: str) -> Any:
+    """`text` as YAML (safe: data only; see `_Loader`). `source` names where the text comes from (a file, an
+    option) in the `YamlValueError` raised for anything it cannot read."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f"{source}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else source
+        context = f" ({err.context})" if err.context else ""
+        raise YamlValueError(f"{where}: {err.problem}{context}") from None
+    except yaml.YAMLError as err:
+        raise YamlValueError(f"{source}: not readable as YAML ({err})") from None
 
 
 def profile_path(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> Path:
@@ -59,7 +125,7 @@ def profile_values(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> 
     path = profile_path(notebook, profile, notebooks)
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: notebook {notebook!r} has no {profile!r} profile")
-    values = read_yaml(path.read_text()) or {}
+    values = read_yaml(path.read_text(), str(path)) or {}
     if not isinstance(values, dict):
         raise ValueError(f"{path}: a profile is a mapping of parameter names to values, got {type(values).__name__}")
     params_class(notebook).from_mapping(values, f"notebook '{notebook}', {path}")

@@ -2,7 +2,7 @@
 
     python scripts/reproduce.py --profile cpu                    # the main job (default)
     python scripts/reproduce.py --profile gpu --only taco        # one notebook
-    python scripts/reproduce.py --only quickstart -p rounds 60 -p seeds "[0, 1]"   # overrides (YAML values)
+    python scripts/reproduce.py --only quickstart -p rounds 60 -p seeds "[0, 1]"   # overrides (strict YAML 1.2)
     python scripts/reproduce.py --profile cpu --workers 2        # two runs at a time
     python scripts/reproduce.py --profile full --executor ray --ray-address auto    # runs as Ray tasks
     python scripts/reproduce.py --profile full --only fedshift --select seed=0      # part of a grid
@@ -13,8 +13,9 @@ Three phases, each printed as it starts:
 1. plan: each selected notebook's run specs under the profile (notebooks/profiles/<notebook>/<profile>.yaml, then
    `-p` overrides), de-duplicated across notebooks; runs, local SGD steps and store hits per notebook; every
    dataset the plan reads is checked, and a missing one stops everything before any run, naming where it goes;
-2. compute: the runs not yet in the store (`results/runs/`), with a progress bar over runs (done/total, ETA) and,
-   with one worker, over the current run's rounds; `--workers N` processes or Ray tasks;
+2. compute: the runs not yet in the store (`results/runs/`), each from the data root its key names, with a progress
+   bar over runs (done/total, ETA) and, with one worker, over the current run's rounds; `--workers N` processes
+   (at most min(runs, 2 x cores)) or Ray tasks;
 3. render: each notebook executed with papermill; it finds every run in the store and builds its tables,
    figures and claims into results/<profile>/<notebook>/.
 Interrupting any phase and running the same command again continues where it stopped (finished runs are in the
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import difflib
 import importlib
 import json
 import os
@@ -61,7 +61,10 @@ from fedlib.grids import BUNDLED_DATASETS, client_steps, datasets_named, noteboo
 from fedlib.paper_params import PaperParams, ParameterError, check_names, params_class
 from fedlib.report import collect_report
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
-from fedlib.runs.pool import default_workers
+from fedlib.runs.archive import origin
+from fedlib.runs.entry import write_atomic
+from fedlib.runs.pool import default_workers, worker_cap
+from fedlib.runs.selection import check_selection
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -87,7 +90,7 @@ def absolute(path: str | Path) -> Path:
 
 def parse_overrides(pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
     """`-p NAME VALUE` pairs as YAML values (`1e6` a number); runner-owned names refused; `data_root` made absolute."""
-    overrides = {name: read_yaml(value) for name, value in pairs}
+    overrides = {name: read_yaml(value, f"-p {name} {value!r}") for name, value in pairs}
     owned = sorted(set(overrides) & set(RUNNER_OWNED))
     if owned:
         raise UsageError("-p " + ", ".join(f"{n} is set by reproduce itself (use {RUNNER_OWNED[n]})" for n in owned))
@@ -104,40 +107,14 @@ def run_parameters(name: str, profile: str, overrides: Mapping[str, Any], inject
     return {**profile_values(name, profile, NOTEBOOKS), **overrides, **injected}
 
 
-def check_selection(selection: Mapping[str, Sequence[str]], specs: Sequence[RunSpec]) -> None:
-    """Raise UsageError for a key no spec has, or a value no spec has for its key, listing the valid ones."""
-    known: dict[str, set[str]] = {}
-    for spec in specs:
-        for key, value in spec.fields_for_selection().items():
-            known.setdefault(key, set()).add(value)
-    problems = []
-    for key, values in selection.items():
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            problems.append(f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-                            + f"; keys: {', '.join(sorted(known))}")
-            continue
-        valid = {v.casefold(): v for v in known[key]}
-        for value in values:
-            if value.casefold() not in valid:
-                close = difflib.get_close_matches(value.casefold(), valid, n=1)
-                shown = sorted(known[key])
-                listing = ", ".join(shown[:40]) + (f", ... ({len(shown)} in all)" if len(shown) > 40 else "")
-                problems.append(f"{key}={value} matches no run" + (f" (did you mean {valid[close[0]]!r}?)" if close
-                                else "") + f"; values of {key}: {listing}")
-    if problems:
-        raise UsageError("--select: " + "; ".join(problems))
-    if not any(spec.matches(selection) for spec in specs):
-        raise UsageError(f"--select: no run has all of {dict(selection)} at once")
-
-
 @dataclass
 class NotebookPlan:
     name: str
     params: PaperParams
     specs: list[RunSpec]
     steps: int = 0
-    stored: int = 0
+    stored: int = 0  # of its runs, how many the store already holds
+    shared: dict[str, int] = field(default_factory=dict)  # earlier notebook -> runs of its that this one reads too
 
 
 @dataclass
@@ -148,6 +125,14 @@ class Plan:
     @property
     def specs(self) -> list[RunSpec]:
         return list(dict.fromkeys(s for nb in self.notebooks for s in nb.specs))
+
+    def by_data_root(self) -> dict[str | None, list[RunSpec]]:
+        """The plan's runs grouped by the data root their notebook reads (its `data_root` parameter): each group
+        is keyed and computed from that root."""
+        groups: dict[str | None, list[RunSpec]] = {}
+        for nb in self.notebooks:
+            groups.setdefault(nb.params.data_root, []).extend(nb.specs)
+        return {root: list(dict.fromkeys(specs)) for root, specs in groups.items()}
 
 
 def plan_runs(names: Sequence[str], parameters: Mapping[str, PaperParams], store: RunStore,
@@ -177,10 +162,31 @@ def missing_datasets(plan: Plan) -> list[str]:
     return lines
 
 
-def count_steps(plan: Plan, store: RunStore) -> None:
-    """Store hits and local SGD steps per notebook; building every run here stops a bad parameter before any run."""
+THREADS_PER_CORE = 4  # more intra-op threads than this per core only slow a run; torch crashes on thousands
+
+
+def check_threads(plan: Plan) -> None:
+    """UsageError for a run asking for more torch threads than this machine can sensibly run."""
+    cap = (os.cpu_count() or 1) * THREADS_PER_CORE
     for nb in plan.notebooks:
-        nb.stored = sum(store.has(s) for s in nb.specs)
+        asked = {s.get("loop").get("threads") for s in nb.specs} - {None, "auto"}
+        too_many = sorted(t for t in asked if isinstance(t, int) and t > cap)
+        if too_many:
+            raise UsageError(f"notebook '{nb.name}': threads {too_many[-1]} is more than this machine runs "
+                             f"({os.cpu_count()} CPU cores: at most {cap}); set -p threads to 1..{cap} or auto")
+
+
+def count_steps(plan: Plan, store: RunStore) -> None:
+    """Store hits, runs shared with an earlier notebook of the plan, and local SGD steps per notebook; building
+    every run here stops a bad parameter before any run."""
+    first: dict[RunSpec, str] = {}  # a run not in the store -> the first notebook of the plan that computes it
+    for nb in plan.notebooks:
+        reading = store.reading(nb.params.data_root)
+        for spec in nb.specs:
+            if reading.has(spec):
+                nb.stored += 1
+            elif first.setdefault(spec, nb.name) != nb.name:
+                nb.shared[first[spec]] = nb.shared.get(first[spec], 0) + 1
         try:
             nb.steps = sum(client_steps(s, build_run(s, nb.params.data_root)) for s in nb.specs)
         except ValueError as err:
@@ -191,8 +197,22 @@ def print_plan(plan: Plan, profile: str) -> None:
     total = plan.specs
     print(f"== plan: profile {profile}, {len(plan.notebooks)} notebook(s), {len(total)} distinct runs", flush=True)
     for nb in plan.notebooks:
-        print(f"[{nb.name}] {len(nb.specs)} runs: {nb.stored} from the store, {len(nb.specs) - nb.stored} to compute;"
-              f" {nb.steps:,} local SGD steps", flush=True)
+        shared = "".join(f", {n} shared with {other} (computed there)" for other, n in nb.shared.items())
+        to_compute = len(nb.specs) - nb.stored - sum(nb.shared.values())
+        print(f"[{nb.name}] {len(nb.specs)} runs: {nb.stored} from the store{shared}, {to_compute} to compute; "
+              f"{nb.steps:,} local SGD steps", flush=True)
+
+
+def imported_runs(plan: Plan, store: RunStore) -> list[str]:
+    """One line per notebook whose runs (some or all) were imported from an archive rather than computed here."""
+    lines = []
+    for nb in plan.notebooks:
+        reading = store.reading(nb.params.data_root)
+        archives = [found["archive"] for s in nb.specs if (found := origin(reading.folder(s))) is not None]
+        if archives:
+            lines.append(f"Runs imported from another machine: [{nb.name}] {len(archives)} of {len(nb.specs)} "
+                         f"(from {', '.join(sorted(set(map(str, archives))))}); its claims rest on them.")
+    return lines
 
 
 def git(*args: str) -> str:
@@ -223,8 +243,22 @@ def failure(err: Exception) -> str:
 
 
 def write_stamp(out_dir: Path, status: str, seconds: float, note: str) -> None:
-    """out_dir/stamp.json: how the claims table beside it was made (REPORT.md reads it)."""
-    (out_dir / "stamp.json").write_text(json.dumps({"status": status, "seconds": round(seconds, 1), "stamp": note}))
+    """out_dir/stamp.json: how the claims table beside it was made (REPORT.md reads it); written whole or not at
+    all (a full disk leaves the earlier stamp)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(out_dir / "stamp.json", json.dumps({"status": status, "seconds": round(seconds, 1), "stamp": note}))
+
+
+def read_stamp(path: Path) -> dict[str, Any] | None:
+    """A stamp.json's fields, None if it is unreadable (an interrupted write before stamps were atomic)."""
+    try:
+        info = json.loads(path.read_text())
+        if isinstance(info, dict) and {"status", "seconds", "stamp"} <= set(info):
+            float(info["seconds"])
+            return info
+    except (OSError, ValueError, UnicodeDecodeError, TypeError):
+        pass
+    return None
 
 
 def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple[str, float]:
@@ -248,21 +282,28 @@ def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple
     return status, seconds
 
 
-def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequence[str]) -> Path:
-    """REPORT.md: every notebook of this profile with claims, marked rendered now or with its own earlier stamp."""
+def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequence[str],
+                 imported: Sequence[str] = ()) -> Path:
+    """REPORT.md: every notebook of this profile with claims, marked rendered now or with its own earlier stamp;
+    `imported`: lines saying which notebooks' runs were imported from another machine (`imported_runs`)."""
     lines = ["| notebook | status | minutes | rendered |", "|---|---|---|---|"]
     for path in sorted(profile_dir.glob("*/stamp.json")):
-        info = json.loads(path.read_text())
+        info = read_stamp(path)
+        if info is None:
+            print(f"reproduce: warning: {path} is not a readable stamp (empty or not JSON: an interrupted write?); "
+                  f"its notebook is listed as unknown: render {path.parent.name} again", file=sys.stderr)
+            info = {"status": f"unknown: unreadable {path}", "seconds": float("nan"), "stamp": "unknown"}
         when = "by this invocation" if path.parent.name in rendered else f"earlier: {info['stamp']}"
-        cells = [path.parent.name, info["status"], f"{info['seconds'] / 60:.1f}", when]
+        cells = [path.parent.name, info["status"], f"{float(info['seconds']) / 60:.1f}", when]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     try:
         claims = collect_report(profile_dir)
     except FileNotFoundError as err:
         claims = f"(no claims tables: {err})"
+    origins = "".join(f"\n\n{line}" for line in imported)
     report = results / "REPORT.md"
-    report.write_text(f"# Reproduction report\n\nThis invocation: {header}.\n\n## Notebooks\n\n" + "\n".join(lines)
-                      + "\n\n" + claims + "\n")
+    write_atomic(report, f"# Reproduction report\n\nThis invocation: {header}.{origins}\n\n## Notebooks\n\n"
+                 + "\n".join(lines) + "\n\n" + claims + "\n")
     return report
 
 
@@ -279,7 +320,7 @@ def judge_again(name: str, out_dir: Path, note: str) -> str:
     except EvidenceError as err:
         status = f"FAILED: {err}"
     stamp_file = out_dir / "stamp.json"
-    earlier = json.loads(stamp_file.read_text())["stamp"] if stamp_file.exists() else "unknown"
+    earlier = (read_stamp(stamp_file) or {"stamp": "unknown"})["stamp"]
     write_stamp(out_dir, status, time.perf_counter() - start,
                 f"claims judged again ({note}) from the evidence rendered {earlier}")
     print(f"[{name}] claims only: {status}", flush=True)
@@ -313,7 +354,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="judge every notebook's claims again from the evidence its last rendering saved "
                              "(results/<profile>/<notebook>/evidence/): no run computed, no notebook executed")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                        help="override a parameter in every selected notebook (VALUE is read as YAML)")
+                        help="override a parameter in every selected notebook (VALUE is read as strict YAML 1.2: "
+                             "1e6 a number; 010, 1:5, anchors and aliases refused)")
     return parser.parse_args(argv)
 
 
@@ -357,20 +399,27 @@ def main(argv: list[str] | None = None) -> int:
                   + "\n".join(missing) + f"\nThe quick and cpu profiles run on bundled data only "
                   f"({', '.join(BUNDLED_DATASETS)}): `PROFILE=cpu make reproduce`.", file=sys.stderr)
             return 2
+        check_threads(plan)
         count_steps(plan, store)
     except (UsageError, ParameterError, ValueError) as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
     print_plan(plan, args.profile)
 
+    todo = {root: [s for s in specs if not store.reading(root).has(s)] for root, specs in plan.by_data_root().items()}
+    count = sum(map(len, todo.values()))
     workers = args.workers or default_workers("cpu" if not _has_gpu() else "cuda")
-    todo = [s for s in plan.specs if not store.has(s)]
-    print(f"== compute: {len(todo)} runs ({args.executor}" + (f", {workers} worker(s))" if args.executor == "local"
-                                                                else ")"), flush=True)
-    if todo:
+    if workers > worker_cap(count):
+        print(f"--workers {workers}: {worker_cap(count)} started ({count} runs, {os.cpu_count()} CPU cores)", flush=True)
+        workers = worker_cap(count)
+    print(f"== compute: {count} runs ({args.executor}" + (f", {workers} worker(s))" if args.executor == "local"
+                                                           else ")"), flush=True)
+    for root, specs in todo.items():  # each computed from the data root its key names
+        if not specs:
+            continue
         try:
-            run_specs(todo, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
-                      progress=True)
+            run_specs(specs, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
+                      root=root, progress=True)
         except ConnectionError as err:  # a Ray cluster that does not answer
             print(f"reproduce: error: {err}", file=sys.stderr)
             return 2
@@ -381,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"== render: {len(names)} notebook(s)", flush=True)
     statuses = [render(name, given[name], results / args.profile / name, header)[0] for name in names]
-    report = write_report(results, results / args.profile, header, names)
+    report = write_report(results, results / args.profile, header, names, imported_runs(plan, store))
     print(f"wrote {report}")
     return 1 if any(s != "ok" for s in statuses) else 0
 

@@ -752,3 +752,50 @@ def test_a_gzip_bomb_is_refused_after_reading_at_most_the_cap(tmp_path, monkeypa
     csv.write_bytes(gzip.compress(b"1,2\n" * 1000))
     with pytest.raises(DatasetFileError, match=rf"^{csv}: holds more than 1000 bytes \(decompressed\)"):
         read_csv_gz(csv)
+
+
+def test_a_data_file_changed_under_a_running_process_is_read_again(tmp_path):
+    """A notebook kernel that loaded a dataset, then the file is replaced: the new arrays, not the cached ones."""
+    from fedlib.data.fabricate import fabricate
+
+    fabricate("fashion_mnist", tmp_path, n_train=40, n_test=10, seed=1)
+    first = load_dataset("fashion_mnist", root=tmp_path)
+    assert load_dataset("fashion_mnist", root=tmp_path) is first  # unchanged: cached
+    fabricate_into = tmp_path / "other"
+    fabricate("fashion_mnist", fabricate_into, n_train=40, n_test=10, seed=2)
+    for new in fabricate_into.rglob("*"):
+        if new.is_file():
+            (tmp_path / new.relative_to(fabricate_into)).write_bytes(new.read_bytes())
+    second = load_dataset("fashion_mnist", root=tmp_path)
+    assert second is not first and not torch.equal(first.x_train, second.x_train)
+
+
+def test_a_cifar_pickle_of_memo_references_is_refused_before_it_expands(tmp_path):
+    """A few hundred KB of pickle that repeats one 3072-value row 50,000 times would load 150 MB of images."""
+    row = [0] * 3072
+    path = tmp_path / "data_batch_1"
+    with open(path, "wb") as f:
+        pickle.dump({b"data": [row] * 50_000, b"labels": [0] * 50_000}, f, protocol=4)
+    assert path.stat().st_size < 300_000
+    with pytest.raises(ValueError, match="would expand to 153,650,000 values from a .*-byte file.*repeats "
+                                         "references"):
+        read_cifar_batch(path)
+
+
+def test_an_svhn_mat_that_decompresses_far_beyond_its_size_is_refused(tmp_path):
+    from scipy.io import savemat
+
+    from fedlib.data import formats
+
+    path = tmp_path / "train_32x32.mat"
+    savemat(path, {"X": np.zeros((32, 32, 3, 20_000), dtype=np.uint8), "y": np.ones((20_000, 1), dtype=np.uint8)},
+            do_compression=True)
+    assert path.stat().st_size < 200_000  # 61 MB of zeros
+    with pytest.raises(ValueError, match=r"would decompress to 61,460,000 bytes from a .*-byte file .over 16x"):
+        read_svhn_mat(path)
+    small = tmp_path / "test_32x32.mat"  # a small real-looking file stays readable
+    rng = np.random.default_rng(0)
+    savemat(small, {"X": rng.integers(0, 256, (32, 32, 3, 50), dtype=np.uint8),
+                    "y": rng.integers(1, 11, (50, 1)).astype(np.uint8)}, do_compression=True)
+    x, y = read_svhn_mat(small)
+    assert x.shape == (50, 3, 32, 32) and formats.MAT_MAX_EXPANSION == 16

@@ -26,8 +26,27 @@ def spec(algorithm: str = "fedavg", experiment: str = "quickstart", dataset: str
 
 def test_the_key_covers_code_data_and_environment():
     context = json.loads(key_context(spec()))
-    assert set(context) == {"code", "data", "torch", "device"}
+    assert set(context) == {"code", "data", "torch", "device", "cpu_capability"}
     assert context["device"] == "cpu" and context["torch"] == __import__("torch").__version__
+    assert context["cpu_capability"] == __import__("torch").backends.cpu.get_cpu_capability()
+
+
+def test_the_cpu_kernel_capability_is_keyed_where_the_run_executes(tmp_path):
+    """ATEN_CPU_CAPABILITY=default computes other numbers than AVX2 kernels: a process started with it keys
+    its runs apart (computed there, not assumed from the parent)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from fedlib.runs import RunSpec; from fedlib.runs.fingerprint import environment; "
+            "print(json.dumps(environment(RunSpec.from_json(json.loads(sys.argv[1])))))")
+    here = environment(spec())
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(spec().to_json())], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
+    assert proc.returncode == 0, proc.stderr
+    there = json.loads(proc.stdout)
+    assert there["cpu_capability"] == "DEFAULT"
+    assert (there == here) == (here["cpu_capability"] == "DEFAULT")
 
 
 def test_only_what_the_run_reaches_is_hashed():

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from fedlib.data import load_dataset
-from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
-                          read_yaml)
+from fedlib.grids import (BUNDLED_DATASETS, YamlValueError, client_steps, datasets_named, notebook_parameters,
+                          notebook_specs, profile_values, read_yaml)
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper_params import ParameterError, UnknownParameterError
 from fedlib.papers.taco import TacoParams
@@ -41,10 +41,46 @@ def test_datasets_named_finds_every_dataset_valued_parameter():
 @pytest.mark.parametrize("text, value", [
     ("1e6", 1e6), ("-3E-4", -3e-4), ("2.5e+3", 2500.0), ("5", 5), ("0.1", 0.1), ("[1e-3, 2]", [1e-3, 2]),
     ("{lr: 1e-2}", {"lr": 0.01}), ("abc", "abc"), ("true", True), ("null", None), ("e5", "e5"), ("1e", "1e"),
+    ("0", 0), ("-0", 0), ("0o17", 15), ("0x1F", 31), (".5", 0.5), ("-.inf", float("-inf")), ("yes", "yes"),
+    ("off", "off"), ("2024-01-02", "2024-01-02"), ("'010'", "010"), ("0.05", 0.05), ("~", None), ("", None),
 ])
-def test_read_yaml_takes_exponent_numbers_as_numbers(text, value):
-    got = read_yaml(text)
+def test_read_yaml_reads_yaml_1_2_numbers(text, value):
+    """YAML 1.2's core schema (YAML 1.1 would read 1e6 as a string, yes/off as booleans, 2024-01-02 as a date)."""
+    got = read_yaml(text, "-p x")
     assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("010", "'010' is read differently by YAML versions"),  # YAML 1.1: octal 8
+    ("1:5", "'1:5' is read differently"),  # YAML 1.1: base 60, 65
+    ("1_000", "'1_000' is read differently"),
+    ("0b11", "'0b11' is read differently"),
+    ("[1, 2", "line 1, column 6: expected ',' or ']'"),
+    ("{a: 1, a: 2}", "key 'a' appears twice"),
+    ("[&a [1, 2], *a]", "anchors and aliases (& and *) are not accepted"),
+])
+def test_read_yaml_refuses_what_it_cannot_read_strictly_naming_where(text, problem):
+    with pytest.raises(YamlValueError, match=r"^-p rounds '.*', line 1, column \d+: ") as err:
+        read_yaml(text, f"-p rounds {text!r}")
+    assert problem in str(err.value) and "<unicode string>" not in str(err.value)
+
+
+def test_an_alias_bomb_is_refused_at_its_first_anchor():
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+    with pytest.raises(YamlValueError, match="line 1, column 4: anchors and aliases"):
+        read_yaml("\n".join(lines), "-p bomb")
+
+
+def test_a_profile_with_a_duplicated_key_is_refused_naming_the_file_and_line(tmp_path):
+    path = tmp_path / "profiles" / "quickstart" / "cpu.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text("rounds: 5\nlr: 0.1\nrounds: 6\n")
+    with pytest.raises(YamlValueError, match=f"{path}, line 3, column 1: key 'rounds' appears twice .first at line 1"):
+        profile_values("quickstart", "cpu", tmp_path)
+    path.write_text("rounds: [5\n")
+    with pytest.raises(YamlValueError, match=f"{path}, line 2"):
+        profile_values("quickstart", "cpu", tmp_path)
 
 
 def test_a_profile_value_and_an_override_are_checked_and_layered():

@@ -195,3 +195,136 @@ def test_dry_run_builds_a_full_grid_on_fabricated_files(reproduce, tmp_path, cap
     assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run"]) == 0
     assert re.search(r"fedaq \(full\): 18 runs, [\d,]+ local SGD steps; 7 combinations ran one round", capsys.readouterr().out)
     assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run", "-p", "rounds", "3"]) == 2
+
+
+def test_the_data_root_option_is_the_root_runs_are_computed_from(reproduce, tmp_path, capsys, monkeypatch):
+    """-p data_root A with FEDLIB_DATA=B: keyed with A and computed from A (before: keyed with A, computed from B)."""
+    from fedlib.data import datasets
+    from fedlib.data.fabricate import fabricate
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    fabricate("fashion_mnist", a, n_train=200, n_test=50, seed=1)
+    fabricate("fashion_mnist", b, n_train=200, n_test=50, seed=2)
+    monkeypatch.setenv("FEDLIB_DATA", str(b))
+    argv = quick(tmp_path / "results", "-p", "dataset", "fashion_mnist", "-p", "data_root", str(a),
+                 "--select", "algorithm=fedavg")
+    assert reproduce.main(argv) == 0
+    (entry,) = stored_entries(tmp_path / "results")
+    params = notebook_parameters("quickstart", "quick", {"rounds": 2, "num_clients": 4, "clients_per_round": 2,
+                                                         "dataset": "fashion_mnist", "data_root": str(a)})
+    (spec,) = [s for s in notebook_specs("quickstart", params) if s.matches({"algorithm": ["fedavg"]})]
+    expected = run_specs([spec], store=RunStore(tmp_path / "fresh"), root=a, progress=False)
+    assert entry.name == RunStore(tmp_path / "fresh", data_root=a).key(spec)
+    stored = pd.read_csv(entry / "rounds.csv")
+    assert stored["test_loss"].tolist() == expected["rounds"]["test_loss"].tolist()
+    datasets._load_cached.cache_clear()
+
+
+def test_a_broken_earlier_stamp_is_named_and_skipped(reproduce, tmp_path, capsys):
+    profile = tmp_path / "cpu"
+    for name, text in (("taco", ""), ("fedaq", "{not json"), ("mucsc", json.dumps({"status": "ok", "seconds": 6.0,
+                                                                                   "stamp": "earlier stamp"}))):
+        (profile / name).mkdir(parents=True)
+        (profile / name / "stamp.json").write_text(text)
+    report = reproduce.write_report(tmp_path, profile, "this header", [])
+    text = report.read_text()
+    err = capsys.readouterr().err
+    assert f"{profile / 'taco' / 'stamp.json'} is not a readable stamp" in err and "fedaq" in err
+    assert f"| taco | unknown: unreadable {profile / 'taco' / 'stamp.json'} |" in text
+    assert "| mucsc | ok | 0.1 | earlier: earlier stamp |" in text
+
+
+def test_a_stamp_is_written_whole_or_not_at_all(reproduce, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    reproduce.write_stamp(tmp_path, "ok", 60.0, "first")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)  # the disk fills while the new stamp is written
+    with pytest.raises(OSError, match=f"cannot write {tmp_path / 'stamp.json'} .No space left"):
+        reproduce.write_stamp(tmp_path, "ok", 1.0, "second")
+    assert json.loads((tmp_path / "stamp.json").read_text())["stamp"] == "first"
+    assert [p.name for p in tmp_path.iterdir()] == ["stamp.json"]
+
+
+def test_claims_only_for_a_notebook_never_rendered_gives_a_failed_row_naming_the_folder(reproduce, tmp_path, capsys):
+    assert reproduce.main(["--profile", "quick", "--results", str(tmp_path), "--claims-only"]) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "[quickstart] claims only: FAILED" in out
+    report = (tmp_path / "REPORT.md").read_text()
+    assert f"| quickstart | FAILED: {tmp_path / 'quick' / 'quickstart' / 'evidence' / 'manifest.json'}: no saved " \
+           "evidence" in report
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-p", "rounds", "010"], "-p rounds '010', line 1, column 1: '010' is read differently by YAML versions"),
+    (["-p", "rounds", "1:5"], "-p rounds '1:5', line 1, column 1: '1:5' is read differently"),
+    (["-p", "seeds", "[0, 1"], "-p seeds '[0, 1', line 1, column 6"),
+    (["-p", "seeds", "[&a [1], *a]"], "anchors and aliases (& and *) are not accepted"),
+])
+def test_yaml_values_are_read_strictly_naming_the_option(reproduce, tmp_path, capsys, argv, message):
+    assert reproduce.main(quick(tmp_path, *argv)) == 2
+    err = capsys.readouterr().err
+    assert message in err and "<unicode string>" not in err and "Traceback" not in err
+    assert stored_entries(tmp_path) == []
+
+
+def test_more_threads_than_the_machine_runs_is_a_usage_error(reproduce, tmp_path, capsys):
+    argv = ["--profile", "quick", "--only", "fedaq", "--results", str(tmp_path), "-p", "threads", "100000"]
+    assert reproduce.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "notebook 'fedaq': threads 100000 is more than this machine runs" in err and "-p threads" in err
+    assert stored_entries(tmp_path) == []
+
+
+def test_workers_are_capped_by_the_runs_and_the_cores_with_a_message(reproduce, tmp_path, capsys):
+    assert reproduce.main(quick(tmp_path, "--workers", "1000", "--select", "algorithm=fedavg")) == 0
+    out = capsys.readouterr().out
+    assert "--workers 1000: 1 started (1 runs" in out and "== compute: 1 runs (local, 1 worker(s))" in out
+
+
+def test_store_counts_name_runs_shared_with_another_notebook_of_the_plan(reproduce, tmp_path, capsys):
+    params = notebook_parameters("quickstart", "quick", {"rounds": 2, "num_clients": 4, "clients_per_round": 2})
+    specs = notebook_specs("quickstart", params)
+    plan = reproduce.Plan([reproduce.NotebookPlan("first", params, specs),
+                           reproduce.NotebookPlan("second", params, [*specs[:2], specs[0].with_(seed=9)])])
+    store = RunStore(tmp_path / "runs")
+    store.save(specs[1], {"rounds": pd.DataFrame({"round": [0]})})
+    reproduce.count_steps(plan, store)
+    reproduce.print_plan(plan, "quick")
+    out = capsys.readouterr().out
+    assert f"[first] {len(specs)} runs: 1 from the store, {len(specs) - 1} to compute" in out
+    assert "[second] 3 runs: 1 from the store, 1 shared with first (computed there), 1 to compute" in out
+
+
+def test_a_ray_address_that_accepts_connections_but_is_no_ray_times_out(tmp_path):
+    """Something listens at the port (no Ray): ray.init would wait minutes; the probe gives up after its timeout."""
+    pytest.importorskip("ray")
+    from fedlib.runs.ray_runner import init_ray
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        with pytest.raises(ConnectionError, match=f"Ray at '{address}' did not answer within 5 s"):
+            init_ray(address, timeout=5)
+
+
+def test_the_report_says_which_notebooks_rest_on_imported_runs(reproduce, tmp_path):
+    from fedlib.runs.archive import export_entries, import_entries
+
+    params = notebook_parameters("quickstart", "quick", {"rounds": 2, "num_clients": 4, "clients_per_round": 2})
+    specs = notebook_specs("quickstart", params)
+    elsewhere, here = RunStore(tmp_path / "elsewhere"), RunStore(tmp_path / "runs")
+    elsewhere.save(specs[0], {"rounds": pd.DataFrame({"round": [0]})})
+    export_entries(elsewhere, [elsewhere.folder(specs[0])], tmp_path / "grid.tar")
+    import_entries(here, tmp_path / "grid.tar")
+    plan = reproduce.Plan([reproduce.NotebookPlan("quickstart", params, specs)])
+    lines = reproduce.imported_runs(plan, here)
+    assert lines == [f"Runs imported from another machine: [quickstart] 1 of {len(specs)} (from grid.tar); its claims "
+                     "rest on them."]
+    report = reproduce.write_report(tmp_path, tmp_path / "quick", "header", [], lines).read_text()
+    assert lines[0] in report

@@ -15,7 +15,7 @@ import torch
 from fedlib.contracts import LAYER_COLUMNS, MODEL, SERVER, layer_table
 from fedlib.runs import RunSpec, RunStore, run_specs, tidy
 from fedlib.runs.entry import MANIFEST, DamagedEntryError
-from fedlib.runs.store import DAMAGED, IN_PROGRESS, TEMP_PREFIX, DamagedEntryWarning
+from fedlib.runs.store import DAMAGED, IN_PROGRESS, MARKER, TEMP_PREFIX, DamagedEntryWarning
 
 
 def spec(seed: int = 0, algorithm: str = "fedavg", rounds: int = 3) -> RunSpec:
@@ -242,4 +242,52 @@ def test_concurrent_writers_and_readers_of_one_spec(tmp_path):
     errors, empty = [e for errs, _ in results for e in errs], sum(n for _, n in results)
     print(f"{processes} processes x {times} saves+loads of one spec: {len(errors)} failures, {empty} empty reads")
     assert (errors, empty) == ([], 0)
-    assert sorted(os.listdir(tmp_path)) == [RunStore(tmp_path, code="stress").key(spec())]
+    assert sorted(os.listdir(tmp_path)) == [MARKER, RunStore(tmp_path, code="stress").key(spec())]
+
+
+def test_a_checkpoint_is_resumed_only_when_spec_key_and_rounds_agree(tmp_path):
+    """A 240-round run's checkpoint whose key field was rewritten to a 15-round spec's key is refused."""
+    store = RunStore(tmp_path, code="test")
+    long_run, short_run = spec(rounds=240), spec(rounds=15)
+    long_checkpoint = store.checkpoint(long_run, 10)
+    long_checkpoint.save({"w": torch.ones(2), "history": json.dumps([{"round": r} for r in range(230)])})
+    assert len(json.loads(long_checkpoint.load()["history"])) == 230
+    saved = torch.load(long_checkpoint.path, weights_only=True)
+    saved["key"] = store.key(short_run)  # the key field rewritten
+    short = store.checkpoint(short_run, 10)
+    short.path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(saved, short.path)
+    with pytest.raises(ValueError, match="written for another spec"):
+        short.load()
+    saved["spec"] = json.dumps(short_run.to_json(), sort_keys=True)  # and the spec too
+    torch.save(saved, short.path)
+    with pytest.raises(ValueError, match="holds 230 finished rounds of a 15-round run"):
+        short.load()
+    del saved["spec"]  # a checkpoint written before checkpoints named their spec
+    saved["key"] = store.key(long_run)
+    torch.save(saved, long_checkpoint.path)
+    with pytest.raises(ValueError, match="before checkpoints named their spec"):
+        long_checkpoint.load()
+
+
+def test_torch_reporting_a_full_disk_while_checkpointing_names_the_path(tmp_path, monkeypatch):
+    checkpoint = RunStore(tmp_path, code="test").checkpoint(spec(), 1)
+
+    def enforce_fail(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(torch, "save", enforce_fail)
+    with pytest.raises(OSError, match=f"cannot write {checkpoint.path} .*inline_container.*Free disk space"):
+        checkpoint.save({"w": torch.ones(1)})
+    assert not list(checkpoint.path.parent.glob(TEMP_PREFIX + "*"))
+
+
+def test_records_from_another_environment_are_not_filed(tmp_path):
+    """A worker that ran with 1 thread (a Ray task) or other CPU kernels: its context differs, the driver refuses."""
+    store = RunStore(tmp_path)
+    here = store.context(spec())
+    store.check_context(spec(), here, "in a worker")  # the same environment: accepted
+    worker = json.dumps({**json.loads(here), "threads": 1, "cpu_capability": "DEFAULT"}, sort_keys=True)
+    with pytest.raises(RuntimeError, match="ran on a Ray worker in another environment .*cpu_capability: 'DEFAULT' "
+                                           "there.*threads: 1 there, None here"):
+        store.check_context(spec(), worker, "on a Ray worker")

@@ -13,8 +13,7 @@ import pytest
 from fedlib.runs import RunSpec, RunStore
 from fedlib.runs.archive import ArchiveError, import_entries
 from fedlib.runs.cli import main
-from fedlib.runs.entry import DamagedEntryError
-from fedlib.runs.store import DAMAGED
+from fedlib.runs.store import DAMAGED, MARKER
 
 
 def spec(seed: int = 0, algorithm: str = "fedavg") -> RunSpec:
@@ -64,13 +63,14 @@ def test_gc_deletes_only_entries_whose_code_version_is_gone(store, capsys):
     legacy = store.root / "00aa00aa00aa00aa00aa00aa"  # an older store's entry: spec and tables, no manifest
     legacy.mkdir()
     (legacy / "spec.json").write_text(json.dumps(spec(3).to_json()))
-    assert run(store, "gc", "--dry-run") == 0 and old.exists()
+    assert run(store, "gc") == 0 and old.exists()  # listing is the default
     out = capsys.readouterr().out
     assert f"would delete {old.name}: code version 0123456789abcdef, now" in out
-    assert f"would delete {legacy.name}: no readable manifest" in out
-    assert run(store, "gc") == 0
-    assert not old.exists() and not legacy.exists() and store.has(spec(0)) and store.has(spec(1, "scaffold"))
-    assert "2 stale entries deleted" in capsys.readouterr().out
+    assert f"kept {legacy.name}: not an intact entry" in out  # no manifest: not provably the store's own
+    assert run(store, "gc", "--dry-run") == 0 and old.exists()
+    assert run(store, "gc", "--delete") == 0
+    assert not old.exists() and legacy.exists() and store.has(spec(0)) and store.has(spec(1, "scaffold"))
+    assert "1 stale entries deleted" in capsys.readouterr().out
 
 
 def test_export_then_import_merges_entries(store, tmp_path, capsys):
@@ -85,13 +85,35 @@ def test_export_then_import_merges_entries(store, tmp_path, capsys):
                                   check_exact=True)
     assert not other.has(spec(1, "scaffold"))  # not selected
     assert sorted(p.name for p in other.root.iterdir()) == sorted(
-        [store.key(spec(0)), RunStore(store.root, code=OLD_CODE).key(spec(2))])  # no temporaries left
+        [MARKER, store.key(spec(0)), RunStore(store.root, code=OLD_CODE).key(spec(2))])  # no temporaries left
 
 
-def test_a_damaged_entry_is_not_exported(store, tmp_path):
+def test_export_select_is_strict_like_reproduce(store, tmp_path, capsys):
+    archive = tmp_path / "none.tar"
+    assert run(store, "export", str(archive), "--select", "algorithm=nosuch") == 2
+    err = capsys.readouterr().err
+    assert "--select: algorithm=nosuch matches no run" in err and "fedavg" in err and not archive.exists()
+    assert run(store, "export", str(archive), "--select", "algoritm=fedavg") == 2
+    assert "did you mean 'algorithm'" in capsys.readouterr().err
+
+
+def test_options_go_before_or_after_the_command(store):
+    for args in (["--root", str(store.root), "ls"], ["ls", "--root", str(store.root)]):
+        proc = subprocess.run([sys.executable, "-m", "fedlib.runs", *args], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0 and "3 entries" in proc.stdout, proc.stderr
+
+
+def test_a_missing_archive_is_a_one_line_error(store, tmp_path, capsys):
+    assert run(store, "import", str(tmp_path / "nosuch.tar")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nosuch.tar" in err
+
+
+def test_a_damaged_entry_is_not_exported(store, tmp_path, capsys):
     (store.folder(spec(0)) / "rounds.csv").unlink()
-    with pytest.raises(DamagedEntryError, match="rounds.csv: missing"):
-        main(["--root", str(store.root), "export", str(tmp_path / "a.tar")])
+    assert main(["--root", str(store.root), "export", str(tmp_path / "a.tar")]) == 1
+    assert "rounds.csv: missing" in capsys.readouterr().err and not (tmp_path / "a.tar").exists()
 
 
 def tar_with(path, members: list[tuple[tarfile.TarInfo, bytes | None]]) -> None:
@@ -163,3 +185,117 @@ def test_the_module_runs_as_a_command(store):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "3 entries" in proc.stdout
+
+
+def _rewrite_archive(archive, edited, edit) -> None:
+    """Copy `archive` to `edited`, passing each member's (name, bytes) through `edit`."""
+    with tarfile.open(archive) as source, tarfile.open(edited, "w") as out:
+        for member in source:
+            data = edit(member.name, source.extractfile(member).read())
+            member.size = len(data)
+            out.addfile(member, io.BytesIO(data))
+
+
+def test_an_edited_record_with_a_rehashed_manifest_and_another_context_is_rejected(store, tmp_path, capsys):
+    """The key covers the spec and the context (code, data, environment), not the records: records edited with
+    their manifest rehashed under an unchanged spec and context cannot be told from computed ones (such entries
+    keep their origin and REPORT.md names the notebooks resting on them); one whose context was edited too is
+    rejected."""
+    import hashlib
+
+    archive, edited = tmp_path / "grid.tar", tmp_path / "edited.tar"
+    assert run(store, "export", str(archive)) == 0
+    key = store.key(spec(1, "scaffold"))
+    forged = b"round,acc\n0,0.999\n1,0.999\n2,0.999\n"
+
+    def edit(name: str, data: bytes) -> bytes:
+        if name == f"{key}/rounds.csv":
+            return forged
+        if name == f"{key}/manifest.json":  # a forger who also rehashes the manifest
+            manifest = json.loads(data)
+            manifest["files"]["rounds.csv"].update(bytes=len(forged), sha256=hashlib.sha256(forged).hexdigest())
+            manifest["context"] = json.dumps({"code": "forged"})
+            return json.dumps(manifest).encode()
+        return data
+
+    _rewrite_archive(archive, edited, edit)
+    other = RunStore(tmp_path / "other")
+    assert run(other, "import", str(edited)) == 1
+    assert f"rejected {key}" in (out := capsys.readouterr().out) and "do not hash to the key" in out
+    assert not (other.root / key).exists()
+
+
+def test_another_spec_under_a_key_is_rejected(store, tmp_path, capsys):
+    archive, edited = tmp_path / "grid.tar", tmp_path / "edited.tar"
+    assert run(store, "export", str(archive)) == 0
+    key = store.key(spec(0))
+    other_spec = json.dumps(spec(7).to_json(), indent=1, sort_keys=True).encode()
+
+    def edit(name: str, data: bytes) -> bytes:
+        import hashlib
+
+        if name == f"{key}/spec.json":
+            return other_spec
+        if name == f"{key}/manifest.json":
+            manifest = json.loads(data)
+            manifest["files"]["spec.json"].update(bytes=len(other_spec), sha256=hashlib.sha256(other_spec).hexdigest())
+            return json.dumps(manifest).encode()
+        return data
+
+    _rewrite_archive(archive, edited, edit)
+    other = RunStore(tmp_path / "other")
+    assert run(other, "import", str(edited)) == 1
+    assert f"rejected {key}" in capsys.readouterr().out and not (other.root / key).exists()
+
+
+def test_an_archive_that_expands_far_beyond_its_size_is_refused(tmp_path, monkeypatch):
+    import gzip
+
+    from fedlib.runs import archive as archive_module
+
+    monkeypatch.setattr(archive_module, "MIN_UNPACK_BYTES", 1 << 20)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for i in range(4):
+            info = tarfile.TarInfo(f"{KEY}/t{i}.csv")
+            info.size = 1 << 20
+            tar.addfile(info, io.BytesIO(b"0" * info.size))
+    bomb = tmp_path / "bomb.tar.gz"
+    bomb.write_bytes(gzip.compress(raw.getvalue()))
+    assert bomb.stat().st_size < 20_000
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(ArchiveError, match="unpack to more than 1048576 bytes"):
+        import_entries(store, bomb)
+    assert list(store.root.iterdir()) == []
+
+
+def test_a_full_disk_while_importing_names_the_file(store, tmp_path, monkeypatch):
+    import builtins
+    import errno
+
+    archive = tmp_path / "grid.tar"
+    assert run(store, "export", str(archive)) == 0
+    real_open = builtins.open
+
+    def full(path, mode="r", *args, **kwargs):
+        if "x" in mode:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", full)
+    other = RunStore(tmp_path / "other")
+    with pytest.raises(ArchiveError, match=r"cannot write .*/[0-9a-f]{24}/.* \(No space left on device\)"):
+        import_entries(other, archive)
+    assert list(other.root.iterdir()) == []
+
+
+def test_an_imported_entry_keeps_its_origin_and_stays_intact(store, tmp_path):
+    from fedlib.runs.archive import origin
+
+    archive = tmp_path / "grid.tar"
+    assert run(store, "export", str(archive)) == 0
+    other = RunStore(tmp_path / "other")
+    import_entries(other, archive)
+    assert origin(other.folder(spec(0)))["archive"] == "grid.tar"
+    assert origin(store.folder(spec(0))) is None  # computed here
+    assert other.has(spec(0)) and main(["verify", "--root", str(other.root)]) == 0

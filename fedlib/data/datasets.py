@@ -382,8 +382,24 @@ def _normalize(raw: _Raw, name: str, root: str) -> Dataset:
                    y_test, raw.num_classes, raw.groups)
 
 
+def _file_stamps(name: str, root: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """(path, size, modification time, inode) of every file `name` reads under `root`: part of the cache key, so
+    a file replaced or rewritten while this process runs is read again, not served from the old arrays. Empty
+    when the files are absent (the loader then says which one is missing)."""
+    try:
+        files = dataset_files(name, root)
+    except FileNotFoundError:
+        return ()
+    stamps = []
+    for path in files:
+        stat = path.stat()
+        stamps.append((str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino))
+    return tuple(stamps)
+
+
 @functools.lru_cache(maxsize=16)
-def _load_cached(name: str, root: str, kwargs: tuple[tuple[str, object], ...]) -> Dataset:
+def _load_cached(name: str, root: str, kwargs: tuple[tuple[str, object], ...],
+                 files: tuple[tuple[str, int, int, int], ...]) -> Dataset:
     return _normalize(DATASETS[name](Path(root), **dict(kwargs)), name, root)
 
 
@@ -460,7 +476,9 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Fal
     then the repository's data/, then system locations such as Debian's Fashion-MNIST). `download=True` fetches missing files from their canonical https URLs first and
     checks each against its published digest.
     Extra keyword arguments go to the loader (only "synthetic" takes any: alpha, beta,
-    num_clients, dim, classes, seed, iid). Results are cached per (name, root, kwargs).
+    num_clients, dim, classes, seed, iid). Results are cached per (name, root, kwargs) and the size and
+    modification time of each file read: a data file changed under a long-lived process (a notebook kernel)
+    is read again.
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset '{name}'; available: {', '.join(available_datasets())}")
@@ -469,4 +487,4 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Fal
     root = data_root(root)
     if download:
         _download(name, root)
-    return _load_cached(name, str(root), tuple(sorted(kwargs.items())))
+    return _load_cached(name, str(root), tuple(sorted(kwargs.items())), _file_stamps(name, root))

@@ -9,7 +9,11 @@ file (CIFAR pickles go through `SafeCifarUnpickler`).
 Values are checked, never coerced: labels must be integers in the format's range (`check_labels`),
 pixels of 8-bit formats integers in [0, 255] (`check_pixels`: a 300 is an error, not a 44), features
 finite (`check_finite`). Gzipped files are decompressed as a stream up to a size cap per format, so a
-small file that would expand to gigabytes is refused after reading at most the cap.
+small file that would expand to gigabytes is refused after reading at most the cap. Formats that expand
+internally are capped against the file's own size before their arrays are built: a CIFAR pickle holds its
+pixels uncompressed (a batch of N images is at least N x 3072 bytes; memo references repeating one row are
+refused), an SVHN .mat may decompress to at most `MAT_MAX_EXPANSION` times its size (photos compress a few
+times at most).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import contextlib
 import gzip
 import io
 import json
+import math
 import pickle
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +38,8 @@ _CIFAR_IMAGE_VALUES = 3 * 32 * 32
 _REPLACE_IT = "Replace it with a fresh copy (data/README.md says where each file comes from)."
 IDX_MAX_BYTES = 1 << 30  # the largest IDX data (EMNIST byclass train images) is 0.55 GB
 CSV_MAX_BYTES = 1 << 28  # the bundled CSVs are a few MB
+MAT_MAX_EXPANSION = 16  # SVHN's .mat files decompress about 1.2x; zlib on photos never reaches this
+MAT_MIN_CAP_BYTES = 1 << 24  # what any .mat may decompress to, however small (fabricated test files)
 
 
 class DatasetFileError(ValueError):
@@ -200,6 +207,35 @@ def _unpickle_cifar(path: Path) -> dict:
     return {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
 
 
+def _decoded_values(obj: Any, sizes: dict[int, int]) -> int:
+    """How many values `obj` (a CIFAR batch's lists, bytes and arrays) holds once expanded; each distinct
+    object is counted once (`sizes` by id), so a pickle of memo references is measured without expanding it."""
+    if id(obj) in sizes:
+        return sizes[id(obj)]
+    if isinstance(obj, np.ndarray):
+        size = int(obj.size)
+    elif isinstance(obj, (bytes, bytearray, str)):
+        size = len(obj)
+    elif isinstance(obj, (list, tuple)):
+        sizes[id(obj)] = 0  # a list that holds itself counts once
+        size = sum(_decoded_values(item, sizes) for item in obj) or 1
+    else:
+        size = 1
+    sizes[id(obj)] = size
+    return size
+
+
+def _check_plausible_size(path: Path, batch: dict, keys: Sequence[str]) -> None:
+    """Refuse a pickle whose arrays would expand to more bytes than the file holds: CIFAR's pixels and labels
+    are stored uncompressed, so a larger expansion comes only from repeated references (a memory bomb)."""
+    values = sum(_decoded_values(batch[k], {}) for k in keys)
+    size = path.stat().st_size
+    if values > size:
+        raise DatasetFileError(path, f"its arrays would expand to {values:,} values from a {size:,}-byte file: a "
+                                     "CIFAR batch stores its pixels as they are, so this pickle repeats references "
+                                     "(it would take that much memory); refused")
+
+
 def read_cifar_batch(path: str | Path, label_key: str = "labels",
                      num_classes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Read one CIFAR python pickle batch: images as uint8 N x 3 x 32 x 32 and int64 labels.
@@ -211,6 +247,7 @@ def read_cifar_batch(path: str | Path, label_key: str = "labels",
     missing = [k for k in ("data", label_key) if k not in batch]
     if missing:
         raise DatasetFileError(path, f"CIFAR batch lacks {missing} (keys: {sorted(map(str, batch))})")
+    _check_plausible_size(Path(path), batch, ("data", label_key))
     data = check_pixels(path, batch["data"])
     y = _integers(path, batch[label_key], f"'{label_key}'")
     if data.ndim != 2 or data.shape[1] != _CIFAR_IMAGE_VALUES:
@@ -225,13 +262,30 @@ def read_cifar_batch(path: str | Path, label_key: str = "labels",
 
 
 def _loadmat(path: Path) -> dict:
-    """scipy's loadmat, with any read failure reported as a `DatasetFileError`."""
-    from scipy.io import loadmat
+    """scipy's loadmat, with any read failure reported as a `DatasetFileError`; a file whose variables would
+    decompress to more than `MAT_MAX_EXPANSION` times its size is refused before any is read."""
+    from scipy.io import loadmat, whosmat
 
     try:
+        declared = sum(math.prod(shape) * _mat_itemsize(kind) for _, shape, kind in whosmat(str(path)))
+        cap = max(MAT_MIN_CAP_BYTES, MAT_MAX_EXPANSION * path.stat().st_size)
+        if declared > cap:
+            raise DatasetFileError(path, f"its variables would decompress to {declared:,} bytes from a "
+                                         f"{path.stat().st_size:,}-byte file (over {MAT_MAX_EXPANSION}x: no "
+                                         "dataset of photos compresses so far); refused")
         return loadmat(str(path))
+    except DatasetFileError:
+        raise
     except Exception as err:  # scipy raises ValueError, TypeError, MatReadError, OSError, ...
         raise DatasetFileError(path, f"truncated or corrupt .mat file ({type(err).__name__}: {err})") from err
+
+
+def _mat_itemsize(kind: str) -> int:
+    """Bytes per element of a .mat variable class as `whosmat` names it ("uint8", "double", "cell", ...)."""
+    try:
+        return np.dtype({"single": "float32", "double": "float64"}.get(kind, kind)).itemsize
+    except TypeError:
+        return 8  # cells, structs, chars: counted as a pointer or a wide character each
 
 
 def read_svhn_mat(path: str | Path) -> tuple[np.ndarray, np.ndarray]:

@@ -3,26 +3,35 @@
 An archive holds entry folders as `<key>/<file>` members, regular files only. Export verifies each entry
 first. Import reads the whole archive into a temporary folder of the store, refusing any member that is
 not a plain file or folder one level under a key (absolute paths, `..`, links, devices) and any member
-larger than `MAX_MEMBER_BYTES`, then verifies every entry against its manifest and places the intact ones
-(an entry already in the store stays as it is); a damaged entry is reported and not imported. A truncated
-or corrupt archive imports nothing.
+larger than `MAX_MEMBER_BYTES`, or members that together would unpack to more than `unpack_limit` (a bounded
+multiple of the archive's own size); then it checks every entry as `verify` does (its files against its manifest,
+and its spec with the manifest's context hashed to its key) and places the intact ones (an entry already in the
+store stays as it is); an entry that fails is reported and not imported. A truncated or corrupt archive, or a
+full disk while unpacking (the error names the file), imports nothing.
+
+An imported entry keeps its origin: `"origin": {"archive": <file name>, "imported": <UTC time>}` in its manifest
+(the manifest vouches for the entry's files, not for itself, so the entry stays intact); `origin` reads it.
 """
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import tarfile
+import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from fedlib.runs.entry import DamagedEntryError, verify_entry
-from fedlib.runs.store import RunStore, _remove
+from fedlib.runs.entry import (MANIFEST, DamagedEntryError, read_manifest, verify_entry, verify_keyed_entry,
+                               write_atomic)
+from fedlib.runs.store import KEY, RunStore, _remove
 
-KEY = re.compile(r"^[0-9a-f]{24}$")
 FILE = re.compile(r"^[A-Za-z0-9_.-]+$")
-MAX_MEMBER_BYTES = 2 << 30  # a record table is megabytes; anything near this is no run store entry
+MAX_MEMBER_BYTES = 1 << 30  # a record table is megabytes; anything near this is no run store entry
+MAX_EXPANSION = 200  # CSV tables compress about 5-20x: an archive unpacking to 200x its size is no store export
+MIN_UNPACK_BYTES = 256 << 20  # what any archive may unpack to, however small
 
 
 class ArchiveError(ValueError):
@@ -65,7 +74,13 @@ def _member_path(archive: Path, member: tarfile.TarInfo) -> PurePosixPath:
     return path
 
 
+def unpack_limit(archive: Path) -> int:
+    """The most bytes `archive` may unpack to: `MAX_EXPANSION` times its size, at least `MIN_UNPACK_BYTES`."""
+    return max(MIN_UNPACK_BYTES, MAX_EXPANSION * archive.stat().st_size)
+
+
 def _unpack(archive: Path, into: Path) -> None:
+    limit, total, target = unpack_limit(archive), 0, into
     try:
         with tarfile.open(archive) as tar:
             for member in tar:
@@ -74,6 +89,10 @@ def _unpack(archive: Path, into: Path) -> None:
                 if member.isdir():
                     target.mkdir(exist_ok=True)
                     continue
+                total += member.size
+                if total > limit:
+                    raise ArchiveError(archive, f"its members unpack to more than {limit} bytes ({MAX_EXPANSION} "
+                                                "times the archive's size): no run store export; nothing imported")
                 target.parent.mkdir(exist_ok=True)
                 source = tar.extractfile(member)
                 assert source is not None  # a regular file member
@@ -82,6 +101,9 @@ def _unpack(archive: Path, into: Path) -> None:
                         out.write(block)
     except FileExistsError as err:
         raise ArchiveError(archive, f"member {err.filename} appears twice: refused") from err
+    except OSError as err:  # a full disk or an unwritable store, while unpacking
+        raise ArchiveError(archive, f"cannot write {target} ({err.strerror or err}); nothing imported: free disk "
+                                    "space or make the run store writable, then import again") from err
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as err:
         raise ArchiveError(archive, f"truncated or corrupt archive ({type(err).__name__}: {err}); "
                                     "nothing imported") from err
@@ -97,12 +119,29 @@ def import_entries(store: RunStore, archive: Path) -> ImportReport:
         _unpack(archive, staging)
         for unpacked in sorted(staging.iterdir()):
             try:
-                verify_entry(unpacked)
+                verify_keyed_entry(unpacked)
             except DamagedEntryError as damage:
                 report.rejected[unpacked.name] = str(damage).replace(str(staging), str(archive))
                 continue
+            _record_origin(unpacked, archive)
             store.place(unpacked, store.root / unpacked.name)  # renames it, unless an intact entry is there
             (report.already_there if unpacked.exists() else report.imported).append(unpacked.name)
     finally:
         _remove(staging)
     return report
+
+
+def _record_origin(folder: Path, archive: Path) -> None:
+    manifest = read_manifest(folder)
+    manifest["origin"] = {"archive": archive.name, "imported": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_atomic(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+
+
+def origin(folder: Path) -> dict[str, str] | None:
+    """Where an entry came from: its manifest's `origin` (the archive it was imported from), None if computed
+    here (or unreadable: `verify` says why)."""
+    try:
+        found = read_manifest(folder).get("origin")
+    except DamagedEntryError:
+        return None
+    return found if isinstance(found, dict) else None

@@ -1,27 +1,36 @@
 """`python -m fedlib.runs ls|verify|gc|export|import`: look after a run store (default: results/runs/).
 
-    python -m fedlib.runs ls                              # every entry: key, experiment, seed, rounds, labels
+    python -m fedlib.runs ls [--root X]                   # every entry: key, experiment, seed, rounds, labels
     python -m fedlib.runs verify                          # check every entry; damaged ones move to .damaged/
-    python -m fedlib.runs gc [--dry-run]                  # delete entries whose code version is gone
+    python -m fedlib.runs gc [--delete]                   # list (or delete) entries whose code version is gone
     python -m fedlib.runs export grid.tar.gz [--select seed=0,algorithm=fedavg]
     python -m fedlib.runs import grid.tar.gz              # merge another machine's entries (verified)
+    python -m fedlib.runs mark --root X                   # a store written before stores were marked
 
-Exit status: 0 when all is well, 1 when an entry was damaged or an archive entry rejected.
+A run store is a folder marked by its `.fedlib-run-store` file (written with its first entry). `ls`, `verify`
+and `gc` refuse a folder without it (a mistyped --root, or one level too high, touches nothing), and look only
+at entry folders (named by their key): anything else there is listed as left alone. `gc` deletes only intact
+entries (exactly the files their manifest lists) whose code version is gone, and only with --delete.
+
+Exit status: 0 when all is well, 1 when an entry was damaged or an archive entry rejected, 2 on a usage error
+(not a store, no such archive, a --select that matches no run).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fedlib.runs.archive import export_entries, import_entries
-from fedlib.runs.entry import SPEC, DamagedEntryError, read_entry, read_manifest
+from fedlib.runs.archive import ArchiveError, export_entries, import_entries
+from fedlib.runs.entry import SPEC, DamagedEntryError, read_manifest, verify_entry, verify_keyed_entry
 from fedlib.runs.fingerprint import code_version
+from fedlib.runs.selection import SelectionError, check_selection
 from fedlib.runs.spec import RunSpec, parse_selection
-from fedlib.runs.store import DamagedEntryWarning, RunStore
+from fedlib.runs.store import DamagedEntryWarning, NotAStoreError, RunStore
 
 
 def _spec(folder: Path) -> RunSpec | None:
@@ -51,60 +60,72 @@ def list_entries(store: RunStore) -> list[dict[str, Any]]:
 
 
 def verify_all(store: RunStore) -> tuple[int, dict[str, str]]:
-    """(intact entries, {key: damage}); damaged entries are moved to `.damaged/`."""
+    """(intact entries, {key: damage}); damaged entries are moved to `.damaged/`. Only entry folders (named as a
+    key) are looked at: anything else in the store is left where it is."""
     intact, damaged = 0, {}
     for folder in store.entries():
         try:
-            spec_json, _ = read_entry(folder)
-            spec = RunSpec.from_json(spec_json)
-            if spec.key(read_manifest(folder).get("context", "")) != folder.name:
-                raise DamagedEntryError(folder / SPEC, "its spec and the manifest's context do not hash to the key")
+            verify_keyed_entry(folder)
             intact += 1
-        except (DamagedEntryError, ValueError, KeyError) as err:
-            damage = err if isinstance(err, DamagedEntryError) else DamagedEntryError(folder / SPEC, str(err))
+        except DamagedEntryError as damage:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DamagedEntryWarning)  # reported below
                 moved = store.quarantine(folder, damage)
-            damaged[folder.name] = f"{damage}; moved to {moved}"
+            damaged[folder.name] = f"{damage}; " + (f"moved to {moved}" if moved else "left in place (not movable)")
     return intact, damaged
 
 
 def stale_entries(store: RunStore) -> tuple[dict[Path, str], dict[str, str]]:
-    """({entry no current key reaches: why}, {key: why kept though undecidable}). Unreached: its recorded code
-    version differs from the code now, or it has no manifest (an older store's entry: its key rule is gone)."""
-    stale, undecided = {}, {}
+    """({entry no current key reaches: why}, {key: why kept}). Stale: an intact entry (exactly the files its
+    manifest lists, as written) whose recorded code version differs from the code now. Kept: anything that
+    cannot be shown to be an entry this store wrote (no manifest, a file added or changed) or whose code
+    version cannot be told."""
+    stale, kept = {}, {}
     for folder in store.entries():
         try:
-            manifest = read_manifest(folder)
+            manifest = verify_entry(folder)
         except DamagedEntryError as err:
-            stale[folder] = f"no readable manifest ({err.problem})"
+            kept[folder.name] = f"not an intact entry ({err}): run verify, or delete it by hand if it is yours"
             continue
         spec = _spec(folder)
         try:
             recorded = json.loads(manifest.get("context", ""))["code"]
             current = code_version(spec) if spec is not None else None
         except (ValueError, KeyError, TypeError, ImportError) as err:
-            undecided[folder.name] = f"{type(err).__name__}: {err}"
+            kept[folder.name] = f"cannot tell its code version ({type(err).__name__}: {err})"
             continue
         if current is None:
-            undecided[folder.name] = "unreadable spec.json (run verify)"
+            kept[folder.name] = "cannot tell its code version (unreadable spec.json: run verify)"
         elif recorded != current:
             stale[folder] = f"code version {recorded}, now {current}"
-    return stale, undecided
+    return stale, kept
+
+
+def _print_strangers(store: RunStore) -> None:
+    for path in store.strangers():
+        print(f"left alone {path.name}: not a store entry")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m fedlib.runs", description=__doc__.split("\n")[0])
-    parser.add_argument("--root", type=Path, default=None, help="the run store (default: results/runs/)")
+    root_help = "the run store (default: results/runs/)"
+    parser.add_argument("--root", type=Path, default=None, help=root_help)
+    anywhere = argparse.ArgumentParser(add_help=False)  # --root after the command too, without resetting it
+    anywhere.add_argument("--root", type=Path, default=argparse.SUPPRESS, help=root_help)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("ls", help="list entries with their labels")
-    commands.add_parser("verify", help="verify every entry against its manifest")
-    gc = commands.add_parser("gc", help="delete entries whose code version is gone")
-    gc.add_argument("--dry-run", action="store_true", help="only list them")
-    export = commands.add_parser("export", help="write entries to a tar archive")
+    commands.add_parser("ls", parents=[anywhere], help="list entries with their labels")
+    commands.add_parser("verify", parents=[anywhere], help="verify every entry against its manifest")
+    gc = commands.add_parser("gc", parents=[anywhere], help="list (or with --delete, delete) entries whose code "
+                                                            "version is gone")
+    how = gc.add_mutually_exclusive_group()
+    how.add_argument("--delete", action="store_true", help="delete them (default: only list them)")
+    how.add_argument("--dry-run", action="store_true", help="only list them (the default)")
+    commands.add_parser("mark", parents=[anywhere], help="mark a folder of entries as a run store (stores written "
+                                                         "before stores were marked)")
+    export = commands.add_parser("export", parents=[anywhere], help="write entries to a tar archive")
     export.add_argument("archive", type=Path)
     export.add_argument("--select", default="", help="key=value,... as in reproduce --select")
-    imp = commands.add_parser("import", help="merge a tar archive's entries, verified")
+    imp = commands.add_parser("import", parents=[anywhere], help="merge a tar archive's entries, verified")
     imp.add_argument("archive", type=Path)
     return parser
 
@@ -112,36 +133,78 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     store = RunStore.at(args.root)
+    try:
+        return _command(args, store)
+    except DamagedEntryError as err:  # export of a damaged entry
+        print(f"python -m fedlib.runs {args.command}: error: {err} (run verify)", file=sys.stderr)
+        return 1
+    except (NotAStoreError, ArchiveError, SelectionError, FileNotFoundError, OSError) as err:
+        print(f"python -m fedlib.runs {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _command(args: argparse.Namespace, store: RunStore) -> int:
+    if args.command == "mark":
+        return _mark(store)
+    if args.command == "import":
+        return _import(store, args.archive)
+    store.require_store()
     if args.command == "ls":
         rows = list_entries(store)
         for row in rows:
             print("  ".join(f"{v}" for v in row.values()))
+        _print_strangers(store)
         print(f"{len(rows)} entries in {store.root}")
     elif args.command == "verify":
         intact, damaged = verify_all(store)
         for key, why in damaged.items():
             print(f"damaged {key}: {why}")
+        _print_strangers(store)
         print(f"{intact} intact, {len(damaged)} damaged in {store.root}")
         return int(bool(damaged))
     elif args.command == "gc":
-        stale, undecided = stale_entries(store)
+        stale, kept = stale_entries(store)
         for folder, why in stale.items():
-            if not args.dry_run:
+            if args.delete:
                 store.remove(folder)
-            print(f"{'would delete' if args.dry_run else 'deleted'} {folder.name}: {why}")
-        for key, why in undecided.items():
-            print(f"kept {key}: cannot tell its code version ({why})")
-        print(f"{len(stale)} stale entries {'found' if args.dry_run else 'deleted'} in {store.root}")
-    elif args.command == "export":
+            print(f"{'deleted' if args.delete else 'would delete'} {folder.name}: {why}")
+        for key, why in kept.items():
+            print(f"kept {key}: {why}")
+        _print_strangers(store)
+        print(f"{len(stale)} stale entries {'deleted' if args.delete else 'found'} in {store.root}"
+              + ("" if args.delete or not stale else "; delete them with: python -m fedlib.runs gc --delete "
+                 f"--root {store.root}"))
+    else:
         selection = parse_selection(args.select)
-        folders = [f for f in store.entries() if (s := _spec(f)) is not None and s.matches(selection)]
+        folders = store.entries()
+        if selection:
+            specs = {folder: _spec(folder) for folder in folders}
+            check_selection(selection, [s for s in specs.values() if s is not None])
+            folders = [f for f, s in specs.items() if s is not None and s.matches(selection)]
         keys = export_entries(store, folders, args.archive)
         print(f"exported {len(keys)} entries to {args.archive}")
-    else:
-        report = import_entries(store, args.archive)
-        for key, why in report.rejected.items():
-            print(f"rejected {key}: {why}")
-        print(f"imported {len(report.imported)} entries into {store.root}, {len(report.already_there)} already "
-              f"there, {len(report.rejected)} rejected")
-        return int(bool(report.rejected))
     return 0
+
+
+def _mark(store: RunStore) -> int:
+    if not store.root.is_dir():
+        raise NotAStoreError(f"{store.root} is not a folder (check --root)")
+    strangers = store.strangers()
+    if strangers:
+        names = ", ".join(p.name for p in strangers[:5]) + (", ..." if len(strangers) > 5 else "")
+        raise NotAStoreError(f"{store.root} holds what is not a store entry ({names}): a run store is the folder of "
+                             "entry folders (named by their 24-character keys); not marked")
+    store.mark()
+    print(f"marked {store.root} as a run store ({len(store.entries())} entries)")
+    return 0
+
+
+def _import(store: RunStore, archive: Path) -> int:
+    if store.root.exists() and not store.is_store() and any(store.root.iterdir()):
+        store.require_store()  # importing into a non-empty folder that is no store: refused, naming how to mark it
+    report = import_entries(store, archive)
+    for key, why in report.rejected.items():
+        print(f"rejected {key}: {why}")
+    print(f"imported {len(report.imported)} entries into {store.root}, {len(report.already_there)} already "
+          f"there, {len(report.rejected)} rejected")
+    return int(bool(report.rejected))

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 import fedlib
+from fedlib.runs.spec import RunSpec
 
 Records = dict[str, pd.DataFrame]  # table name -> frame ("rounds", "clients", ...)
 
@@ -36,6 +39,25 @@ class DamagedEntryError(ValueError):
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path, self.problem = Path(path), problem
         super().__init__(f"{path}: {problem}")
+
+
+def write_atomic(path: Path, content: str | bytes) -> None:
+    """Write `path` whole or not at all: a temporary beside it, flushed to disk, then renamed over it. A reader
+    (or a later run after a full disk or a crash) sees the old file or the new one, never a truncated one.
+    An OSError names `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    data = content.encode() if isinstance(content, str) else content
+    try:
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, f"cannot write {path} ({err.strerror or err}); the earlier file, if any, is "
+                                 "unchanged: free disk space or make the folder writable, then run again") from err
 
 
 def file_sha256(path: Path) -> str:
@@ -140,3 +162,17 @@ def read_entry(folder: Path) -> tuple[dict[str, Any], Records]:
     tables = {name[:-len(".csv")]: _read_table(folder / name, expected)
               for name, expected in sorted(manifest["files"].items()) if name.endswith(".csv")}
     return spec_json, tables
+
+
+def verify_keyed_entry(folder: Path) -> tuple[dict[str, Any], Records]:
+    """`read_entry`, and the stored spec with the manifest's context hashes to the folder's name: the entry is
+    what its key says (a record edited with its manifest rehashed, or another spec filed under a key, fails)."""
+    spec_json, records = read_entry(folder)
+    try:
+        spec = RunSpec.from_json(spec_json)
+    except (ValueError, KeyError, TypeError) as err:
+        raise DamagedEntryError(folder / SPEC, f"not a run spec ({err})") from err
+    context = read_manifest(folder).get("context", "")
+    if not isinstance(context, str) or spec.key(context) != folder.name:
+        raise DamagedEntryError(folder / SPEC, "its spec and the manifest's context do not hash to the key")
+    return spec_json, records

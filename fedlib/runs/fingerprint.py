@@ -18,8 +18,8 @@ Data: `data_fingerprint(dataset, root)` hashes the names and contents of the fil
 cached by path, size and modification time (the folder does not count: the same data elsewhere, or on
 another machine, gives the same key).
 
-Environment: the torch version, the device type, and on a CPU the intra-op thread count where the run
-leaves it to torch (convolutional models: their records differ between 1 and 2 threads; dense models run on
+Environment: the torch version, the device type, and on a CPU the kernel capability torch dispatches to
+(AVX2, AVX512, default) and the intra-op thread count where the run leaves it to torch (convolutional models: their records differ between 1 and 2 threads; dense models run on
 one thread whatever the machine).
 """
 from __future__ import annotations
@@ -346,8 +346,13 @@ def device_type(device: str) -> str:
 
 
 def environment(spec: RunSpec, root: str | Path | None = None) -> dict[str, Any]:
-    """What changes `spec`'s numbers beyond its code and data: torch version, device type, thread count."""
+    """What changes `spec`'s numbers beyond its code and data, as this process would run it: torch version,
+    device type, on a CPU the kernel capability torch dispatches to (`ATEN_CPU_CAPABILITY`: AVX2 and
+    "default" kernels round differently) and the thread count where the run leaves it to torch. Computed in
+    the process that runs the spec; the process that files its records checks it (`RunStore.check_context`)."""
     env: dict[str, Any] = {"torch": torch.__version__, "device": device_type(spec.device)}
+    if env["device"] == "cpu":
+        env["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     if _built(spec, None if root is None else str(root))[1]:
         env["threads"] = DEFAULT_THREADS
     return env

@@ -5,12 +5,16 @@ records in the same store, so a run computed by a worker is the run `workers=1` 
 random streams, same thread choice (`fedlib.federation.choose_threads`, from the model, not from the worker
 count). Several workers share the machine's cores and, on a GPU machine, its GPU: small federated runs are
 launch-bound, so a few at once keep the device busy. A worker's failure is raised in the caller, naming its
-spec, after the other workers' runs have been filed.
+spec, after the other workers' runs have been filed. Workers are capped at `worker_cap` (a process per run
+beyond a few per core only costs start-up time and memory), with a message when the request was larger. Each
+worker reports the key context it computed its run with, and the caller checks it before using the records
+(`RunStore.check_context`).
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -27,8 +31,19 @@ def default_workers(device: str = "cpu") -> int:
     return max(1, min(4, os.cpu_count() or 1)) if device != "cpu" else 1
 
 
-def _execute(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int) -> None:
-    execute(RunSpec.from_json(spec_json), RunStore(store_root, code), root=root, checkpoint_every=checkpoint_every)
+WORKERS_PER_CORE = 2  # dense runs train on one core each; two per core hide their data loading and start-up
+
+
+def worker_cap(runs: int) -> int:
+    """The most worker processes worth starting for `runs` runs on this machine: min(runs, cores x 2)."""
+    return max(1, min(runs, (os.cpu_count() or 1) * WORKERS_PER_CORE))
+
+
+def _execute(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int) -> str:
+    """Run one spec in this worker; return the key context it was filed under here."""
+    spec, store = RunSpec.from_json(spec_json), RunStore(store_root, code).reading(root)
+    execute(spec, store, root=root, checkpoint_every=checkpoint_every)
+    return store.context(spec)
 
 
 def run_in_processes(specs: Sequence[RunSpec], store: RunStore, *, workers: int, root: str | Path | None = None,
@@ -36,9 +51,14 @@ def run_in_processes(specs: Sequence[RunSpec], store: RunStore, *, workers: int,
     """Execute `specs` in `workers` spawned processes, calling `on_done(spec)` in this process as each finishes."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    cap = worker_cap(len(specs))
+    if workers > cap:
+        print(f"workers: {workers} requested, {cap} started ({len(specs)} runs, {os.cpu_count()} CPU cores x "
+              f"{WORKERS_PER_CORE} at most)", file=sys.stderr, flush=True)
     context = multiprocessing.get_context("spawn")  # no fork of a process that already holds torch's threads
     root_text = None if root is None else str(Path(root).resolve())
-    with ProcessPoolExecutor(max_workers=min(workers, len(specs)) or 1, mp_context=context) as pool:
+    store = store.reading(root_text)
+    with ProcessPoolExecutor(max_workers=min(workers, cap), mp_context=context) as pool:
         futures: dict[Future, RunSpec] = {
             pool.submit(_execute, spec.to_json(), str(store.root.resolve()), store.code, root_text, checkpoint_every): spec
             for spec in specs}
@@ -48,6 +68,7 @@ def run_in_processes(specs: Sequence[RunSpec], store: RunStore, *, workers: int,
                 done, pending = wait(pending, return_when=FIRST_EXCEPTION)
                 for future in done:
                     if future.exception() is None:
+                        store.check_context(futures[future], future.result(), "in a worker process")
                         on_done(futures[future])
                 failed = [f for f in done if f.exception() is not None]
                 if failed:

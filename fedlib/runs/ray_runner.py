@@ -3,13 +3,21 @@
 `address=None` starts a local Ray (all cores of this machine); an address such as "ray://head:10001" or
 "auto" joins an existing cluster. On machines with GPUs each task asks for `gpus_per_run` of a GPU (default
 1/4 when the cluster has GPUs and the spec trains on one), so several small runs share a device. Each task
-returns its records as CSV text and the driver files them in its store, so workers need no shared disk;
-a task interrupted on a worker resumes from that worker's checkpoint when rerun there.
+returns its records as CSV text and the key context it computed them with; the driver checks that context
+against its own (`RunStore.check_context`: a worker with other CPU kernels or threads is refused, never
+filed under this machine's key) and files them in its store, so workers need no shared disk; a task
+interrupted on a worker resumes from that worker's checkpoint when rerun there. A run whose key names a
+thread count asks Ray for that many CPUs and runs with that many threads (Ray would give it one).
+`ray.init` is given `INIT_TIMEOUT_S` to connect (tried in a child process first: Ray itself waits minutes on
+an address that accepts connections but is no Ray).
 """
 from __future__ import annotations
 
 import io
+import json
 import socket
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,13 +28,41 @@ from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import Records, RunStore
 
 DEFAULT_GPU_FRACTION = 0.25
+INIT_TIMEOUT_S = 60.0
 
 
 def _run_task(spec_json: dict, store_root: str, code: str | None, root: str | None,
-              checkpoint_every: int) -> dict[str, str]:
-    records = execute(RunSpec.from_json(spec_json), RunStore(store_root, code), root=root,
-                      checkpoint_every=checkpoint_every)
-    return {name: frame.to_csv(index=False) for name, frame in records.items()}
+              checkpoint_every: int) -> tuple[str, dict[str, str]]:
+    spec, store = RunSpec.from_json(spec_json), RunStore(store_root, code).reading(root)
+    records = execute(spec, store, root=root, checkpoint_every=checkpoint_every)
+    return store.context(spec), {name: frame.to_csv(index=False) for name, frame in records.items()}
+
+
+def _threads_keyed(store: RunStore, spec: RunSpec) -> int:
+    """The thread count `spec`'s key names (1 when the key names none: the run pins its threads)."""
+    try:
+        return int(json.loads(store.context(spec)).get("threads", 1))
+    except (ValueError, TypeError, AttributeError):  # a test store's code override
+        return 1
+
+
+def init_ray(address: str | None, timeout: float = INIT_TIMEOUT_S) -> None:
+    """`ray.init(address)`, after a child process showed within `timeout` seconds that it connects."""
+    import ray
+
+    check_address(address)
+    if address not in (None, "", "local"):
+        probe = f"import ray; ray.init(address={address!r}, include_dashboard=False, log_to_driver=False); ray.shutdown()"
+        try:
+            subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=timeout, check=True)
+        except subprocess.TimeoutExpired as err:
+            raise ConnectionError(f"Ray at {address!r} did not answer within {timeout:.0f} s (something listens "
+                                  "there, but no Ray cluster that accepts this driver): check the address, or leave "
+                                  "out --ray-address to run on a local Ray") from err
+        except subprocess.CalledProcessError as err:
+            last = (err.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+            raise ConnectionError(f"cannot join the Ray cluster at {address!r}: {last}") from err
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
 def _records(texts: dict[str, str]) -> Records:
@@ -55,20 +91,24 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
     except ImportError as err:
         raise ImportError("executor='ray' needs Ray: pip install -e '.[ray]' (make test installs it)") from err
     if not ray.is_initialized():
-        check_address(address)
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        init_ray(address)
     has_gpus = ray.cluster_resources().get("GPU", 0) > 0
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     refs = {}
     for spec in specs:
         gpus = gpus_per_run if gpus_per_run is not None else (
             DEFAULT_GPU_FRACTION if has_gpus and spec.device != "cpu" else 0.0)
-        task = ray.remote(num_cpus=1, num_gpus=gpus)(_run_task)
+        threads = _threads_keyed(store, spec)
+        task = ray.remote(num_cpus=min(threads, cpus), num_gpus=gpus,
+                          runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}})(_run_task)
         refs[task.remote(spec.to_json(), str(store.root.resolve()), store.code,
                          None if root is None else str(root), checkpoint_every)] = spec
     pending = list(refs)
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
         spec = refs[done[0]]
-        records = _records(ray.get(done[0]))
+        context, texts = ray.get(done[0])
+        store.check_context(spec, context, "on a Ray worker")
+        records = _records(texts)
         if not store.has(spec):  # a worker on another machine wrote to its own disk
             store.save(spec, records)

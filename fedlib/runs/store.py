@@ -5,22 +5,30 @@ tables the experiment collects) and `manifest.json` (sizes, row counts and SHA-2
 fedlib version: `fedlib.runs.entry`); `<root>/in-progress/<key>.pt` holds a running spec's checkpoint.
 The key hashes the spec and `fedlib.runs.fingerprint.key_context`: the code the spec's run reaches (its
 engine, plan, algorithm, codecs, model and loader, without comments or docstrings), the contents of the data
-files it reads, the torch version, device type and, where torch picks it, the thread count. A change there
-makes the entries it could affect stale (recomputed on the next request, never silently reused); what the
-run does not reach (display helpers, record readers, other papers and components, notebooks) does not.
+files it reads, the torch version, device type, CPU kernel capability and, where torch picks it, the thread
+count. A change there makes the entries it could affect stale (recomputed on the next request, never silently
+reused); what the run does not reach (display helpers, record readers, other papers and components, notebooks)
+does not.
+
+A store is marked by its `.fedlib-run-store` file (`MARKER`, written with its first entry): the store commands
+(`python -m fedlib.runs`) refuse a folder without it, and treat as entries only folders named as a key.
 
 Every read verifies the entry against its manifest; a damaged entry (a file missing, truncated, edited or
 unlisted, no manifest) is never served: it is moved to `<root>/.damaged/<key>-<time>/` with a
-`DamagedEntryWarning` naming the file, and `has` says False so `run_specs` recomputes it. Saves write a
-uniquely named temporary folder and rename it into place: a reader sees a whole entry or none, and a second
-writer of the same key keeps the first entry. Temporaries of processes that died are removed when a store is
-first used. A checkpoint carries its spec's key and is refused for any other. Nothing read from the store is
-executed: records are CSV, checkpoints load with `torch.load(weights_only=True)`.
+`DamagedEntryWarning` naming the file (in a read-only store it stays, skipped with the warning, and the other
+entries still read), and `has` says False so `run_specs` recomputes it. Saves write a uniquely named temporary
+folder and rename it into place: a reader sees a whole entry or none, and a second writer of the same key keeps
+the first entry. Temporaries of processes that died are removed when a store is first used. A checkpoint
+carries its spec and its key and is refused for any other, or when it holds as many rounds as the spec runs or
+more. Nothing read from the store is executed: records are CSV, checkpoints load with
+`torch.load(weights_only=True)`.
 """
 from __future__ import annotations
 
 import errno
+import json
 import os
+import re
 import shutil
 import socket
 import time
@@ -32,7 +40,7 @@ from typing import Any
 import torch
 
 from fedlib.report import repo_root
-from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_entry
+from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_atomic, write_entry
 from fedlib.runs.fingerprint import key_context
 from fedlib.runs.spec import RunSpec
 
@@ -40,11 +48,17 @@ TEMP_PREFIX = ".writing-"  # + host-pid-random: a save or checkpoint being writt
 DAMAGED = ".damaged"  # where damaged entries are moved
 IN_PROGRESS = "in-progress"
 FOREIGN_TEMP_AGE_S = 3600.0  # another host's temporary older than this is left over from a dead process
+MARKER = ".fedlib-run-store"  # the file that makes a folder a run store (written with its first entry)
+KEY = re.compile(r"^[0-9a-f]{24}$")  # an entry folder's name: `RunSpec.key`
 
 
 
 class DamagedEntryWarning(UserWarning):
     """A damaged store entry was moved aside (it will be recomputed)."""
+
+
+class NotAStoreError(ValueError):
+    """A folder given as a run store that is none (no marker): the store commands touch nothing in it."""
 
 
 def _temp_name(suffix: str = "") -> str:
@@ -76,7 +90,10 @@ def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:  # a read-only store: left for a writable session to clean
+            pass
 
 
 def _write_error(err: OSError, target: Path) -> OSError:
@@ -85,12 +102,13 @@ def _write_error(err: OSError, target: Path) -> OSError:
 
 
 class FileCheckpoint:
-    """A run's checkpoint file (see `fedlib.contracts.Checkpoint`), tied to its spec's store key."""
+    """A run's checkpoint file (see `fedlib.contracts.Checkpoint`), tied to its spec and the spec's store key:
+    it is resumed only when the spec, the key and the round count agree."""
 
-    def __init__(self, path: Path, every: int, key: str) -> None:
+    def __init__(self, path: Path, every: int, key: str, spec: RunSpec) -> None:
         if every < 1:
             raise ValueError(f"checkpoint every must be >= 1 round, got {every}")
-        self.path, self.every, self.key = path, every, key
+        self.path, self.every, self.key, self.spec = path, every, key, spec
 
     def load(self) -> dict[str, Any] | None:
         if not self.path.exists():
@@ -105,20 +123,40 @@ class FileCheckpoint:
             found = saved.get("key") if isinstance(saved, dict) else None
             raise ValueError(f"checkpoint {self.path} was written for store key {found}, not for this run's "
                              f"{self.key}: it is not resumed; delete it to restart that run")
+        if saved.get("spec") != json.dumps(self.spec.to_json(), sort_keys=True):
+            raise ValueError(f"checkpoint {self.path} was written for another spec than this run's (or before "
+                             "checkpoints named their spec): it is not resumed; delete it to restart that run")
+        done = _rounds_done(saved["state"])
+        if done is None or not 0 <= done < self.spec.rounds:
+            raise ValueError(f"checkpoint {self.path} holds {done} finished rounds of a {self.spec.rounds}-round "
+                             "run: it is not resumed; delete it to restart that run")
         return saved["state"]
 
     def save(self, state: dict[str, Any]) -> None:
         tmp = self.path.parent / _temp_name(".pt")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"key": self.key, "state": state}, tmp)
+            torch.save({"key": self.key, "spec": json.dumps(self.spec.to_json(), sort_keys=True), "state": state},
+                       tmp)
             os.replace(tmp, self.path)
-        except OSError as err:
+        except (OSError, RuntimeError) as err:  # torch reports a full disk as a RuntimeError naming no file
             tmp.unlink(missing_ok=True)
-            raise _write_error(err, self.path) from err
+            if isinstance(err, OSError):
+                raise _write_error(err, self.path) from err
+            raise _write_error(OSError(errno.EIO, str(err).splitlines()[0] if str(err) else "write failed"),
+                               self.path) from err
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+
+
+def _rounds_done(state: Any) -> int | None:
+    """How many rounds a checkpointed federation state has finished (its history rows), None if unreadable."""
+    try:
+        history = json.loads(state["history"])
+    except (TypeError, KeyError, ValueError):
+        return None
+    return len(history) if isinstance(history, list) else None
 
 
 class RunStore:
@@ -150,18 +188,61 @@ class RunStore:
     def key(self, spec: RunSpec) -> str:
         return spec.key(self.context(spec))
 
+    def check_context(self, spec: RunSpec, ran_with: str, where: str) -> None:
+        """Raise RuntimeError unless the context a run was computed with (`ran_with`, from the process `where` it
+        ran) is the one this store files `spec` under: records are never filed under a key that describes
+        another environment (e.g. a worker with fewer threads or other CPU kernels)."""
+        here = self.context(spec)
+        if ran_with == here:
+            return
+        try:
+            theirs, ours = json.loads(ran_with), json.loads(here)
+            diff = "; ".join(f"{k}: {theirs.get(k)!r} there, {ours.get(k)!r} here"
+                             for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k))
+        except (ValueError, AttributeError):
+            diff = f"{ran_with!r} there, {here!r} here"
+        raise RuntimeError(f"run {spec.get('labels') or spec.algorithm.name} (seed {spec.seed}) ran {where} in another "
+                           f"environment than this process keys it with ({diff}): its records are not filed here. "
+                           "Run it where the environment matches, or pin the differing setting (e.g. -p threads)")
+
     def folder(self, spec: RunSpec) -> Path:
         return self.root / self.key(spec)
 
     def checkpoint(self, spec: RunSpec, every: int) -> FileCheckpoint:
-        return FileCheckpoint(self.root / IN_PROGRESS / f"{self.key(spec)}.pt", every, self.key(spec))
+        key = self.key(spec)
+        return FileCheckpoint(self.root / IN_PROGRESS / f"{key}.pt", every, key, spec)
+
+    def is_store(self) -> bool:
+        """True if the root is a run store: it holds the marker file its first save wrote."""
+        return (self.root / MARKER).is_file()
+
+    def require_store(self) -> None:
+        """Raise `NotAStoreError` unless the root is a marked run store (before anything touches its folders)."""
+        if not self.root.is_dir():
+            raise NotAStoreError(f"{self.root} is not a folder: no run store there (check --root)")
+        if not self.is_store():
+            raise NotAStoreError(
+                f"{self.root} is not a run store (it has no {MARKER} file; a store gets one with its first entry). "
+                f"Check --root: a store is the folder of entry folders, e.g. results/runs. If {self.root} is a store "
+                f"written before stores were marked, mark it: python -m fedlib.runs mark --root {self.root}")
+
+    def mark(self) -> None:
+        """Make the root a run store (idempotent): the marker file, written atomically."""
+        if not self.is_store():
+            write_atomic(self.root / MARKER, json.dumps({"fedlib_run_store": 1}) + "\n")
 
     def entries(self) -> list[Path]:
-        """Every entry folder (not the temporaries, checkpoints or damaged entries)."""
+        """Every entry folder: named as a store key (not the temporaries, checkpoints, damaged entries or
+        anything else a user keeps there)."""
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.iterdir()
-                      if p.is_dir() and not p.name.startswith(".") and p.name != IN_PROGRESS)
+        return sorted(p for p in self.root.iterdir() if p.is_dir() and not p.is_symlink() and KEY.match(p.name))
+
+    def strangers(self) -> list[Path]:
+        """What the root holds that this store did not write: neither an entry, nor its marker, checkpoints,
+        temporaries or damaged entries. The store commands leave these alone."""
+        own = {MARKER, IN_PROGRESS, DAMAGED, *(entry.name for entry in self.entries())}
+        return sorted(p for p in self.root.iterdir() if p.name not in own and not p.name.startswith(TEMP_PREFIX))
 
     def temporary(self) -> Path:
         """A new, uniquely named empty folder in the store, to write an entry into before `place`."""
@@ -196,10 +277,14 @@ class RunStore:
         already moved it."""
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         dest = self.root / DAMAGED / f"{folder.name}-{stamp}-{uuid.uuid4().hex[:6]}"
-        dest.parent.mkdir(parents=True, exist_ok=True)
         try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
             os.rename(folder, dest)
         except FileNotFoundError:
+            return None
+        except OSError as err:  # a read-only store: the entry is skipped, the other entries still read
+            warnings.warn(f"run store entry {folder} is damaged ({damage}); it cannot be moved aside ({err.strerror}), "
+                          "so it is skipped and will be recomputed", DamagedEntryWarning, stacklevel=3)
             return None
         warnings.warn(f"run store entry {folder} is damaged ({damage}); moved to {dest}, it will be recomputed",
                       DamagedEntryWarning, stacklevel=3)
@@ -259,8 +344,12 @@ class RunStore:
         return folder
 
     def place(self, tmp: Path, folder: Path) -> None:
-        """Rename the written entry `tmp` to `folder`; if an entry is there already, keep it when intact,
-        replace it if damaged."""
+        """Rename the written entry `tmp` to `folder` (marking the store as one with its first entry); if an entry
+        is there already, keep it when intact, replace it if damaged."""
+        try:
+            self.mark()
+        except OSError as err:
+            raise _write_error(err, folder) from err
         for _ in range(3):
             try:
                 os.rename(tmp, folder)

@@ -1,0 +1,34 @@
+"""Ray tasks run a spec in the environment its key names: a CNN with threads "auto" is keyed by the driver's
+thread count, so its task gets that many threads (Ray would give it one) and its records are filed only when the
+worker's key context is the driver's."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from fedlib.runs import RunSpec, RunStore, run_specs
+
+
+def cnn_spec() -> RunSpec:
+    return RunSpec.make("quickstart", "mnist5k", ("dirichlet", {"num_clients": 3, "alpha": 0.5, "min_size": 10}),
+                        ("taco_cnn", {}), ("fedavg", {}), 1, 0, local={"lr": 0.05, "batch_size": 64, "steps": 2},
+                        loop={"executor": "sequential"})
+
+
+def test_a_ray_task_runs_with_the_threads_its_key_names(tmp_path):
+    ray = pytest.importorskip("ray")
+    spec = cnn_spec()
+    local_store = RunStore(tmp_path / "local")
+    assert "threads" in json.loads(local_store.context(spec))  # torch picks the threads of this run
+    local = run_specs([spec], store=local_store, progress=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = run_specs([spec], store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
+    finally:
+        ray.shutdown()
+    drop = ["train_s", "wall_s", "run"]
+    pd.testing.assert_frame_equal(local["rounds"].drop(columns=drop, errors="ignore"),
+                                  remote["rounds"].drop(columns=drop, errors="ignore"), check_exact=True)
+    assert local["rounds"]["run"].tolist() == remote["rounds"]["run"].tolist()  # one key, one environment
