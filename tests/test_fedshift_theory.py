@@ -1,4 +1,4 @@
-"""theory/fedshift.py: Eqs. 9-11, Theorem 2 printed vs corrected (on synthetic rounds and a real run),
+"""notebooks/theory/fedshift.py: Eqs. 9-11, Theorem 2 printed vs corrected (on synthetic rounds and a real run),
 Theorem 1's sign change, the quadratic stall, Table III arithmetic."""
 from __future__ import annotations
 

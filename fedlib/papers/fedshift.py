@@ -14,7 +14,7 @@ Pieces, each usable on its own with `fedlib.federation.run_federation`:
 * `FedShift`: the post-aggregation hook, Eq. 10 per layer,
       w_hat = w - c * mean(w) * 1,   c = sum of the aggregation weights of this round's inferior clients
   (= |I_t| / K with the paper's uniform weights). It also records the per-layer quantities that
-  Theorem 2 is about (theory/fedshift.py checks them). With no quantizer in the uplink it is the
+  Theorem 2 is about (notebooks/theory/fedshift.py checks them). With no quantizer in the uplink it is the
   full-precision "shift-only" ablation.
 * `DivergenceMonitor`: Fig. 9's per-layer distances, for runs with and without the shift.
 * `prediction_histogram`: Fig. 8's predicted-label distribution.
@@ -66,7 +66,7 @@ ALGORITHMS = ("fedavg", "fedprox", "scaffold", "fedef")
 # ------------------------------------------------------------------------------------- data split
 
 def parity_shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator | int) -> list[np.ndarray]:
-    """FedShift's label-parity shard split (spec §2.1, generalised to any N that is a multiple of the
+    """FedShift's label-parity shard split (docs/fedshift.md, setups; generalised to any N that is a multiple of the
     number of classes C, C even and >= 4).
 
     Each class is cut into s = N / C shards (in dataset order, sizes differ by <= 1). Candidate j gets
@@ -147,7 +147,7 @@ def algorithm_and_uplink(name: str, codec: CodecChoice | None, inferior: Iterabl
                          **algorithm_kwargs: Any) -> tuple[Algorithm, Link]:
     """The paper's four baselines as (algorithm, uplink). "fedavg" is Table I's FedPAQ row (FedAvg with
     deterministic weight quantization); "fedef" is FedAvg (server lr 1) with an error-feedback uplink
-    on the weights (spec §1.8, "weights" variant); FedProx/SCAFFOLD take their own kwargs (mu, coef)."""
+    on the weights (docs/fedshift.md, Fed-EF); FedProx/SCAFFOLD take their own kwargs (mu, coef)."""
     if name not in ALGORITHMS:
         raise ValueError(f"unknown FedShift baseline {name!r}; choose from {ALGORITHMS}")
     if name == "fedef":
