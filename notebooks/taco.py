@@ -61,7 +61,7 @@ fedacg_beta = 0.001
 fedacg_lambda = 0.85
 foolsgold_variant = "taco_paper"
 taco_gamma = "1/K"
-taco_output = "w"  # evaluate TACO on w_t ("z": the output model z_t of Eq. 15); specs/taco.md A5
+taco_output = "w"  # evaluate TACO on w_t ("z": the output model z_t of Eq. 15); docs/taco.md A5
 taco_weights = "current"  # Eq. 9's weights: alpha^{t+1} from this round's uploads ("previous": alpha^t)
 kappa = 0.6
 lambda_frac = 0.2
@@ -150,7 +150,7 @@ print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)}
 # | local work | K = 100–1000 steps, batch 64, η_l = 0.01, η_g = Kη_l | `local_steps`, `batch_size`, `lr`; η_g = Kη_l (model averaging) |
 # | TACO | γ = 1/K, κ = 0.6, λ = T/5, α⁰ = 0.1, output z_T | same (`taco_gamma`, `kappa`, `lambda_frac`); rounds evaluated on w_t, z_T reported (A5) |
 # | baselines | FedProx ζ = 0.1, SCAFFOLD α = 1, STEM α = 0.2, FedACG β = 0.001, FoolsGold | same; FedACG λ = 0.85 (FedACG's default, TACO gives none) |
-# | aggregation | 1/N or D_i/D (unstated) | uniform 1/N for every baseline (specs/taco.md A3) |
+# | aggregation | 1/N or D_i/D (unstated) | uniform 1/N for every baseline (docs/taco.md A3) |
 #
 # FoolsGold is TACO's rendition (weights = clipped cosine with the mean update; `foolsgold_variant="original"`:
 # Fung et al.'s rule). STEM takes two gradients per step. FedACG broadcasts the look-ahead θ + λm (Errata).
@@ -344,7 +344,7 @@ table8.pivot(index="kappa", columns="lambda", values=["TPR_%", "FPR_%", "paper_T
 # %% [markdown]
 # ## Table VI: ablation (tailored correction × tailored aggregation)
 #
-# Rows inferred (check marks lost, specs/taco.md 5.6): neither = FedAvg, both = TACO, "corr only" = Eq. (8)
+# Rows inferred (check marks lost, docs/taco.md): neither = FedAvg, both = TACO, "corr only" = Eq. (8)
 # with uniform aggregation, "agg only" = local SGD with Eq. (9) (weights ∝ α_i: see finding (a) and the theory).
 
 # %%
@@ -536,7 +536,7 @@ print("argmin sum x_i^2/q_i s.t. sum x_i = sigma:", lag["solution"], "proportion
 th.theorem_scope()
 
 # %% [markdown]
-# ## Errata and reading decisions (specs/taco.md section 8)
+# ## Errata and reading decisions (docs/taco.md)
 #
 # * **Lemma 2 is false unless α = 1**; **Corollary 2 does not follow** from Y_t; the proof assumes uniform 1/N
 #   aggregation (not Eq. 9) and equal D_i, and uses E|ΣΔ|² ≤ (ΣE|Δ|)², invalid for random vectors (above).

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 
 from fedlib.dryrun import (
-    NOTEBOOK_NAMES, combination, dry_run, full_size_steps, main, one_round,
+    combination, dry_run, full_size_steps, main, notebook_names, notebooks_folder, one_round,
 )
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.runs import RunSpec
@@ -72,13 +73,37 @@ def test_unknown_notebook_and_bad_steps():
         main(["--only", "tacos"])
 
 
+def test_the_notebooks_folder_is_given_or_found_or_named_as_missing(tmp_path, monkeypatch, capsys):
+    """Outside any checkout (`checkout` finds none) the working folder or its notebooks/ is looked at; a folder
+    that is not one, and no folder at all, are usage errors naming what was looked for."""
+    import shutil
+
+    import fedlib.dryrun as dryrun
+
+    monkeypatch.setattr(dryrun, "checkout", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--only", "quickstart"])
+    assert exit_.value.code == 2
+    assert f"no notebooks folder found (looked in {tmp_path}, {tmp_path / 'notebooks'})" in capsys.readouterr().err
+    (tmp_path / "notebooks" / "profiles").mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "notebooks" / "quickstart.py", tmp_path / "notebooks")
+    assert notebooks_folder() == tmp_path / "notebooks" and notebook_names(tmp_path / "notebooks") == ("quickstart",)
+    with pytest.raises(SystemExit):
+        main(["--only", "taco"])
+    assert "unknown notebook(s) ['taco'] in" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--notebooks", str(tmp_path)])
+    assert f"--notebooks {tmp_path}: not a notebooks folder" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_whole_full_dry_run_exits_zero():
     """Every spec of all five notebooks' full grids builds and every combination runs one round (minutes)."""
     out = io.StringIO()
-    code = dry_run(NOTEBOOK_NAMES, "full", out=out)
+    code = dry_run(notebook_names(notebooks_folder()), "full", out=out)
     print(out.getvalue())
     assert code == 0, out.getvalue()
-    for notebook in NOTEBOOK_NAMES:
+    for notebook in notebook_names(notebooks_folder()):
         runs = len(notebook_specs(notebook, notebook_parameters(notebook, "full")))
         assert f"{notebook} (full): {runs:,} runs" in out.getvalue()

@@ -24,8 +24,9 @@ def _parse(requirement: str) -> tuple[str, str]:
 
 def test_environment_yml_matches_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pip = dict(_parse(r) for r in project["dependencies"] + project["optional-dependencies"]["vision"]
-                    + project["optional-dependencies"]["ray"])
+    extras = project["optional-dependencies"]
+    pip = dict(_parse(r) for r in project["dependencies"] + extras["vision"] + extras["ray"] + extras["notebooks"]
+               + extras["test"] if not r.startswith(project["name"]))  # test's own [notebooks] is listed already
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda = dict(_parse(r) for r in env["dependencies"] if isinstance(r, str) and _parse(r)[0] != "python")
     assert conda == pip
@@ -45,9 +46,26 @@ def test_python_floor_is_the_same_everywhere_and_holds_here():
 
 def test_design_card_packages_are_declared():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = {_parse(r)[0] for r in project["dependencies"] + project["optional-dependencies"]["vision"]}
+    declared = {_parse(r)[0] for extra in project["optional-dependencies"].values()
+                for r in project["dependencies"] + extra}
     card = {"jupyterlab", "papermill", "torch", "torchvision", "numpy", "seaborn", "nbval", "sympy"}
     assert card <= declared
+
+
+def test_the_library_imports_none_of_the_notebook_and_test_tools():
+    """A Flower SuperNode installs the library without the extras: nothing under fedlib/ imports their packages
+    at module level (fedlib.notebook_params reads notebooks with jupytext inside its functions)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = {_parse(r)[0] for r in project["dependencies"]}
+    tools = {_parse(r)[0] for name in ("notebooks", "test") for r in project["optional-dependencies"][name]} - base
+    modules = {"jupyterlab": "jupyterlab", "ipykernel": "ipykernel", "papermill": "papermill", "jupytext": "jupytext",
+               "pytest": "pytest", "nbval": "nbval", "pytest-xdist": "xdist", "sympy": "sympy",
+               "matplotlib": "matplotlib", "seaborn": "seaborn"}
+    assert tools - {project["name"]} == set(modules)
+    top_level = re.compile(rf"^(?:import|from) ({'|'.join(modules.values())})\b", re.MULTILINE)
+    offenders = [f"{path.relative_to(ROOT)}: {m.group(0)}" for path in sorted((ROOT / "fedlib").rglob("*.py"))
+                 for m in top_level.finditer(path.read_text())]
+    assert offenders == []
 
 
 def test_committed_notebooks_carry_the_kernelspec_make_installs():

@@ -80,7 +80,7 @@ def test_eq22_is_optimal_only_for_equal_costs():
     equal, unequal = table.iloc[0], table.iloc[1]
     assert equal["Eq.22 excess"] == pytest.approx(0.0, abs=1e-9)
     assert equal["beta/alpha kkt"] == pytest.approx(1 / math.sqrt(6))
-    # with e2 = 3 e1 the paper's rule is feasible but ~14% worse (spec §1.7: 0.5952 vs 0.5222)
+    # with e2 = 3 e1 the paper's rule is feasible but ~14% worse (docs/fedaq.md reading 9: 0.5952 vs 0.5222)
     assert unequal["Eq.22 excess"] > 0.10
     assert unequal["beta/alpha kkt"] == pytest.approx(math.sqrt(3 / 6))
 

@@ -6,6 +6,9 @@ components that keep client-side memory or read the record (TACO's freeloaders, 
 policy). One run goes through Flower's simulation engine (Ray, 2 workers)."""
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -202,17 +205,43 @@ def test_ray_simulation_with_two_workers_gives_the_record():
         np.testing.assert_array_equal(ref["rounds"][column], got["rounds"][column])
 
 
-def test_the_flwr_run_app_reads_its_spec_from_the_run_config_and_writes_the_record(tmp_path):
+APP_FOLDER = Path(__file__).resolve().parents[1] / "flower-app"
+
+
+def _app_module():
+    """The app folder's own module, imported from the folder as Flower's runtimes import it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fedlib_flower_app", APP_FOLDER / "fedlib_flower_app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sized(app):
+    """`app` behind Flower's own message_size_mod, which reads every record of both messages."""
+    from flwr.clientapp.mod import message_size_mod
+
+    return lambda msg, context: message_size_mod(msg, context, app)
+
+
+def test_the_flower_app_folder_gives_run_federations_record(tmp_path):
+    """flower-app/ as `flwr run flower-app` loads it: its pyproject.toml passes Flower's own validation (the
+    components importable from the folder), its run config as Flower fuses it (the spec file read from the
+    folder, `out` overridden as --run-config does), its ServerApp and ClientApp (behind message_size_mod) on a
+    grid in this process; the record tables written equal run_federation's on the folder's spec."""
     import json
 
-    from fedlib.flower import app
+    from flwr.cli.config_utils import load_and_validate
+    from flwr.common.config import get_fused_config_from_dir
 
-    spec = spec_of("scaffold", uplink=("stc", {"frac": 0.2, "error_feedback": True}))
-    (tmp_path / "spec.json").write_text(json.dumps(spec.to_json()))
-    grid = InProcessGrid(app.client_app, 5)
-    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
-                      run_config={"spec": str(tmp_path / "spec.json"), "out": str(tmp_path / "records")})
-    app.main(grid, context)
+    config, _ = load_and_validate(APP_FOLDER / "pyproject.toml")
+    assert config["project"]["dependencies"][-1].startswith("fedlib-companion")
+    run_config = get_fused_config_from_dir(APP_FOLDER, {"out": str(tmp_path / "records")})
+    module = _app_module()
+    spec = RunSpec.from_json(json.loads((APP_FOLDER / str(run_config["spec"])).read_text()))
+    grid = InProcessGrid(_sized(module.client_app), spec.split.args["num_clients"], seed=2)
+    module.server_app(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
     ref = reference(spec)
     assert {p.stem for p in (tmp_path / "records").glob("*.csv")} == set(ref)
     for name in ("rounds", "clients"):
@@ -220,9 +249,70 @@ def test_the_flwr_run_app_reads_its_spec_from_the_run_config_and_writes_the_reco
         np.testing.assert_array_equal(stored["bits_up"], ref[name]["bits_up"])
         np.testing.assert_allclose(stored["loss" if name == "clients" else "test_acc"],
                                    ref[name]["loss" if name == "clients" else "test_acc"], rtol=1e-12)
-    for run_config, error in (({}, "has no 'spec'"), ({"spec": str(tmp_path / "none.json")}, "no file")):
+
+
+def test_the_app_refuses_a_missing_spec_and_a_relative_out_folder(tmp_path):
+    from fedlib.flower.app import run_app
+
+    grid = InProcessGrid(client_app, 5)
+    for run_config, folder, error in (({}, None, "has no 'spec'"),
+                                      ({"spec": str(tmp_path / "none.json")}, None, "no file"),
+                                      ({"spec": "none.json"}, tmp_path, f"no file {tmp_path / 'none.json'}"),
+                                      ({"spec": str(APP_FOLDER / "spec.json"), "out": "records"}, None,
+                                       "give an absolute folder")):
         with pytest.raises(ValueError, match=error):
-            app.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
+            run_app(grid, run_config, folder)
+
+
+def test_flowers_size_mod_accepts_every_fedlib_message():
+    """message_size_mod counts the bytes of every ConfigRecord value and raises on an empty string or bytes:
+    fedlib's train, query and reply messages carry none, and the record is unchanged behind the mod."""
+    spec = spec_of(rounds=2)
+    same_records(run_in_process(spec), FedlibStrategy(spec).run(InProcessGrid(_sized(client_app), 5)))
+
+
+def _freeloader_spec(sampler) -> RunSpec:
+    return RunSpec.make("taco", "digits", ("dirichlet", {"num_clients": 5, "alpha": 0.5, "min_size": 10}),
+                        ("mlp", {"hidden": [12]}), ("fedavg", {}), 6, 0,
+                        local={"lr": 0.05, "batch_size": 16, "steps": 2}, loop={"sampler": sampler},
+                        client_behavior=("freeloaders", {"count": 2}))
+
+
+def test_previous_update_freeloaders_under_partial_participation_are_warned_on_both_sides():
+    """A freeloader that missed the round before has no w_(t-1) in its own context: Flower's record differs from
+    run_federation's, and the server and the client app each say so, naming the case; under full participation
+    neither warns and the records are equal."""
+    from fedlib.flower.caveats import FlowerParityWarning
+
+    partial = _freeloader_spec(2)
+    with pytest.warns(FlowerParityWarning) as caught:
+        got = run_in_process(partial)
+    messages = [str(w.message) for w in caught if issubclass(w.category, FlowerParityWarning)]
+    assert any(m.startswith("Flower parity (server): 'previous_update' freeloader(s)") for m in messages)
+    assert any(m.startswith("Flower parity (client app): 'previous_update' freeloader(s)") for m in messages)
+    with pytest.raises(AssertionError):
+        same_records(reference(partial), got)  # the warned difference is real
+
+    full = _freeloader_spec(1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FlowerParityWarning)
+        same_records(reference(full), run_in_process(full))
+
+
+def test_threads_auto_with_a_convolutional_model_is_warned_for_other_processes():
+    """threads "auto" resolved to more than one thread here (a convolutional model) is warned; one thread here,
+    or a count the spec pins (set in every process), is not."""
+    from fedlib.flower.caveats import FlowerParityWarning, warn_thread_count
+
+    conv = RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 2}), ("cnn", {}), ("fedavg", {}), 1, 0,
+                        local={"lr": 0.05, "batch_size": 16, "steps": 1})
+    with pytest.warns(FlowerParityWarning, match=r"threads 'auto' is 4 threads in this process .* Flower's "
+                                                 r"simulation engine .* loop: \{threads: 1\}"):
+        warn_thread_count(build_run(conv), 4, "Flower's simulation engine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FlowerParityWarning)
+        warn_thread_count(build_run(conv), 1, "Flower's simulation engine")
+        warn_thread_count(build_run(conv.with_(loop=(("threads", 4),))), 4, "Flower's simulation engine")
 
 
 def test_without_flower_the_import_says_what_to_install(monkeypatch):

@@ -68,7 +68,7 @@ def test_theorem2_holds_and_rate_is_one_over_t(toy_runs):
 def test_bound_is_vacuous_at_the_papers_scale():
     toy = make_toy()
     small = theorem2_bound(toy, 1000, G2=1.0, dist0=1.0, zu=16, zd=16)
-    # the d^2/(Z_D-1)^4 term with d = 10 is tiny; at d = 1.37e6 it is ~3.7e7 (spec §11.6.8)
+    # the d^2/(Z_D-1)^4 term with d = 10 is tiny; at d = 1.37e6 it is ~3.7e7 (docs/mucsc.md, Errata)
     assert 1.369738e6**2 / 15**4 > 3.7e7 and small < 1e3
 
 

@@ -172,7 +172,7 @@ def test_from_indices_validation():
 
 
 def test_fedshift_parity_split_via_from_indices():
-    """FedShift's shard split (spec 2.1): each client holds two same-parity labels, shards shared twice."""
+    """FedShift's shard split (docs/fedshift.md, setups): each client holds two same-parity labels, shards shared twice."""
     labels = np.repeat(np.arange(10), 20)
     order = np.argsort(labels, kind="stable")
     shard = np.array_split(order, 100)

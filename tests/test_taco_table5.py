@@ -10,7 +10,7 @@ from fedlib.federation import run_federation
 from fedlib.papers.taco import ALGORITHMS, experiments, table5_grid
 from fedlib.runs.build import build_run
 
-# Table V's columns at the paper's settings (specs/taco.md 4.3-4.6): dataset, model, split, T, K, eta_l
+# Table V's columns at the paper's settings (docs/taco.md, setups): dataset, model, split, T, K, eta_l
 EXPECTED = {
     "adult": ("adult", "taco_mlp", ("dirichlet", {"num_clients": 20, "alpha": 0.5, "min_size": 5}), 50, 100, 0.01),
     "SVHN": ("svhn", "taco_cnn", "groups", 100, 1000, 0.01),

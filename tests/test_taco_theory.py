@@ -91,7 +91,7 @@ def test_fixed_point_prediction_and_tailored_bias():
     assert fedavg["prediction_error"] < 1e-5 and corrected["prediction_error"] < 1e-5
     # the correction changes speed and stability, never the fixed point
     assert corrected["bias_from_optimum"] == pytest.approx(fedavg["bias_from_optimum"], rel=1e-4)
-    # alpha-weighted aggregation ends farther from the optimum than FedAvg here (specs/taco.md 7.4 pilot)
+    # alpha-weighted aggregation ends farther from the optimum than FedAvg here (docs/taco.md, pilot observations)
     assert rows.loc["TACO (gamma=1/K)", "excess_loss"] > fedavg["excess_loss"]
 
 

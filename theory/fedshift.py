@@ -145,7 +145,7 @@ def theorem1_facts() -> dict[str, sp.Expr]:
 
 theorem1_bound = sp.lambdify((tau, gamma, eps, beta, mu, L, B1, B2, M, Delta1), BOUND_MAIN, "numpy")
 E_, G2_, sigma2_, Gamma_, alpha_ = sp.symbols("E G^2 sigma^2 Gamma alpha", positive=True)
-B1_OF = (1 + 1 / eps) * 6 * L * Gamma_ + (1 + 1 / eps) * 8 * (E_ - 1) ** 2 * G2_ + sigma2_  # spec section 4.4
+B1_OF = (1 + 1 / eps) * 6 * L * Gamma_ + (1 + 1 / eps) * 8 * (E_ - 1) ** 2 * G2_ + sigma2_  # Theorem 1's B_1 (the paper's appendix)
 B2_OF = (1 + eps) * P_ * alpha_**2
 b1_of = sp.lambdify((eps, L, Gamma_, E_, G2_, sigma2_), B1_OF, "numpy")
 b2_of = sp.lambdify((eps, P_, alpha_), B2_OF, "numpy")
@@ -223,7 +223,7 @@ def quadratic_fixed_point(mean_star: float, P: int, local_steps: int, lr: float,
     w* + rho (w - w*); the part orthogonal to 1 converges to that of w*, the mean follows
     m <- (1 - alpha)(m* + rho (m - m*)), whose fixed point is m_fp = (1-alpha)(1-rho) m* / (1 - (1-alpha) rho).
     The gap is F - F* = P (m_fp - m*)^2 / 2. As lr -> 0, m_fp -> 0 and the gap -> P m*^2 / 2, the
-    gap of the mean-constrained minimiser (spec §4.4(4))."""
+    gap of the mean-constrained minimiser (docs/fedshift.md, Errata: Theorem 1)."""
     rho = (1 - lr) ** local_steps
     a = inferior_fraction
     m_fp = (1 - a) * (1 - rho) * mean_star / (1 - (1 - a) * rho)

@@ -6,7 +6,7 @@
 * Theorems 1-2 on a strongly convex toy federation: bound vs measured error and rate.
 * Theorems 3-4 (partial participation) in sympy, checked on quadratic clients run through the real round
   loop (fedlib.federation.run_federation with MUCSC links and K of N clients per round).
-* Errata (spec §11.6): the downlink bound (34) with Z_D for Z_U and sum p_i^2 for 1, the gamma condition,
+* Errata (docs/mucsc.md): the downlink bound (34) with Z_D for Z_U and sum p_i^2 for 1, the gamma condition,
   and bound (32)'s need for uniform levels - each with the printed and the corrected form.
 """
 from __future__ import annotations
@@ -223,7 +223,7 @@ def large_d_levels(d: int, zs: Sequence[int] = (4, 8, 16), distinct: int = 2000,
 # ------------------------------------------------------------------------------ strongly convex toy federation
 @dataclass(frozen=True)
 class Toy:
-    """N quadratic clients F_i(w) = 1/2 (w - c_i)^T A_i (w - c_i), eigenvalues of A_i in [mu, L] (spec §11.7)."""
+    """N quadratic clients F_i(w) = 1/2 (w - c_i)^T A_i (w - c_i), eigenvalues of A_i in [mu, L]."""
 
     A: torch.Tensor  # N x d x d
     c: torch.Tensor  # N x d
@@ -497,7 +497,7 @@ def lemma4_check(updates: torch.Tensor, p: torch.Tensor, zu: int, zd: int, draws
 
 # ------------------------------------------------------------------------------ errata
 def downlink_bound_factor(dim: int, zu: int, zd: int, p: Sequence[float], form: str) -> float:
-    """The factor multiplying E^2 eta_t^2 G^2 in the bound on J^D: (34) as printed or corrected (spec §11.6.1-2)."""
+    """The factor multiplying E^2 eta_t^2 G^2 in the bound on J^D: (34) as printed or corrected (docs/mucsc.md, Errata)."""
     if form == "printed":
         return (dim**2 + 2 * dim * (zd - 1) ** 2) / (zd - 1) ** 4 * float(np.sum(np.square(p)))
     if form == "corrected":

@@ -1,4 +1,4 @@
-"""TACO theory (specs/taco.md section 6): sympy statements, exact over-correction conditions on quadratics,
+"""TACO theory (docs/taco.md, errata and E1/E2): sympy statements, exact over-correction conditions on quadratics,
 checks against runs of the real code, and what Theorem 1 / Corollary 2 do and do not say.
 
 Quadratic model (section 6.7). Client i: f_i(w) = 1/2 (w - b_i)^T diag(h_i) (w - b_i); full-batch local GD
@@ -501,7 +501,7 @@ def corollary2_lagrange(n: int = 3) -> dict[str, object]:
 
 
 def theorem_scope() -> pd.DataFrame:
-    """What Theorem 1 / Corollaries 1-2 imply and what they do not (specs/taco.md 6.3-6.5)."""
+    """What Theorem 1 / Corollaries 1-2 imply and what they do not (docs/taco.md, errata)."""
     rows = [
         ("Theorem 1", "implies", "A per-round descent inequality for f(z_t) under A1-A3 with UNIFORM 1/N aggregation, "
          "equal D_i, unbiased gradients and gamma = 1 (the proof's setting)."),

@@ -1,6 +1,6 @@
 """FedACG (Kim, Kim and Han, CVPR 2024): look-ahead broadcast, proximal local objective, server momentum.
 
-As in the official code (geehokim/FedACG; specs/taco.md 3.7), not TACO's rendition:
+As in the official code (geehokim/FedACG; docs/taco.md, Baselines), not TACO's rendition:
     broadcast   theta_hat_t = theta_t + lam * m_t
     client      starts from theta_hat_t and minimises L_i(theta) + beta ||theta - theta_hat_t||^2
                 (prox_half=True uses beta/2 ||.||^2, TACO's Algorithm 1 line 5)

@@ -1,6 +1,6 @@
 """FoolsGold (Fung, Yoon and Beschastnikh, RAID 2020): similarity-based aggregation weights.
 
-Two variants (specs/taco.md section 3.5):
+Two variants (docs/taco.md, Baselines):
   variant="taco_paper": TACO's rendition (its Algorithm 1, line 20) with the circularity broken:
       rho_i = max(0, cos(Delta_i, mean_j Delta_j)),  w_{t+1} = w_t - sum_i rho_i Delta_i / sum_i rho_i.
       Similar-to-the-mean clients get MORE weight (TACO's aggregation without the magnitude factor).

@@ -4,7 +4,7 @@ Local step: g + (c - c_i). After K local steps with learning rates eta_1..eta_K:
     c_i+ = c_i - c + (x - y_i) / sum_k eta_k        (= (x - y_i)/(K eta) for a constant rate)
 Server:  x <- x + eta_g * sum_i w_i (y_i - x);   c <- c + (|S|/N) * mean_i (c_i+ - c_i).
 `coef="samples"` reproduces the FedShift reference code, which divides by n_i * E * eta instead of
-K * eta (control variates 50x smaller in its setting); see specs/fedshift.md section 1.8.
+K * eta (control variates 50x smaller in its setting); see docs/fedshift.md, "Composition with the base methods".
 """
 from __future__ import annotations
 

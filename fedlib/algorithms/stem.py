@@ -2,7 +2,7 @@
 
 Local step k of round t (TACO's Algorithm 1, line 11; the original's recursion):
     v_k = g(w_k; xi_k) + (1 - a) (v_{k-1} - g(w_{k-1}; xi_k)),     w_{k+1} = w_k - eta_l v_k
-two gradients of the same mini-batch per step. Round start (specs/taco.md 3.6, our concrete choice):
+two gradients of the same mini-batch per step. Round start (docs/taco.md, Baselines: our concrete choice):
 v_{-1} = the server-averaged direction v_bar_t and w_{-1} = the client's own last iterate of its previous
 round (the point the averaging moved it from); in round 0, v_0 = g_0. Each client uploads Delta_i and
 v_{i,K-1}; the server averages both: w_{t+1} = w_t + sum_i p_i (w_{i,K} - w_t), v_bar_{t+1} = sum_i p_i v_{i,K-1}.

@@ -1,6 +1,6 @@
 """TACO (Liu et al., "Tackling Over-correction in Federated Learning with Tailored Adaptive Correction").
 
-Per round t (Algorithm 2 of the paper; specs/taco.md section 2):
+Per round t (Algorithm 2 of the paper; docs/taco.md, "The algorithm as implemented"):
     client i:  w <- w - eta_l * (g + gamma * (1 - alpha_i^t) * Delta_t)      for K steps         (Eq. 8)
                uploads Delta_i^t = w_t - w_{i,K}^t                                               (Eq. 5)
     server:    alpha_i^{t+1} = (1 - |Delta_i| / sum_j |Delta_j|) * max(cos(Delta_i, mean_j Delta_j), 0)  (Eq. 7)
@@ -17,7 +17,7 @@ runs TACO like any other method. The paper runs full participation and so must `
 otherwise).
 
 `TacoFedProx` and `TacoScaffold` plug the same alpha_i^t into FedProx's zeta and SCAFFOLD's coefficient
-(the paper's Fig. 6; the formula is not given, so both readings of specs/taco.md A10 are offered).
+(the paper's Fig. 6; the formula is not given, so both readings of docs/taco.md A10 are offered).
 `TacoScaffold(form="fixed", coefficient=a)` is SCAFFOLD with a uniform coefficient a (a = 1 is SCAFFOLD).
 """
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Taco(TailoredAlpha, Algorithm):
         from these uploads: Algorithm 2 lines 11-13 and Eq. 9 as printed) or "previous" (alpha_i^t, the
         coefficient each client corrected with this round, computed from round t-1's uploads; alpha0 in round 0).
     correction_units: "per_step" (Delta_t of Eq. 9, divided by K eta_l) or "model_delta" (w_{t-1} - w_t);
-        specs/taco.md A7.
+        docs/taco.md A7.
     kappa, expel_after: freeloader threshold (Eq. 10) and the count that expels (lambda; None = never expel).
     output: "z" evaluates z_t of Eq. (15) (the paper's output model), "w" evaluates w_t.
     server_lr: eta_g / (K eta_l) (the paper: 1).

@@ -29,7 +29,7 @@ _PAPER_RANGE = {"joint": "25.6-66.7%", "up": "18.6-64.5%", "down": "13.3-66.0%"}
 _WHAT = {"joint": "Joint FedAQ needs less energy than fixed 8-bit to reach the same accuracy",
          "up": "Uplink-only FedAQ saves energy vs AdaQuantFL",
          "down": "Downlink-only FedAQ saves energy vs fixed 8-bit (beta = alpha/sqrt(2n))"}
-_VERSUS_ID = {"joint": "C2", "up": "C5", "down": "C6"}  # the spec's claim numbers (specs/fedaq.md 3.5)
+_VERSUS_ID = {"joint": "C2", "up": "C5", "down": "C6"}  # the claim numbers of docs/fedaq.md, Claims
 HEADLINE_ROW = "ResNet-18 on CIFAR-10"
 FIXED = ("fixed2", "fixed4", "fixed8", "fixed16")  # the paper's fixed-bit sweep (claim 7)
 COARSER = beta_label(4.0)  # downlink-only FedAQ at 4 x alpha/sqrt(2n), the coarsest beta the profiles sweep
@@ -37,7 +37,7 @@ S0_SWEEP = ("adaquantfl s0=1", "adaquantfl s0=7")  # AdaQuantFL besides its main
 # A seed counts as a saving only where FedAQ's energy is >= 5% below the baseline's: about one round in twenty, the
 # step of energy-to-target at the quick profile's length; the paper's savings are 13-67%.
 SAVING_FLOOR = 0.05
-SIMILAR_ROUNDS = 0.2  # "similar number of rounds": within 20% of fixed 8-bit (spec 3.5, claim 3: about 10-20%)
+SIMILAR_ROUNDS = 0.2  # "similar number of rounds": within 20% of fixed 8-bit (C3 of docs/fedaq.md: about 10-20%)
 TREND_FLOOR = 0.5  # |Spearman rho| a trend needs on every seed: a clear monotone trend, not a wobble around 0
 ENERGY_SEEDS = 3  # `reaches_sooner` needs three independent pairs (one per seed)
 

@@ -380,7 +380,7 @@ CLAIMS: tuple[Claim[TacoBundle], ...] = (
     Claim("T-boundary", "Theory: exact over-correction boundary on quadratics (ours; the paper gives none)",
           "no explicit threshold in the paper", _boundary),
     Claim("T-fixed-point", "Ours: the correction never moves the fixed point; tailored α-weighting does (quadratic)",
-          "not in the paper (specs/taco.md 6.7 E1)", _fixed_point),
+          "not in the paper (docs/taco.md E1)", _fixed_point),
     Claim("Eq15", "Eq. 15: the output model z_T is at least as accurate as w_T",
           "Algorithm 2 outputs z_T (tables: w_t or z_t unstated)", _eq15, reads=(MAIN_TACO,)),
     Claim("L2", "Lemma 2: z_{t+1} = z_t − η_g Δ̃_t for z_t = w_t + (1−α_t)(w_t − w_{t−1})", "stated as exact",

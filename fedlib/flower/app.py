@@ -1,57 +1,96 @@
 """The Flower app of a run spec, for `flwr run` (Flower's deployment and simulation runtimes).
 
-An app's pyproject.toml names these two objects and the spec:
+The repository's `flower-app/` folder is such an app (its README says how to run it). An app's pyproject.toml
+names a ServerApp and this ClientApp, and the spec, in its run config:
 
     [tool.flwr.app.components]
-    serverapp = "fedlib.flower.app:server_app"
+    serverapp = "fedlib_flower_app:server_app"   # server_app_for(<the app's folder>), or fedlib.flower.app:server_app
     clientapp = "fedlib.flower.app:client_app"
 
     [tool.flwr.app.config]
     spec = "spec.json"          # a RunSpec as JSON (RunSpec.to_json), e.g. one of a notebook's specs
-    out = "records"             # where the record tables are written as CSV ("" to write none)
+    out = ""                    # an absolute folder for the record tables as CSV ("" to write none)
     data-root = ""              # fedlib's data root ("" for the default, FEDLIB_DATA or data/)
 
-Each SuperNode's node config must say which fedlib client it is: `partition-id` (0 .. clients - 1), as the
-simulation runtime sets it and `flower-supernode --node-config "partition-id=3 num-partitions=10"` does.
+A relative `spec` is read from the app's folder (`server_app_for(folder)`; `server_app` reads it from the
+ServerApp's working folder). Each SuperNode's node config must say which fedlib client it is: `partition-id`
+(0 .. clients - 1), as the simulation runtime sets it and `flower-supernode --node-config "partition-id=3
+num-partitions=10"` does.
 """
 from __future__ import annotations
 
 import json
+from logging import INFO
 from pathlib import Path
 
 from flwr.app import Context
+from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 
+from fedlib.flower.caveats import warn_thread_count
 from fedlib.flower.client import client_app
 from fedlib.flower.strategy import FedlibStrategy
 from fedlib.runs import RunSpec
+from fedlib.runs.entry import Records
 
-server_app = ServerApp()
 
-
-def spec_from_config(run_config: dict) -> RunSpec:
+def spec_from_config(run_config: dict, app_folder: Path | None = None) -> RunSpec:
+    """The run config's `spec` file as a RunSpec (a relative path from `app_folder`, or the working folder)."""
     if "spec" not in run_config or not str(run_config["spec"]):
         raise ValueError("the app's run config has no 'spec': set [tool.flwr.app.config] spec = \"<spec>.json\" "
                          "(a RunSpec as JSON) or `flwr run . --run-config 'spec=\"<spec>.json\"'`")
     path = Path(str(run_config["spec"])).expanduser()
+    path = app_folder / path if app_folder is not None and not path.is_absolute() else path
     try:
         return RunSpec.from_json(json.loads(path.read_text()))
     except FileNotFoundError:
-        raise ValueError(f"run config 'spec': no file {path.resolve()} (paths are read from the ServerApp's "
-                         "working folder: give an absolute one)") from None
+        raise ValueError(f"run config 'spec': no file {path.resolve()}"
+                         + ("" if app_folder is not None else " (a relative path is read from the ServerApp's "
+                                                               "working folder: give an absolute one)")) from None
 
 
-@server_app.main()
-def main(grid: Grid, context: Context) -> None:
-    cfg = context.run_config
-    strategy = FedlibStrategy(spec_from_config(cfg), str(cfg.get("data-root", "")) or None)
+def out_folder(run_config: dict) -> Path | None:
+    """The run config's `out` folder (None for ""); relative paths are refused: the ServerApp's working folder
+    is Flower's, not the user's."""
+    out = str(run_config.get("out", ""))
+    if not out:
+        return None
+    folder = Path(out).expanduser()
+    if not folder.is_absolute():
+        raise ValueError(f"run config 'out' = {out!r}: give an absolute folder (the ServerApp runs in Flower's "
+                         f"working folder, not yours), e.g. --run-config 'out=\"{Path(out).resolve()}\"'")
+    return folder
+
+
+def run_app(grid: Grid, run_config: dict, app_folder: Path | None = None) -> Records:
+    """Run the run config's spec on `grid`, write its record to `out` (if set), log its last round, return it."""
+    spec = spec_from_config(run_config, app_folder)
+    out = out_folder(run_config)
+    strategy = FedlibStrategy(spec, str(run_config.get("data-root", "")) or None)
+    warn_thread_count(strategy.plan, strategy.fed.threads, "this app's SuperNodes")
     records = strategy.run(grid)
-    out = str(cfg.get("out", ""))
-    if out:
-        folder = Path(out).expanduser()
-        folder.mkdir(parents=True, exist_ok=True)
+    last = records["rounds"].iloc[-1]
+    log(INFO, "fedlib: %s, %d rounds: test_acc %.4f, bits_up %d, bits_down %d%s", spec.experiment, spec.rounds,
+        last["test_acc"], records["rounds"]["bits_up"].sum(), records["rounds"]["bits_down"].sum(),
+        f"; record tables in {out}" if out is not None else "")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
         for name, frame in records.items():
-            frame.to_csv(folder / f"{name}.csv", index=False)
+            frame.to_csv(out / f"{name}.csv", index=False)
+    return records
 
 
-__all__ = ["client_app", "server_app"]
+def server_app_for(app_folder: Path | None) -> ServerApp:
+    """A ServerApp running the run config's spec, its relative `spec` path read from `app_folder`."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        run_app(grid, context.run_config, app_folder)
+
+    return app
+
+
+server_app = server_app_for(None)
+
+__all__ = ["client_app", "run_app", "server_app", "server_app_for"]

@@ -22,6 +22,7 @@ from flwr.clientapp import ClientApp
 
 from fedlib.contracts import RoundContext
 from fedlib.federation import RoundStart, torch_threads
+from fedlib.flower.caveats import forgets_previous_round, warn_freeloader_memory
 from fedlib.flower.plans import client_federation
 from fedlib.flower.wire import from_arrays, from_blob, to_arrays, to_blob
 
@@ -51,10 +52,11 @@ def train(msg: Message, context: Context) -> Message:
     if client != partition_id(context):
         raise ValueError(f"node {context.node_id} holds partition {partition_id(context)} but was sent the work of "
                          f"client {client}")
-    plan, fed, fresh = client_federation(str(cfg["spec"]), str(cfg["root"]) or None)
+    plan, fed, fresh = client_federation(str(cfg["spec"]), str(cfg["root"]) if "root" in cfg else None)
     side, device = fed.clients, fed.server.device
     key = STATE_PREFIX + hashlib.sha256(str(cfg["spec"]).encode()).hexdigest()[:16]
     side.load_state_dict(from_blob(context.state[key]["blob"] if key in context.state else fresh))
+    warn_freeloader_memory(forgets_previous_round(side.behavior, client, r), r, "client app")
     received = from_arrays(msg.content["model"], device)
     start = RoundStart(RoundContext(r, plan.num_clients, device=device), np.array([client]), received,
                        from_blob(cfg["view"], device), time.perf_counter())

@@ -12,6 +12,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 from flwr.simulation import run_simulation
 
+from fedlib.flower.caveats import warn_thread_count
 from fedlib.flower.client import client_app
 from fedlib.flower.grid import InProcessGrid
 from fedlib.flower.strategy import FedlibStrategy
@@ -47,8 +48,11 @@ def run_in_simulation(specs: Sequence[RunSpec], root: str | Path | None = None, 
     """The specs' records from one run of Flower's simulation engine (one Ray start): one virtual SuperNode per
     fedlib client (the specs must have as many clients), client apps on `workers` Ray actors of one CPU each
     (or `backend_config` as `run_simulation` takes it); the specs run one after the other on the same nodes.
-    `quiet` keeps Flower's per-round INFO log out of the output (warnings and errors still show)."""
+    `quiet` keeps Flower's per-round INFO log out of the output (warnings and errors still show). Warns
+    (`FlowerParityWarning`) for a spec whose record is known to differ (fedlib.flower.caveats)."""
     strategies = [FedlibStrategy(spec, root) for spec in specs]
+    for strategy in strategies:
+        warn_thread_count(strategy.plan, strategy.fed.threads, "Flower's simulation engine")
     sizes = {s.plan.num_clients for s in strategies}
     if len(sizes) != 1:
         raise ValueError(f"one simulation runs specs with one number of clients, got {sorted(sizes)}")

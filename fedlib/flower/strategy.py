@@ -23,6 +23,7 @@ from flwr.serverapp.strategy import Strategy
 from fedlib.channel import LinkContext
 from fedlib.contracts import ClientResult
 from fedlib.federation import ClientReply, RoundStart, _json, torch_threads
+from fedlib.flower.caveats import missed_previous_round, warn_freeloader_memory
 from fedlib.flower.client import PARTITION
 from fedlib.flower.plans import open_spec, spec_json
 from fedlib.flower.wire import from_arrays, from_blob, to_arrays, to_blob
@@ -44,6 +45,7 @@ class FedlibStrategy(Strategy):
         self.plan, self.fed = open_spec(spec, root)
         self.nodes: dict[int, int] = {}  # fedlib client id -> Flower node id
         self._start: RoundStart | None = None
+        self._previous_ids: list[int] | None = None  # the clients of the round before (caveats)
 
     def run(self, grid: Grid) -> Records:
         """All the spec's rounds on `grid`; the record as `fedlib.runs.execute` would store it."""
@@ -67,7 +69,11 @@ class FedlibStrategy(Strategy):
                              f"{len(server.history)} rounds; rounds run in order from 1")
         with torch_threads(self.fed.threads):
             self._start = start = server.open_round(r)
-        shared = {"spec": spec_json(self.spec), "root": str(self.root or ""), "round": r,
+        warn_freeloader_memory(missed_previous_round(self.fed.clients.behavior, start.ids, self._previous_ids, r),
+                               r, "server")
+        self._previous_ids = [int(i) for i in start.ids]
+        # no empty value: Flower's size mods (message_size_mod) refuse an empty string in a ConfigRecord
+        shared = {"spec": spec_json(self.spec), **({"root": str(self.root)} if self.root else {}), "round": r,
                   "view": to_blob(start.view), "history": _json(server.history)}
         model, buffers = to_arrays(start.received), to_arrays(server.buffers)
         return [Message(RecordDict({"model": model, "buffers": buffers,

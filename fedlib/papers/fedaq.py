@@ -1,4 +1,4 @@
-"""FedAQ's experiments as data, on top of the shared round loop (Qu, Song, Tsui; spec: specs/fedaq.md).
+"""FedAQ's experiments as data, on top of the shared round loop (Qu, Song, Tsui; reading notes: docs/fedaq.md).
 
     specs = experiments(params)            # the notebook's grid: modes x schemes x seeds, plus the sweeps
     records = run_specs(specs, store=RunStore.at(runs_root))
@@ -150,7 +150,7 @@ class FedAQParams(PaperParams):
     batch_size: int = param(64, "local minibatch size")
     lr: float = param(0.05, "local SGD learning rate")
     momentum: float = param(0.5, "local SGD momentum")
-    augment: str | None = param(None, "local augmentation (fedlib.augment; flip_gray for CIFAR-10, specs/fedaq.md 2.1)")
+    augment: str | None = param(None, "local augmentation (fedlib.augment; flip_gray for CIFAR-10, docs/fedaq.md, reading 14)")
     alpha: float = param(0.005, "FedAQ's uplink resolution")
     alpha_sweep: tuple[float, ...] = param([], "FedAQ resolutions tried besides alpha (joint mode)")
     fixed_bits: tuple[int, ...] = param([2, 4, 8], "bit widths of the fixed-bit baselines")

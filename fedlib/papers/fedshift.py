@@ -65,7 +65,7 @@ ALGORITHMS = ("fedavg", "fedprox", "scaffold", "fedef")
 # ------------------------------------------------------------------------------------- data split
 
 def parity_shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator | int) -> list[np.ndarray]:
-    """FedShift's label-parity shard split (spec §2.1, generalised to any N that is a multiple of the
+    """FedShift's label-parity shard split (docs/fedshift.md, setups; generalised to any N that is a multiple of the
     number of classes C, C even and >= 4).
 
     Each class is cut into s = N / C shards (in dataset order, sizes differ by <= 1). Candidate j gets
@@ -146,7 +146,7 @@ def algorithm_and_uplink(name: str, codec: CodecChoice | None, inferior: Iterabl
                          **algorithm_kwargs: Any) -> tuple[Algorithm, Link]:
     """The paper's four baselines as (algorithm, uplink). "fedavg" is Table I's FedPAQ row (FedAvg with
     deterministic weight quantization); "fedef" is FedAvg (server lr 1) with an error-feedback uplink
-    on the weights (spec §1.8, "weights" variant); FedProx/SCAFFOLD take their own kwargs (mu, coef)."""
+    on the weights (docs/fedshift.md, Fed-EF); FedProx/SCAFFOLD take their own kwargs (mu, coef)."""
     if name not in ALGORITHMS:
         raise ValueError(f"unknown FedShift baseline {name!r}; choose from {ALGORITHMS}")
     if name == "fedef":

@@ -3,7 +3,7 @@
 The paper (Cui et al. 2021) compares seven ways of moving FedAvg's updates: NC, MUCSC, QSGD, SSGD (signSGD),
 B-MUCSC, DGC, STC. `links(method)` builds the uplink and downlink of each; `message_bits` counts one
 message the way the paper does (Eqs. 16-17 and the widths the spec recovers from Tables II-V);
-`compression_rate` and `round_traffic_bits` are the two accountings the paper mixes (spec §6.3):
+`compression_rate` and `round_traffic_bits` are the two accountings the paper mixes (docs/mucsc.md, "The paper's arithmetic"):
 
 * convention A (Table II): rate = 2 * 32 d / (K/N * up + down)  - the numerator is not weighted by K/N;
 * convention B (Tables III-V): traffic per round = up + down (one upload, one download), in MiB.
@@ -39,7 +39,7 @@ from fedlib.targets import NEVER, rounds_to_target
 METHODS = ("nc", "mucsc", "qsgd", "ssgd", "bmucsc", "dgc", "stc")
 LABELS = {"nc": "NC", "mucsc": "MUCSC", "qsgd": "QSGD", "ssgd": "SSGD", "bmucsc": "B-MUCSC", "dgc": "DGC",
           "stc": "STC"}
-D_CIFAR = 1_369_738  # ALL-CNN-C with biases; reproduces every CIFAR-10 traffic number (spec §6.3)
+D_CIFAR = 1_369_738  # ALL-CNN-C with biases; reproduces every CIFAR-10 traffic number (docs/mucsc.md, "The paper's arithmetic")
 D_FEMNIST = 1_356_136  # implied by the FEMNIST NC traffic (±33)
 MIB = 8 * 2**20  # bits per "MB" in the paper's tables (MiB)
 
@@ -74,7 +74,7 @@ PAPER_D = {"cifar10_iid": D_CIFAR, "cifar10_noniid": D_CIFAR, "femnist": D_FEMNI
 
 @dataclass(frozen=True)
 class Setup:
-    """The paper's compressor settings (Sec. VI-A); zu = 16 is what Tables II-V imply (spec A4)."""
+    """The paper's compressor settings (Sec. VI-A); zu = 16 is what Tables II-V imply (docs/mucsc.md A4)."""
 
     zu: int = 16
     zd: int = 16
@@ -177,7 +177,7 @@ class PaperLR:
     """lr(round, step) = max{lr0 / (1 + t / decay), floor} with t = round * steps_per_round + step (Sec. VI-A3).
 
     The paper's "iteration index" t counts E = 5 local iterations per round (its tables' T = 5 x rounds);
-    steps_per_round sets that unit (spec A2).
+    steps_per_round sets that unit (docs/mucsc.md A2).
     """
 
     lr0: float = 0.5

@@ -5,7 +5,7 @@
   labelled by `grid` and the columns each table groups by; `plan` (registered as experiment "taco") gives
   a spec its three-group split, its planted freeloaders and the extra record tables "alpha" (alpha_i per
   round), "expelled" (freeloader detection) and "output" (final accuracy of w_T and z_T).
-* `client_groups`: the "synthetic" three-group split (specs/taco.md 4.5): group A clients hold 10% of the
+* `client_groups`: the "synthetic" three-group split (docs/taco.md A8): group A clients hold 10% of the
   labels, B 20%, C 50%; clients are assigned to groups at random; each class's samples are split equally
   among the clients holding it (fedlib.data.labels_per_client).
 * `Freeloaders`: a `client_behavior` for run_federation. A freeloader trains nothing useful and uploads the
@@ -85,7 +85,7 @@ def groups_split(dataset: Dataset, num_clients: int, seeds: Seeds, group_sizes: 
 
 
 def plant_freeloaders(num_clients: int, count: int, rng: np.random.Generator | int = 0) -> np.ndarray:
-    """`count` distinct client ids drawn uniformly (specs/taco.md A8), sorted."""
+    """`count` distinct client ids drawn uniformly (docs/taco.md A8), sorted."""
     if not 0 <= count <= num_clients:
         raise ValueError(f"cannot plant {count} freeloaders among {num_clients} clients")
     return np.sort(np.random.default_rng(rng).choice(num_clients, size=count, replace=False))
@@ -334,7 +334,7 @@ class TacoParams(PaperParams):
     fedacg_lambda: float = param(0.85, "FedACG's server momentum")
     foolsgold_variant: typing.Literal["taco_paper", "original"] = param("taco_paper", "FoolsGold's variant")
     taco_gamma: float | typing.Literal["1/K"] = param("1/K", "TACO's maximum correction factor")
-    taco_output: typing.Literal["w", "z"] = param("w", "TACO evaluated on w_t or on Eq. 15's z_t (specs/taco.md A5)")
+    taco_output: typing.Literal["w", "z"] = param("w", "TACO evaluated on w_t or on Eq. 15's z_t (docs/taco.md A5)")
     taco_weights: typing.Literal["current", "previous"] = param(
         "current", "Eq. 9's weights: this round's alpha^{t+1} or alpha^t")
     kappa: float = param(0.6, "freeloader expulsion threshold")

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from fedlib.report import repo_root
+from fedlib.report import results_root
 from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_atomic, write_entry
 from fedlib.runs.fingerprint import key_context
 from fedlib.runs.spec import RunSpec
@@ -170,10 +170,11 @@ class RunStore:
 
     @staticmethod
     def at(root: str | Path | None = None, data_root: str | Path | None = None) -> RunStore:
-        """The store at `root`, or the repository's results/runs/ (a notebook's `runs_root` parameter)."""
+        """The store at `root`, or `runs/` under `fedlib.report.results_root()` (the checkout's results/, or the
+        working folder's outside a checkout), as a notebook's `runs_root` parameter says."""
         if root is not None and str(root) != "":
             return RunStore(root, data_root=data_root)
-        return RunStore(repo_root(Path(__file__).parent) / "results" / "runs", data_root=data_root)
+        return RunStore(results_root() / "runs", data_root=data_root)
 
     def reading(self, data_root: str | Path | None) -> RunStore:
         """This store, keying runs by the datasets under `data_root` (itself when None or already so)."""
