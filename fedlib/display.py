@@ -1,5 +1,7 @@
-"""Tables shown whole in a notebook, in Lab and in its HTML: every cell's text wrapped instead of cut with "..." at
-pandas' `display.max_colwidth`, and a claims table's verdicts coloured.
+"""What a notebook shows beside its code, in Lab, in papermill's output and in its HTML: tables whole (every cell's
+text wrapped instead of cut with "..." at pandas' `display.max_colwidth`) with a claims table's verdicts coloured,
+a one-line scorecard of the verdicts at the top, the parameters cells hidden in HTML, and progress bars unless
+tqdm's own switch turns them off.
 
     full_table(claims.table())      # a claims table: the "verdict" column coloured by kind
     full_table(theory_rows)         # any other table: wrapped, numbers at `precision` digits
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import os
 
 import pandas as pd
 from pandas.io.formats.style import Styler
@@ -90,3 +93,10 @@ class Scorecard:
             display(line)
         else:
             self._handle.update(line)
+
+
+def show_progress() -> bool:
+    """False where tqdm's own switch `TQDM_DISABLE` is set (1, true, yes), else True: `run_specs(progress=...)` passes
+    tqdm an explicit `disable`, which that variable does not override. `make notebooks` sets it, so that the
+    committed outputs carry no bars."""
+    return os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("1", "true", "yes")

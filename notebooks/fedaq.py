@@ -75,7 +75,7 @@ mc_draws: int = 200  # Monte Carlo draws of the quantizer checks
 threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%
-from fedlib.display import Scorecard, full_table, hide_parameters_in_html
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("fedaq", globals())  # a mistyped -p / profile name stops here
@@ -118,7 +118,7 @@ ds = load_dataset(params.dataset, root=params.data_root)
 d_model = count_parameters(build_model(params.model, ds.input_shape, ds.num_classes))
 beta = downlink_resolution(params.alpha, params.num_clients)
 print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {params.model} (d = {d_model:,}), "
-      f"{params.num_clients} clients, {params.rounds} rounds, seeds {params.seeds}; alpha = {params.alpha}, beta = alpha/sqrt(2n) = {beta:.5f}")
+      f"{params.num_clients} clients, {params.rounds} rounds, seeds {list(params.seeds)}; alpha = {params.alpha}, beta = alpha/sqrt(2n) = {beta:.5f}")
 
 # %% [markdown]
 # ## Setup
@@ -135,8 +135,8 @@ ours = {
     "dataset": f"{params.dataset} ({len(ds.y_train)} train)", "model": f"{params.model} (d = {d_model:,})",
     "clients": f"{params.num_clients}, all every round", "rounds": str(params.rounds),
     "local training": f"SGD lr {params.lr}, momentum {params.momentum} (reset each round), batch {params.batch_size}, {params.local_epochs:g} epochs",
-    "alpha": f"{params.alpha} (sweep {params.alpha_sweep})", "beta (joint)": f"{beta:.5f}", "energy per bit": f"e1 = {params.e_up_pj}, e2 = {params.e_down_pj} pJ/b",
-    "baselines": f"fixed {params.fixed_bits}; AdaQuantFL s0 = {params.adaquant_s0}", "seeds": str(params.seeds),
+    "alpha": f"{params.alpha} (sweep {list(params.alpha_sweep)})", "beta (joint)": f"{beta:.5f}", "energy per bit": f"e1 = {params.e_up_pj}, e2 = {params.e_down_pj} pJ/b",
+    "baselines": f"fixed {list(params.fixed_bits)}; AdaQuantFL s0 = {params.adaquant_s0}", "seeds": str(list(params.seeds)),
 }
 pd.DataFrame({"paper": PAPER_SETUP, "this run": ours})
 
@@ -254,7 +254,7 @@ print(alloc.round(4).to_string(index=False))
 # %%
 specs = experiments(params)
 records = run_specs(specs, store=RunStore.at(params.runs_root), executor=params.runner, ray_address=params.ray_address, root=params.data_root,
-                    progress=True)
+                    progress=show_progress())
 record, layer_record = records["rounds"], records["layers"]
 runs = run_frames(record)  # (mode, scheme, seed) -> that run's rounds, in round order
 last_rows = record[record["round"] == params.rounds]

@@ -76,7 +76,7 @@ sma_window: int = 5  # rounds of the accuracy curves' moving average
 threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%
-from fedlib.display import Scorecard, full_table, hide_parameters_in_html
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("fedshift", globals())  # a mistyped -p / profile name stops here
@@ -113,7 +113,7 @@ t_start = time.perf_counter()
 ds = load_dataset(params.dataset, root=params.data_root)
 K = params.per_round_inferior + params.per_round_superior
 print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {params.num_clients} clients, "
-      f"{K} per round ({params.per_round_inferior} inferior + {params.per_round_superior} superior), {params.rounds} rounds, seeds {params.seeds}")
+      f"{K} per round ({params.per_round_inferior} inferior + {params.per_round_superior} superior), {params.rounds} rounds, seeds {list(params.seeds)}")
 
 # %% [markdown]
 # ## Setup
@@ -132,9 +132,9 @@ setup = pd.DataFrame([
     ("rounds", "800", str(params.rounds)),
     ("local training", "10 epochs, batch 50, SGD lr 0.005, momentum 0.9", f"{params.local_epochs} epochs, batch {params.batch_size}, SGD lr {params.lr}, momentum {params.momentum}"),
     ("partition (Table I)", "label parity shards: even labels on superior, odd on inferior", "same rule (parity_shards)"),
-    ("partition (Table II)", "Dirichlet alpha 0.1 / 0.5 / 100", f"Dirichlet alpha {params.table2_alphas}"),
-    ("inferior bits", "4, 5, 6, 7, 8", str(params.bits_list)),
-    ("quantizer", "layer-wise K-means (Table I), + uniform ASYM (Table II)", f"{params.quantizers} (K-means init {params.kmeans_init}, <= {params.kmeans_iters} Lloyd iterations)"),
+    ("partition (Table II)", "Dirichlet alpha 0.1 / 0.5 / 100", f"Dirichlet alpha {list(params.table2_alphas)}"),
+    ("inferior bits", "4, 5, 6, 7, 8", str(list(params.bits_list))),
+    ("quantizer", "layer-wise K-means (Table I), + uniform ASYM (Table II)", f"{list(params.quantizers)} (K-means init {params.kmeans_init}, <= {params.kmeans_iters} Lloyd iterations)"),
     ("FedProx mu / SCAFFOLD", "0.01 / code: c_i uses 1/(n_i E lr)", f"{params.fedprox_mu} / coef={params.scaffold_coef!r}"),
     ("Fed-EF", "adapted to weights (no details)", "FedAvg + error feedback on the quantized weights"),
     ("seeds", "3", str(len(params.seeds))),
@@ -158,7 +158,7 @@ setup
 specs = fs.experiments(params)
 print(f"{len(specs)} runs")
 records = run_specs(specs, store=RunStore.at(params.runs_root), executor=params.runner, ray_address=params.ray_address, root=params.data_root,
-                    progress=True)
+                    progress=show_progress())
 runs = fs.run_table(records)
 curves_all, layer_record = records["rounds"], records["layers"]
 first_parity = next(s for s in specs if s.split.name == "parity" and s.get("labels")["method"] != "theorem1")
@@ -389,7 +389,7 @@ if len(grid2):
     print("mean |upload mean bias| per quantizer (uniform shifts layer means, K-means does not):")
     display(grid2.groupby(["quantizer", "bits"])["upload_mean_bias"].mean().unstack("bits"))
 else:
-    print(f"Table II is not in this profile (table2_alphas = {params.table2_alphas})")
+    print(f"Table II is not in this profile (table2_alphas = {list(params.table2_alphas)})")
 
 # %% [markdown]
 # ## Mechanism ablations (ours; not in the paper)

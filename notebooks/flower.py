@@ -58,7 +58,7 @@ flower_workers: int = 2  # Ray actors running client apps
 threads: int = 1  # torch threads per run (pinned: bitwise parity across processes)
 
 # %%
-from fedlib.display import hide_parameters_in_html
+from fedlib.display import hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("flower", globals())  # a mistyped -p / profile name stops here
@@ -90,7 +90,7 @@ print(f"{len(specs)} specs:", [dict(s.get("labels"))["run"] for s in specs])
 
 # %%
 store = RunStore.at(params.runs_root).reading(params.data_root)
-run_specs(specs, store=store, executor=params.runner, ray_address=params.ray_address, root=params.data_root, progress=True)
+run_specs(specs, store=store, executor=params.runner, ray_address=params.ray_address, root=params.data_root, progress=show_progress())
 fedlib_records = [store.load(spec) for spec in specs]
 
 # %% [markdown]

@@ -83,7 +83,7 @@ partial_rounds: int = 200  # rounds of the partial-participation toy (Theorems 3
 threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%
-from fedlib.display import Scorecard, full_table, hide_parameters_in_html
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("mucsc", globals())  # a mistyped -p / profile name stops here
@@ -142,7 +142,7 @@ pd.DataFrame({"setting": ["dataset", "model (d)", "clients N / per round K", "pa
               "this run": [params.dataset, f"{params.model} {params.model_kwargs} ({d:,})", f"{params.num_clients} / {params.clients_per_round}",
                            ", ".join(params.partitions), f"{params.local_steps} steps" if params.local_steps else f"{params.local_epochs} epochs",
                            params.batch_size, f"max({params.lr0}/(1+t/{params.lr_decay:g}), {params.lr_floor})", f"Z_U={params.zu}, Z_D={params.zd}, levels: {params.level_search}",
-                           f"Z={params.bm_levels}, top {params.bm_frac:.0%}", "3% / 1% / s=7 (4 bits), bucket 512", params.seeds, params.rounds],
+                           f"Z={params.bm_levels}, top {params.bm_frac:.0%}", "3% / 1% / s=7 (4 bits), bucket 512", list(params.seeds), params.rounds],
               "paper": ["CIFAR-10, FEMNIST", "ALL-CNN-C (1,369,738), LeNet-5 variant (≈1,356,136)", "100 / 10",
                         "iid, 5 classes/client, FEMNIST writers", "E = 5 (iterations or epochs: A1)", 8,
                         "max(0.5/(1+t/400), 0.01)", "Z_U ∈ {4,8,16} by thirds, Z_D = 16, Algorithm 1", "Z = 256, top 1%",
@@ -278,7 +278,7 @@ levels_tab.round(3)
 
 # %%
 records = run_specs(paper.experiments(params), store=store, executor=params.runner, ray_address=params.ray_address,
-                    root=params.data_root, progress=True)
+                    root=params.data_root, progress=show_progress())
 main = paper.grid_records(records, grids["main"], store)
 runs = paper.run_rounds(main)
 runs["label"] = runs["method"].map(LABELS)

@@ -47,7 +47,7 @@ seeds: list[int] = [0]  # seeds; one run per seed and algorithm
 executor: str = "sequential"  # how a round's clients train (fedlib.federation.run_federated) (one of "sequential", "vmap", "auto")
 
 # %%
-from fedlib.display import Scorecard, full_table, hide_parameters_in_html
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("quickstart", globals())  # a mistyped -p / profile name stops here
@@ -114,7 +114,7 @@ plt.show()
 print(f"model {params.model}: {count_parameters(build_model(params.model, ds.input_shape, ds.num_classes, **params.model_kwargs)):,} parameters; "
       f"{len(specs)} runs")
 records = run_specs(specs, store=RunStore.at(params.runs_root), executor=params.runner, ray_address=params.ray_address, root=params.data_root,
-                    progress=True)
+                    progress=show_progress())
 record = records["rounds"]
 record.to_csv(out / "rounds.csv", index=False)
 

@@ -103,7 +103,7 @@ executor: str = "sequential"  # one executor for every algorithm, so wall-clock 
 threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%
-from fedlib.display import Scorecard, full_table, hide_parameters_in_html
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("taco", globals())  # a mistyped -p / profile name stops here
@@ -139,7 +139,7 @@ out_dir = results_dir("taco", params.results_root)
 t_start = time.perf_counter()
 ds = load_dataset(params.dataset, root=params.data_root)
 print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {params.num_clients} clients, "
-      f"K={params.local_steps} local steps, T={params.rounds} rounds, seeds {params.seeds}")
+      f"K={params.local_steps} local steps, T={params.rounds} rounds, seeds {list(params.seeds)}")
 
 # %% [markdown]
 # ## Setup
@@ -166,7 +166,7 @@ print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {l
 # %%
 store = RunStore.at(params.runs_root, params.data_root)
 records = run_specs(tp.experiments(params), store=store, executor=params.runner, ray_address=params.ray_address, root=params.data_root,
-                    progress=True)
+                    progress=show_progress())
 
 
 def grid(name: str) -> dict:

@@ -47,7 +47,7 @@ def main(argv: list[str]) -> None:
     parameters_only = "--parameters-only" in argv
     names = [a for a in argv if a != "--parameters-only"]
     sources = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
-    os.environ["TQDM_DISABLE"] = "1"  # the kernels inherit it: the runs' progress bars stay out of committed outputs
+    os.environ["TQDM_DISABLE"] = "1"  # the kernels inherit it (fedlib.display.show_progress): no bars in committed outputs
     for name in names or sources:
         if name not in sources:
             raise SystemExit(f"no notebooks/{name}.py; sources: {sources}")

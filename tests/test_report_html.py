@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import base64
 import io
-import shutil
-import subprocess
 
 import matplotlib
 import nbformat
 import numpy as np
 import pytest
+from headless_chromium import chromium, needs_chromium
 
 from fedlib.display import VERDICT_COLOURS
 from fedlib.report import NOT_REPRODUCED, REPRODUCED
@@ -63,23 +62,15 @@ def test_notebook_figures_are_captioned_by_the_heading_above(results):
     assert [caption for caption, _ in figures] == ["Runs"]
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(_chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")
+@needs_chromium
 def test_chromium_shows_the_report_and_its_figure(results, tmp_path):
     from PIL import Image
 
     page = write_report_html(results / "REPORT.md", results / "cpu")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([_chromium(), *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    dom = chromium(page, tmp_path / "profile", "--dump-dom")
     assert "SCAFFOLD beats FedAvg" in dom and "data:image/png;base64," in dom
     shot = tmp_path / "report.png"
-    subprocess.run([_chromium(), *flags, f"--screenshot={shot}", "--window-size=1000,1400", page.as_uri()],
-                   capture_output=True, timeout=120, check=True)
+    chromium(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1000,1400")
     pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)
     red = (pixels == RED).all(axis=1).sum()
     green = (pixels == tuple(int(VERDICT_COLOURS[REPRODUCED][i:i + 2], 16) for i in (1, 3, 5))).all(axis=1).sum()
