@@ -112,10 +112,12 @@ def parameters_source(cls: type[PaperParams]) -> str:
         if choices:
             doc += f" ({'one of' if typing.get_origin(hints[f.name]) is typing.Literal else 'or'} "
             doc += f"{', '.join(map(_literal, choices))})"
-        line = f"{f.name}: {annotation} = {_literal(getattr(defaults, f.name))}  # {doc}"
-        if line.count("=") > 1:  # papermill skips such a line ("Unable to parse line"): the parameter would vanish
-            raise ValueError(f"{cls.__name__}.{f.name}: its default or doc has an '=', which papermill cannot parse "
-                             f"in a parameters cell; reword it in {cls.__module__}")
+        value = _literal(getattr(defaults, f.name))
+        line = f"{f.name}: {annotation} = {value}  # {doc}"
+        # papermill skips a line with a second '=' ("Unable to parse line") and cuts a value at a '#'
+        if line.count("=") > 1 or "#" in value:
+            raise ValueError(f"{cls.__name__}.{f.name}: its default or doc has an '=' (or its default a '#'), which "
+                             f"papermill cannot parse in a parameters cell; reword it in {cls.__module__}")
         lines.append(line)
     return "\n".join(lines)
 
@@ -137,8 +139,9 @@ def _parameters_cell_span(text: str, where: Path) -> tuple[int, int]:
 
 def parameters_cell_source(notebook: Path) -> str:
     """The parameters cell of a jupytext percent source as it stands: its header line and code."""
-    start, end = _parameters_cell_span(notebook.read_text(), notebook)
-    return notebook.read_text()[start:end].rstrip("\n")
+    text = notebook.read_text()
+    start, end = _parameters_cell_span(text, notebook)
+    return text[start:end].rstrip("\n")
 
 
 def generated_parameters_cell(name: str) -> str:

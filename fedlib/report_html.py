@@ -56,7 +56,9 @@ def report_html(report_md: Path, profile_dir: Path) -> str:
             continue  # only the rendered notebook itself, <notebook>/<notebook>.ipynb
         figures = notebook_figures(notebook)
         parts.append(f"<h2>Figures: {html.escape(notebook.stem)}</h2>")
-        parts.append(f"<p>{len(figures)} figure(s) from <code>{html.escape(str(notebook))}</code>.</p>")
+        link = html.escape(notebook.resolve().relative_to(report_md.parent.resolve()).as_posix()
+                           if notebook.resolve().is_relative_to(report_md.parent.resolve()) else notebook.as_uri())
+        parts.append(f'<p>{len(figures)} figure(s) from <a href="{link}">{link}</a>.</p>')
         parts += [f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{png}">'
                   f"<figcaption>{html.escape(caption)}</figcaption></figure>" for caption, png in figures]
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Reproduction report</title>'

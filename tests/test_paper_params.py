@@ -80,6 +80,13 @@ def test_a_doc_papermill_cannot_parse_is_an_error_naming_the_field():
     with pytest.raises(ValueError, match="Equals.z: its default or doc has an '='"):
         parameters_source(Equals)
 
+    @dataclasses.dataclass(frozen=True)
+    class Hash(PaperParams):
+        tag: str = param("a#b", "a tag")
+
+    with pytest.raises(ValueError, match="Hash.tag: its default or doc has an '=' .or its default a '#'"):
+        parameters_source(Hash)
+
 
 def test_write_parameters_cell_replaces_only_the_parameters_cell(tmp_path):
     text = ('# %% [markdown]\n# Title\n\n# %% tags=["parameters"]\nrounds = 16\nlrr = 0.1\n\n'

@@ -55,6 +55,7 @@ def test_report_html_holds_the_report_coloured_and_the_figures(results):
     assert f'<td style="background-color: {VERDICT_COLOURS[REPRODUCED]}; font-weight: bold">{REPRODUCED}</td>' in text
     assert f"background-color: {VERDICT_COLOURS[NOT_REPRODUCED]}" in text
     assert text.count("data:image/png;base64,") == 1 and "<figcaption>Runs</figcaption>" in text
+    assert '<a href="cpu/quickstart/quickstart.ipynb">' in text  # relative: the folder can move
 
 
 def test_notebook_figures_are_captioned_by_the_heading_above(results):
