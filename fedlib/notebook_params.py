@@ -57,16 +57,16 @@ def _assigned_names(tree: ast.AST) -> set[str]:
     return names
 
 
-def _literal(value: Any) -> str:
+def literal_source(value: Any) -> str:
     """`value` as Python source papermill reads: tuples as lists, mappings as dicts, strings double-quoted."""
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if value is None or isinstance(value, (bool, int, float)):
         return repr(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(map(_literal, value)) + "]"
+        return "[" + ", ".join(map(literal_source, value)) + "]"
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{literal_source(k)}: {literal_source(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"a parameter default must be a literal (None, bool, number, str, list, dict), got {value!r}")
 
 
@@ -111,8 +111,8 @@ def parameters_source(cls: type[PaperParams]) -> str:
         doc = f.metadata["doc"]
         if choices:
             doc += f" ({'one of' if typing.get_origin(hints[f.name]) is typing.Literal else 'or'} "
-            doc += f"{', '.join(map(_literal, choices))})"
-        value = _literal(getattr(defaults, f.name))
+            doc += f"{', '.join(map(literal_source, choices))})"
+        value = literal_source(getattr(defaults, f.name))
         line = f"{f.name}: {annotation} = {value}  # {doc}"
         # papermill skips a line with a second '=' ("Unable to parse line") and cuts a value at a '#'
         if line.count("=") > 1 or "#" in value:

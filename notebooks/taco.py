@@ -104,7 +104,7 @@ threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%
 from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
-from fedlib.notebook_params import check_notebook_parameters
+from fedlib.notebook_params import check_notebook_parameters, literal_source
 
 params = check_notebook_parameters("taco", globals())  # a mistyped -p / profile name stops here
 hide_parameters_in_html()
@@ -241,12 +241,11 @@ table5
 # cosine with the mean update), and the correlation across clients of α^t with α^{t−1} / α^{t−2}.
 
 # %%
-Markdown(f"This run (profile `{params.profile}`): {params.oscillation_dataset}, model {params.oscillation_model}"
-         f"{' ' + str(dict(params.oscillation_model_kwargs)) if params.oscillation_model_kwargs else ''}, "
-         f"K = {params.oscillation_steps} local steps at η_l = {params.oscillation_lr} "
-         f"(Kη_l = {params.oscillation_steps * params.oscillation_lr:g}), batch {params.oscillation_batch_size}, "
-         f"{params.oscillation_rounds} rounds, seeds {list(params.oscillation_seeds)}; "
-         f"{', '.join(params.oscillation_algorithms)}.")
+Markdown(f"This run (profile `{params.profile}`): {params.oscillation_dataset}, model {params.oscillation_model} "
+         f"{literal_source(params.oscillation_model_kwargs)}, K = {params.oscillation_steps} local steps at "
+         f"η_l = {params.oscillation_lr} (Kη_l = {params.oscillation_steps * params.oscillation_lr:g}), batch "
+         f"{params.oscillation_batch_size}, {params.oscillation_rounds} rounds, seeds "
+         f"{literal_source(params.oscillation_seeds)}; algorithms {literal_source(params.oscillation_algorithms)}.")
 
 # %%
 osc = grid("oscillation")
