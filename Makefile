@@ -44,9 +44,10 @@ bench: setup
 bench-gpu: setup
 	$(PY) benchmarks/bench_gpu.py
 
-# Jupyter refuses to start as root without --allow-root (containers often run as root).
+# Jupyter refuses to start as root without --allow-root (containers often run as root). The config pairs each
+# notebooks/<name>.ipynb with its jupytext source <name>.py (notebooks/jupytext.toml) and lists only the .ipynb.
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(VENV)/bin/jupyter lab notebooks/ --config=jupyter_server_config.json $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Rebuild the committed notebooks (quick profile, with outputs) from their jupytext sources.
 notebooks: setup

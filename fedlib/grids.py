@@ -116,12 +116,11 @@ def profile_path(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> Pa
 
 
 def profile_values(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> dict[str, Any]:
-    """The values `notebooks/profiles/<notebook>/<profile>.yaml` sets ({} for "quick", the dataclass's defaults).
+    """The values `notebooks/profiles/<notebook>/<profile>.yaml` sets (quick.yaml: only `profile: quick`, the
+    dataclass's defaults being the quick profile; tests/test_paper_params.py checks that).
 
     Raises FileNotFoundError for a missing profile file, `UnknownParameterError` for a name the notebook does
     not declare and `ParameterError` for a value its parameters dataclass rejects."""
-    if profile == "quick":
-        return {}
     path = profile_path(notebook, profile, notebooks)
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: notebook {notebook!r} has no {profile!r} profile")

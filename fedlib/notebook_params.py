@@ -10,13 +10,20 @@ papermill injects `-p NAME VALUE` and `-f profile.yaml` values as a cell after t
   field of the paper's dataclass (`fedlib.paper_params.params_class`), and returns the typed instance;
 * `scripts/reproduce.py` builds that dataclass from every profile and `-p` value before it starts papermill.
 
-The parameters cell stays plain literals (papermill needs them); `cell_drift` compares it with the dataclass,
-which is the one place that knows the names and defaults (tests/test_paper_params.py runs it on every notebook).
+The dataclass is the one place that knows the names, types, defaults and docs: each notebook's parameters cell is
+generated from it (`generated_parameters_cell`; `scripts/build_notebooks.py` writes it into notebooks/<name>.py), as
+`name: type = literal  # doc` lines, which papermill reads (`papermill --help-notebook`) and injects after; the
+cell is collapsed in Lab and in rendered HTML. tests/test_paper_params.py fails when a cell differs from the
+generator's. The cells after the check read `params.<name>`, never the cell's globals.
 """
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
+import re
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +39,7 @@ def _code_cells(notebook: Path) -> list:
     return [c for c in jupytext.read(notebook).cells if c.cell_type == "code"]
 
 
-def _python_source(cell_source: str) -> str:
+def python_source(cell_source: str) -> str:
     """A cell's source as plain Python (IPython magics such as `%time` rewritten as calls)."""
     from IPython.core.inputtransformer2 import TransformerManager
 
@@ -50,43 +57,108 @@ def _assigned_names(tree: ast.AST) -> set[str]:
     return names
 
 
-def parameters_cell(notebook: str | Path) -> dict[str, Any]:
-    """The names and literal values (`ast.literal_eval`: nothing is executed) the one cell tagged `parameters`
-    of `notebook` (a .ipynb or its jupytext .py source) assigns, in order."""
-    cells = [c for c in _code_cells(Path(notebook)) if "parameters" in c.metadata.get("tags", [])]
-    if len(cells) != 1:
-        raise ValueError(f"{notebook}: expected exactly one cell tagged 'parameters', found {len(cells)}")
-    try:
-        body = ast.parse(cells[0].source).body
-    except SyntaxError as err:
-        raise ValueError(f"{notebook}: the parameters cell is not plain Python ({err})") from err
-    values: dict[str, Any] = {}
-    for statement in body:
-        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name)):
-            raise ValueError(f"{notebook}: line {statement.lineno} of the parameters cell is not `name = literal`")
-        try:
-            values[statement.targets[0].id] = ast.literal_eval(statement.value)
-        except ValueError as err:
-            raise ValueError(f"{notebook}: parameter {statement.targets[0].id} is not a literal ({err})") from err
-    return values
+def literal_source(value: Any) -> str:
+    """`value` as Python source papermill reads: tuples as lists, mappings as dicts, strings double-quoted."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(literal_source, value)) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{literal_source(k)}: {literal_source(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"a parameter default must be a literal (None, bool, number, str, list, dict), got {value!r}")
 
 
-def _literal(value: Any) -> str:
-    """`value` as JSON, tuples as lists and mappings as objects: 5 and 5.0 differ, [1] and (1,) do not."""
-    return json.dumps(value, sort_keys=True, default=dict)
+def _literal_values(hint: Any) -> tuple[Any, ...]:
+    """The values a `Literal[...]` annotation, or the `Literal` arm of a union, allows."""
+    if typing.get_origin(hint) is typing.Literal:
+        return typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return tuple(v for arm in typing.get_args(hint) for v in _literal_values(arm))
+    return ()
 
 
-def cell_drift(cls: type[PaperParams], cell: Mapping[str, Any]) -> list[str]:
-    """One line per difference between a parameters cell's names and values and `cls`'s fields and defaults."""
+def _type_name(hint: Any) -> str:
+    """`hint` as a type papermill's parameter pattern accepts (words, brackets, commas): `list[int]`,
+    `Optional[str]`, `Union[float, str]`; a `Literal` is the type of its values, a tuple a list, a mapping a dict."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Literal:
+        return type(args[0]).__name__
+    if origin in (typing.Union, types.UnionType):
+        arms = list(dict.fromkeys(_type_name(a) for a in args if a is not type(None)))
+        name = arms[0] if len(arms) == 1 else f"Union[{', '.join(arms)}]"
+        return f"Optional[{name}]" if type(None) in args else name
+    if origin is tuple:
+        return f"list[{_type_name(args[0])}]"
+    if origin is Mapping:
+        return "dict" if Any in args else f"dict[{_type_name(args[0])}, {_type_name(args[1])}]"
+    return hint.__name__
+
+
+def parameters_source(cls: type[PaperParams]) -> str:
+    """The parameters cell of `cls`'s notebook: one `name: type = default  # doc` line per field, in field order.
+
+    papermill reads each line's type and doc (`papermill --help-notebook`); the kernel runs the cell as it is, so a
+    type that needs `typing` (Optional, Union) is written as a string, which Python does not evaluate."""
+    hints = typing.get_type_hints(cls)
     defaults = cls()
-    lines = [f"{name}: in the parameters cell, not a field of {cls.__name__}" for name in cell if name not in
-             cls.names()]
-    lines += [f"{name}: a field of {cls.__name__}, missing from the parameters cell" for name in cls.names()
-              if name not in cell]
-    lines += [f"{name}: the cell says {_literal(cell[name])}, {cls.__name__} says {_literal(getattr(defaults, name))}"
-              for name in cls.names() if name in cell and _literal(cell[name]) != _literal(getattr(defaults, name))]
-    return lines
+    lines = []
+    for f in dataclasses.fields(cls):
+        name = _type_name(hints[f.name])
+        annotation = f'"{name}"' if re.search(r"\b(Optional|Union|Any)\b", name) else name
+        choices = _literal_values(hints[f.name])
+        doc = f.metadata["doc"]
+        if choices:
+            doc += f" ({'one of' if typing.get_origin(hints[f.name]) is typing.Literal else 'or'} "
+            doc += f"{', '.join(map(literal_source, choices))})"
+        value = literal_source(getattr(defaults, f.name))
+        line = f"{f.name}: {annotation} = {value}  # {doc}"
+        # papermill skips a line with a second '=' ("Unable to parse line") and cuts a value at a '#'
+        if line.count("=") > 1 or "#" in value:
+            raise ValueError(f"{cls.__name__}.{f.name}: its default or doc has an '=' (or its default a '#'), which "
+                             f"papermill cannot parse in a parameters cell; reword it in {cls.__module__}")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+PARAMETERS_HEADER = '# %% tags=["parameters"] jupyter={"source_hidden": true}'
+_CELL_HEADER = re.compile(r"^# %%.*$", re.MULTILINE)
+
+
+def _parameters_cell_span(text: str, where: Path) -> tuple[int, int]:
+    """Where the parameters cell's code starts and ends in a jupytext percent source."""
+    headers = [m for m in _CELL_HEADER.finditer(text) if 'tags=["parameters"]' in m.group(0)]
+    if len(headers) != 1:
+        raise ValueError(f"{where}: expected exactly one cell tagged 'parameters', found {len(headers)}")
+    following = _CELL_HEADER.search(text, headers[0].end())
+    if following is None:
+        raise ValueError(f"{where}: the parameters cell must be followed by the cell that checks it")
+    return headers[0].start(), following.start()
+
+
+def parameters_cell_source(notebook: Path) -> str:
+    """The parameters cell of a jupytext percent source as it stands: its header line and code."""
+    text = notebook.read_text()
+    start, end = _parameters_cell_span(text, notebook)
+    return text[start:end].rstrip("\n")
+
+
+def generated_parameters_cell(name: str) -> str:
+    """What the parameters cell of notebooks/<name>.py must be: its header and `parameters_source`."""
+    return f"{PARAMETERS_HEADER}\n{parameters_source(params_class(name))}"
+
+
+def write_parameters_cell(name: str, notebooks: Path = NOTEBOOKS) -> bool:
+    """Write `generated_parameters_cell(name)` into notebooks/<name>.py; True if the file changed."""
+    source = notebooks / f"{name}.py"
+    text = source.read_text()
+    start, end = _parameters_cell_span(text, source)
+    updated = f"{text[:start]}{generated_parameters_cell(name)}\n\n{text[end:]}"
+    if updated == text:
+        return False
+    source.write_text(updated)
+    return True
 
 
 def _kernel_names() -> set[str]:
@@ -113,7 +185,7 @@ def check_notebook_parameters(name: str, namespace: Mapping[str, object],
         raise FileNotFoundError(f"{source} is missing: check_notebook_parameters reads the notebook's jupytext "
                                 f"source from the repository (install fedlib with `pip install -e .`)")
     cls = params_class(name)
-    bound = set().union(*(_assigned_names(ast.parse(_python_source(c.source))) for c in _code_cells(source)))
+    bound = set().union(*(_assigned_names(ast.parse(python_source(c.source))) for c in _code_cells(source)))
     ignored = _kernel_names() | (bound - set(cls.names()))
     return cls.from_mapping({k: v for k, v in namespace.items() if not k.startswith("_") and k not in ignored},
                             f"notebook '{name}'")

@@ -38,54 +38,55 @@
 # row: vanilla CNN, 10 clients, 5 local epochs, the paper's targets, 3 seeds, 40 rounds; one GPU), `full` (the
 # paper's scale, 100 rounds, with the α sweep; for a GPU). Runs are kept in the run store (`runs_root`).
 
-# %% tags=["parameters"]
-profile = "quick"
-seeds = [1]
-dataset = "digits"
-model = "lenet_300_100"
-paper_row = "LeNet-300-100 on MNIST"  # the paper's Table II-IV row this experiment stands in for
-num_clients = 10
-rounds = 20
-local_epochs = 5.0
-batch_size = 64
-lr = 0.05
-momentum = 0.5
-augment = None  # "flip_gray" for CIFAR-10: the authors' RandomHorizontalFlip + RandomGrayscale (docs/fedaq.md, reading 14)
-alpha = 0.005
-alpha_sweep = []
-fixed_bits = [2, 4, 8]
-beta_down_mult = [1.0, 4.0]
-adaquant_s0 = 3
-adaquant_s0_sweep = [1, 7]  # AdaQuantFL initial bins tried besides adaquant_s0 (uplink mode)
-granularity = "layer"
-b_min = 1
-e_up_pj = 1.0
-e_down_pj = 1.0
-target_fracs = [0.90, 0.95, 0.99]
-paper_targets = None  # {"joint": acc, "up": acc, "down": acc} to use the paper's absolute targets
-toy_rounds = 15
-toy_seeds = [0]  # seeds of the quadratic toys for Theorems 1-3
-mc_draws = 200
-threads = 1
-device = "cpu"
-data_root = None
-runs_root = None
-runner = "local"
-ray_address = None
-results_root = None
+# %% tags=["parameters"] jupyter={"source_hidden": true}
+profile: str = "quick"  # the profile the notebook runs under (quick: these defaults)
+results_root: "Optional[str]" = None  # folder of the notebook's tables, figures and claims (None: none saved)
+runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
+runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
+ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
+device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
+seeds: list[int] = [1]  # seeds; every cell of the grid runs on each
+dataset: str = "digits"  # dataset name (fedlib.data)
+model: str = "lenet_300_100"  # model name (fedlib.models)
+paper_row: str = "LeNet-300-100 on MNIST"  # the paper's Table II-IV row this experiment stands in for
+num_clients: int = 10  # clients of the equal-shards split, all every round
+rounds: int = 20  # communication rounds
+local_epochs: float = 5.0  # local epochs per round
+batch_size: int = 64  # local minibatch size
+lr: float = 0.05  # local SGD learning rate
+momentum: float = 0.5  # local SGD momentum
+augment: "Optional[str]" = None  # local augmentation (fedlib.augment; flip_gray for CIFAR-10, docs/fedaq.md, reading 14)
+alpha: float = 0.005  # FedAQ's uplink resolution
+alpha_sweep: list[float] = []  # FedAQ resolutions tried besides alpha (joint mode)
+fixed_bits: list[int] = [2, 4, 8]  # bit widths of the fixed-bit baselines
+beta_down_mult: list[float] = [1.0, 4.0]  # downlink-only resolutions, in multiples of alpha/sqrt(2n)
+adaquant_s0: int = 3  # AdaQuantFL's initial number of bins
+adaquant_s0_sweep: list[int] = [1, 7]  # AdaQuantFL initial bins tried besides adaquant_s0 (uplink)
+granularity: str = "layer"  # quantization ranges per layer or per model (one of "layer", "model")
+b_min: int = 1  # fewest bits FedAQ and AdaQuantFL use
+e_up_pj: float = 1.0  # uplink energy per bit (pJ)
+e_down_pj: float = 1.0  # downlink energy per bit (pJ)
+target_fracs: list[float] = [0.9, 0.95, 0.99]  # targets as fractions of the best accuracy
+paper_targets: "Optional[dict[str, float]]" = None  # {joint: acc, up: acc, down: acc}: the paper's absolute targets (None: target_fracs)
+toy_rounds: int = 15  # rounds of the quadratic toys for Theorems 1-3
+toy_seeds: list[int] = [0]  # seeds of the quadratic toys
+mc_draws: int = 200  # Monte Carlo draws of the quantizer checks
+threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("fedaq", globals())  # a mistyped -p / profile name stops here
+hide_parameters_in_html()
+scorecard = Scorecard("Claims")  # the count of this notebook's verdicts, filled in by its last cell
 
 # %%
-import os
 import time
 import warnings
 
 warnings.simplefilter("ignore")
-os.environ.setdefault("TQDM_DISABLE", "1")
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -111,13 +112,13 @@ from theory import fedaq as th
 sns.set_theme(style="whitegrid", context="notebook")
 pd.set_option("display.precision", 4)
 pd.set_option("display.width", 160)
-out_dir = results_dir("fedaq", results_root)
+out_dir = results_dir("fedaq", params.results_root)
 t_start = time.perf_counter()
-ds = load_dataset(dataset, root=data_root)
-d_model = count_parameters(build_model(model, ds.input_shape, ds.num_classes))
-beta = downlink_resolution(alpha, num_clients)
-print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {model} (d = {d_model:,}), "
-      f"{num_clients} clients, {rounds} rounds, seeds {seeds}; alpha = {alpha}, beta = alpha/sqrt(2n) = {beta:.5f}")
+ds = load_dataset(params.dataset, root=params.data_root)
+d_model = count_parameters(build_model(params.model, ds.input_shape, ds.num_classes))
+beta = downlink_resolution(params.alpha, params.num_clients)
+print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {params.model} (d = {d_model:,}), "
+      f"{params.num_clients} clients, {params.rounds} rounds, seeds {list(params.seeds)}; alpha = {params.alpha}, beta = alpha/sqrt(2n) = {beta:.5f}")
 
 # %% [markdown]
 # ## Setup
@@ -131,11 +132,11 @@ print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)}
 
 # %%
 ours = {
-    "dataset": f"{dataset} ({len(ds.y_train)} train)", "model": f"{model} (d = {d_model:,})",
-    "clients": f"{num_clients}, all every round", "rounds": str(rounds),
-    "local training": f"SGD lr {lr}, momentum {momentum} (reset each round), batch {batch_size}, {local_epochs:g} epochs",
-    "alpha": f"{alpha} (sweep {alpha_sweep})", "beta (joint)": f"{beta:.5f}", "energy per bit": f"e1 = {e_up_pj}, e2 = {e_down_pj} pJ/b",
-    "baselines": f"fixed {fixed_bits}; AdaQuantFL s0 = {adaquant_s0}", "seeds": str(seeds),
+    "dataset": f"{params.dataset} ({len(ds.y_train)} train)", "model": f"{params.model} (d = {d_model:,})",
+    "clients": f"{params.num_clients}, all every round", "rounds": str(params.rounds),
+    "local training": f"SGD lr {params.lr}, momentum {params.momentum} (reset each round), batch {params.batch_size}, {params.local_epochs:g} epochs",
+    "alpha": f"{params.alpha} (sweep {list(params.alpha_sweep)})", "beta (joint)": f"{beta:.5f}", "energy per bit": f"e1 = {params.e_up_pj}, e2 = {params.e_down_pj} pJ/b",
+    "baselines": f"fixed {list(params.fixed_bits)}; AdaQuantFL s0 = {params.adaquant_s0}", "seeds": str(list(params.seeds)),
 }
 pd.DataFrame({"paper": PAPER_SETUP, "this run": ours})
 
@@ -151,7 +152,7 @@ pd.DataFrame({"paper": PAPER_SETUP, "this run": ours})
 # %%
 # NBVAL_CHECK_OUTPUT
 x_demo = torch.linspace(-1.0, 1.0, 1001)
-for codec in (UniformQuantizer(8, rounding="stochastic"), FedAQQuantizer(alpha), FedAQQuantizer(beta)):
+for codec in (UniformQuantizer(8, rounding="stochastic"), FedAQQuantizer(params.alpha), FedAQQuantizer(beta)):
     m = codec.encode(x_demo, torch.Generator().manual_seed(0))
     print(f"{codec!r}: R = 2.0, b = {int(m.info['bits_per_value'])}, bits = {m.bits} "
           f"= 1001*{int(m.info['bits_per_value'])} + {m.side_bits}")
@@ -182,7 +183,7 @@ gen = torch.Generator().manual_seed(0)
 vectors = {"gaussian": torch.randn(1000, generator=gen), "uniform": torch.rand(1000, generator=gen),
            # Student t with 2 dof from the seeded generator: Z / sqrt(V / 2) with V / 2 ~ Exp(1) = -log U
            "heavy-tailed (t, 2 dof)": torch.randn(1000, generator=gen) / torch.rand(1000, generator=gen).log().neg().sqrt()}
-mc = pd.DataFrame([{"vector": name, **th.quantizer_check(v, b, mc_draws, gen)} for name, v in vectors.items()
+mc = pd.DataFrame([{"vector": name, **th.quantizer_check(v, b, params.mc_draws, gen)} for name, v in vectors.items()
                    for b in range(1, 11)])
 mc["unbiased"] = (mc["bias_sum"].abs() <= mc["bias_sum_tol"]) & (mc["bias_max"] <= mc["bias_max_tol"])
 mc["variance_ok"] = ((mc["mse_mc"] - mc["mse_exact"]).abs() <= mc["mse_mc_tol"]) & \
@@ -252,14 +253,14 @@ print(alloc.round(4).to_string(index=False))
 
 # %%
 specs = experiments(params)
-records = run_specs(specs, store=RunStore.at(runs_root), executor=runner, ray_address=ray_address, root=data_root,
-                    progress=False)
+records = run_specs(specs, store=RunStore.at(params.runs_root), executor=params.runner, ray_address=params.ray_address, root=params.data_root,
+                    progress=show_progress())
 record, layer_record = records["rounds"], records["layers"]
 runs = run_frames(record)  # (mode, scheme, seed) -> that run's rounds, in round order
-last_rows = record[record["round"] == rounds]
+last_rows = record[record["round"] == params.rounds]
 print(last_rows.groupby(["mode", "scheme"])[["test_acc", "cum_energy_mJ"]].mean().round(4).to_string())
-fa0 = runs[("joint", "fedaq", seeds[0])]
-paper_count = add_energy(payload_bits(fa0), e_up_pj, e_down_pj)
+fa0 = runs[("joint", "fedaq", params.seeds[0])]
+paper_count = add_energy(payload_bits(fa0), params.e_up_pj, params.e_down_pj)
 side_share = 1 - paper_count["cum_energy_mJ"].iloc[-1] / fa0["cum_energy_mJ"].iloc[-1]
 print(f"{len(specs)} runs; side information is {100 * side_share:.2f}% of the joint FedAQ run's energy "
       "(the paper's count leaves it out)")
@@ -288,10 +289,10 @@ paper_rows
 # %%
 side_by_side = []
 for mode, table in tables.items():
-    t, b, p, s = PAPER_TABLES[mode][paper_row]
+    t, b, p, s = PAPER_TABLES[mode][params.paper_row]
     mid = table.iloc[len(table) // 2]
     base = BASELINE[mode]
-    side_by_side.append({"table": TABLE_OF_MODE[mode], "paper row": paper_row,
+    side_by_side.append({"table": TABLE_OF_MODE[mode], "paper row": params.paper_row,
                          "paper target": t, "paper base mJ": b, "paper FedAQ mJ": p, "paper saving %": s,
                          "our target": mid["target_acc"], "our base mJ": mid[f"{base}_mJ"], "our FedAQ mJ": mid["fedaq_mJ"],
                          "our saving %": mid["saving_%"],
@@ -329,7 +330,7 @@ panel_row("down", down_schemes, "Fig. 5 analogue: downlink-only")
 # ## Figure 2 analogue: ranges of the uplink updates and of the downlink weights, per layer
 
 # %%
-fa, fa_layers = runs[("joint", "fedaq", seeds[0])], layer_record[layer_record["run"] == fa0["run"].iloc[0]]
+fa, fa_layers = runs[("joint", "fedaq", params.seeds[0])], layer_record[layer_record["run"] == fa0["run"].iloc[0]]
 g = sns.relplot(data=layer_ranges(fa_layers), x="round", y="range", hue="layer", col="link", kind="line",
                 height=3.3, aspect=1.4, facet_kws={"sharey": False})
 g.set(yscale="log")
@@ -344,11 +345,11 @@ plt.show()
 # compared with that width, seed by seed (the claims table).
 
 # %%
-fixed = [f"fixed{b}" for b in fixed_bits]
+fixed = [f"fixed{b}" for b in params.fixed_bits]
 best_acc = record[(record["mode"] == "joint") & record["scheme"].isin(fixed)].groupby("scheme")["test_acc"].max().min()
-sweep_targets = [round(float(f * best_acc), 4) for f in target_fracs]
-sweep = energy_to_targets(runs, "joint", [s for s in fixed + ["fedaq", "fp32"] if has_runs(runs, "joint", s, seeds)],
-                          seeds, sweep_targets)
+sweep_targets = [round(float(f * best_acc), 4) for f in params.target_fracs]
+sweep = energy_to_targets(runs, "joint", [s for s in fixed + ["fedaq", "fp32"] if has_runs(runs, "joint", s, params.seeds)],
+                          params.seeds, sweep_targets)
 sweep_wide = sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
 sweep_wide["final_acc"] = sweep.groupby("scheme")["final_acc"].mean()
 best_fixed_at = {t: best_by_energy(sweep[sweep["target_acc"] == t], fixed) for t in sweep_targets}
@@ -365,13 +366,13 @@ sweep_wide
 
 # %%
 alpha_runs = {k: v for k, v in runs.items() if k[0] == "joint" and k[1].startswith("fedaq")}
-alpha_table = energy_to_targets(alpha_runs, "joint", sorted({k[1] for k in alpha_runs}), seeds,
+alpha_table = energy_to_targets(alpha_runs, "joint", sorted({k[1] for k in alpha_runs}), params.seeds,
                                 [sweep_targets[len(sweep_targets) // 2]])
 alpha_table = alpha_table.assign(alpha=alpha_table["run"].map(record.groupby("run")["alpha"].first())).groupby(
     "alpha", as_index=False)[["final_acc", "energy_mJ", "mean_up_bits", "mean_down_bits"]].median()
 up_targets = [float(t) for t in tables["up"]["target_acc"]] if "up" in tables else []
 s0_schemes = sorted({k[1] for k in runs if k[0] == "up" and k[1].startswith("adaquantfl")})
-s0_sweep = energy_to_targets(runs, "up", s0_schemes + ["fedaq"], seeds, up_targets)
+s0_sweep = energy_to_targets(runs, "up", s0_schemes + ["fedaq"], params.seeds, up_targets)
 s0_sweep["s0"] = s0_sweep["run"].map(record.groupby("run")["s0"].first())
 best_s0_at = {t: best_by_energy(s0_sweep[s0_sweep["target_acc"] == t], s0_schemes) for t in up_targets}
 print("alpha sweep (medians over seeds):")
@@ -394,14 +395,14 @@ s0_sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", a
 trend = trend_table(fa)  # the claims table reads the same on every seed
 sizes = records["layer_sizes"]
 dims = dict(sizes.loc[sizes["run"] == fa["run"].iloc[0], ["layer", "dim"]].to_numpy())
-entries, b_up, b_dn = th.entries_from_records(fa_layers, dims, num_clients)
+entries, b_up, b_dn = th.entries_from_records(fa_layers, dims, params.num_clients)
 resolution = pd.DataFrame([
-    {"link": "uplink", "target": alpha, "median step": np.median(entries.R_up / th.bins(b_up)),
+    {"link": "uplink", "target": params.alpha, "median step": np.median(entries.R_up / th.bins(b_up)),
      "clamped share": link_rows(fa_layers, "up", "clamped")["value"].mean()},
     {"link": "downlink", "target": beta, "median step": np.median(entries.R_dn / th.bins(b_dn)),
      "clamped share": link_rows(fa_layers, "down", "clamped")["value"].mean()}])
 resolution["median step/target"] = resolution["median step"] / resolution["target"]
-allocation_check = th.allocation_vs_fixed(entries, b_up, b_dn, e_up_pj, e_down_pj)
+allocation_check = th.allocation_vs_fixed(entries, b_up, b_dn, params.e_up_pj, params.e_down_pj)
 print(trend.to_string(index=False))
 print()
 print(resolution.to_string(index=False))
@@ -419,15 +420,15 @@ print(allocation_check.to_string(index=False))
 # against d(R_m/s_m)² + (1/n²)Σᵢ d(Rᵢ/sᵢ)²) is checked on the same runs.
 
 # %%
-digits = load_dataset("digits", root=data_root)
+digits = load_dataset("digits", root=params.data_root)
 L_toy = th.softmax_smoothness(digits.x_train)
 eta_toy, tau_toy = 0.12 / L_toy, 5
 cond40 = float(th.step_size_condition().subs({th.L: L_toy, th.eta: eta_toy, th.tau: tau_toy}))
 toy_codecs = {"fp32": (Identity(), Identity()), "fixed2": (UniformQuantizer(2, rounding="stochastic"),) * 2,
               "fixed8": (UniformQuantizer(8, rounding="stochastic"),) * 2,
               "fedaq": (FedAQQuantizer(0.002), FedAQQuantizer(0.002 / np.sqrt(20)))}
-curves, lemma3 = th.softmax_toy_checks(digits, equal_shards(len(digits.y_train), 10, np.random.default_rng(seeds[0])),
-                                       toy_codecs, toy_rounds, tau_toy, eta_toy, batch=16, seed=seeds[0])
+curves, lemma3 = th.softmax_toy_checks(digits, equal_shards(len(digits.y_train), 10, np.random.default_rng(params.seeds[0])),
+                                       toy_codecs, params.toy_rounds, tau_toy, eta_toy, batch=16, seed=params.seeds[0])
 print(f"L = {L_toy:.3f}, eta = {eta_toy:.5f}, condition (40) = {cond40:.3f} >= 0; bound holds at every prefix: "
       f"{bool(curves['holds'].all())}")
 last = curves.groupby("scheme").tail(1).set_index("scheme")
@@ -466,8 +467,8 @@ toy_schemes = {"fp32": ("none", Identity(), Identity()),
                "down fedaq": ("Theorem 3", Identity(), make_codec("fedaq", resolution=0.05)),
                "joint fedaq": ("Theorem 1", make_codec("fedaq", resolution=0.05), make_codec("fedaq", resolution=0.025))}
 print("condition (40):", th.QuadraticToy.spread(200, 1, tau=5, eta=0.05).step_condition())
-quad = pd.concat([th.toy_theorem_checks(th.QuadraticToy.spread(200, n_, tau=5, eta=0.05), toy_schemes, toy_rounds,
-                                        toy_seeds).assign(n=n_) for n_ in (1, 4)], ignore_index=True)
+quad = pd.concat([th.toy_theorem_checks(th.QuadraticToy.spread(200, n_, tau=5, eta=0.05), toy_schemes, params.toy_rounds,
+                                        params.toy_seeds).assign(n=n_) for n_ in (1, 4)], ignore_index=True)
 quad.groupby(["n", "theorem", "scheme"])[["lhs", "uplink", "downlink", "initial_gap", "rhs", "lhs_over_gap_term",
                                           "holds"]].mean()
 
@@ -499,4 +500,6 @@ claims = fedaq_claims(fedaq_bundle(params, record, num_classes=ds.num_classes, b
                                    best_s0_at=best_s0_at, s0_sweep=s0_sweep, alloc=alloc, mc=mc, curves=curves, quad=quad))
 claims.save(out_dir)
 print(f"total notebook time {time.perf_counter() - t_start:.0f} s; claims saved to {out_dir / 'claims.csv'}")
-claims.table()
+claims_table = claims.table()
+scorecard.show(claims_table)
+full_table(claims_table)

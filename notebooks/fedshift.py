@@ -36,57 +36,58 @@
 # widths), `gpu` (the paper's CNN2 and local settings on Fashion-MNIST, 3 seeds, one GPU), `full` (the paper's
 # scale: CIFAR-10 from local files, 100 clients, 800 rounds, 3 seeds; many GPU-hours).
 
-# %% tags=["parameters"]
-profile = "quick"
-seeds = [0]
-dataset = "digits"
-model = "mlp"
-model_kwargs = {"hidden": [64], "bias": False}
-num_clients = 20
-per_round_inferior = 2
-per_round_superior = 2
-rounds = 20
-local_epochs = 1.0
-batch_size = 16
-lr = 0.05
-momentum = 0.9
-augment = None  # "crop_flip" for CIFAR (RandomCrop(32, 4) + horizontal flip, as in the code of the authors)
-fedprox_mu = 0.01
-scaffold_coef = "samples"
-algorithms = ["fedavg", "fedprox", "scaffold", "fedef"]
-quantizers = ["kmeans"]
-bits_list = [2, 4, 8]
-kmeans_init = "quantile"
-kmeans_iters = 50
-table2_alphas = [0.1, 0.5, 100.0]
-table2_bits = [2, 4]
-table2_quantizers = ["uniform", "kmeans"]
-ablations = True
-kmeans_reference_bits = 4
-theorem1_rounds = 40
-theorem1_local_steps = 10
-theorem1_lam = 0.5
-sma_window = 5
-threads = 1
-device = "cpu"
-data_root = None
-runs_root = None
-runner = "local"
-ray_address = None
-results_root = None
+# %% tags=["parameters"] jupyter={"source_hidden": true}
+profile: str = "quick"  # the profile the notebook runs under (quick: these defaults)
+results_root: "Optional[str]" = None  # folder of the notebook's tables, figures and claims (None: none saved)
+runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
+runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
+ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
+device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
+seeds: list[int] = [0]  # seeds of every grid (Theorem 1: the first only)
+dataset: str = "digits"  # dataset name (fedlib.data)
+model: str = "mlp"  # model name (fedlib.models)
+model_kwargs: dict = {"hidden": [64], "bias": False}  # the model's keyword arguments
+num_clients: int = 20  # clients of the parity (and Dirichlet) split
+per_round_inferior: int = 2  # inferior (quantizing) clients sampled each round
+per_round_superior: int = 2  # superior (fp32) clients sampled each round
+rounds: int = 20  # communication rounds
+local_epochs: float = 1.0  # local epochs per round
+batch_size: int = 16  # local minibatch size (Dirichlet splits: min_size is half of it)
+lr: float = 0.05  # local SGD learning rate
+momentum: float = 0.9  # local SGD momentum
+augment: "Optional[str]" = None  # local augmentation (fedlib.augment; crop_flip for CIFAR, as the authors' code)
+fedprox_mu: float = 0.01  # FedProx's proximal weight
+scaffold_coef: str = "samples"  # SCAFFOLD's control-variate divisor (one of "steps", "samples")
+algorithms: list[str] = ["fedavg", "fedprox", "scaffold", "fedef"]  # Table I methods
+quantizers: list[str] = ["kmeans"]  # Table I weight quantizers (the first: the ablations')
+bits_list: list[int] = [2, 4, 8]  # Table I bit widths (the lowest: the ablations')
+kmeans_init: str = "quantile"  # K-means initialisation (fedlib.codecs.kmeans)
+kmeans_iters: int = 50  # Lloyd iterations of the converged K-means
+table2_alphas: list[float] = [0.1, 0.5, 100.0]  # Table II Dirichlet concentrations
+table2_bits: list[int] = [2, 4]  # Table II bit widths
+table2_quantizers: list[str] = ["uniform", "kmeans"]  # Table II weight quantizers
+ablations: bool = True  # run the mechanism ablations
+kmeans_reference_bits: "Optional[int]" = 4  # bits of the converged-vs-reference K-means grid (None: off)
+theorem1_rounds: int = 40  # rounds of Theorem 1's strongly convex runs (0: off)
+theorem1_local_steps: int = 10  # local SGD steps per round of Theorem 1's runs
+theorem1_lam: float = 0.5  # L2 weight of Theorem 1's softmax regression
+sma_window: int = 5  # rounds of the accuracy curves' moving average
+threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("fedshift", globals())  # a mistyped -p / profile name stops here
+hide_parameters_in_html()
+scorecard = Scorecard("Claims")  # the count of this notebook's verdicts, filled in by its last cell
 
 # %%
-import os
 import time
 import warnings
 
 warnings.simplefilter("ignore")
-os.environ.setdefault("TQDM_DISABLE", "1")
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -107,12 +108,12 @@ from theory import fedshift as th
 
 sns.set_theme(style="whitegrid", context="notebook")
 pd.set_option("display.precision", 4)
-out_dir = results_dir("fedshift", results_root)
+out_dir = results_dir("fedshift", params.results_root)
 t_start = time.perf_counter()
-ds = load_dataset(dataset, root=data_root)
-K = per_round_inferior + per_round_superior
-print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {num_clients} clients, "
-      f"{K} per round ({per_round_inferior} inferior + {per_round_superior} superior), {rounds} rounds, seeds {seeds}")
+ds = load_dataset(params.dataset, root=params.data_root)
+K = params.per_round_inferior + params.per_round_superior
+print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {params.num_clients} clients, "
+      f"{K} per round ({params.per_round_inferior} inferior + {params.per_round_superior} superior), {params.rounds} rounds, seeds {list(params.seeds)}")
 
 # %% [markdown]
 # ## Setup
@@ -125,18 +126,18 @@ print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)}
 
 # %%
 setup = pd.DataFrame([
-    ("dataset", "CIFAR-10", dataset),
-    ("model", "CNN2 (2 conv + 2 fc, bias-free, 2,155,872 params)", f"{model} {model_kwargs}"),
-    ("clients N / per round K", "100 / 10 (5 inferior + 5 superior)", f"{num_clients} / {K} ({per_round_inferior} + {per_round_superior})"),
-    ("rounds", "800", str(rounds)),
-    ("local training", "10 epochs, batch 50, SGD lr 0.005, momentum 0.9", f"{local_epochs} epochs, batch {batch_size}, SGD lr {lr}, momentum {momentum}"),
+    ("dataset", "CIFAR-10", params.dataset),
+    ("model", "CNN2 (2 conv + 2 fc, bias-free, 2,155,872 params)", f"{params.model} {params.model_kwargs}"),
+    ("clients N / per round K", "100 / 10 (5 inferior + 5 superior)", f"{params.num_clients} / {K} ({params.per_round_inferior} + {params.per_round_superior})"),
+    ("rounds", "800", str(params.rounds)),
+    ("local training", "10 epochs, batch 50, SGD lr 0.005, momentum 0.9", f"{params.local_epochs} epochs, batch {params.batch_size}, SGD lr {params.lr}, momentum {params.momentum}"),
     ("partition (Table I)", "label parity shards: even labels on superior, odd on inferior", "same rule (parity_shards)"),
-    ("partition (Table II)", "Dirichlet alpha 0.1 / 0.5 / 100", f"Dirichlet alpha {table2_alphas}"),
-    ("inferior bits", "4, 5, 6, 7, 8", str(bits_list)),
-    ("quantizer", "layer-wise K-means (Table I), + uniform ASYM (Table II)", f"{quantizers} (K-means init {kmeans_init}, <= {kmeans_iters} Lloyd iterations)"),
-    ("FedProx mu / SCAFFOLD", "0.01 / code: c_i uses 1/(n_i E lr)", f"{fedprox_mu} / coef={scaffold_coef!r}"),
+    ("partition (Table II)", "Dirichlet alpha 0.1 / 0.5 / 100", f"Dirichlet alpha {list(params.table2_alphas)}"),
+    ("inferior bits", "4, 5, 6, 7, 8", str(list(params.bits_list))),
+    ("quantizer", "layer-wise K-means (Table I), + uniform ASYM (Table II)", f"{list(params.quantizers)} (K-means init {params.kmeans_init}, <= {params.kmeans_iters} Lloyd iterations)"),
+    ("FedProx mu / SCAFFOLD", "0.01 / code: c_i uses 1/(n_i E lr)", f"{params.fedprox_mu} / coef={params.scaffold_coef!r}"),
     ("Fed-EF", "adapted to weights (no details)", "FedAvg + error feedback on the quantized weights"),
-    ("seeds", "3", str(len(seeds))),
+    ("seeds", "3", str(len(params.seeds))),
 ], columns=["item", "paper", "this run"])
 setup
 
@@ -156,12 +157,12 @@ setup
 # %%
 specs = fs.experiments(params)
 print(f"{len(specs)} runs")
-records = run_specs(specs, store=RunStore.at(runs_root), executor=runner, ray_address=ray_address, root=data_root,
-                    progress=False)
+records = run_specs(specs, store=RunStore.at(params.runs_root), executor=params.runner, ray_address=params.ray_address, root=params.data_root,
+                    progress=show_progress())
 runs = fs.run_table(records)
 curves_all, layer_record = records["rounds"], records["layers"]
 first_parity = next(s for s in specs if s.split.name == "parity" and s.get("labels")["method"] != "theorem1")
-counts = label_counts(build_run(first_parity, data_root).data.client_indices, ds.y_train.numpy(), ds.num_classes)
+counts = label_counts(build_run(first_parity, params.data_root).data.client_indices, ds.y_train.numpy(), ds.num_classes)
 fig, ax = plt.subplots(figsize=(7, 4))
 sns.heatmap(counts, cmap="Blues", ax=ax, cbar_kws={"label": "samples"})
 ax.set_title("Parity-shard split (Fig. 6 analogue): odd client ids = inferior, odd labels")
@@ -181,7 +182,7 @@ layers = {k: v.detach().reshape(-1) for k, v in cnn2.named_parameters()}
 print("CNN2 layers:", {k: v.numel() for k, v in layers.items()}, "total", sum(v.numel() for v in layers.values()))
 rows, messages = [], {}
 for bits, kind in [(4, "uniform"), (4, "kmeans"), (8, "uniform"), (8, "kmeans"), (32, "none")]:
-    codec = Identity() if kind == "none" else weight_quantizer(kind, bits, **({"max_iter": kmeans_iters} if kind == "kmeans" else {}))
+    codec = Identity() if kind == "none" else weight_quantizer(kind, bits, **({"max_iter": params.kmeans_iters} if kind == "kmeans" else {}))
     msgs = {k: codec.encode(v) for k, v in layers.items()}
     messages[(bits, kind)] = (codec, msgs)
     payload = sum(m.payload_bits for m in msgs.values())
@@ -231,7 +232,7 @@ qrows = []
 for name, x in samples.items():
     for bits in range(1, 9):
         for kind in ("uniform", "kmeans"):
-            codec = weight_quantizer(kind, bits, **({"max_iter": kmeans_iters} if kind == "kmeans" else {}))
+            codec = weight_quantizer(kind, bits, **({"max_iter": params.kmeans_iters} if kind == "kmeans" else {}))
             info = codec.encode(x).info
             qrows.append({"weights": name, "bits": bits, "quantizer": kind, "mse": info["mse"],
                           "abs_mean_bias": abs(info["mean_bias"]), "mean_abs_weight": float(x.abs().mean())})
@@ -265,7 +266,7 @@ plt.show()
 # %%
 
 
-grid = fs.table1_runs(runs, bits_list, quantizers).rename(columns={"method": "algorithm"})
+grid = fs.table1_runs(runs, params.bits_list, params.quantizers).rename(columns={"method": "algorithm"})
 grid.to_csv(out_dir / "table1_runs.csv", index=False)
 t1 = fs.summarize(grid, ["quantizer", "algorithm", "bits", "shift"])
 t1 = t1.merge(th.PAPER_TABLE1.assign(quantizer="kmeans"), on=["quantizer", "algorithm", "bits", "shift"], how="left")
@@ -291,14 +292,14 @@ r = r.assign(cell=r["quantizer"] + " 32+" + r["bits"].astype(int).astype(str))
 
 
 def smooth(col: str) -> pd.Series:
-    return r.groupby("run")[col].transform(lambda v: 100 * v.rolling(sma_window, min_periods=1).mean())
+    return r.groupby("run")[col].transform(lambda v: 100 * v.rolling(params.sma_window, min_periods=1).mean())
 
 
 curves = pd.concat([r.assign(acc=smooth("test_acc"), model=r["shift"].map({False: "baseline", True: "FedShift"})),
                     r.assign(acc=smooth("pre_shift_acc"), model="FedShift, before shift")[r["shift"]]])
 g = sns.relplot(curves, x="round", y="acc", hue="model", row="method", col="cell", kind="line", height=2.2, aspect=1.4,
                 errorbar=None, facet_kws={"margin_titles": True})
-g.set_axis_labels("round", f"test acc % (SMA {sma_window})")
+g.set_axis_labels("round", f"test acc % (SMA {params.sma_window})")
 plt.show()
 
 # %% [markdown]
@@ -310,8 +311,8 @@ plt.show()
 # (ideal 0.5) and the KL divergence of the prediction histogram from uniform.
 
 # %%
-low, ref = min(bits_list), figure_algorithm(algorithms)
-fig_runs = grid.loc[(grid["algorithm"] == ref) & (grid["bits"] == low) & (grid["quantizer"] == quantizers[0]), "run"]
+low, ref = min(params.bits_list), figure_algorithm(params.algorithms)
+fig_runs = grid.loc[(grid["algorithm"] == ref) & (grid["bits"] == low) & (grid["quantizer"] == params.quantizers[0]), "run"]
 hist = records["predictions"][records["predictions"]["run"].isin(fig_runs)]
 hist = hist.assign(model=hist["shift"].map({False: "baseline", True: "FedShift"}))
 lb = fs.label_bias(hist, ds.num_classes).groupby("shift")[["share_inferior_classes", "kl_to_uniform"]].mean()
@@ -319,7 +320,7 @@ display(lb := lb.rename(index={False: "baseline", True: "FedShift"}))
 fig, ax = plt.subplots(figsize=(8, 3.5))
 sns.barplot(hist, x="label", y="fraction", hue="model", errorbar=None, ax=ax)
 ax.axhline(1 / ds.num_classes, color="k", ls=":")
-ax.set_title(f"{ref} {quantizers[0]} 32+{low}: predicted labels on the test set (odd labels = inferior clients)")
+ax.set_title(f"{ref} {params.quantizers[0]} 32+{low}: predicted labels on the test set (odd labels = inferior clients)")
 plt.show()
 
 # %% [markdown]
@@ -388,7 +389,7 @@ if len(grid2):
     print("mean |upload mean bias| per quantizer (uniform shifts layer means, K-means does not):")
     display(grid2.groupby(["quantizer", "bits"])["upload_mean_bias"].mean().unstack("bits"))
 else:
-    print(f"Table II is not in this profile (table2_alphas = {table2_alphas})")
+    print(f"Table II is not in this profile (table2_alphas = {list(params.table2_alphas)})")
 
 # %% [markdown]
 # ## Mechanism ablations (ours; not in the paper)
@@ -405,7 +406,7 @@ def pick(**labels) -> pd.Series:
     return runs[np.logical_and.reduce([runs[k] == v for k, v in labels.items()])].set_index("seed")["acc"]
 
 
-q0 = quantizers[0]
+q0 = params.quantizers[0]
 base = dict(method="fedavg", quantizer=q0, bits=low, split="parity", kmeans="converged" if q0 == "kmeans" else "-")
 fp32 = dict(method="fedavg", quantizer="none", split="parity", scope="layer", selection="stratified")
 variants = {f"FedAvg {q0} 32+{low} baseline": dict(base, shift=False, scope="layer", selection="stratified"),
@@ -452,7 +453,7 @@ print(f"median MSE ratio over the {len(fits)} fits: {fits['MSE ratio'].median():
 # layer's mean, so the early stop changes the quantization error, not the statistic the shift corrects.
 
 # %%
-ks = runs[runs["kmeans"].isin(["converged", "reference"]) & (runs["bits"] == kmeans_reference_bits)
+ks = runs[runs["kmeans"].isin(["converged", "reference"]) & (runs["bits"] == params.kmeans_reference_bits)
           & (runs["split"] == "parity") & (runs["selection"] == "stratified") & (runs["scope"] == "layer")]
 km_gain = kmeans_gain(ks)  # the shift's gain per (method, seed), one column per K-means setting
 if len(ks):
@@ -460,7 +461,7 @@ if len(ks):
     print("shift gain (points) per method and seed:")
     display(km_gain.round(2))
 else:
-    print(f"the K-means-setting grid is off in this profile (kmeans_reference_bits = {kmeans_reference_bits})")
+    print(f"the K-means-setting grid is off in this profile (kmeans_reference_bits = {params.kmeans_reference_bits})")
 
 # %% [markdown]
 # ## Theory
@@ -530,7 +531,7 @@ plt.show()
 # %%
 # NBVAL_CHECK_OUTPUT
 t1_rounds = curves_all[curves_all["method"] == "theorem1"]
-t1_est, t1_checks = th.theorem1_report(t1_rounds, local_steps=theorem1_local_steps, mu_=theorem1_lam, num_params=640)
+t1_est, t1_checks = th.theorem1_report(t1_rounds, local_steps=params.theorem1_local_steps, mu_=params.theorem1_lam, num_params=640)
 print(t1_est.to_string(index=False, float_format=lambda v: f"{v:.3g}") if len(t1_est) else "theorem1_rounds = 0: no run")
 
 # %%
@@ -639,4 +640,6 @@ evidence = bundle(params, curves_all, table1=grid, table2=grid2, kmeans=ks, labe
 claims = fedshift_claims(evidence)  # fedlib/claims/fedshift.py: each claim's runs, rule, paper value and evidence
 claims.save(out_dir)
 print(f"total notebook run time: {time.perf_counter() - t_start:.0f} s")
-claims.table()
+claims_table = claims.table()
+scorecard.show(claims_table)
+full_table(claims_table)

@@ -32,42 +32,43 @@
 # | `quick` (committed outputs, nbval) | digits (8×8), MLP | 10 | 8 | 1 | ~30 s (most of it Ray's start) |
 # | `cpu` (`make reproduce`) | digits, MLP | 10 | 25 | 3 | ~1 min (6 records identical, measured) |
 
-# %% tags=["parameters"]
-profile = "quick"
-seeds = [0]
-dataset = "digits"
-model = "mlp"
-model_kwargs = {"hidden": [32]}
-num_clients = 10
-dirichlet = 0.5  # Dirichlet(phi) label skew of the TACO run (FedAQ uses its equal shards)
-rounds = 8
-local_steps = 10
-batch_size = 32
-lr = 0.05
-kappa = 0.6  # the TACO freeloader threshold (Eq. 10)
-expel_after = 3  # rounds with alpha at or above kappa that expel a client (Eq. 10)
-n_freeloaders = 2
-fedaq_alpha = 0.01  # the FedAQ uplink resolution; the downlink resolution is alpha / sqrt(2n) (Eq. 22)
-flower_workers = 2  # Ray actors running client apps
-threads = 1
-device = "cpu"
-data_root = None
-runs_root = None
-runner = "local"
-ray_address = None
-results_root = None
+# %% tags=["parameters"] jupyter={"source_hidden": true}
+profile: str = "quick"  # the profile the notebook runs under (quick: these defaults)
+results_root: "Optional[str]" = None  # folder of the notebook's tables, figures and claims (None: none saved)
+runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
+runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
+ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
+device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
+seeds: list[int] = [0]  # seeds; each runs both specs in both loops
+dataset: str = "digits"  # dataset name (fedlib.data)
+model: str = "mlp"  # model name (fedlib.models)
+model_kwargs: dict = {"hidden": [32]}  # the model's keyword arguments
+num_clients: int = 10  # clients (one Flower node each)
+dirichlet: float = 0.5  # Dirichlet label skew of the TACO run (FedAQ uses its equal shards)
+rounds: int = 8  # communication rounds
+local_steps: int = 10  # local SGD steps per round
+batch_size: int = 32  # local minibatch size
+lr: float = 0.05  # local SGD learning rate
+kappa: float = 0.6  # the TACO freeloader threshold (Eq. 10)
+expel_after: int = 3  # rounds with alpha at or above kappa that expel a client (Eq. 10)
+n_freeloaders: int = 2  # planted freeloaders in the TACO run
+fedaq_alpha: float = 0.01  # the FedAQ uplink resolution; the downlink's is alpha / sqrt(2n) (Eq. 22)
+flower_workers: int = 2  # Ray actors running client apps
+threads: int = 1  # torch threads per run (pinned: bitwise parity across processes)
 
 # %%
+from fedlib.display import hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("flower", globals())  # a mistyped -p / profile name stops here
+hide_parameters_in_html()
 
 # %%
 import os
 import warnings
 
 warnings.simplefilter("ignore")
-os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
 
 import matplotlib.pyplot as plt
@@ -79,7 +80,7 @@ from fedlib.papers.flower import experiments
 from fedlib.report import results_dir
 from fedlib.runs import RunStore, run_specs
 
-out = results_dir("flower", results_root)
+out = results_dir("flower", params.results_root)
 specs = experiments(params)
 print(f"{len(specs)} specs:", [dict(s.get("labels"))["run"] for s in specs])
 
@@ -88,8 +89,8 @@ print(f"{len(specs)} specs:", [dict(s.get("labels"))["run"] for s in specs])
 # The specs run as every notebook's do: `run_specs` into the run store (a second execution recomputes nothing).
 
 # %%
-store = RunStore.at(runs_root).reading(data_root)
-run_specs(specs, store=store, executor=runner, ray_address=ray_address, root=data_root, progress=False)
+store = RunStore.at(params.runs_root).reading(params.data_root)
+run_specs(specs, store=store, executor=params.runner, ray_address=params.ray_address, root=params.data_root, progress=show_progress())
 fedlib_records = [store.load(spec) for spec in specs]
 
 # %% [markdown]
@@ -98,7 +99,7 @@ fedlib_records = [store.load(spec) for spec in specs]
 # `num_clients` virtual SuperNodes. Nothing here is stored: it is computed every time.
 
 # %%
-flower_records = run_in_simulation(specs, root=data_root, workers=flower_workers)
+flower_records = run_in_simulation(specs, root=params.data_root, workers=params.flower_workers)
 
 
 # %% [markdown]

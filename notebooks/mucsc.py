@@ -39,61 +39,62 @@
 # and participation on Fashion-MNIST: femnist_cnn, d = 1.31 M, 100 clients, 10 per round, 40 rounds, 3 seeds; one
 # GPU), `full` (the paper's scale: CIFAR-10 + ALL-CNN-C, 5 local epochs, up to 1250 rounds; GPU-days, local files).
 
-# %% tags=["parameters"]
-profile = "quick"
-seeds = [0]
-dataset = "digits"
-model = "mlp"
-model_kwargs = {"hidden": [256]}
-num_clients = 20
-clients_per_round = 5
-partitions = ["iid", "noniid"]
-classes_per_client = 5
-rounds = 30
-local_steps = 10  # local SGD steps per round (at full scale the paper's 5 "local iterations" are read as epochs)
-local_epochs = None
-batch_size = 8
-lr0 = 0.1  # the paper's 0.5 diverges on these small MLPs; decay and floor are the paper's
-lr_decay = 400.0
-lr_floor = 0.01
-lr_t_per_round = 10  # the lr's iteration index t is round * lr_t_per_round + local step (ambiguity A2)
-methods = ["nc", "mucsc", "qsgd", "ssgd", "bmucsc", "dgc", "stc"]
-zu = 16
-zd = 16
-level_search = "descent"  # exact coordinate descent on J, or paper for Algorithm 1 as printed
-level_searches = ["descent", "uniform", "paper"]  # level searches compared on the first partition (finding c)
-z_sweep = [4, 8, 16]
-zu_thirds = [4, 8, 16]
-bm_levels = 256
-bm_frac = 0.01
-target_frac = 0.97  # target accuracy: target_frac x final accuracy of NC, per partition
-download_max_over = "all"
-eval_every = 1
-mc_draws = 1000
-dp_elements = 1500
-toy_steps = 2000
-toy_seeds = 10
-partial_rounds = 200  # the partial-participation toy (Theorems 3-4) through the real round loop
-threads = 1
-device = "cpu"
-data_root = None
-runs_root = None
-runner = "local"
-ray_address = None
-results_root = None
+# %% tags=["parameters"] jupyter={"source_hidden": true}
+profile: str = "quick"  # the profile the notebook runs under (quick: these defaults)
+results_root: "Optional[str]" = None  # folder of the notebook's tables, figures and claims (None: none saved)
+runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
+runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
+ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
+device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
+seeds: list[int] = [0]  # seeds of every grid
+dataset: str = "digits"  # dataset name (fedlib.data)
+model: str = "mlp"  # model name (fedlib.models)
+model_kwargs: dict = {"hidden": [256]}  # the model's keyword arguments
+num_clients: int = 20  # clients of the split
+clients_per_round: int = 5  # clients sampled each round
+partitions: list[str] = ["iid", "noniid"]  # partitions of the main grid (the first: the sweeps')
+classes_per_client: int = 5  # labels each client holds on the noniid partition
+rounds: int = 30  # communication rounds
+local_steps: "Optional[int]" = 10  # local SGD steps per round (None: local_epochs)
+local_epochs: "Optional[float]" = None  # local epochs per round, when local_steps is None
+batch_size: int = 8  # local minibatch size
+lr0: float = 0.1  # initial learning rate (the paper's 0.5 diverges on these small MLPs)
+lr_decay: float = 400.0  # the paper's learning-rate decay
+lr_floor: float = 0.01  # the paper's learning-rate floor
+lr_t_per_round: int = 10  # the lr's iteration index t is round * lr_t_per_round + local step (A2)
+methods: list[str] = ["nc", "mucsc", "qsgd", "ssgd", "bmucsc", "dgc", "stc"]  # methods of the main grid
+zu: int = 16  # MUCSC uplink levels Z_U
+zd: int = 16  # MUCSC downlink levels Z_D
+level_search: str = "descent"  # MUCSC's level search: descent (exact on J) or paper (Algorithm 1)
+level_searches: list[str] = ["descent", "uniform", "paper"]  # level searches compared (finding c)
+z_sweep: list[int] = [4, 8, 16]  # levels Z on both links of Fig. 5's sweep
+zu_thirds: list[int] = [4, 8, 16]  # Z_U of each third of the clients (Fig. 5, with Z_D 16)
+bm_levels: int = 256  # B-MUCSC levels
+bm_frac: float = 0.01  # B-MUCSC's fraction of elements sent
+target_frac: float = 0.97  # target accuracy: target_frac x final accuracy of NC, per partition
+download_max_over: str = "all"  # downlink traffic maximum over these clients (one of "all", "selected")
+eval_every: int = 1  # evaluate every this many rounds
+mc_draws: int = 1000  # Monte Carlo draws of the rounding checks
+dp_elements: int = 1500  # elements of the level-search checks
+toy_steps: int = 2000  # steps of the theory toys
+toy_seeds: int = 10  # seeds of the theory toys
+partial_rounds: int = 200  # rounds of the partial-participation toy (Theorems 3-4)
+threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("mucsc", globals())  # a mistyped -p / profile name stops here
+hide_parameters_in_html()
+scorecard = Scorecard("9.-Claims")  # the count of this notebook's verdicts, filled in by its last cell
 
 # %%
-import os
 import time
 import warnings
 
 warnings.simplefilter("ignore")
-os.environ.setdefault("TQDM_DISABLE", "1")
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -111,13 +112,13 @@ from fedlib.claims import mucsc as mucsc_claims
 from fedlib.report import results_dir
 import theory.mucsc as th
 
-torch.set_num_threads(threads)
+torch.set_num_threads(params.threads)
 pd.set_option("display.width", 160)
 pd.set_option("display.max_columns", 20)
 pd.set_option("display.max_colwidth", 110)
 sns.set_theme(style="whitegrid", context="notebook")
 t_start = time.time()
-out_dir = results_dir("mucsc", results_root)
+out_dir = results_dir("mucsc", params.results_root)
 
 # %% [markdown]
 # ## 1. Setup
@@ -131,17 +132,17 @@ out_dir = results_dir("mucsc", results_root)
 # records; executing the notebook again computes nothing.
 
 # %%
-ds = load_dataset(dataset, root=data_root)
-d = count_parameters(build_model(model, ds.input_shape, ds.num_classes, **model_kwargs))
-setup = Setup(zu=zu, zd=zd, bm_levels=bm_levels, bm_frac=bm_frac)
+ds = load_dataset(params.dataset, root=params.data_root)
+d = count_parameters(build_model(params.model, ds.input_shape, ds.num_classes, **params.model_kwargs))
+setup = Setup(zu=params.zu, zd=params.zd, bm_levels=params.bm_levels, bm_frac=params.bm_frac)
 grids = {"main": paper.main_grid(params), "z_sweep": paper.z_sweep(params), "levels": paper.level_grid(params)}
-store = RunStore.at(runs_root, data_root)
+store = RunStore.at(params.runs_root, params.data_root)
 pd.DataFrame({"setting": ["dataset", "model (d)", "clients N / per round K", "partitions", "local work", "batch",
                           "lr", "MUCSC", "B-MUCSC", "STC / DGC / QSGD", "seeds", "rounds"],
-              "this run": [dataset, f"{model} {model_kwargs} ({d:,})", f"{num_clients} / {clients_per_round}",
-                           ", ".join(partitions), f"{local_steps} steps" if local_steps else f"{local_epochs} epochs",
-                           batch_size, f"max({lr0}/(1+t/{lr_decay:g}), {lr_floor})", f"Z_U={zu}, Z_D={zd}, levels: {level_search}",
-                           f"Z={bm_levels}, top {bm_frac:.0%}", "3% / 1% / s=7 (4 bits), bucket 512", seeds, rounds],
+              "this run": [params.dataset, f"{params.model} {params.model_kwargs} ({d:,})", f"{params.num_clients} / {params.clients_per_round}",
+                           ", ".join(params.partitions), f"{params.local_steps} steps" if params.local_steps else f"{params.local_epochs} epochs",
+                           params.batch_size, f"max({params.lr0}/(1+t/{params.lr_decay:g}), {params.lr_floor})", f"Z_U={params.zu}, Z_D={params.zd}, levels: {params.level_search}",
+                           f"Z={params.bm_levels}, top {params.bm_frac:.0%}", "3% / 1% / s=7 (4 bits), bucket 512", list(params.seeds), params.rounds],
               "paper": ["CIFAR-10, FEMNIST", "ALL-CNN-C (1,369,738), LeNet-5 variant (≈1,356,136)", "100 / 10",
                         "iid, 5 classes/client, FEMNIST writers", "E = 5 (iterations or epochs: A1)", 8,
                         "max(0.5/(1+t/400), 0.01)", "Z_U ∈ {4,8,16} by thirds, Z_D = 16, Algorithm 1", "Z = 256, top 1%",
@@ -232,10 +233,10 @@ print("hand = paper formula and codec formula = Message.bits:", bits_ok)
 # B-MUCSC's bias, split into the kept elements and the super cluster.
 
 # %%
-update = paper.client_update(grids["main"][0], data_root).double()
-mc = th.monte_carlo_rounding(MUCSC(zu), update, draws=mc_draws, seed=1)
-bias_draws = max(100, mc_draws // 4)
-bias = th.bmucsc_bias(update, draws=bias_draws, num_levels=bm_levels, frac=bm_frac)
+update = paper.client_update(grids["main"][0], params.data_root).double()
+mc = th.monte_carlo_rounding(MUCSC(params.zu), update, draws=params.mc_draws, seed=1)
+bias_draws = max(100, params.mc_draws // 4)
+bias = th.bmucsc_bias(update, draws=bias_draws, num_levels=params.bm_levels, frac=params.bm_frac)
 mucsc_unbiased = th.is_unbiased(mc) and abs(mc["J_empirical"] - mc["J_analytic"]) < 5 * mc["J_stderr"]
 print(f"update: d = {update.numel():,}, ||U||^2 = {float(update.pow(2).sum()):.3e}")
 print(pd.Series(mc).to_string())
@@ -258,12 +259,12 @@ bias
 
 # %%
 g = torch.Generator().manual_seed(0)
-subset = update[torch.randperm(update.numel(), generator=g)[:dp_elements]]
-vectors = {"real update (subset)": subset, "gaussian": torch.randn(dp_elements, generator=g).double() * 1e-3,
-           "laplace": torch.from_numpy(np.random.default_rng(0).laplace(0, 1e-3, dp_elements)),
-           "uniform": torch.rand(dp_elements, generator=g).double()}
-levels_tab = th.levels_table(vectors, z_sweep)
-large_d = th.large_d_levels(D_CIFAR, z_sweep)
+subset = update[torch.randperm(update.numel(), generator=g)[:params.dp_elements]]
+vectors = {"real update (subset)": subset, "gaussian": torch.randn(params.dp_elements, generator=g).double() * 1e-3,
+           "laplace": torch.from_numpy(np.random.default_rng(0).laplace(0, 1e-3, params.dp_elements)),
+           "uniform": torch.rand(params.dp_elements, generator=g).double()}
+levels_tab = th.levels_table(vectors, params.z_sweep)
+large_d = th.large_d_levels(D_CIFAR, params.z_sweep)
 print(large_d.round(4).to_string(index=False))
 levels_tab.round(3)
 
@@ -276,18 +277,18 @@ levels_tab.round(3)
 # it is the model the clients assembled from the sparse messages, which lags the server's own (see below).
 
 # %%
-records = run_specs(paper.experiments(params), store=store, executor=runner, ray_address=ray_address,
-                    root=data_root, progress=False)
+records = run_specs(paper.experiments(params), store=store, executor=params.runner, ray_address=params.ray_address,
+                    root=params.data_root, progress=show_progress())
 main = paper.grid_records(records, grids["main"], store)
 runs = paper.run_rounds(main)
 runs["label"] = runs["method"].map(LABELS)
-final = runs[runs["round"] == rounds].groupby(["partition", "label"])[["test_acc"]].mean().unstack(0)
+final = runs[runs["round"] == params.rounds].groupby(["partition", "label"])[["test_acc"]].mean().unstack(0)
 final.round(4)
 
 # %%
 quant, sparse = ["NC", "MUCSC", "QSGD", "SSGD"], ["NC", "B-MUCSC", "STC", "DGC"]
-fig, axes = plt.subplots(len(partitions), 2, figsize=(11, 3.6 * len(partitions)), squeeze=False)
-for i, part in enumerate(partitions):
+fig, axes = plt.subplots(len(params.partitions), 2, figsize=(11, 3.6 * len(params.partitions)), squeeze=False)
+for i, part in enumerate(params.partitions):
     for j, (group, title) in enumerate(((quant, "quantization"), (sparse, "sparsification"))):
         sub = runs[(runs.partition == part) & runs.label.isin(group)]
         sns.lineplot(data=sub, x="round", y="test_acc", hue="label", hue_order=[m for m in group if m in set(sub.label)],
@@ -303,7 +304,7 @@ plt.show()
 # loop reported the server's model for STC (0.9361 vs 0.9333 for the clients' on one cpu-profile run).
 
 # %%
-held = runs[runs["round"] == rounds][["run", "partition", "label", "seed", "test_acc"]].merge(main["server"][["run", "server_test_acc"]], on="run")
+held = runs[runs["round"] == params.rounds][["run", "partition", "label", "seed", "test_acc"]].merge(main["server"][["run", "server_test_acc"]], on="run")
 held["server_minus_clients"] = held["server_test_acc"] - held["test_acc"]
 held.groupby(["partition", "label"])[["test_acc", "server_test_acc", "server_minus_clients"]].mean().round(4)
 
@@ -324,7 +325,7 @@ plt.show()
 # the paper's d = 1.37 M, so its rate here is far below 196×.
 
 # %%
-measured_rates = paper.measured_rates(runs, d, clients_per_round / num_clients)
+measured_rates = paper.measured_rates(runs, d, params.clients_per_round / params.num_clients)
 measured_rates.assign(method=measured_rates.method.map(LABELS)).round(2)
 
 # %% [markdown]
@@ -337,7 +338,7 @@ measured_rates.assign(method=measured_rates.method.map(LABELS)).round(2)
 # evaluation, on this machine, stored with the run). A seed that never reaches the target counts as inf (NEVER).
 
 # %%
-to_target = paper.target_table(paper.to_target(main, target_frac)) if "nc" in methods else pd.DataFrame(
+to_target = paper.target_table(paper.to_target(main, params.target_frac)) if "nc" in params.methods else pd.DataFrame(
     columns=["partition", "method"])  # targets are set by NC's accuracy: without NC the claims below are not testable
 to_target.assign(method=to_target["method"].map(LABELS)).drop(columns=["comm_pct_of_NC"], errors="ignore").round(3)
 
@@ -351,20 +352,20 @@ to_target.assign(method=to_target["method"].map(LABELS)).drop(columns=["comm_pct
 # updates, per round.
 
 # %%
-part0 = partitions[0]
+part0 = params.partitions[0]
 sweep = paper.run_rounds(paper.grid_records(records, grids["z_sweep"], store))
-z_final = sweep[sweep["round"] == rounds].groupby("setting", sort=False)["test_acc"].mean()
+z_final = sweep[sweep["round"] == params.rounds].groupby("setting", sort=False)["test_acc"].mean()
 level_runs, level_clients = paper.level_variants(paper.grid_records(records, grids["levels"], store))
 fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
 sns.lineplot(data=sweep, x="round", y="test_acc", hue="setting", ax=axes[0], errorbar=None)
 axes[0].set_title(f"{part0}: MUCSC accuracy vs Z (Fig. 5 analogue)")
 sns.lineplot(data=level_runs, x="round", y="test_acc", hue="variant", ax=axes[1], errorbar=None)
-axes[1].set_title(f"{part0}: level search, Z = {zu}")
+axes[1].set_title(f"{part0}: level search, Z = {params.zu}")
 sns.lineplot(data=level_clients, x="round", y="ratio", hue="variant", ax=axes[2])
 axes[2].set_title("uplink: J(levels used) / J(uniform levels)")
 plt.tight_layout()
 plt.show()
-level_final = level_runs[level_runs["round"] == rounds].pivot_table(index="seed", columns="variant", values="test_acc")
+level_final = level_runs[level_runs["round"] == params.rounds].pivot_table(index="seed", columns="variant", values="test_acc")
 print("final accuracy by Z:", z_final.round(4).to_dict())
 print("uplink J / J_uniform (median over clients and rounds):", level_clients.groupby("variant")["ratio"].median().round(3).to_dict())
 level_final.round(4)
@@ -393,7 +394,7 @@ print("induction step (t+g-1)/(t+g)^2 - 1/(t+g+1) =", th.induction_step_identity
 
 # %%
 toy = th.make_toy(seed=0)
-toy_runs = {name: th.run_toy(toy, toy_steps, zu=z, zd=z, seeds=toy_seeds, seed=1)
+toy_runs = {name: th.run_toy(toy, params.toy_steps, zu=z, zd=z, seeds=params.toy_seeds, seed=1)
             for name, z in (("NC", None), ("MUCSC Z=4", 4), ("MUCSC Z=16", 16))}
 conv = th.convergence_check(toy, toy_runs)
 fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -425,9 +426,9 @@ conv.round(6)
 print("Theorem 3:", th.theorem3)
 print("Theorem 4:", th.theorem4)
 print("Thm 4 - Thm 3 (no compression, beta = 2/mu, gamma = 8 kappa):", th.theorem4_from_theorem3())
-toy_partial, partial_k, partial_seeds = th.make_quadratic_toy(seed=0), 3, max(2, min(toy_seeds, 4))
+toy_partial, partial_k, partial_seeds = th.make_quadratic_toy(seed=0), 3, max(2, min(params.toy_seeds, 4))
 partial_z = {"NC": None, "MUCSC Z=4": 4, "MUCSC Z=16": 16}
-partial_runs = {name: [th.run_partial(toy_partial, partial_rounds, clients=partial_k, z=z, seed=s) for s in range(partial_seeds)]
+partial_runs = {name: [th.run_partial(toy_partial, params.partial_rounds, clients=partial_k, z=z, seed=s) for s in range(partial_seeds)]
                 for name, z in partial_z.items()}
 partial = th.partial_check(toy_partial, partial_runs, clients=partial_k, zs=partial_z)
 partial.round(5)
@@ -484,5 +485,6 @@ claims = mucsc_claims.claims(mucsc_claims.bundle(
 claims_table = claims.table()
 claims.save(out_dir)
 runs.to_csv(out_dir / "rounds.csv", index=False)
-print(f"notebook ran in {time.time() - t_start:.0f} s (profile {profile})")
-claims_table
+print(f"notebook ran in {time.time() - t_start:.0f} s (profile {params.profile})")
+scorecard.show(claims_table)
+full_table(claims_table)

@@ -23,40 +23,41 @@
 # skew, SCAFFOLD's control variates correct client drift, so it should do at least as well as
 # FedAvg; FedProx with a small μ should stay close to FedAvg.
 
-# %% tags=["parameters"]
-profile = "quick"
-dataset = "digits"
-model = "mlp"
-model_kwargs = {"hidden": [64]}
-num_clients = 10
-alpha = 0.1
-min_size = 10
-rounds = 15
-clients_per_round = 5
-local_epochs = 2
-batch_size = 16
-lr = 0.05
-mu = 0.01
-seeds = [0]
-executor = "sequential"
-device = "cpu"
-data_root = None
-runs_root = None
-runner = "local"
-ray_address = None
-results_root = None
+# %% tags=["parameters"] jupyter={"source_hidden": true}
+profile: str = "quick"  # the profile the notebook runs under (quick: these defaults)
+results_root: "Optional[str]" = None  # folder of the notebook's tables, figures and claims (None: none saved)
+runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
+runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
+ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
+device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
+dataset: str = "digits"  # dataset name (fedlib.data)
+model: str = "mlp"  # model name (fedlib.models)
+model_kwargs: dict = {"hidden": [64]}  # the model's keyword arguments
+num_clients: int = 10  # clients of the Dirichlet split
+alpha: float = 0.1  # Dirichlet concentration of the label split
+min_size: int = 10  # fewest training samples a client may get
+rounds: int = 15  # communication rounds
+clients_per_round: int = 5  # clients sampled each round
+local_epochs: float = 2  # local epochs per round
+batch_size: int = 16  # local minibatch size
+lr: float = 0.05  # local SGD learning rate
+mu: float = 0.01  # FedProx's proximal weight
+seeds: list[int] = [0]  # seeds; one run per seed and algorithm
+executor: str = "sequential"  # how a round's clients train (fedlib.federation.run_federated) (one of "sequential", "vmap", "auto")
 
 # %%
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
 from fedlib.notebook_params import check_notebook_parameters
 
 params = check_notebook_parameters("quickstart", globals())  # a mistyped -p / profile name stops here
+hide_parameters_in_html()
+scorecard = Scorecard("Claims")  # the count of this notebook's verdicts, filled in by its last cell
 
 # %%
-import os
 import warnings
 
 warnings.simplefilter("ignore")
-os.environ.setdefault("TQDM_DISABLE", "1")
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -70,9 +71,9 @@ from fedlib.runs import RunStore, build_run, run_specs
 from fedlib.claims.quickstart import bundle as quickstart_bundle, claims as quickstart_claims
 from fedlib.report import results_dir
 
-out = results_dir("quickstart", results_root)
-ds = load_dataset(dataset, root=data_root)
-print(f"{dataset}: {len(ds.y_train)} train / {len(ds.y_test)} test, input {ds.input_shape}, {ds.num_classes} classes")
+out = results_dir("quickstart", params.results_root)
+ds = load_dataset(params.dataset, root=params.data_root)
+print(f"{params.dataset}: {len(ds.y_train)} train / {len(ds.y_test)} test, input {ds.input_shape}, {ds.num_classes} classes")
 
 # %% [markdown]
 # ## The runs, as data
@@ -89,7 +90,7 @@ print(f"{dataset}: {len(ds.y_train)} train / {len(ds.y_test)} test, input {ds.in
 # %%
 # NBVAL_CHECK_OUTPUT
 specs = experiments(params)
-counts = label_counts(build_run(specs[0], data_root).data.client_indices, ds.y_train.numpy(), ds.num_classes)
+counts = label_counts(build_run(specs[0], params.data_root).data.client_indices, ds.y_train.numpy(), ds.num_classes)
 print("samples per client:", counts.sum(axis=1).tolist())
 print("classes holding >= 80% of each client's data:",
       [int((np.sort(r)[::-1].cumsum() < 0.8 * r.sum()).sum() + 1) for r in counts.values])
@@ -97,7 +98,7 @@ print("classes holding >= 80% of each client's data:",
 # %%
 fig, ax = plt.subplots(figsize=(7, 3))
 sns.heatmap(counts, cmap="Blues", ax=ax, cbar_kws={"label": "samples"})
-ax.set_title(f"Label counts per client, Dirichlet(α={alpha}), seed {seeds[0]}")
+ax.set_title(f"Label counts per client, Dirichlet(α={params.alpha}), seed {params.seeds[0]}")
 plt.show()
 
 # %% [markdown]
@@ -110,17 +111,17 @@ plt.show()
 # or whose final accuracy is at chance cannot support a claim: the claims below then read "diverged".
 
 # %%
-print(f"model {model}: {count_parameters(build_model(model, ds.input_shape, ds.num_classes, **model_kwargs)):,} parameters; "
+print(f"model {params.model}: {count_parameters(build_model(params.model, ds.input_shape, ds.num_classes, **params.model_kwargs)):,} parameters; "
       f"{len(specs)} runs")
-records = run_specs(specs, store=RunStore.at(runs_root), executor=runner, ray_address=ray_address, root=data_root,
-                    progress=False)
+records = run_specs(specs, store=RunStore.at(params.runs_root), executor=params.runner, ray_address=params.ray_address, root=params.data_root,
+                    progress=show_progress())
 record = records["rounds"]
 record.to_csv(out / "rounds.csv", index=False)
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4))
-sns.lineplot(data=record, x="round", y="test_acc", hue="algorithm", errorbar=("sd") if len(seeds) > 1 else None, ax=ax)
-ax.set(ylabel="test accuracy", title=f"{dataset}, Dirichlet(α={alpha}), {clients_per_round}/{num_clients} clients per round")
+sns.lineplot(data=record, x="round", y="test_acc", hue="algorithm", errorbar=("sd") if len(params.seeds) > 1 else None, ax=ax)
+ax.set(ylabel="test accuracy", title=f"{params.dataset}, Dirichlet(α={params.alpha}), {params.clients_per_round}/{params.num_clients} clients per round")
 plt.show()
 
 # %% [markdown]
@@ -129,7 +130,7 @@ plt.show()
 # (32-bit floats; SCAFFOLD also sends its control variates both ways).
 
 # %%
-last = record[record["round"] == rounds]
+last = record[record["round"] == params.rounds]
 summary = last.groupby("algorithm").agg(
     final_acc=("test_acc", "mean"), final_acc_sd=("test_acc", "std"),
     up_MB_per_round=("bits_up", lambda b: b.mean() / 8e6),
@@ -150,4 +151,6 @@ summary.round(4)
 # %%
 claims = quickstart_claims(quickstart_bundle(record, params, ds.num_classes))  # fedlib/claims/quickstart.py
 claims.save(out)
-claims.table()
+claims_table = claims.table()
+scorecard.show(claims_table)
+full_table(claims_table)

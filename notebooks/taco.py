@@ -32,93 +32,95 @@
 # quadratics, Lemma 2, Theorem 1 evaluated on runs, Corollary 2). Errata and a claims table close it.
 #
 # **Profiles** (papermill `-f notebooks/profiles/taco/<name>.yaml`): `quick` (committed outputs; digits,
-# K = 10, T = 15, 1 seed), `cpu` (`make reproduce`; 3 seeds, digits plus the FMNIST oscillation study),
+# K = 10, T = 15, 1 seed), `cpu` (`make reproduce`; 3 seeds, digits, the oscillation study included),
 # `gpu` (Table V's FMNIST column at the paper's setting, 3 seeds), `full` (the paper's scale; GPU-hours).
 
-# %% tags=["parameters"]
-profile = "quick"
-seeds = [0]
-extra_seeds = [0]  # seeds for the scalability, Fig. 6 and gamma-sweep runs
-ablation_seeds = [0]
-dataset = "digits"
-model = "mlp"
-model_kwargs = {"hidden": [32]}
-num_clients = 20
-group_sizes = [7, 7, 6]
-label_fractions = [0.1, 0.2, 0.5]
-rounds = 15
-local_steps = 10
-batch_size = 32
-lr = 0.05
-target_acc = 0.75
-margin_pts = 1.0  # accuracy differences below this many points count as ties in the verdicts
-algorithms = ["FedAvg", "FedProx", "FoolsGold", "Scaffold", "STEM", "FedACG", "TACO"]
-table5_columns = {}  # Table V's other columns: name -> {dataset, model, partition, rounds, local_steps, lr, target_acc}
-fedprox_zeta = 0.1
-scaffold_alpha = 1.0
-stem_alpha = 0.2
-fedacg_beta = 0.001
-fedacg_lambda = 0.85
-foolsgold_variant = "taco_paper"
-taco_gamma = "1/K"
-taco_output = "w"  # evaluate TACO on w_t ("z": the output model z_t of Eq. 15); docs/taco.md A5
-taco_weights = "current"  # Eq. 9's weights: alpha^{t+1} from this round's uploads ("previous": alpha^t)
-kappa = 0.6
-lambda_frac = 0.2
-n_freeloaders = 8
-kappa_grid = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
-lambda_fracs = [0.1, 0.2, 0.5]
-ablation_partitions = ["groups"]
-scal_clients = 100
-scal_dirichlet = 0.5
-scal_rounds = 10
-scal_steps = 5
-scal_algorithms = ["FedAvg", "Scaffold", "TACO"]
-gamma_grid = [0.0, 0.01, 0.1, 1.0]
-gamma_steps = [10]
-overcorrection_gamma = 3.0
-timing_dataset = "mnist5k"
-timing_model = "taco_cnn"
-timing_clients = 4
-timing_rounds = 4
-timing_repeats = 3
-theory_rounds = 60
-oscillation_dataset = "digits"  # finding (a): the setting of the oscillation study
-oscillation_model = "mlp"
-oscillation_model_kwargs = {"hidden": [32]}
-oscillation_steps = 10
-oscillation_rounds = 15
-oscillation_lr = 0.05
-oscillation_batch_size = 32
-oscillation_seeds = [0]
-oscillation_algorithms = ["TACO", "FoolsGold", "FedAvg", "TACO, uniform aggregation", "TACO, previous round's α as weights"]
-theorem1_rounds = 40
-executor = "sequential"  # one executor for every algorithm, so wall-clock comparisons measure the algorithms
-threads = 1
-device = "cpu"  # "auto" uses a CUDA GPU when there is one
-data_root = None
-runs_root = None
-runner = "local"
-ray_address = None
-results_root = None
+# %% tags=["parameters"] jupyter={"source_hidden": true}
+profile: str = "quick"  # the profile the notebook runs under (quick: these defaults)
+results_root: "Optional[str]" = None  # folder of the notebook's tables, figures and claims (None: none saved)
+runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
+runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
+ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
+device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
+seeds: list[int] = [0]  # seeds of the main, freeloader and overcorrection grids
+extra_seeds: list[int] = [0]  # seeds of the scalability, Fig. 6 and gamma-sweep runs
+ablation_seeds: list[int] = [0]  # seeds of the Table VI ablation
+dataset: str = "digits"  # dataset name (fedlib.data)
+model: str = "mlp"  # model name (fedlib.models)
+model_kwargs: dict = {"hidden": [32]}  # the model's keyword arguments
+num_clients: int = 20  # clients of the main split
+group_sizes: list[int] = [7, 7, 6]  # relative sizes of the label groups A, B, C
+label_fractions: list[float] = [0.1, 0.2, 0.5]  # fraction of the labels each group holds
+rounds: int = 15  # communication rounds
+local_steps: int = 10  # local SGD steps per round (K)
+batch_size: int = 32  # local minibatch size
+lr: float = 0.05  # local SGD learning rate
+target_acc: float = 0.75  # target accuracy of the rounds-to-target tables
+margin_pts: float = 1.0  # accuracy differences below this many points count as ties in the verdicts
+algorithms: list[str] = ["FedAvg", "FedProx", "FoolsGold", "Scaffold", "STEM", "FedACG", "TACO"]  # methods of the main grid and Table I
+table5_columns: dict[str, dict] = {}  # Table V's other columns: name -> {dataset, model, partition, rounds, local_steps, lr, target_acc}
+fedprox_zeta: float = 0.1  # FedProx's proximal weight (also TACO's FedProx plug-in)
+scaffold_alpha: float = 1.0  # SCAFFOLD's correction coefficient (1: plain SCAFFOLD)
+stem_alpha: float = 0.2  # STEM's momentum weight
+fedacg_beta: float = 0.001  # FedACG's regularizer weight
+fedacg_lambda: float = 0.85  # FedACG's server momentum
+foolsgold_variant: str = "taco_paper"  # FoolsGold's variant (one of "taco_paper", "original")
+taco_gamma: "Union[float, str]" = "1/K"  # TACO's maximum correction factor (or "1/K")
+taco_output: str = "w"  # TACO evaluated on w_t or on Eq. 15's z_t (docs/taco.md A5) (one of "w", "z")
+taco_weights: str = "current"  # Eq. 9's weights: this round's alpha^{t+1} or alpha^t (one of "current", "previous")
+kappa: float = 0.6  # freeloader expulsion threshold
+lambda_frac: float = 0.2  # expulsion starts after this fraction of the rounds
+n_freeloaders: int = 8  # planted freeloaders of Tables II and VIII
+kappa_grid: list[float] = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]  # kappa values of Table VIII
+lambda_fracs: list[float] = [0.1, 0.2, 0.5]  # lambda fractions of Table VIII
+ablation_partitions: list[str] = ["groups"]  # partitions of Table VI (groups, natural, dir<phi>)
+scal_clients: int = 100  # clients of Table VII's scalability runs
+scal_dirichlet: float = 0.5  # Dirichlet concentration of Table VII's split
+scal_rounds: int = 10  # rounds of Table VII's runs
+scal_steps: int = 5  # local steps of Table VII's runs
+scal_algorithms: list[str] = ["FedAvg", "Scaffold", "TACO"]  # methods of Table VII
+gamma_grid: list[float] = [0.0, 0.01, 0.1, 1.0]  # TACO gammas of Fig. 7 (1/K is added)
+gamma_steps: list[int] = [10]  # local step counts K of Fig. 7
+overcorrection_gamma: float = 3.0  # the large gamma of the overcorrection runs
+timing_dataset: str = "mnist5k"  # dataset of Table I's timing runs
+timing_model: str = "taco_cnn"  # model of Table I's timing runs
+timing_clients: int = 4  # clients of Table I's timing runs
+timing_rounds: int = 4  # rounds of Table I's timing runs
+timing_repeats: int = 3  # repeats of Table I's timing runs
+theory_rounds: int = 60  # rounds of the theory checks
+oscillation_dataset: str = "digits"  # dataset of the oscillation study (finding a)
+oscillation_model: str = "mlp"  # model of the oscillation study
+oscillation_model_kwargs: dict = {"hidden": [32]}  # the oscillation model's arguments
+oscillation_steps: int = 10  # local steps of the oscillation study
+oscillation_rounds: int = 15  # rounds of the oscillation study
+oscillation_lr: float = 0.05  # learning rate of the oscillation study
+oscillation_batch_size: int = 32  # minibatch size of the oscillation study
+oscillation_seeds: list[int] = [0]  # seeds of the oscillation study
+oscillation_algorithms: list[str] = ["TACO", "FoolsGold", "FedAvg", "TACO, uniform aggregation", "TACO, previous round's α as weights"]  # variants of the oscillation study
+theorem1_rounds: int = 40  # rounds of the Theorem 1 check
+executor: str = "sequential"  # one executor for every algorithm, so wall-clock times compare them (one of "sequential", "vmap", "auto")
+threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%
-from fedlib.notebook_params import check_notebook_parameters
+from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress
+from fedlib.notebook_params import check_notebook_parameters, literal_source
 
 params = check_notebook_parameters("taco", globals())  # a mistyped -p / profile name stops here
+hide_parameters_in_html()
+scorecard = Scorecard("Claims")  # the count of this notebook's verdicts, filled in by its last cell
 
 # %%
-import os
 import time
 import warnings
 
 warnings.simplefilter("ignore")
-os.environ.setdefault("TQDM_DISABLE", "1")
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from IPython.display import Markdown
 
 from fedlib import load_dataset, targets
 from fedlib.claims.taco import bundle as taco_bundle
@@ -133,11 +135,11 @@ sns.set_theme(style="whitegrid", context="notebook")
 plt.rcParams["figure.autolayout"] = True
 pd.set_option("display.precision", 4)
 pd.set_option("display.max_colwidth", 160)
-out_dir = results_dir("taco", results_root)
+out_dir = results_dir("taco", params.results_root)
 t_start = time.perf_counter()
-ds = load_dataset(dataset, root=data_root)
-print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {num_clients} clients, "
-      f"K={local_steps} local steps, T={rounds} rounds, seeds {seeds}")
+ds = load_dataset(params.dataset, root=params.data_root)
+print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {len(ds.y_test)} test), {params.num_clients} clients, "
+      f"K={params.local_steps} local steps, T={params.rounds} rounds, seeds {list(params.seeds)}")
 
 # %% [markdown]
 # ## Setup
@@ -162,9 +164,9 @@ print(f"profile={profile}: {dataset} ({len(ds.y_train)} train / {len(ds.y_test)}
 # `clients`, TACO's `alpha`, `expelled`, `output`); each section reads its grid (`grid`).
 
 # %%
-store = RunStore.at(runs_root, data_root)
-records = run_specs(tp.experiments(params), store=store, executor=runner, ray_address=ray_address, root=data_root,
-                    progress=False)
+store = RunStore.at(params.runs_root, params.data_root)
+records = run_specs(tp.experiments(params), store=store, executor=params.runner, ray_address=params.ray_address, root=params.data_root,
+                    progress=show_progress())
 
 
 def grid(name: str) -> dict:
@@ -183,7 +185,7 @@ print(f"{curves['run'].nunique()} main runs, {time.perf_counter() - t_start:.0f}
 # %%
 fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
 sns.lineplot(curves, x="round", y="test_acc", hue="algorithm", ax=ax[0])
-ax[0].axhline(target_acc, ls=":", c="grey")
+ax[0].axhline(params.target_acc, ls=":", c="grey")
 ax[0].set_title("test accuracy (Fig. 2a analogue)")
 curves["cum_train_s"] = curves.groupby(["algorithm", "seed"])["train_s"].cumsum()
 sns.lineplot(curves, x="cum_train_s", y="test_acc", hue="algorithm", ax=ax[1], legend=False)
@@ -204,14 +206,14 @@ PAPER_III = {"FedAvg": 4.50, "FedProx": 5.05, "Scaffold": 5.01, "FoolsGold": 4.5
              "TACO": 4.81}
 per_seed = tp.final_rows(curves, ["algorithm"])
 per_run = curves.groupby(["algorithm", "seed"], sort=False)
-per_seed["rounds_to_target"] = [targets.rounds_to_target(f, target_acc) for _, f in per_run]
-per_seed["time_to_target_s"] = [targets.cost_to_target(f, target_acc, "train_s") for _, f in per_run]
+per_seed["rounds_to_target"] = [targets.rounds_to_target(f, params.target_acc) for _, f in per_run]
+per_seed["time_to_target_s"] = [targets.cost_to_target(f, params.target_acc, "train_s") for _, f in per_run]
 per_seed["round_client_s"] = [f["train_s"].iloc[1:].median() for _, f in per_run]
 table5 = per_seed.groupby("algorithm", sort=False).agg(
     acc_mean=("final_acc", "mean"), acc_std=("final_acc", "std"), rounds_to_target=("rounds_to_target", "median"),
     seeds_reaching=("rounds_to_target", lambda v: f"{int(np.isfinite(v).sum())}/{len(v)}"),
     time_to_target_s=("time_to_target_s", "median"), round_client_s=("round_client_s", "mean"),
-    diverged=("diverged", "any")).reindex(algorithms)
+    diverged=("diverged", "any")).reindex(params.algorithms)
 fedavg_s = table5["round_client_s"].get("FedAvg", np.nan)
 table5["round_time_vs_fedavg_%"] = 100 * (table5["round_client_s"] / fedavg_s - 1)
 table5["paper_FMNIST_acc"] = [PAPER_V_FMNIST[a][0] for a in table5.index]
@@ -223,7 +225,7 @@ outputs = main.get("output", pd.DataFrame())
 taco_final = (outputs.pivot_table(index="seed", columns="output", values="test_acc") * 100 if len(outputs)
               else pd.DataFrame(columns=["w", "z"], dtype=float))
 print(f"TACO final accuracy on w_T: {taco_final['w'].mean():.2f}, on the output model z_T (Eq. 15): "
-      f"{taco_final['z'].mean():.2f} (per round the table uses {taco_output}_t)")
+      f"{taco_final['z'].mean():.2f} (per round the table uses {params.taco_output}_t)")
 table5
 
 # %% [markdown]
@@ -232,23 +234,29 @@ table5
 # On a GPU at the paper's FMNIST setting (one seed) TACO and FoolsGold alternated between ~72% and ~50% on
 # consecutive rounds; TACO with uniform aggregation stayed at 74%. Algorithm 2 fixes the indices: line 11
 # computes α_i^{t+1} (Eq. 7) from this round's uploads Δ_i^t and line 13 aggregates those uploads with
-# weights α_i^{t+1} (Eq. 9), as our `Taco` does. The runs below (`oscillation_*`; `cpu`: FMNIST, the paper's
-# CNN and batch, K = 20 at η_l = 0.05 so Kη_l = 1 as in the paper, the largest this CPU allows; `gpu`: the
-# paper's setting) set it beside uniform aggregation, the *previous* round's α_i^t as weights, FoolsGold and
-# FedAvg. Over the second half of the rounds: "swing" = mean |acc_t − acc_{t−1}|, "alternation" = share of
+# weights α_i^{t+1} (Eq. 9), as our `Taco` does. The runs below (the `oscillation_*` parameters; the line under
+# this cell says what this profile runs, `gpu`: the paper's setting) set it beside uniform aggregation, the
+# *previous* round's α_i^t as weights, FoolsGold and FedAvg. Over the second half of the rounds: "swing" = mean |acc_t − acc_{t−1}|, "alternation" = share of
 # consecutive differences changing sign (1: clean 2-cycle, ≈ 2/3: noise), zero-weight clients (negative
 # cosine with the mean update), and the correlation across clients of α^t with α^{t−1} / α^{t−2}.
 
 # %%
+Markdown(f"This run (profile `{params.profile}`): {params.oscillation_dataset}, model {params.oscillation_model} "
+         f"{literal_source(params.oscillation_model_kwargs)}, K = {params.oscillation_steps} local steps at "
+         f"η_l = {params.oscillation_lr} (Kη_l = {params.oscillation_steps * params.oscillation_lr:g}), batch "
+         f"{params.oscillation_batch_size}, {params.oscillation_rounds} rounds, seeds "
+         f"{literal_source(params.oscillation_seeds)}; algorithms {literal_source(params.oscillation_algorithms)}.")
+
+# %%
 osc = grid("oscillation")
-osc_curves, per_seed_osc = osc["rounds"], tp.oscillation_rows(osc, oscillation_rounds)
+osc_curves, per_seed_osc = osc["rounds"], tp.oscillation_rows(osc, params.oscillation_rounds)
 osc_table = per_seed_osc.groupby("algorithm", sort=False).mean(numeric_only=True).drop(columns="seed")
 osc_table["paper_FMNIST_acc"] = [PAPER_V_FMNIST.get(a, (np.nan,))[0] for a in osc_table.index]
 osc_table.to_csv(out_dir / "oscillation.csv")
 fig, ax = plt.subplots(1, 2, figsize=(12, 3.8))
 sns.lineplot(osc_curves, x="round", y="test_acc", hue="algorithm", ax=ax[0], errorbar=None)
-ax[0].set_title(f"{oscillation_dataset}, K = {oscillation_steps}, η_l = {oscillation_lr}: test accuracy of w_t")
-taco_alpha = osc["alpha"][(osc["alpha"]["algorithm"] == "TACO") & (osc["alpha"]["seed"] == oscillation_seeds[0])]
+ax[0].set_title(f"{params.oscillation_dataset}, K = {params.oscillation_steps}, η_l = {params.oscillation_lr}: test accuracy of w_t")
+taco_alpha = osc["alpha"][(osc["alpha"]["algorithm"] == "TACO") & (osc["alpha"]["seed"] == params.oscillation_seeds[0])]
 if len(taco_alpha):
     sns.heatmap(taco_alpha.pivot(index="client", columns="round", values="alpha"), cmap="viridis", ax=ax[1])
     ax[1].set_title("TACO: α_i^t per client (Eq. 7); 0 = weight 0 in Eq. 9")
@@ -310,7 +318,7 @@ table2_seeds = tp.alpha_by_seed(alphas)
 display(table2_seeds)
 fig, ax = plt.subplots(figsize=(6.5, 3.5))
 sns.lineplot(alphas, x="round", y="alpha", hue="group", hue_order=list(PAPER_II.index), ax=ax)
-ax.axhline(kappa, ls=":", c="grey")
+ax.axhline(params.kappa, ls=":", c="grey")
 ax.set_title("α_i^t per group (8 freeloaders; band: clients and seeds); dotted: κ")
 plt.show()
 
@@ -329,14 +337,14 @@ PAPER_VIII = {0.4: ("100/25", "100/12.5", "100/0"), 0.5: ("100/6.25", "100/0", "
 lam_default = tp.expel_after(params)
 live = freeloading["expelled"][freeloading["expelled"]["expulsion"] == "live"]
 live_det = tp.live_detection(live)
-print(f"live runs (kappa={kappa}, lambda={lam_default}), per seed:")
+print(f"live runs (kappa={params.kappa}, lambda={lam_default}), per seed:")
 expelled_rounds = live.groupby("seed")["expelled_round"].agg(lambda r: sorted(r.dropna().astype(int)))
 display(live_det.assign(expelled_rounds=expelled_rounds))
-lambdas = {f"T*{frac}": max(1, round(frac * rounds)) for frac in lambda_fracs}
-table8_seeds = tp.replayed_detection(alphas, kappa_grid, lambdas)
+lambdas = {f"T*{frac}": max(1, round(frac * params.rounds)) for frac in params.lambda_fracs}
+table8_seeds = tp.replayed_detection(alphas, params.kappa_grid, lambdas)
 table8 = table8_seeds.groupby(["kappa", "lambda"], sort=False)[["TPR_%", "FPR_%"]].mean().reset_index()
 paper8 = {(k, label): PAPER_VIII.get(k, ("-",) * 3)[j] if j < 3 else "-"
-          for k in kappa_grid for j, label in enumerate(lambdas)}
+          for k in params.kappa_grid for j, label in enumerate(lambdas)}
 table8["paper_TPR/FPR_%"] = [paper8[cell] for cell in zip(table8["kappa"], table8["lambda"])]
 table8.to_csv(out_dir / "table8.csv", index=False)
 table8.pivot(index="kappa", columns="lambda", values=["TPR_%", "FPR_%", "paper_TPR/FPR_%"])
@@ -403,7 +411,7 @@ oc_curves = grid("overcorrection")["rounds"]
 fig, ax = plt.subplots(1, 2, figsize=(11, 3.5))
 sns.lineplot(oc_curves, x="round", y="test_loss", hue="correction", ax=ax[0])
 ax[0].set_yscale("log")
-ax[0].set_title(f"test loss, γ = {overcorrection_gamma}")
+ax[0].set_title(f"test loss, γ = {params.overcorrection_gamma}")
 sns.lineplot(oc_curves, x="round", y="alpha_mean", hue="correction", ax=ax[1], legend=False)
 ax[1].set_title("mean α (uniform: computed, not used)")
 plt.show()
@@ -441,7 +449,7 @@ print("SCAFFOLD over-corrects for a >=", sc["threshold_a"], "-> small-step limit
 # %%
 settings = [th.QuadraticSetting("N4 d4 K10 eta0.05", 4, 4, 10, 0.05, seed=0),
             th.QuadraticSetting("N4 d4 K5 eta0.1", 4, 4, 5, 0.1, seed=1)]
-boundary = pd.concat([th.boundary_rows(s, m_, rounds=theory_rounds) for s in settings
+boundary = pd.concat([th.boundary_rows(s, m_, rounds=params.theory_rounds) for s in settings
                       for m_ in ("taco_uniform", "scaffold")], ignore_index=True)
 boundary.to_csv(out_dir / "theory_boundaries.csv", index=False)
 boundary
@@ -470,7 +478,7 @@ plt.show()
 # p_i ∝ α_i the weights can keep switching (finding a), so the run may not settle. Runs of the real code:
 
 # %%
-fixed_points = th.fixed_point_rows(settings[0], rounds=2 * theory_rounds)
+fixed_points = th.fixed_point_rows(settings[0], rounds=2 * params.theory_rounds)
 fixed_points.to_csv(out_dir / "theory_fixed_points.csv", index=False)
 fixed_points
 
@@ -514,7 +522,7 @@ thm_setting = th.QuadraticSetting("N4 d4 K10 eta0.05 b0.1", 4, 4, 10, 0.05, b_sc
 thm_rows, thm_consts = {}, {}
 for label, kw in {"proof's setting (γ=1, uniform)": dict(gamma=1.0, aggregation="uniform"),
                   "TACO (γ=1/K, Eq. 9)": dict(gamma="1/K", aggregation="tailored")}.items():
-    thm_rows[label], thm_consts[label] = th.theorem1_rows(thm_setting, theorem1_rounds, **kw)
+    thm_rows[label], thm_consts[label] = th.theorem1_rows(thm_setting, params.theorem1_rounds, **kw)
 thm_summary = pd.DataFrame({label: th.theorem1_summary(r, thm_consts[label]) for label, r in thm_rows.items()})
 thm_summary.to_csv(out_dir / "theorem1.csv")
 thm_summary
@@ -533,7 +541,7 @@ lag = th.corollary2_lagrange(3)
 print("argmin sum x_i^2/q_i s.t. sum x_i = sigma:", lag["solution"], "proportional:", lag["proportional"])
 
 # %%
-th.theorem_scope()
+full_table(th.theorem_scope())
 
 # %% [markdown]
 # ## Errata and reading decisions (docs/taco.md)
@@ -580,7 +588,9 @@ claims = taco_claims(taco_bundle(
     live_detection=live_det, table8_seeds=table8_seeds, table6=table6, fig7=fig7, fig6=fig6, table7=table7,
     overcorrection=oc_summary, boundary=boundary, fixed_points=fixed_points, lemma_runs=lemma_runs,
     y_gradients_equal=yt["all_equal"], oscillation=per_seed_osc,
-    theorem1=th.theorem1_claims(*thm_rows.values(), evidence=f"{thm_setting.name}, {theorem1_rounds} rounds")))
+    theorem1=th.theorem1_claims(*thm_rows.values(), evidence=f"{thm_setting.name}, {params.theorem1_rounds} rounds")))
 claims.save(out_dir)
 print(f"total {time.perf_counter() - t_start:.0f} s")
-claims.table()
+claims_table = claims.table()
+scorecard.show(claims_table)
+full_table(claims_table)

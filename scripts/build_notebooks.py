@@ -1,10 +1,13 @@
-"""`make notebooks`: rebuild notebooks/<name>.ipynb from the jupytext source notebooks/<name>.py and
-execute it in place with the quick profile, so the committed notebook carries the outputs nbval checks.
+"""`make notebooks`: write each notebook's parameters cell from its paper's dataclass into the jupytext source
+notebooks/<name>.py, rebuild notebooks/<name>.ipynb from that source and execute it in place with the quick
+profile, so the committed notebook carries the outputs nbval checks.
 
     python scripts/build_notebooks.py [name ...]
+    python scripts/build_notebooks.py --parameters-only [name ...]   # only write the parameters cells
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -13,6 +16,8 @@ import jupytext
 import nbformat
 import papermill
 
+from fedlib.notebook_params import write_parameters_cell
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 # The kernel `make setup` installs (Makefile: ipykernel install --name ... --display-name ...). JupyterLab
 # writes the running kernel's spec into the notebook on opening: any difference marks it as modified.
@@ -20,6 +25,7 @@ KERNELSPEC = {"name": "python3", "display_name": "Python 3 (fedlib)", "language"
 
 
 def build(name: str) -> float:
+    write_parameters_cell(name)
     source, target = NOTEBOOKS / f"{name}.py", NOTEBOOKS / f"{name}.ipynb"
     nb = jupytext.read(source)
     nb.metadata["kernelspec"] = KERNELSPEC
@@ -37,12 +43,18 @@ def build(name: str) -> float:
     return time.perf_counter() - start
 
 
-def main(names: list[str]) -> None:
+def main(argv: list[str]) -> None:
+    parameters_only = "--parameters-only" in argv
+    names = [a for a in argv if a != "--parameters-only"]
     sources = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
+    os.environ["TQDM_DISABLE"] = "1"  # the kernels inherit it (fedlib.display.show_progress): no bars in committed outputs
     for name in names or sources:
         if name not in sources:
             raise SystemExit(f"no notebooks/{name}.py; sources: {sources}")
-        print(f"{name}: executed in {build(name):.0f} s", flush=True)
+        if parameters_only:
+            print(f"{name}: parameters cell {'written' if write_parameters_cell(name) else 'unchanged'}")
+        else:
+            print(f"{name}: executed in {build(name):.0f} s", flush=True)
 
 
 if __name__ == "__main__":

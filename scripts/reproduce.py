@@ -60,6 +60,7 @@ from fedlib.dryrun import dry_run
 from fedlib.grids import BUNDLED_DATASETS, client_steps, datasets_named, notebook_specs, profile_values, read_yaml
 from fedlib.paper_params import PaperParams, ParameterError, check_names, params_class
 from fedlib.report import collect_report
+from fedlib.report_html import write_report_html
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
 from fedlib.runs.archive import origin
 from fedlib.runs.entry import write_atomic
@@ -68,7 +69,7 @@ from fedlib.runs.selection import check_selection
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-PROFILES = ["quick", *sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")})]
+PROFILES = ["quick", *sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")} - {"quick"})]
 # Parameters that reproduce sets for every notebook: a -p of one of these would be silently replaced.
 RUNNER_OWNED = {"profile": "--profile", "results_root": "--results", "runs_root": "--results",
                 "runner": "--executor", "ray_address": "--ray-address"}
@@ -432,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     statuses = [render(name, given[name], results / args.profile / name, header)[0] for name in names]
     report = write_report(results, results / args.profile, header, names, imported_runs(plan, store))
     print(f"wrote {report}")
+    print(f"wrote {write_report_html(report, results / args.profile)}")
     return 1 if any(s != "ok" for s in statuses) else 0
 
 

@@ -91,5 +91,24 @@ def test_make_lab_allows_root_exactly_when_run_as_root():
     dry_run = subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.fedlib-installed", "lab"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout.strip().splitlines()
     command = next(line for line in dry_run if "jupyter lab" in line)
-    assert command.split()[1:3] == ["lab", "notebooks/"]
+    assert command.split()[1:4] == ["lab", "notebooks/", "--config=jupyter_server_config.json"]
     assert command.endswith("--allow-root") == (os.geteuid() == 0)
+
+
+def test_lab_lists_each_notebook_once_and_opens_it_with_its_source():
+    """The contents manager `make lab` runs (jupytext's, with the repository's config) lists notebooks/ with each
+    notebook once, as .ipynb, and opening it reads its cells from the paired .py source."""
+    import json
+
+    import jupytext
+    from jupytext.sync_contentsmanager import TextFileContentsManager  # what jupytext's server extension installs
+
+    config = json.loads((ROOT / "jupyter_server_config.json").read_text())
+    manager = TextFileContentsManager(root_dir=str(ROOT / "notebooks"),
+                                      hide_globs=config["ContentsManager"]["hide_globs"])
+    listed = [item["name"] for item in manager.get("", content=True)["content"] if item["type"] == "notebook"]
+    sources = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
+    assert sorted(listed) == [f"{name}.ipynb" for name in sources]
+    opened = manager.get("quickstart.ipynb", content=True)["content"]
+    source = jupytext.read(ROOT / "notebooks" / "quickstart.py")
+    assert [c.source for c in opened.cells] == [c.source for c in source.cells]

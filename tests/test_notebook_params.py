@@ -2,17 +2,20 @@
 papermill path) and in scripts/reproduce.py (profiles and -p options)."""
 from __future__ import annotations
 
+import ast
 import importlib.util
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import jupytext
+import nbformat
 import papermill
 import pytest
 import yaml
 
-from fedlib.notebook_params import check_notebook_parameters, parameters_cell
+from fedlib.notebook_params import python_source, check_notebook_parameters
 from fedlib.paper_params import UnknownParameterError, check_names, params_class
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,23 +28,8 @@ def parameters_namespace(name: str) -> dict:
     cell = next(c for c in jupytext.read(NOTEBOOKS / f"{name}.py").cells if "parameters" in c.metadata.get("tags", []))
     namespace: dict = {}
     exec(cell.source, namespace)
-    del namespace["__builtins__"]
+    del namespace["__builtins__"], namespace["__annotations__"]  # the cell's `name: type = value` lines
     return namespace
-
-
-def test_parameters_cell_reads_names_and_literals_of_the_parameters_cell(tmp_path):
-    source = tmp_path / "nb.py"
-    source.write_text('# %%\nx = 0\n\n# %% tags=["parameters"]\nlr = 0.1  # step\nseeds = [0]\n'
-                      'model_kwargs = {\n    "hidden": [64],\n}\n\n# %%\ny = lr * 2\n')
-    assert parameters_cell(source) == {"lr": 0.1, "seeds": [0], "model_kwargs": {"hidden": [64]}}
-    (tmp_path / "none.py").write_text("# %%\nx = 0\n")
-    with pytest.raises(ValueError, match="none.py: expected exactly one cell tagged 'parameters', found 0"):
-        parameters_cell(tmp_path / "none.py")
-    for line, problem in (("seeds: list = [0]", "line 1 of the parameters cell is not `name = literal`"),
-                          ("lr = 0.1 * 2", "parameter lr is not a literal")):
-        source.write_text(f'# %% tags=["parameters"]\n{line}\n')
-        with pytest.raises(ValueError, match=problem):
-            parameters_cell(source)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -64,6 +52,34 @@ def test_notebook_check_passes_declared_and_rejects_injected_typo(name):
     msg = str(err.value)
     assert msg.startswith(f"notebook '{name}': unknown parameter(s) lrr")
     assert "Valid parameters: " in msg and all(p in msg for p in namespace if p != "lrr")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cells_after_the_check_read_params_not_the_parameters_globals(name):
+    """The parameters cell's globals exist for papermill only; every later cell reads the checked `params`."""
+    cells = [c for c in jupytext.read(NOTEBOOKS / f"{name}.py").cells if c.cell_type == "code"]
+    check = next(i for i, c in enumerate(cells) if "check_notebook_parameters(" in c.source)
+    fields = set(params_class(name).names())
+    globals_read = sorted({(n.id, c.source.splitlines()[0][:60]) for c in cells[check + 1:]
+                           for n in ast.walk(ast.parse(python_source(c.source)))
+                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in fields})
+    assert globals_read == [], f"{name}: read params.<name> instead of the global (name, cell): {globals_read}"
+
+
+def test_papermill_runs_a_notebook_with_its_quick_profile_file(tmp_path):
+    """`papermill -f notebooks/profiles/<name>/quick.yaml` (here on the parameters and check cells only)."""
+    nb = jupytext.read(NOTEBOOKS / "quickstart.py")
+    check = next(i for i, c in enumerate(nb.cells) if "check_notebook_parameters(" in c.source)
+    nb.cells = nb.cells[:check + 1] + [nbformat.v4.new_code_cell("print(params == type(params)())")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    jupytext.write(nb, tmp_path / "quickstart.ipynb")
+    profile = NOTEBOOKS / "profiles" / "quickstart" / "quick.yaml"
+    done = subprocess.run([sys.executable, "-m", "papermill", str(tmp_path / "quickstart.ipynb"),
+                           str(tmp_path / "out.ipynb"), "-f", str(profile), "--cwd", str(NOTEBOOKS)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert out.cells[-1].outputs[0]["text"] == "True\n"  # the file's values are the defaults
 
 
 def test_notebook_check_ignores_names_the_notebook_binds_later():

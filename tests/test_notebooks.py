@@ -2,8 +2,11 @@
 and a committed .ipynb whose cells are exactly its jupytext source (so nbval checks what the source says)."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import jupytext
@@ -35,7 +38,7 @@ def test_there_are_notebooks():
     assert {"quickstart", "fedshift", "taco", "fedaq", "mucsc"} <= set(NAMES)
 
 
-PROFILES = ("cpu", "gpu", "full")
+PROFILES = ("quick", "cpu", "gpu", "full")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -48,6 +51,27 @@ def test_parameters_and_profiles(name):
         unknown = set(values) - set(params)
         assert not unknown, f"{name}/{profile}.yaml sets unknown parameters {sorted(unknown)}"
         assert values["profile"] == profile
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_papermill_help_shows_every_parameter_typed_and_described(name, tmp_path):
+    from fedlib.paper_params import params_class
+
+    nb = jupytext.read(NOTEBOOKS / f"{name}.py")
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    jupytext.write(nb, tmp_path / f"{name}.ipynb")
+    shown = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(tmp_path / f"{name}.ipynb")],
+                           capture_output=True, text=True, check=True).stdout
+    assert "Unknown type" not in shown
+    docs = {f.name: f.metadata["doc"] for f in dataclasses.fields(params_class(name))}
+    for field, doc in docs.items():
+        assert f"  {field}: " in shown and doc in shown, f"{name}: {field} missing from --help-notebook"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_parameters_cell_is_collapsed(name):
+    cell = next(c for c in jupytext.read(NOTEBOOKS / f"{name}.py").cells if "parameters" in c.metadata.get("tags", []))
+    assert cell.metadata["jupyter"] == {"source_hidden": True}  # Lab collapses it; nbconvert's lab template too
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,5 +1,5 @@
 """Each paper's parameters dataclass: the one place of names, defaults, docs and valid values. Every notebook's
-parameters cell is a checked copy of it, every profile builds it, and wrong names, types and values are errors
+parameters cell is generated from it, every profile builds it, and wrong names, types and values are errors
 naming the field."""
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import dataclasses
 import pickle
 import typing
 
+import nbformat
 import numpy as np
 import pytest
+from papermill.translators import PythonTranslator
 
 from fedlib.grids import notebook_parameters, profile_values
-from fedlib.notebook_params import NOTEBOOKS, cell_drift, parameters_cell
-from fedlib.paper_params import FrozenMap, ParameterError, PaperParams, UnknownParameterError, params_class
+from fedlib.notebook_params import (NOTEBOOKS, generated_parameters_cell, parameters_cell_source, parameters_source,
+                                    write_parameters_cell)
+from fedlib.paper_params import (FrozenMap, ParameterError, PaperParams, UnknownParameterError, param,
+                                 params_class)
 from fedlib.papers.fedshift import FedShiftParams
 from fedlib.papers.mucsc import MucscParams
 from fedlib.papers.quickstart import QuickstartParams
@@ -23,27 +27,88 @@ PROFILES = sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")})
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_parameters_cell_is_a_copy_of_the_dataclass(name):
-    assert cell_drift(params_class(name), parameters_cell(NOTEBOOKS / f"{name}.py")) == []
+def test_the_parameters_cell_is_generated_from_the_dataclass(name):
+    assert parameters_cell_source(NOTEBOOKS / f"{name}.py") == generated_parameters_cell(name), (
+        f"notebooks/{name}.py: run `python scripts/build_notebooks.py --parameters-only {name}`")
 
 
-def test_cell_drift_names_every_difference(tmp_path):
-    source = tmp_path / "nb.py"
-    cell = {name: getattr(QuickstartParams(), name) for name in QuickstartParams.names()}
-    body = "\n".join(f"{k} = {v!r}" for k, v in {**cell, "seeds": [0]}.items())  # a list is a tuple's copy
-    source.write_text(f'# %% tags=["parameters"]\n{body}\n\n# %%\nx = 1\n')
-    assert cell_drift(QuickstartParams, parameters_cell(source)) == []
-    changed = {**cell, "rounds": 16, "local_epochs": 2.0, "lrr": 0.1}
-    del changed["mu"]
-    source.write_text('# %% tags=["parameters"]\n' + "\n".join(f"{k} = {v!r}" for k, v in changed.items()) + "\n")
-    assert sorted(cell_drift(QuickstartParams, parameters_cell(source))) == [
-        "local_epochs: the cell says 2.0, QuickstartParams says 2",  # 2 and 2.0 are different run specs
-        "lrr: in the parameters cell, not a field of QuickstartParams",
-        "mu: a field of QuickstartParams, missing from the parameters cell",
-        "rounds: the cell says 16, QuickstartParams says 15"]
+@pytest.mark.parametrize("name", NAMES)
+def test_the_generated_cell_runs_to_the_defaults(name):
+    """Executed as the kernel executes it (no import before it), the cell's values are the dataclass's defaults."""
+    namespace: dict = {}
+    exec(parameters_source(params_class(name)), namespace)  # noqa: S102 - our own generated literals
+    del namespace["__builtins__"]
+    assert set(namespace) - {"__annotations__"} == set(params_class(name).names())
+    assert params_class(name).from_mapping({k: v for k, v in namespace.items() if k != "__annotations__"}, name) \
+        == params_class(name)()
 
 
-@pytest.mark.parametrize("profile", ["quick", *PROFILES])
+@dataclasses.dataclass(frozen=True)
+class _Typed(PaperParams):
+    count: int = param(3, "a count")
+    where: str | None = param(None, "a folder")
+    rate: float | typing.Literal["1/K"] = param("1/K", "a rate")
+    mode: typing.Literal["a", "b"] = param("a", "a mode")
+    sizes: tuple[int, ...] = param([1, 2], "sizes")
+    kwargs: typing.Mapping[str, typing.Any] = param({"hidden": [8]}, "keyword arguments")
+    targets: typing.Mapping[str, float] | None = param({"x": 0.5}, "targets")
+    flag: bool = param(True, 'a "quoted" doc')
+
+
+def test_parameters_source_writes_types_papermill_reads_and_python_runs():
+    lines = parameters_source(_Typed).splitlines()[len(PaperParams.names()):]
+    assert lines == [
+        "count: int = 3  # a count",
+        'where: "Optional[str]" = None  # a folder',
+        """rate: "Union[float, str]" = "1/K"  # a rate (or "1/K")""",
+        'mode: str = "a"  # a mode (one of "a", "b")',
+        "sizes: list[int] = [1, 2]  # sizes",
+        'kwargs: dict = {"hidden": [8]}  # keyword arguments',
+        'targets: "Optional[dict[str, float]]" = {"x": 0.5}  # targets',
+        'flag: bool = True  # a "quoted" doc']
+    parsed = {p.name: p for p in PythonTranslator.inspect(nbformat.v4.new_code_cell("\n".join(lines)))}
+    assert parsed["where"].inferred_type_name == "Optional[str]" and parsed["where"].help == "a folder"
+    assert parsed["sizes"].inferred_type_name == "list[int]" and parsed["sizes"].default == "[1, 2]"
+    assert parsed["rate"].help == 'a rate (or "1/K")'
+
+
+def test_a_doc_papermill_cannot_parse_is_an_error_naming_the_field():
+    @dataclasses.dataclass(frozen=True)
+    class Equals(PaperParams):
+        z: int = param(4, "Z (Z_D = 16)")
+
+    with pytest.raises(ValueError, match="Equals.z: its default or doc has an '='"):
+        parameters_source(Equals)
+
+    @dataclasses.dataclass(frozen=True)
+    class Hash(PaperParams):
+        tag: str = param("a#b", "a tag")
+
+    with pytest.raises(ValueError, match="Hash.tag: its default or doc has an '=' .or its default a '#'"):
+        parameters_source(Hash)
+
+
+def test_write_parameters_cell_replaces_only_the_parameters_cell(tmp_path):
+    text = ('# %% [markdown]\n# Title\n\n# %% tags=["parameters"]\nrounds = 16\nlrr = 0.1\n\n'
+            '# %%\nparams = check_notebook_parameters("quickstart", globals())\n')
+    (tmp_path / "quickstart.py").write_text(text)
+    assert write_parameters_cell("quickstart", tmp_path)
+    written = (tmp_path / "quickstart.py").read_text()
+    assert written == text.replace('# %% tags=["parameters"]\nrounds = 16\nlrr = 0.1',
+                                   generated_parameters_cell("quickstart"))
+    assert not write_parameters_cell("quickstart", tmp_path)  # a second write changes nothing
+    (tmp_path / "quickstart.py").write_text("# %%\nx = 1\n")
+    with pytest.raises(ValueError, match="quickstart.py: expected exactly one cell tagged 'parameters', found 0"):
+        write_parameters_cell("quickstart", tmp_path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_quick_profile_file_is_the_defaults(name):
+    assert profile_values(name, "quick") == {"profile": "quick"}
+    assert notebook_parameters(name, "quick") == params_class(name)()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("name", NAMES)
 def test_every_profile_builds_the_dataclass(name, profile):
     params = notebook_parameters(name, profile)

@@ -323,7 +323,7 @@ class MucscParams(PaperParams):
     level_search: str = param("descent", "MUCSC's level search: descent (exact on J) or paper (Algorithm 1)")
     level_searches: tuple[str, ...] = param(["descent", "uniform", "paper"], "level searches compared (finding c)")
     z_sweep: tuple[int, ...] = param([4, 8, 16], "levels Z on both links of Fig. 5's sweep")
-    zu_thirds: tuple[int, ...] = param([4, 8, 16], "Z_U of each third of the clients (Fig. 5, Z_D = 16)")
+    zu_thirds: tuple[int, ...] = param([4, 8, 16], "Z_U of each third of the clients (Fig. 5, with Z_D 16)")
     bm_levels: int = param(256, "B-MUCSC levels")
     bm_frac: float = param(0.01, "B-MUCSC's fraction of elements sent")
     target_frac: float = param(0.97, "target accuracy: target_frac x final accuracy of NC, per partition")
