@@ -91,7 +91,8 @@ def absolute(path: str | Path) -> Path:
 
 def parse_overrides(pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
     """`-p NAME VALUE` pairs as YAML values (`1e6` a number); runner-owned names refused; `data_root` made absolute."""
-    overrides = {name: read_yaml(value, f"-p {name} {value!r}") for name, value in pairs}
+    overrides = {name: read_yaml(value, f"-p {name} {value if len(value) <= 40 else value[:37] + '...'!r}")
+                 for name, value in pairs}
     owned = sorted(set(overrides) & set(RUNNER_OWNED))
     if owned:
         raise UsageError("-p " + ", ".join(f"{n} is set by reproduce itself (use {RUNNER_OWNED[n]})" for n in owned))
