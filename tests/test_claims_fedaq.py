@@ -101,8 +101,8 @@ def test_fedaq_cheaper_everywhere_reproduces_every_claim_in_order():
     assert row(tab, "best fixed")["measured"] == ("median mJ FedAQ vs best fixed: 0.7: 2 vs 4 (fixed8), "
                                                   "0.8: 3 vs 6 (fixed8), 0.85: 3 vs 6 (fixed8)")
     assert row(tab, "s0")["measured"] == "best AdaQuantFL per target: {0.8: 'adaquantfl'}; s0 tried [1.0, 3.0, 7.0]"
-    assert row(tab, "bits")["measured"] == ("Spearman rho per seed: up_bits [-1.00, -1.00, -1.00], "
-                                            "down_bits [1.00, 1.00, 1.00]")
+    assert row(tab, "bits")["measured"] == ("Spearman rho per seed: up_bits [-1.00, -1.00, -1.00, -1.00, -1.00], "
+                                            "down_bits [1.00, 1.00, 1.00, 1.00, 1.00]")
     assert row(tab, "thm1")["measured"] == ("holds at 4/4 prefixes over ['fp32', 'fedaq']; FedAQ at K = 2: "
                                             "initial-gap term 0.2 of a 1.1 bound vs 0.5 measured")
     assert row(tab, "thm2")["measured"] == ("holds in 2/2 runs; max measured/initial-gap term 1.50; "
