@@ -364,7 +364,7 @@ def test_declared_rule_on_pure_noise_stays_within_alpha_at_every_profile_seed_co
 def _effect(claim: judge.Claim) -> Callable[[dict, int], tuple[float, float]]:
     """(peak, tau) per run: `a` clearly in the claim's direction on every seed (for an ordering, each arm above the
     next)."""
-    ranks = {tuple(sorted(r.a.items())): len(_contrasts(claim)) - i for i, r in enumerate(_contrasts(claim))}
+    ranks = {tuple(sorted(r.a.items())): i + 1 for i, r in enumerate(_contrasts(claim))}  # an ordering rises
     first = _contrasts(claim)[0]
 
     def shape(cell: dict, seed: int) -> tuple[float, float]:
@@ -372,8 +372,8 @@ def _effect(claim: judge.Claim) -> Callable[[dict, int], tuple[float, float]]:
         rank = next((v for k, v in ranks.items() if all(cell.get(c) == x for c, x in k)), 0)
         if first.test == "gain":
             return 0.6 + rank * (first.floor + 0.1) + jitter, 3.0
-        if first.test == "equivalent":
-            return 0.7 + jitter * 0.1, 3.0
+        if first.test == "equivalent":  # a within a hair of b, the hair varying from seed to seed
+            return 0.7 + (jitter * 0.1 if rank else 0.0), 3.0
         return 0.8, (1.0 + jitter) if rank else 6.0
 
     return shape
