@@ -168,6 +168,17 @@ class PaperParams:
             where = f"{type(self).__name__}.{f.name}"
             object.__setattr__(self, f.name, coerce(getattr(self, f.name), hints[f.name], where))
         self._check_device()
+        self._check_seeds_distinct()
+
+    def _check_seeds_distinct(self) -> None:
+        """A list of seeds (a field named `seeds` or `*_seeds`) names each seed once: a repeated seed is the same
+        run again, not an independent replicate."""
+        for name in self.names():
+            value = getattr(self, name)
+            if (name == "seeds" or name.endswith("_seeds")) and isinstance(value, tuple) \
+                    and len(set(value)) != len(value):
+                raise ParameterError(f"{type(self).__name__}.{name} lists a seed more than once ({list(value)}); "
+                                     "give each seed once")
 
     def _check_device(self) -> None:
         """A device torch can name ("cpu", "cuda", "cuda:1", ...) or "auto"; whether this machine has it is

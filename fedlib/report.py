@@ -5,23 +5,26 @@ claim, paper_value, measured, criterion, evidence, verdict; `collect_report` gat
 `results/REPORT.md`. A verdict is never typed: a rule below turns the evidence into a `Judgement`
 (verdict + the criterion in words + a short evidence string), and `Claims.add` takes that.
 
-Rules:
-- `paired_gain`: mean gain across paired seeds/cells, one-sided Wilcoxon signed-rank or paired t test.
-- `paired_equivalence`: |difference| within a margin, two one-sided paired t tests (TOST).
-- `proportion_above`: a proportion above a reference value, one-sided exact binomial test.
-- `reaches_sooner`: rounds (or cost) to a target per paired seed; a run that never arrives
-  (`fedlib.targets.NEVER`) is counted as worse than any finite value, never dropped.
+Rules (each tests one value per independent seed against the claim's own floor or margin; none defaults to zero):
+- `paired_gain`: mean gain above a floor, one-sided Wilcoxon signed-rank or paired t test; below it by the
+  opposite test "not reproduced"; otherwise "inconclusive", with the seeds that would decide it.
+- `paired_equivalence`: |difference| within a margin, two one-sided paired t tests (TOST); three outcomes.
+- `reaches_sooner`: rounds (or cost) to a target per seed, a seed counting only where A is below (1 - margin) x B;
+  a run that never arrives (`fedlib.targets.NEVER`) is a censored worst value, never dropped; exact sign test.
+- `point_estimate`: an ordering or best-of of means that no test backs: "consistent with the paper, not tested".
 - `within_tolerance`: a measured value against the paper's, relative/absolute tolerance stated.
 - `arithmetic_check`: a value recomputed from the paper's own inputs ("arithmetic check: ...").
 - `criterion_met`: an exact or qualitative check whose criterion is stated in words.
+- `bound_holds`: a bound against measured values; a bound that holds only vacuously says so.
 - `illustrative`, `not_testable`: bounds with assumed constants; evidence that this scale lacks.
-- `Judgement.unless_diverged`: a run that diverged (non-finite loss, a `diverged` flag, or final
-  accuracy within a margin of chance) turns any verdict it supports into "not reproduced (diverged)".
+Every "inconclusive" row says roughly how many seeds would decide it (`seeds_to_decide`, `sign_seeds_to_decide`).
+The run guards (missing, duplicated, diverged, at chance, impossible values) are the judge's: `fedlib.claims.guards`.
 """
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -34,16 +37,23 @@ PARTLY = "partly reproduced"
 NOT_REPRODUCED = "not reproduced"
 DIVERGED = "not reproduced (diverged)"
 NOT_TESTABLE = "not testable at this scale"
+NOTHING_TO_TEST = "not testable (nothing to test)"
 AGREES = "arithmetic check: agrees"
 DISAGREES = "arithmetic check: disagrees"
 ILLUSTRATIVE = "illustrative"
 INCONCLUSIVE = "inconclusive"
 VACUOUS = "holds (vacuous)"
-VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, DIVERGED, NOT_TESTABLE, AGREES, DISAGREES, ILLUSTRATIVE, INCONCLUSIVE,
-            VACUOUS)
+CONSISTENT = "consistent with the paper, not tested"
+AT_ODDS = "at odds with the paper, not tested"
+# A claim the paper made at a larger scale than the evidence's: its negative or open verdicts say so
+AT_THIS_SCALE = {NOT_REPRODUCED: "not reproduced at this scale", INCONCLUSIVE: "inconclusive at this scale",
+                 AT_ODDS: "at odds with the paper at this scale, not tested"}
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, DIVERGED, NOT_TESTABLE, NOTHING_TO_TEST, AGREES, DISAGREES,
+            ILLUSTRATIVE, INCONCLUSIVE, VACUOUS, CONSISTENT, AT_ODDS, *AT_THIS_SCALE.values())
+POSITIVE = (REPRODUCED, PARTLY)  # the verdicts that support a claim
 VACUOUS_FACTOR = 100.0  # a bound more than this many times the measured quantity everywhere says nothing about it
 COLUMNS = ["claim", "paper_value", "measured", "criterion", "evidence", "verdict"]
-CHANCE_MARGIN = 0.02  # final accuracy <= 1/num_classes + this counts as "at chance"
+POWER = 0.8  # the power at which `seeds_to_decide` counts the seeds that would decide an open test
 
 
 def _join(*parts: str) -> str:
@@ -62,44 +72,53 @@ class Judgement:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
 
-    def unless_diverged(self, rounds: pd.DataFrame, *, by: Sequence[str] = (), num_classes: int | None = None,
-                        margin: float = CHANCE_MARGIN) -> Judgement:
-        """This judgement, or "not reproduced (diverged)" if any run in `rounds` diverged (see `diverged_runs`).
 
-        `rounds` holds the per-round records of every run the claim depends on; `by` names the columns
-        that identify a run (e.g. ["algorithm", "seed"]).
-        """
-        bad = diverged_runs(rounds, by=by, num_classes=num_classes, margin=margin)
-        chance = f" or final accuracy <= 1/{num_classes} + {margin}" if num_classes else ""
-        criterion = _join(self.criterion, f"a run with a non-finite loss{chance} cannot support the claim")
-        if not bad:
-            return replace(self, criterion=criterion)
-        return Judgement(DIVERGED, criterion, _join(f"diverged: {', '.join(bad)}", self.evidence))
+# ---- power: how many seeds would decide an open test ------------------------------------------------------------
+
+def seeds_to_decide(distance: float, spread: float, alpha: float, *, least: int = 3, most: int = 1000) -> int | None:
+    """Roughly the number of independent seeds with which a one-sided t test at `alpha` decides a mean lying
+    `distance` from the floor (or margin) with per-seed standard deviation `spread`, with probability `POWER`
+    (n >= ((t_(1-alpha, n-1) + z_power) spread / distance)^2); None if no number up to `most` does (a zero
+    distance, a NaN)."""
+    if not (np.isfinite(distance) and np.isfinite(spread)) or distance == 0:
+        return None
+    z = float(stats.norm.ppf(POWER))
+    for n in range(least, most + 1):
+        if math.sqrt(n) * abs(distance) >= (float(stats.t.ppf(1 - alpha, n - 1)) + z) * spread:
+            return n
+    return None
 
 
-def diverged_runs(rounds: pd.DataFrame, *, by: Sequence[str] = (), num_classes: int | None = None,
-                  margin: float = CHANCE_MARGIN) -> list[str]:
-    """Labels of the runs in `rounds` that diverged.
+def _sign_critical(n: int, alpha: float) -> int | None:
+    """The fewest wins of n with which the one-sided exact sign test rejects at `alpha` (None: no number does)."""
+    k = int(stats.binom.isf(alpha, n, 0.5)) + 1  # P(X >= k) = sf(k - 1) < alpha
+    while k <= n and stats.binom.sf(k - 1, n, 0.5) >= alpha:
+        k += 1
+    while k > 1 and stats.binom.sf(k - 2, n, 0.5) < alpha:
+        k -= 1
+    return k if k <= n else None
 
-    A run diverged if its `diverged` column is true in any row, its train loss is non-finite in any
-    row, its test loss is non-finite in a row with a test accuracy, or (with `num_classes`) its last
-    reported test accuracy is within `margin` of chance, 1/num_classes.
-    """
-    groups = rounds.groupby(list(by), sort=False) if by else [((), rounds)]
-    bad = []
-    for key, run in groups:
-        flags = [run[c].fillna(False).astype(bool).any() for c in ("diverged",) if c in run]
-        flags += [not np.isfinite(run[c].to_numpy(dtype=float)).all() for c in ("train_loss",) if c in run]
-        if "test_loss" in run and "test_acc" in run:
-            scored = run["test_acc"].notna()
-            flags.append(not np.isfinite(run.loc[scored, "test_loss"].to_numpy(dtype=float)).all())
-        if num_classes and "test_acc" in run and run["test_acc"].notna().any():
-            flags.append(float(run["test_acc"].dropna().iloc[-1]) <= 1 / num_classes + margin)
-        if any(flags):
-            key = key if isinstance(key, tuple) else (key,)
-            bad.append(" ".join(f"{c}={v}" for c, v in zip(by, key)) or "the run")
-    return bad
 
+def sign_seeds_to_decide(share: float, alpha: float, *, most: int = 1000) -> int | None:
+    """Roughly the number of seeds with which the one-sided exact sign test at `alpha` decides (either way) a
+    share `share` of seeds won, with probability `POWER`; None at a share of one half (nothing to decide)."""
+    if not np.isfinite(share) or share == 0.5:
+        return None
+    q = max(share, 1 - share)
+    for n in range(1, most + 1):
+        k = _sign_critical(n, alpha)
+        if k is not None and stats.binom.sf(k - 1, n, q) >= POWER:
+            return n
+    return None
+
+
+def _decides(n: int | None, alpha: float) -> str:
+    return (f"about {n} independent seeds would decide it at alpha = {alpha:g} ({POWER:.0%} power, if the observed "
+            "effect and spread held)" if n is not None else
+            "no number of seeds would decide it at the observed effect (it lies on the floor)")
+
+
+# ---- the tests --------------------------------------------------------------------------------------------------
 
 def _p_greater(values: np.ndarray, threshold: float, test: str) -> float:
     """One-sided p-value for "the mean (t) / median (wilcoxon) of `values` exceeds `threshold`"."""
@@ -134,47 +153,61 @@ def _min_pairs(test: str, alpha: float) -> int:
 _TEST_NAMES = {"wilcoxon": "one-sided Wilcoxon signed-rank test", "t": "one-sided paired t test"}
 
 
-def paired_gain(gains: Sequence[float], *, threshold: float = 0.0, alpha: float = 0.05, test: str = "wilcoxon",
+def paired_gain(gains: Sequence[float], *, threshold: float, alpha: float = 0.05, test: str = "wilcoxon",
                 cells: Sequence[float] | None = None, unit: str = "", evidence: str = "") -> Judgement:
-    """Is the gain (method minus baseline, one value per paired seed/cell) larger than `threshold`?
+    """Is the gain (method minus baseline, one value per independent seed) larger than the claim's `threshold`?
 
-    reproduced: the one-sided test rejects "gain <= threshold" at `alpha` (and, given `cells`, every
-    cell's mean gain exceeds `threshold`; otherwise partly reproduced); not reproduced: it does not;
-    not testable: fewer pairs than the test needs to ever reach `alpha` (3 for the t test), or, for the
-    t test, gains without any spread.
+    reproduced: the one-sided test rejects "gain <= threshold" at `alpha` (and, given `cells`, every cell's mean
+    gain exceeds `threshold`; otherwise partly reproduced); not reproduced: the opposite one-sided test rejects
+    "gain >= threshold" at `alpha` (the interval lies below the floor); inconclusive otherwise, with the seeds that
+    would decide it; not testable: a NaN/inf gain, one pair, or, for the t test, gains without any spread. With
+    fewer pairs than the test needs to ever reach `alpha` the verdict is inconclusive.
     """
     g = np.asarray(gains, dtype=float)
     need = _min_pairs(test, alpha)
     every = "" if cells is None else f", and every cell's mean gain > {threshold:g} (else partly)"
-    criterion = f"mean gain > {threshold:g}{unit} by a {_TEST_NAMES[test]} at alpha = {alpha:g}{every}"
+    criterion = (f"mean gain > {threshold:g}{unit} by a {_TEST_NAMES[test]} at alpha = {alpha:g}{every}; below "
+                 f"{threshold:g}{unit} by the opposite test: not reproduced; else inconclusive")
     missing = _non_finite(g, "gains") or ("" if cells is None else _non_finite(np.asarray(cells, dtype=float), "cells"))
     if missing:
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, missing))
-    if len(g) < need:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(g)} pairs; the test needs >= {need}"))
+    if len(g) < 2:
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(g)} pair; a test needs a spread"))
     if test == "t" and np.ptp(g) == 0:
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"all {len(g)} gains equal {g[0]:+.3g}{unit}: "
                                                         "no spread for a t test"))
-    p = _p_greater(g, threshold, test)
-    se = g.std(ddof=1) / math.sqrt(len(g))
-    stat = f"mean gain {g.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(g)} pairs, {int((g > 0).sum())} positive, p = {p:.2g}"
+    sd = float(g.std(ddof=1))
+    se = sd / math.sqrt(len(g))
+    half = float(stats.t.ppf(1 - alpha, len(g) - 1)) * se
+    stat = (f"mean gain {g.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(g)} seeds, {int((g > 0).sum())} positive, "
+            f"{1 - 2 * alpha:.0%} CI [{g.mean() - half:+.3g}, {g.mean() + half:+.3g}]")
     if cells is not None:
         c = np.asarray(cells, dtype=float)
         stat += f"; {int((c > threshold).sum())}/{len(c)} cells above {threshold:g}"
-    if p >= alpha:
+    if len(g) < need:
+        return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, f"{len(g)} pairs; the test needs >= {need} to "
+                                                        f"reach alpha", _decides(max(need, seeds_to_decide(
+                                                            g.mean() - threshold, sd, alpha) or need), alpha)))
+    up, down = _p_greater(g, threshold, test), _p_greater(-g, -threshold, test)
+    stat += f", p = {up:.2g} (above the floor), {down:.2g} (below it)"
+    if up < alpha:
+        complete = cells is None or bool((np.asarray(cells, dtype=float) > threshold).all())
+        return Judgement(REPRODUCED if complete else PARTLY, criterion, _join(evidence, stat))
+    if down < alpha:
         return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat))
-    complete = cells is None or bool((np.asarray(cells, dtype=float) > threshold).all())
-    return Judgement(REPRODUCED if complete else PARTLY, criterion, _join(evidence, stat))
+    return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, _decides(
+        seeds_to_decide(g.mean() - threshold, sd, alpha), alpha)))
 
 
 def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: float = 0.05, unit: str = "",
                        evidence: str = "") -> Judgement:
-    """Are two methods equivalent within +-`margin` (one paired difference per seed/cell)?
+    """Are two methods equivalent within +-`margin` (one paired difference per independent seed)?
 
     reproduced: both one-sided paired t tests (TOST) reject |difference| >= margin at `alpha` (equivalently the
     (1 - 2 alpha) confidence interval lies inside +-margin); not reproduced: that interval lies wholly outside
-    +-margin; inconclusive: it straddles the margin (the test lacks the power to decide); not testable with
-    fewer than 3 pairs, a NaN/inf difference, or when every difference is the same.
+    +-margin; inconclusive: it straddles the margin (the test lacks the power to decide; the seeds that would
+    decide it are stated); not testable with fewer than 3 pairs, a NaN/inf difference, or when every difference
+    is the same.
     """
     d = np.asarray(differences, dtype=float)
     criterion = (f"|mean difference| < {margin:g}{unit} by two one-sided paired t tests (TOST) at alpha = {alpha:g}; "
@@ -189,62 +222,72 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"all {len(d)} differences equal {d[0]:+.3g}{unit}: "
                                                         "no spread to test against"))
     p = max(_p_greater(d, -margin, "t"), _p_greater(-d, -margin, "t"))
-    se = d.std(ddof=1) / math.sqrt(len(d))
+    sd = float(d.std(ddof=1))
+    se = sd / math.sqrt(len(d))
     half = float(stats.t.ppf(1 - alpha, len(d) - 1)) * se
     low, high = d.mean() - half, d.mean() + half
-    stat = (f"mean difference {d.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(d)} pairs, "
+    stat = (f"mean difference {d.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(d)} seeds, "
             f"{1 - 2 * alpha:.0%} CI [{low:+.3g}, {high:+.3g}], p = {p:.2g}")
     if p < alpha:
-        verdict = REPRODUCED
-    elif low >= margin or high <= -margin:
-        verdict = NOT_REPRODUCED
-    else:
-        verdict = INCONCLUSIVE
-    return Judgement(verdict, criterion, _join(evidence, stat))
-
-
-def proportion_above(successes: int, trials: int, p0: float, *, alpha: float = 0.05, evidence: str = "") -> Judgement:
-    """Is a proportion (e.g. of test predictions falling in some classes) larger than `p0`?
-
-    reproduced: a one-sided exact binomial test rejects "proportion <= p0" at `alpha`; not reproduced otherwise.
-    """
-    p = float(stats.binomtest(int(successes), int(trials), p0, alternative="greater").pvalue)
-    criterion = f"proportion > {p0:.3g} by a one-sided exact binomial test at alpha = {alpha:g}"
-    stat = f"{int(successes)}/{int(trials)} = {successes / trials:.3f}, p = {p:.2g}"
-    return Judgement(REPRODUCED if p < alpha else NOT_REPRODUCED, criterion, _join(evidence, stat))
+        return Judgement(REPRODUCED, criterion, _join(evidence, stat))
+    if low >= margin or high <= -margin:
+        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat))
+    return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, _decides(
+        seeds_to_decide(margin - abs(d.mean()), sd, alpha), alpha)))
 
 
 def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, str] = ("A", "B"),
-                   quantity: str = "rounds to target", evidence: str = "", min_pairs: int = 3) -> Judgement:
-    """Does method A reach the target sooner (fewer rounds, less energy, ...) than B, pair by pair?
+                   quantity: str = "rounds to target", evidence: str = "", min_pairs: int = 3, margin: float,
+                   alpha: float = 0.05) -> Judgement:
+    """Does method A reach the target sooner (fewer rounds, less energy, ...) than B by more than `margin` (a
+    fraction of B's value), seed by seed?
 
-    `a[i]`, `b[i]` are the two methods' values on pair i (the same seed, and target where several are
-    compared), `fedlib.targets.NEVER` (inf) where a run never reached the target: it counts as worse than
-    any finite value, and never vs never is a tie.
-    reproduced: A is lower in more than half of the pairs; partly reproduced: A is lower in more pairs
-    than it is higher, but not in most; not reproduced otherwise; not testable with fewer than `min_pairs`
-    pairs (pairs must be independent: one per seed, not one per (seed, target)) or a NaN value (a missing run;
-    NaN is not "never reached", that is inf).
+    `a[i]`, `b[i]` are the two methods' values on independent seed i, `fedlib.targets.NEVER` (inf) where a run never
+    reached the target: a censored value worse than any finite one. A seed counts for A only where
+    a < (1 - margin) x b (never vs never does not count). reproduced: a one-sided exact sign test rejects "A wins at
+    most half of the seeds" at `alpha`; not reproduced: the opposite test rejects "A wins at least half"; inconclusive
+    otherwise, with the seeds that would decide it (3 seeds can never decide: the smallest p is 1/8); not testable
+    with fewer than `min_pairs` seeds, a NaN value (a missing run; NaN is not "never reached", that is inf) or a
+    negative one (no count of rounds or cost is negative).
     """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
         raise ValueError(f"a and b must be paired (same length), got {len(x)} and {len(y)}")
+    if not 0 <= margin < 1:
+        raise ValueError(f"margin is a fraction of B's value in [0, 1), got {margin!r}")
     n = len(x)
     na, nb = names
-    criterion = (f"{quantity}, paired by seed, never reached counted as worse than any value: {na} lower in more than "
-                 f"half of the pairs (partly: in more pairs than {nb})")
+    criterion = (f"{quantity}, one value per seed, never reached counted as worse than any value: a seed counts for "
+                 f"{na} where it is below {1 - margin:g} x {nb}'s; {na} counts on more than half of the seeds by a "
+                 f"one-sided exact sign test at alpha = {alpha:g} (on fewer than half by the opposite test: not "
+                 "reproduced; else inconclusive)")
     if np.isnan(x).any() or np.isnan(y).any():
         bad = np.flatnonzero(np.isnan(x) | np.isnan(y))
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"pairs {', '.join(map(str, bad))} have a NaN "
                                                         f"{quantity}: a run is missing"))
+    if (x < 0).any() or (y < 0).any():
+        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"a negative {quantity} ({na} {list(x)}, {nb} "
+                                                        f"{list(y)}): impossible evidence"))
     if n < min_pairs:
         return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{n} pairs; the rule needs >= {min_pairs} "
                                                         "independent pairs (seeds)"))
-    wins, losses = int((x < y).sum()), int((x > y).sum())
-    stat = (f"{na} reached it in {int(np.isfinite(x).sum())}/{n}, {nb} in {int(np.isfinite(y).sum())}/{n}; "
-            f"{na} lower in {wins}, higher in {losses}, tied in {n - wins - losses} of {n} pairs")
-    verdict = REPRODUCED if wins > n / 2 else PARTLY if wins > losses else NOT_REPRODUCED
-    return Judgement(verdict, criterion, _join(evidence, stat))
+    wins = int((x < (1 - margin) * y).sum())
+    up, down = float(stats.binom.sf(wins - 1, n, 0.5)), float(stats.binom.cdf(wins, n, 0.5))
+    stat = (f"{na} reached it in {int(np.isfinite(x).sum())}/{n}, {nb} in {int(np.isfinite(y).sum())}/{n}; {na} "
+            f"below {1 - margin:g} x {nb} on {wins} of {n} seeds, p = {up:.2g} (sooner), {down:.2g} (not sooner)")
+    if up < alpha:
+        return Judgement(REPRODUCED, criterion, _join(evidence, stat))
+    if down < alpha:
+        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat))
+    floor = f"with {n} seeds the smallest p is {0.5 ** n:.2g}" if 0.5 ** n >= alpha else ""
+    return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, floor,
+                                                    _decides(sign_seeds_to_decide(wins / n, alpha), alpha)))
+
+
+def point_estimate(criterion: str, agrees: bool, *, evidence: str = "") -> Judgement:
+    """A comparison of point estimates (means over seeds, an ordering, a best-of) that no test backs: it can agree
+    with the paper or not, but it tests nothing ("consistent with the paper, not tested" / "at odds ...")."""
+    return Judgement(CONSISTENT if agrees else AT_ODDS, f"{criterion} (point estimates, no test)", evidence)
 
 
 def _tolerance(measured: object, reference: object, rtol: float, atol: float) -> tuple[bool, str, str]:
@@ -368,16 +411,35 @@ class Claims:
         return path
 
 
+SCALE_NOTE = ("Verdicts judged at a smaller scale than the paper's (another dataset or model, fewer clients per round or "
+              "rounds) are small-scale analogues: a negative or open one reads \"... at this scale\" and is not a "
+              "refutation of the paper.")
+
+
+def _scale_line(folder: Path) -> str:
+    """'Scale: ...; the paper's: ...' from the folder's scale.json (written beside claims.csv by the judge)."""
+    path = folder / "scale.json"
+    if not path.exists():
+        return "Scale: not recorded (rendered before scales were saved)"
+    try:
+        scale = json.loads(path.read_text())
+        return f"Scale: {scale['here'] or 'not stated'}; the paper's: {scale['paper'] or 'no single setting'}"
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: unreadable scale ({err}); judge the claims again (reproduce --claims-only)") from err
+
+
 def collect_report(results: Path) -> str:
-    """Markdown with every `<results>/*/claims.csv`, one section per notebook."""
-    parts = []
+    """Markdown with every `<results>/*/claims.csv`, one section per notebook, each with its scale beside the
+    paper's."""
+    parts = [SCALE_NOTE, ""]
     files = sorted(results.glob("*/claims.csv"))
     if not files:
         raise FileNotFoundError(f"no claims.csv under {results}: run `make reproduce` first")
     for f in files:
         df = pd.read_csv(f, dtype=str).reindex(columns=COLUMNS).fillna("")
         counts = df["verdict"].value_counts().to_dict()
-        parts += [f"## {f.parent.name}", "", ", ".join(f"{v}: {n}" for v, n in counts.items()), ""]
+        parts += [f"## {f.parent.name}", "", _scale_line(f.parent), "", ", ".join(f"{v}: {n}" for v, n in counts.items()),
+                  ""]
         parts += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         for _, row in df.iterrows():
             parts.append("| " + " | ".join(str(row[c]).replace("|", "\\|") for c in COLUMNS) + " |")

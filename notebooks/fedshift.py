@@ -635,6 +635,7 @@ theory = Theory(threshold_ratio=th.threshold_ratio(), theorem2=t2, assumed=vals,
                 bound_at_1e6=th.theorem1_bound(1e6, *vals.values()), limit=str(f1["limit_second_term_main"]),
                 mean_star=m_star, quadratic=quad, theorem1_runs=t1_est, theorem1_checks=t1_checks)
 evidence = bundle(params, curves_all, table1=grid, table2=grid2, kmeans=ks, label_bias=lb,
+                  label_bias_seeds=fs.label_bias(hist, ds.num_classes),
                   test_labels=ds.y_test.numpy(), divergence=div_summary, table3=table3, theory=theory,
                   num_classes=ds.num_classes)
 claims = fedshift_claims(evidence)  # fedlib/claims/fedshift.py: each claim's runs, rule, paper value and evidence

@@ -244,11 +244,17 @@ def failure(err: Exception) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def write_stamp(out_dir: Path, status: str, seconds: float, note: str) -> None:
-    """out_dir/stamp.json: how the claims table beside it was made (REPORT.md reads it); written whole or not at
-    all (a full disk leaves the earlier stamp)."""
+def write_stamp(out_dir: Path, status: str, seconds: float, note: str, *, rendered: str | None = None,
+                evidence_sha256: str | None = None) -> None:
+    """out_dir/stamp.json: how the claims table beside it was made (REPORT.md reads it), written whole or not at
+    all (a full disk leaves the earlier stamp). A rendering records its own note and the hash of the evidence it
+    saved; a re-judge (`rendered`, `evidence_sha256` given) keeps the rendering's note and hash, so neither nests
+    nor drifts."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(out_dir / "stamp.json", json.dumps({"status": status, "seconds": round(seconds, 1), "stamp": note}))
+    info = {"status": status, "seconds": round(seconds, 1), "stamp": note,
+            "rendered": rendered if rendered is not None else note,
+            "evidence_sha256": evidence_sha256 if rendered is not None else evidence.digest(out_dir)}
+    write_atomic(out_dir / "stamp.json", json.dumps(info))
 
 
 def read_stamp(path: Path) -> dict[str, Any] | None:
@@ -310,8 +316,16 @@ def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequen
 
 
 def judge_again(name: str, out_dir: Path, note: str) -> str:
-    """Judge notebook `name`'s claims again from the evidence saved in out_dir; rewrite claims.csv and stamp.json."""
+    """Judge notebook `name`'s claims again from the evidence saved in out_dir; rewrite claims.csv and stamp.json,
+    saying whether the evidence still hashes as it did when the notebook rendered it."""
     start = time.perf_counter()
+    stamp_file = out_dir / "stamp.json"
+    earlier = read_stamp(stamp_file) or {}
+    rendered, saved = earlier.get("rendered", earlier.get("stamp", "unknown")), earlier.get("evidence_sha256")
+    found = evidence.digest(out_dir)
+    drift = ("" if saved is not None and saved == found else
+             "; THE EVIDENCE CHANGED since it was rendered (its hash differs)" if saved is not None else
+             "; no evidence hash was recorded when it was rendered")
     try:
         module, bundle = evidence.load(out_dir)
         if module != name or name not in declared():
@@ -321,11 +335,10 @@ def judge_again(name: str, out_dir: Path, note: str) -> str:
         status = "ok"
     except EvidenceError as err:
         status = f"FAILED: {err}"
-    stamp_file = out_dir / "stamp.json"
-    earlier = (read_stamp(stamp_file) or {"stamp": "unknown"})["stamp"]
     write_stamp(out_dir, status, time.perf_counter() - start,
-                f"claims judged again ({note}) from the evidence rendered {earlier}")
-    print(f"[{name}] claims only: {status}", flush=True)
+                f"claims judged again ({note}) from the evidence rendered {rendered}{drift}", rendered=rendered,
+                evidence_sha256=saved)
+    print(f"[{name}] claims only: {status}{drift}", flush=True)
     return status
 
 

@@ -1,39 +1,57 @@
-"""Adversarial evidence against every statistical rule in fedlib.report, generated per rule and per scenario.
+"""Adversarial and pure-noise evidence against every statistical rule in fedlib.report and every declared claim.
 
-Each rule declares how to turn a per-pair effect into its evidence (`RULES`); each scenario declares the per-pair
-effects (`SCENARIOS`). Every rule meets every scenario at several pair counts and seeds of the noise generator:
-a missing run (NaN), a diverged one (inf), a single pair and a noise-level effect must never read "reproduced";
-a large effect on enough pairs must.
-
-Then every declared claim (`fedlib.claims.judge.declared()`: each claims module's `CLAIMS`) meets synthetic runs in
-the tables and cells it declares: every run at chance, one run missing, a NaN loss, an inf accuracy and a single
-seed never read "reproduced" or "partly"; a `Contrast` also meets a noise-level difference (never "reproduced")
-and a large effect in its direction (always "reproduced"). A new claim falls into the battery by being declared.
+1. Rules: each rule (`RULES`) meets each scenario (`SCENARIOS`) at several pair counts: a missing run (NaN), a
+   diverged one (inf), a single pair and a noise-level effect never read "reproduced"; a large effect on enough pairs
+   does. Then every rule meets pure noise at the edge of its null (a gain at its floor, a difference at its margin,
+   two arms drawn from one distribution) at 2, 3, 5 and 8 seeds, `DRAWS` times: its positive rate ("reproduced" or
+   "partly") must stay within alpha + 3 Monte Carlo standard errors.
+2. Declared claims (`fedlib.claims.judge.declared()`: a new claim falls in by being declared): every claim that
+   reads runs meets broken evidence in the tables and cells it declares (every run at chance, one run missing, a NaN
+   loss, an inf accuracy, a single seed, a seed listed twice, runs of different lengths, accuracy in percent, a
+   negative or falling cost, a run at chance hidden among healthy ones, two runs under one name) and never reads
+   "reproduced" or "partly"; every contrast the judge extracts (`Contrast`, `AllOf`) and every rule that reads only
+   the records meets pure noise at the edge of its null at each profile's own seed count, with the same alpha + 3 SE
+   bound; a large effect in the claim's direction reads "reproduced".
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from fedlib import report as R
 from fedlib.claims import judge
 from fedlib.paper_params import PaperParams, params_class
 
+ALPHA = 0.05
+DRAWS = 300  # noise draws per rule and seed count: 3 SE of a 5% rate is 3.8 points
 NOISE = 0.5  # spread of a pair's measurement
 LARGE = 5.0  # a large effect, in units of NOISE-sized spread
+
+
+def bound(draws: int) -> float:
+    """The highest positive rate a rule at ALPHA may show over `draws` noise draws: alpha + 3 Monte Carlo SE."""
+    return ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / draws)
+
+
+def _sooner(e: np.ndarray) -> R.Judgement:
+    return R.reaches_sooner(np.where(np.isfinite(e), 50 - e * 5, np.nan), np.full(len(e), 50.0), margin=0.1)
+
 
 # rule name -> (evidence from per-pair effects (positive = the claim's direction) -> Judgement)
 RULES: dict[str, Callable[[np.ndarray], R.Judgement]] = {
     "paired_gain wilcoxon": lambda e: R.paired_gain(e, threshold=0.5),
     "paired_gain t": lambda e: R.paired_gain(e, threshold=0.5, test="t"),
-    "paired_gain cells": lambda e: R.paired_gain(e, threshold=0.5, cells=[np.mean(e)]),
+    "paired_gain cells": lambda e: R.paired_gain(e, threshold=0.5, test="t", cells=[np.mean(e)]),
     # rounds to target; inf is "never reached" by design (a diverged run is the divergence guard's), so a diverged
     # run enters as a missing value here
-    "reaches_sooner": lambda e: R.reaches_sooner(np.where(np.isfinite(e), 50 - e * 5, np.nan), np.full(len(e), 50.0)),
+    "reaches_sooner": _sooner,
     # equivalence: the claim's direction is "no difference", so a large effect is a difference near zero
     "paired_equivalence": lambda e: R.paired_equivalence(np.where(np.isfinite(e), (LARGE - e) / 20, e), margin=0.1),
 }
@@ -61,12 +79,52 @@ NEVER_REPRODUCED = {"one run missing", "a diverged run", "a single seed", "noise
 @pytest.mark.parametrize("rule", RULES)
 def test_rule_against_scenario(rule: str, scenario: str, n: int, seed: int) -> None:
     verdict = RULES[rule](SCENARIOS[scenario](n, seed)).verdict
-    if scenario == "noise-level effect":
-        assert verdict != R.REPRODUCED
-    elif scenario in NEVER_REPRODUCED:
-        assert verdict not in (R.REPRODUCED, R.PARTLY), verdict
+    if scenario in NEVER_REPRODUCED:
+        assert verdict not in R.POSITIVE, verdict
     else:
         assert verdict == R.REPRODUCED, verdict
+
+
+# ---- pure noise at the edge of each rule's null ------------------------------------------------------------------
+
+def _rounds_to_target(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Rounds to a target of n runs of one method: integer rounds with ties, a fifth never arriving."""
+    rounds = np.ceil(rng.lognormal(np.log(15), 0.4, n))
+    return np.where(rng.random(n) < 0.2, np.inf, rounds)
+
+
+NULL_EDGE: dict[str, Callable[[np.random.Generator, int], R.Judgement]] = {
+    "paired_gain t": lambda rng, n: R.paired_gain(0.5 + rng.standard_normal(n), threshold=0.5, test="t"),
+    "paired_gain wilcoxon": lambda rng, n: R.paired_gain(0.5 + rng.standard_normal(n), threshold=0.5),
+    "paired_equivalence": lambda rng, n: R.paired_equivalence(0.1 + 0.05 * rng.standard_normal(n), margin=0.1),
+    "reaches_sooner, margin 0": lambda rng, n: R.reaches_sooner(_rounds_to_target(rng, n), _rounds_to_target(rng, n),
+                                                                 margin=0.0),
+    "reaches_sooner, margin 0.1": lambda rng, n: R.reaches_sooner(_rounds_to_target(rng, n),
+                                                                   _rounds_to_target(rng, n), margin=0.1),
+    # FedAQ's energy rule: energy summed over three targets per seed, a 5% floor
+    "energy to target, floor 0.05": lambda rng, n: R.reaches_sooner(
+        sum(_rounds_to_target(rng, n) for _ in range(3)), sum(_rounds_to_target(rng, n) for _ in range(3)),
+        margin=0.05),
+}
+
+
+def positive_rate(judge_once: Callable[[np.random.Generator], str], draws: int = DRAWS, seed: int = 0) -> float:
+    rng = np.random.default_rng(seed)
+    return float(np.mean([judge_once(rng) in R.POSITIVE for _ in range(draws)]))
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+@pytest.mark.parametrize("rule", NULL_EDGE)
+def test_rule_on_pure_noise_stays_within_alpha(rule: str, n: int) -> None:
+    rate = positive_rate(lambda rng: NULL_EDGE[rule](rng, n).verdict)
+    assert rate <= bound(DRAWS), f"{rule} at {n} seeds: positive on {rate:.1%} of pure-noise draws"
+
+
+def test_the_sign_test_cannot_decide_on_three_seeds_and_says_how_many_would():
+    j = R.reaches_sooner([10, 10, 10], [20, 20, 20], margin=0.1)
+    assert j.verdict == R.INCONCLUSIVE
+    assert "smallest p is 0.12" in j.evidence and "about 5 independent seeds" in j.evidence
+    assert R.reaches_sooner([10] * 5, [20] * 5, margin=0.1).verdict == R.REPRODUCED
 
 
 # ---- every declared claim against adversarial evidence in the shapes of the tables it reads ------------------------
@@ -74,7 +132,8 @@ def test_rule_against_scenario(rule: str, scenario: str, n: int, seed: int) -> N
 DECLARED = [(paper, claim) for paper, claims in judge.declared().items() for claim in claims]
 K = 10  # classes of the synthetic task
 SEEDS = [0, 1, 2, 3, 4, 5]
-ROUNDS = 12
+ROUNDS = 8
+PROFILES = Path(__file__).resolve().parents[1] / "notebooks" / "profiles"
 
 
 def _curve(peak: float, tau: float) -> np.ndarray:
@@ -82,59 +141,98 @@ def _curve(peak: float, tau: float) -> np.ndarray:
     return 1 / K + (peak - 1 / K) * (1 - np.exp(-r / tau))
 
 
-def _records(claim: judge.Claim, shape: Callable[[dict, int], tuple[float, float]]) -> dict[str, pd.DataFrame]:
+def _records(claim: judge.Claim, shape: Callable[[dict, int], tuple[float, float]],
+             seeds: list[int] = SEEDS) -> dict[str, pd.DataFrame]:
     """Per-round records of every run the claim reads; `shape(cell, seed)` gives the run's (peak, tau)."""
     rows: dict[str, list[dict]] = {}
     for runs in claim.reads:
         for cell in runs.cells():
-            for seed in SEEDS:
-                peak, tau = shape(cell, seed)
-                acc = _curve(peak, tau)
-                rows.setdefault(runs.table, []).extend(
-                    {**cell, "seed": seed, "round": r + 1, "test_acc": a, "test_loss": 2.3 * (1 - a),
-                     "train_loss": 2.3 * (1 - a)} for r, a in enumerate(acc))
-    return {t: pd.DataFrame(r).drop_duplicates(subset=[c for c in r[0] if c not in ("test_acc", "test_loss",
-                                                                                 "train_loss")])
-            for t, r in rows.items()}
+            extra = [{c: f"{c}0"} for c in runs.ids] or [{}]
+            for seed in seeds:
+                for more in extra:
+                    peak, tau = shape(cell, seed)
+                    acc = _curve(peak, tau)
+                    rows.setdefault(runs.table, []).extend(
+                        {**cell, **more, "seed": seed, "round": r + 1, "test_acc": a, "test_loss": 2.3 * (1 - a),
+                         "train_loss": 2.3 * (1 - a), "cum_cost": float(r + 1)} for r, a in enumerate(acc))
+    out = {}
+    for table, r in rows.items():
+        frame = pd.DataFrame(r)
+        out[table] = frame.drop_duplicates(subset=[c for c in frame.columns if c not in
+                                                   ("test_acc", "test_loss", "train_loss", "cum_cost")])
+    return out
 
 
 def _params(paper: str, claim: judge.Claim, seeds: list[int]) -> PaperParams:
     """The paper's default parameters with `seeds` for every seed list the claim reads (and its target)."""
     changes: dict[str, object] = {runs.seeds: seeds for runs in claim.reads}
-    if isinstance(claim.rule, judge.Contrast) and isinstance(claim.rule.target, str):
-        changes[claim.rule.target] = 0.6
+    for rule in _contrasts(claim):
+        if isinstance(rule.target, str):
+            changes[rule.target] = 0.6
     return replace(params_class(paper)(), **changes)
 
 
-def _verdict(paper: str, claim: judge.Claim, records: dict[str, pd.DataFrame], seeds: list[int] = SEEDS) -> str:
-    return judge.judge_one(claim, judge.Bundle(_params(paper, claim, seeds), records, K)).judgement.verdict
+def _contrasts(claim: judge.Claim) -> list[judge.Contrast]:
+    rule = claim.rule
+    return [rule] if isinstance(rule, judge.Contrast) else list(rule.contrasts) if isinstance(rule, judge.AllOf) else []
+
+
+def _verdict(paper: str, claim: judge.Claim, records: dict[str, pd.DataFrame], seeds: list[int] = SEEDS,
+             params: PaperParams | None = None) -> str:
+    bundle = judge.Bundle(params or _params(paper, claim, seeds), records, K)
+    return judge.judge_one(claim, bundle).judgement.verdict
 
 
 def _healthy(cell: dict, seed: int) -> tuple[float, float]:
     return 0.8, 3.0
 
 
-def _drop_first_run(claim: judge.Claim, records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    runs = claim.reads[0]
-    table = records[runs.table]
-    return {**records, runs.table: table[~judge.run_mask(table, runs.cells()[0], SEEDS[-1])]}
+def _guarded(claim: judge.Claim) -> judge.Runs:
+    """The first runs of the claim that may not diverge."""
+    return next(r for r in claim.reads if not r.may_diverge)
 
 
-def _poison_first_run(claim: judge.Claim, records: dict[str, pd.DataFrame], column: str,
-                      value: float) -> dict[str, pd.DataFrame]:
-    runs = claim.reads[0]
+def _edit_first_run(claim: judge.Claim, records: dict[str, pd.DataFrame],
+                    edit: Callable[[pd.DataFrame, np.ndarray], pd.DataFrame], seed: int = SEEDS[0]):
+    runs = _guarded(claim)
     table = records[runs.table].copy()
-    hit = judge.run_mask(table, runs.cells()[0], SEEDS[0]) & (table["round"] == ROUNDS)
-    table.loc[hit, column] = value
-    return {**records, runs.table: table}
+    return {**records, runs.table: edit(table, judge.run_mask(table, runs.cells()[0], seed))}
+
+
+def _set_last(column: str, value: float) -> Callable[[pd.DataFrame, np.ndarray], pd.DataFrame]:
+    def edit(table: pd.DataFrame, hit: np.ndarray) -> pd.DataFrame:
+        table.loc[hit & (table["round"] == ROUNDS).to_numpy(), column] = value
+        return table
+    return edit
+
+
+def _duplicate_seeds(paper: str, claim: judge.Claim) -> str:
+    """A seed listed twice: the parameters refuse it, so the judge meets it only in edited evidence."""
+    params = _params(paper, claim, SEEDS)
+    for runs in claim.reads:
+        object.__setattr__(params, runs.seeds, (0, 0, 1, 2, 3, 4))
+    return _verdict(paper, claim, _records(claim, _healthy), params=params)
 
 
 GUARD_CASES: dict[str, Callable[[str, judge.Claim], str]] = {
     "every run at chance": lambda p, c: _verdict(p, c, _records(c, lambda cell, seed: (1 / K, 3.0))),
-    "one run missing": lambda p, c: _verdict(p, c, _drop_first_run(c, _records(c, _healthy))),
-    "a NaN loss": lambda p, c: _verdict(p, c, _poison_first_run(c, _records(c, _healthy), "train_loss", np.nan)),
-    "an inf accuracy": lambda p, c: _verdict(p, c, _poison_first_run(c, _records(c, _healthy), "test_acc", np.inf)),
-    "a single seed": lambda p, c: _verdict(p, c, {t: r[r.seed == 0] for t, r in _records(c, _healthy).items()}, [0]),
+    "one run missing": lambda p, c: _verdict(p, c, _edit_first_run(c, _records(c, _healthy),
+                                                                    lambda t, hit: t[~hit], SEEDS[-1])),
+    "a NaN loss": lambda p, c: _verdict(p, c, _edit_first_run(c, _records(c, _healthy), _set_last("train_loss", np.nan))),
+    "an inf accuracy": lambda p, c: _verdict(p, c, _edit_first_run(c, _records(c, _healthy), _set_last("test_acc", np.inf))),
+    "a single seed": lambda p, c: _verdict(p, c, _records(c, _healthy, [0]), [0]),
+    "a seed listed twice": _duplicate_seeds,
+    "runs of different lengths": lambda p, c: _verdict(p, c, _edit_first_run(
+        c, _records(c, _healthy), lambda t, hit: t[~(hit & (t["round"] == ROUNDS).to_numpy())])),
+    "accuracy in percent": lambda p, c: _verdict(p, c, _edit_first_run(
+        c, _records(c, _healthy), lambda t, hit: t.assign(test_acc=np.where(hit, 100 * t["test_acc"], t["test_acc"])))),
+    "a negative cost": lambda p, c: _verdict(p, c, _edit_first_run(c, _records(c, _healthy), _set_last("cum_cost", -1.0))),
+    "a falling cost": lambda p, c: _verdict(p, c, _edit_first_run(c, _records(c, _healthy), _set_last("cum_cost", 0.5))),
+    # one run of the claim's first guarded cell learned a little, 0.12 on 10 classes, the others 0.8
+    "a run near chance among healthy ones": lambda p, c: _verdict(p, c, _edit_first_run(
+        c, _records(c, _healthy), lambda t, hit: t.assign(test_acc=np.where(hit, 0.12, t["test_acc"])))),
+    "two runs under one name": lambda p, c: _verdict(p, c, _edit_first_run(
+        c, _records(c, _healthy), lambda t, hit: pd.concat([t, t[hit].assign(test_acc=0.9)], ignore_index=True))),
 }
 READING = [(p, c) for p, c in DECLARED if c.reads]
 
@@ -161,41 +259,127 @@ def test_healthy_evidence_passes_every_guard(case):
 @pytest.mark.parametrize("case", READING, ids=_id)
 def test_claim_never_supported_by_broken_evidence(case, scenario):
     verdict = GUARD_CASES[scenario](*case)
-    assert verdict not in (R.REPRODUCED, R.PARTLY), verdict
+    assert verdict not in R.POSITIVE, verdict
 
 
-CONTRASTS = [(p, c) for p, c in DECLARED if isinstance(c.rule, judge.Contrast)]
+def test_a_seed_listed_twice_is_refused_by_the_parameters_and_named_by_the_judge():
+    from fedlib.paper_params import ParameterError
+    from fedlib.papers.quickstart import QuickstartParams
+
+    with pytest.raises(ParameterError, match="seeds lists a seed more than once"):
+        QuickstartParams(seeds=(0, 0, 1))
+    paper, claim = next((p, c) for p, c in READING if p == "quickstart")
+    params = _params(paper, claim, SEEDS)
+    object.__setattr__(params, "seeds", (0, 0, 1))
+    found = judge.judge_one(claim, judge.Bundle(params, _records(claim, _healthy), K)).judgement
+    assert found.verdict == R.NOT_TESTABLE and "lists a seed twice" in found.evidence
 
 
-def _effect(claim: judge.Claim, large: bool) -> Callable[[dict, int], tuple[float, float]]:
-    """(peak, tau) per run: on `large`, `a` clearly in the claim's direction on every seed; else no effect beyond
-    the claim's own floor (a gain at the floor, a difference at 1.5 x the margin, a target reached sooner by either
-    side), alternating in sign from seed to seed."""
-    rule: judge.Contrast = claim.rule  # type: ignore[assignment]
-    sign = lambda seed: 1.0 if seed % 2 else -1.0  # noqa: E731
+def test_the_reference_baseline_may_not_diverge():
+    """TACO C2 lets the other baselines diverge, never FedAvg, the reference."""
+    claim = next(c for p, c in READING if p == "taco" and c.id == "C2")
+
+    def fedavg_nan(table: pd.DataFrame, hit: np.ndarray) -> pd.DataFrame:
+        fedavg = (table["algorithm"] == "FedAvg").to_numpy() & (table["round"] == ROUNDS).to_numpy()
+        return table.assign(train_loss=np.where(fedavg, np.nan, table["train_loss"]))
+
+    records = _edit_first_run(claim, _records(claim, _healthy), fedavg_nan)
+    assert _verdict("taco", claim, records) == R.DIVERGED
+
+
+def test_a_claim_whose_prerequisite_failed_has_nothing_to_test(monkeypatch):
+    import fedlib.claims.quickstart as q
+    from fedlib.papers.quickstart import QuickstartParams
+
+    chained = (q.CLAIMS[0], replace(q.CLAIMS[1], requires=("Q1",)))
+    monkeypatch.setattr(q, "CLAIMS", chained)
+    rows = [{"algorithm": a, "seed": s, "round": r, "test_acc": acc, "test_loss": 1.0, "train_loss": 1.0}
+            for a, accs in {"FedAvg": [0.8, 0.82, 0.81], "SCAFFOLD": [0.6, 0.62, 0.61], "FedProx": [0.8, 0.82, 0.81]}
+            .items() for s, acc in enumerate(accs) for r in (1, 2)]
+    table = q.claims(q.bundle(pd.DataFrame(rows), QuickstartParams(seeds=(0, 1, 2), rounds=2), 10)).table()
+    assert table["verdict"].iloc[1] == R.NOTHING_TO_TEST and "Q1 reads" in table["evidence"].iloc[1]
+    with pytest.raises(ValueError, match="requires"):
+        judge.judge((replace(q.CLAIMS[0], requires=("Q2",)), q.CLAIMS[1]), q.bundle(pd.DataFrame(rows),
+                    QuickstartParams(seeds=(0, 1, 2), rounds=2), 10))
+
+
+# ---- pure noise through the judge, at each profile's own seed count ------------------------------------------------
+
+def profile_seed_counts(paper: str, seeds: str) -> list[int]:
+    """How many seeds the parameter `seeds` lists under each profile of `paper` (quick: the defaults)."""
+    counts = {len(getattr(params_class(paper)(), seeds))}
+    for path in sorted((PROFILES / paper).glob("*.yaml")):
+        values = yaml.safe_load(path.read_text()) or {}
+        if seeds in values:
+            counts.add(len(values[seeds]))
+    return sorted(counts)
+
+
+# Rules other than contrasts that read only the records (and the parameters): the battery can feed them noise
+RECORD_RULES = {("taco", "C1"), ("taco", "C2"), ("mucsc", "C7 iid"), ("mucsc", "C7 noniid")}
+# Rules that read tables the notebook computes (bundle fields); each is a point estimate ("not tested"), a rule on
+# every seed, or is tested with hand-built tables in its paper's test module
+FIELD_RULES = {
+    "fedaq": {"C1", "C2", "C5", "C6", "C3", "C4a", "C4b", "C6b", "C7", "C7b", "C5b"},
+    "fedshift": {"C1", "C2", "C3", "C4", "C5a", "C5b", "C6", "C7", "Ablation", "G1", "G2"},
+    "mucsc": {f"{c} {part}" for c in ("C5", "C10", "C9") for part in ("iid", "noniid")},
+    "taco": {"C5", "C6", "C7", "C8", "C9", "C2'", "OC", "Eq15", "Fa1", "Fa2"},
+}
+NOISE_CASES = [(p, c) for p, c in READING if _contrasts(c) or (p, c.id) in RECORD_RULES]
+
+
+def test_every_claim_that_reads_runs_is_classified_for_the_noise_battery():
+    """A new claim that reads runs must be a contrast, a record rule fed noise here, or a listed field rule."""
+    unclassified = [(p, c.id) for p, c in READING if not _contrasts(c) and (p, c.id) not in RECORD_RULES
+                    and c.id not in FIELD_RULES.get(p, set())]
+    assert not unclassified
+
+
+def _null_edge(claim: judge.Claim, rng: np.random.Generator) -> Callable[[dict, int], tuple[float, float]]:
+    """(peak, tau) per run: every arm drawn from one distribution, shifted to the edge of each contrast's null (a
+    gain exactly at its floor, a difference exactly at its margin; rounds to target from one distribution)."""
+    shift: dict[tuple, float] = {}
+    for rule in _contrasts(claim):
+        edge = rule.floor if rule.test == "gain" else rule.margin if rule.test == "equivalent" else 0.0
+        shift.setdefault(tuple(sorted(rule.a.items())), edge)
 
     def shape(cell: dict, seed: int) -> tuple[float, float]:
-        is_a = all(cell.get(k) == v for k, v in rule.a.items())
-        jitter = 0.0005 * ((seed * 7919) % 5)
-        if rule.test == "gain":
-            lift = rule.floor + (0.1 + jitter if large else sign(seed) * 0.002)
-            return (0.7 + (lift if is_a else 0.0), 3.0)
-        if rule.test == "equivalent":
-            gap = jitter * 0.1 if large else sign(seed) * 1.5 * rule.margin + jitter
-            return (0.7 + (gap if is_a else 0.0), 3.0)
-        fast, slow = (1.0 + jitter, 6.0) if large else ((2.0, 3.0) if seed % 2 else (3.0, 2.0))
-        return (0.8, fast if is_a else slow)
+        lift = next((v for k, v in shift.items() if all(cell.get(c) == x for c, x in k)), 0.0)
+        return 0.7 + lift + 0.02 * rng.standard_normal(), float(np.exp(np.log(3.0) + 0.4 * rng.standard_normal()))
 
     return shape
 
 
-@pytest.mark.parametrize("case", CONTRASTS, ids=_id)
+@pytest.mark.parametrize("case", NOISE_CASES, ids=_id)
+def test_declared_rule_on_pure_noise_stays_within_alpha_at_every_profile_seed_count(case):
+    paper, claim = case
+    draws = 120
+    for n in profile_seed_counts(paper, claim.reads[0].seeds):
+        seeds = list(range(n))
+        rate = positive_rate(lambda rng: _verdict(paper, claim, _records(claim, _null_edge(claim, rng), seeds),
+                                                  seeds), draws=draws)
+        assert rate <= bound(draws), f"{paper} {claim.id} at {n} seeds: positive on {rate:.1%} of noise draws"
+
+
+def _effect(claim: judge.Claim) -> Callable[[dict, int], tuple[float, float]]:
+    """(peak, tau) per run: `a` clearly in the claim's direction on every seed (for an ordering, each arm above the
+    next)."""
+    ranks = {tuple(sorted(r.a.items())): i + 1 for i, r in enumerate(_contrasts(claim))}  # an ordering rises
+    first = _contrasts(claim)[0]
+
+    def shape(cell: dict, seed: int) -> tuple[float, float]:
+        jitter = 0.0005 * ((seed * 7919) % 5)
+        rank = next((v for k, v in ranks.items() if all(cell.get(c) == x for c, x in k)), 0)
+        if first.test == "gain":
+            return 0.6 + rank * (first.floor + 0.1) + jitter, 3.0
+        if first.test == "equivalent":  # a within a hair of b, the hair varying from seed to seed
+            return 0.7 + (jitter * 0.1 if rank else 0.0), 3.0
+        return 0.8, (1.0 + jitter) if rank else 6.0
+
+    return shape
+
+
+@pytest.mark.parametrize("case", [(p, c) for p, c in READING if _contrasts(c)], ids=_id)
 def test_contrast_reproduced_on_a_large_effect(case):
     claim = case[1]
-    assert _verdict(case[0], claim, _records(claim, _effect(claim, large=True))) == R.REPRODUCED
-
-
-@pytest.mark.parametrize("case", CONTRASTS, ids=_id)
-def test_contrast_never_reproduced_on_noise(case):
-    claim = case[1]
-    assert _verdict(case[0], claim, _records(claim, _effect(claim, large=False))) != R.REPRODUCED
+    assert _verdict(case[0], claim, _records(claim, _effect(claim))) == R.REPRODUCED

@@ -16,6 +16,8 @@ from fedlib.papers.fedshift import FedShiftParams
 from theory import fedshift as th
 
 R, P, NR, NT = report.REPRODUCED, report.PARTLY, report.NOT_REPRODUCED, report.NOT_TESTABLE
+C, AO, NONE = report.CONSISTENT, report.AT_ODDS, report.NOTHING_TO_TEST
+SMALL = report.AT_THIS_SCALE  # the verdicts of claims on runs at this (digits) scale, below the paper's (CIFAR-10)
 PARAMS = FedShiftParams(bits_list=[4, 8], algorithms=["fedavg", "fedef"], quantizers=["kmeans"], seeds=[0, 1, 2],
                         rounds=10, table2_alphas=[0.1, 0.5], table2_quantizers=["kmeans"], table2_bits=[4],
                         theorem1_rounds=5, kmeans_reference_bits=4)
@@ -33,10 +35,10 @@ def _runs(rows: list[tuple], columns: list[str], prefix: str) -> pd.DataFrame:
 def table1_grid(base: dict[tuple[str, int], float], gains: dict[tuple[str, int], list[float]] | None = None,
                 shift_only: float = 0.2) -> pd.DataFrame:
     """Table I's runs: each cell's baseline on every seed, FedShift = baseline + the cell's gain on that seed
-    (default +1, +2, +3 points on seeds 0, 1, 2), and FedAvg 32+32 with and without the shift."""
+    (default +1.5, +2, +2.5 points on seeds 0, 1, 2), and FedAvg 32+32 with and without the shift."""
     rows = []
     for (algorithm, bits), acc in base.items():
-        for seed, gain in enumerate((gains or {}).get((algorithm, bits), [1.0, 2.0, 3.0])):
+        for seed, gain in enumerate((gains or {}).get((algorithm, bits), [1.5, 2.0, 2.5])):
             rows += [("kmeans", algorithm, bits, False, seed, acc), ("kmeans", algorithm, bits, True, seed, acc + gain)]
     for seed in range(3):
         rows += [("none", "fedavg", 32, False, seed, FP32), ("none", "fedavg", 32, True, seed, FP32 + shift_only)]
@@ -87,6 +89,7 @@ def evidence(**changes) -> dict:
         table1=table1_grid(BASE), table2=table2_runs([1.0, 2.0, 3.0, 1.5, 2.5, 0.8]), kmeans=kmeans_runs(),
         label_bias=pd.DataFrame({"share_inferior_classes": [0.6, 0.5], "kl_to_uniform": [0.05, 0.01]},
                                 index=["baseline", "FedShift"]),
+        label_bias_seeds=label_bias_seeds([0.59, 0.6, 0.61]),
         test_labels=np.arange(1000) % 10,
         divergence=pd.DataFrame({"baseline": [1.0, 2.0], "FedShift": [0.8, 1.5]}, index=["global", "drift"]),
         table3=th.PAPER_TABLE3.assign(weight_KiB=th.PAPER_TABLE3["paper_weight_KB"],
@@ -97,6 +100,12 @@ def evidence(**changes) -> dict:
     return kw
 
 
+def label_bias_seeds(baseline: list[float]) -> pd.DataFrame:
+    """`fs.label_bias` per (shift, seed): the baseline's share of inferior-class predictions per seed, FedShift's 0.5."""
+    return pd.DataFrame([{"shift": shift, "seed": seed, "share_inferior_classes": 0.5 if shift else share,
+                          "kl_to_uniform": 0.01} for shift in (False, True) for seed, share in enumerate(baseline)])
+
+
 def table(params: FedShiftParams | None = None, **changes) -> pd.DataFrame:
     """The claims table, indexed by the claim's id (the row's first word)."""
     kw = evidence(**changes)
@@ -104,15 +113,19 @@ def table(params: FedShiftParams | None = None, **changes) -> pd.DataFrame:
     return t.set_index(t["claim"].str.split(" ").str[0])
 
 
-def test_the_shift_helping_everywhere_reproduces_every_testable_claim():
+def test_the_shift_helping_everywhere_reproduces_every_tested_claim():
+    """Tests reproduce; orderings and comparisons of means agree with the paper but test nothing."""
     t = table()
     assert t["verdict"].to_dict() == {
-        "C1": R, "C2": R, "C3": R, "C4": R, "C5a": R, "C5b": R, "C6": R, "C7": R, "C8a": report.AGREES, "C8b": R,
-        "C8c": report.AGREES, "C9a": R, "C9b": NR, "C9c": report.ILLUSTRATIVE, "Ablation": R, "C9d": R,
+        "C1": C, "C2": C, "C3": R, "C4": C, "C5a": R, "C5b": C, "C6": C, "C7": R, "C8a": report.AGREES, "C8b": R,
+        "C8c": report.AGREES, "C9a": R, "C9b": NR, "C9c": report.ILLUSTRATIVE, "Ablation": C, "C9d": R,
         "G1": R, "G2": R}
     assert list(t.columns) == report.COLUMNS
-    assert "runs checked complete, converged, not at chance" in t.loc["C3", "criterion"]
+    assert "runs checked complete, once each" in t.loc["C3", "criterion"]
     assert "mean gain > 0.5 points" in t.loc["C3", "criterion"]  # the effect floor, not 0
+    assert "over 3 seeds" in t.loc["C3", "evidence"]  # one value per seed: the mean over its cells
+    assert "scale: digits, mlp, 4 clients/round, 10 rounds, 3 seeds (paper: cifar10, fedshift_cnn2" in \
+        t.loc["C3", "evidence"]
 
 
 def test_measured_values_by_hand():
@@ -120,8 +133,8 @@ def test_measured_values_by_hand():
     m = t["measured"]
     assert m["C1"] == "32+8 minus 32+4: fedavg +5.0, fedef +3.0"
     assert m["C2"] == "best: fedef; fedavg 80.0, fedef 82.0"
-    # 4 cells x gains (1, 2, 3): mean 2, sample sd sqrt(8/11) over sqrt(12) pairs = 0.246
-    assert m["C3"] == "100% of 4 cells positive, mean +2.00 ± 0.25 (SE)"
+    # seed means 1.5, 2, 2.5: mean 2, sample sd 0.5 over sqrt(3) seeds = 0.289
+    assert m["C3"] == "100% of 4 cells positive, mean +2.00 ± 0.29 (SE)"
     # 32+8 cells: baselines 85 < 86 = FP32, FedShift 85 + 2 > 86
     assert m["C4"] == "FedShift > our 32+32 FedAvg 86.0 in 2/2 cells; the baseline alone also does in 0 of them"
     assert m["C5a"] == "share of predictions in inferior classes 0.600 vs 0.500 of the labels"
@@ -142,7 +155,9 @@ def test_c4_states_the_papers_full_precision_accuracy():
 def test_shift_gains_pair_runs_by_seed():
     g = ShiftGains.of(table1_grid(BASE, gains={("fedef", 8): [-1.0, -2.0, -3.0]}))
     assert g.mean == pytest.approx((3 * 6 - 6) / 12)
-    assert g.se == pytest.approx(np.std([1, 2, 3] * 3 + [-1, -2, -3], ddof=1) / np.sqrt(12))
+    # per seed, the mean of three cells at 1.5, 2, 2.5 and fedef 32+8 at -1, -2, -3
+    assert g.seed_means.tolist() == pytest.approx([(3 * 1.5 - 1) / 4, (3 * 2.0 - 2) / 4, (3 * 2.5 - 3) / 4])
+    assert g.se == pytest.approx(np.std(g.seed_means, ddof=1) / np.sqrt(3))
     assert g.cells.to_dict() == {("kmeans", "fedavg", 4): 2.0, ("kmeans", "fedavg", 8): 2.0,
                                  ("kmeans", "fedef", 4): 2.0, ("kmeans", "fedef", 8): -2.0}
     assert g.by_bits.loc[("none", "fedavg"), 32] == pytest.approx(0.2)
@@ -165,33 +180,35 @@ def test_claims_read_the_profiles_cells():
 def test_negative_gains_are_not_reproduced_and_leave_the_ablation_nothing_to_attribute():
     t = table(table1=table1_grid(BASE, gains={cell: [-1.0, -2.0, -0.5] for cell in BASE}),
               table2=table2_runs([-1.0, -2.0, -3.0, 0.5, -0.5, -1.0]))
-    assert t.loc["C3", "verdict"] == NR
-    assert t.loc["C7", "verdict"] == NR
-    assert t.loc["Ablation", "verdict"] == NT
-    assert t.loc["C4", "verdict"] == NR  # FedShift no longer above FP32 in any >= 5-bit cell
+    assert t.loc["C3", "verdict"] == SMALL[NR]
+    assert t.loc["C7", "verdict"] == SMALL[NR]
+    assert t.loc["Ablation", "verdict"] == NONE  # C3 not reproduced: no gain to attribute
+    assert t.loc["C4", "verdict"] == SMALL[AO]  # FedShift no longer above FP32 in any >= 5-bit cell
 
 
 def test_gains_below_the_floor_are_not_reproduced():
     # every gain positive but below half a point: "better" by less than the claim's floor
     t = table(table1=table1_grid(BASE, gains={cell: [0.1, 0.2, 0.3] for cell in BASE}),
               kmeans=kmeans_runs(reference=[0.1, 0.2, 0.3, 0.2, 0.1, 0.3]))
-    assert t.loc["C3", "verdict"] == NR
-    assert t.loc["G1", "verdict"] == NR
+    assert t.loc["C3", "verdict"] == SMALL[NR]
+    assert t.loc["G1", "verdict"] == SMALL[NR]
 
 
 def test_one_losing_cell_makes_the_gain_partly_reproduced_and_a_large_shift_only_gain_fails_the_ablation():
     t = table(table1=table1_grid(BASE, gains={("fedef", 8): [-0.1, -0.2, -0.3]}, shift_only=1.5))
     assert t.loc["C3", "verdict"] == P
     assert "3/4 cells above 0.5" in t.loc["C3", "evidence"]
-    assert t.loc["Ablation", "verdict"] == NR  # 1.5 >= half of the mean gain
-    assert t.loc["C4", "verdict"] == P  # fedef 32+8 no longer beats FP32 with the shift
+    assert t.loc["Ablation", "verdict"] == NONE  # C3 only partly reproduced: no gain to attribute
+    large = table(table1=table1_grid(BASE, shift_only=1.5))
+    assert large.loc["Ablation", "verdict"] == AO  # 1.5 >= half of the mean gain (ours: no paper scale)
+    assert t.loc["C4", "verdict"] == SMALL[AO]  # fedef 32+8 no longer beats FP32 with the shift
 
 
 def test_baselines_in_the_wrong_order_fail_c1_c2_and_c4():
     t = table(table1=table1_grid({("fedavg", 4): 84.0, ("fedavg", 8): 87.0, ("fedef", 4): 83.0, ("fedef", 8): 82.0}))
-    assert t.loc["C1", "verdict"] == P  # fedavg's accuracy falls with the bits, fedef's does not
-    assert t.loc["C2", "verdict"] == NR  # fedavg, not fedef, is the best baseline at 32+4
-    assert t.loc["C4", "verdict"] == NR  # fedavg 32+8 beats FP32 without the shift, fedef 32+8 not even with it
+    assert t.loc["C1", "verdict"] == SMALL[AO]  # fedavg's accuracy falls with the bits, fedef's does not
+    assert t.loc["C2", "verdict"] == SMALL[AO]  # fedavg, not fedef, is the best baseline at 32+4
+    assert t.loc["C4", "verdict"] == SMALL[AO]  # fedavg 32+8 beats FP32 without the shift, fedef 32+8 not even with it
     assert t.loc["C4", "measured"].endswith("in 1/2 cells; the baseline alone also does in 1 of them")
 
 
@@ -199,9 +216,10 @@ def test_a_profile_without_the_evidence_is_not_testable():
     params = replace(PARAMS, bits_list=[2], table2_alphas=[], kmeans_reference_bits=None, theorem1_rounds=0)
     t = table(params, table1=table1_grid({("fedavg", 2): 80.0, ("fedef", 2): 82.0}), table2=table2_runs([0.0] * 6)[:0],
               kmeans=kmeans_runs()[:0], theory=theory(theorem1_checks={}, theorem1_runs=pd.DataFrame()))
-    for claim in ("C1", "C2", "C4", "C7", "C9d", "G1", "G2"):
+    for claim in ("C1", "C2", "C4", "C7", "C9d", "G1"):
         assert t.loc[claim, "verdict"] == NT, claim
         assert t.loc[claim, "measured"] == "-", claim
+    assert t.loc["G2", "verdict"] == NONE
     assert "one inferior bit width in this profile" in t.loc["C1", "criterion"]
     assert t.loc["C3", "verdict"] == R  # 6 pairs at 32+2 still test the gain
 
@@ -209,10 +227,20 @@ def test_a_profile_without_the_evidence_is_not_testable():
 def test_figures_without_the_effect_are_not_reproduced():
     t = table(label_bias=pd.DataFrame({"share_inferior_classes": [0.5, 0.49], "kl_to_uniform": [0.05, 0.01]},
                                       index=["baseline", "FedShift"]),
+              label_bias_seeds=label_bias_seeds([0.48, 0.5, 0.49]),
               divergence=pd.DataFrame({"baseline": [1.0, 2.0], "FedShift": [0.99, 1.5]}, index=["global", "drift"]))
-    assert t.loc["C5a", "verdict"] == NR  # 1500/3000 is not above 0.5
-    assert t.loc["C5b", "verdict"] == NR  # flatter, but the share moved away from the labels' (0.50 -> 0.49 vs 0.50)
-    assert t.loc["C6", "verdict"] == P  # drift 25% lower, global divergence only 1%
+    # per seed the baseline's share minus the labels' 0.5: -0.02, 0, -0.01; the 90% CI [-0.027, +0.007] lies below
+    # the one-point floor
+    assert t.loc["C5a", "verdict"] == SMALL[NR]
+    assert t.loc["C5b", "verdict"] == SMALL[AO]  # flatter, but the share moved away from the labels' (0.50 -> 0.49 vs 0.50)
+    assert t.loc["C6", "verdict"] == SMALL[AO]  # drift 25% lower, global divergence only 1%
+
+
+def test_c5a_tests_one_share_per_seed_not_pooled_predictions():
+    """The issue's case: 1,080 pooled predictions of 3 models gave p = 5e-6; over the 3 models it is open."""
+    t = table(label_bias_seeds=label_bias_seeds([0.53, 0.505, 0.54]))
+    assert t.loc["C5a", "verdict"] == SMALL[report.INCONCLUSIVE]
+    assert "over 3 seeds" in t.loc["C5a", "evidence"] and "seeds would decide it" in t.loc["C5a", "evidence"]
 
 
 def test_theory_and_table3_checks_fail_on_a_single_bad_value():
@@ -238,14 +266,14 @@ def test_a_diverged_kmeans_run_overrides_g1_and_g2_and_settings_apart_fail_g2():
     diverged = kw["kmeans"].query("method == 'fedef' and kmeans == 'reference' and shift and seed == 1")["run"]
     rounds.loc[rounds["run"].isin(diverged), "train_loss"] = np.nan
     t = table(rounds=rounds)
-    assert t.loc["G1", "verdict"] == t.loc["G2", "verdict"] == report.DIVERGED
+    assert t.loc["G1", "verdict"] == report.DIVERGED and t.loc["G2", "verdict"] == NONE
     assert "method=fedef kmeans=reference shift=True seed=1" in t.loc["G1", "evidence"]
     assert t.loc["C3", "verdict"] == R  # a run outside a claim's evidence does not touch it
     at_chance = table(rounds=rounds_of(kw["table1"], kw["table2"], kw["kmeans"], final_acc=0.1))
     assert at_chance.loc["G1", "verdict"] == report.DIVERGED  # at chance (1/10)
     far = table(kmeans=kmeans_runs(converged=np.add(KMEANS_GAIN, [3.0, 2.5, 3.5, 2.0, 3.0, 2.8])))
     assert far.loc["G1", "verdict"] == R
-    assert far.loc["G2", "verdict"] == NR
+    assert far.loc["G2", "verdict"] == NR  # ours: no paper scale
 
 
 def test_a_bound_hundreds_of_times_the_gap_holds_only_vacuously():
@@ -259,9 +287,18 @@ def test_every_table1_run_at_chance_reads_diverged():
     kw = evidence()
     rounds = pd.concat([rounds_of(kw["table1"], final_acc=0.105), rounds_of(kw["table2"], kw["kmeans"])])
     t = table(rounds=rounds)
-    for claim in ("C1", "C2", "C3", "C4", "C5a", "C5b", "C6", "Ablation"):
+    for claim in ("C1", "C2", "C3", "C4", "C5a", "C5b", "C6"):
         assert t.loc[claim, "verdict"] == report.DIVERGED, claim
+    assert t.loc["Ablation", "verdict"] == NONE
     assert t.loc["C7", "verdict"] == R  # Table II's runs are healthy
+
+
+def test_g2_presupposes_g1_and_tests_one_value_per_seed():
+    """G2 (the gap does not depend on the K-means setting) has nothing to test without G1's gap."""
+    t = table(kmeans=kmeans_runs(reference=[0.1, 0.2, 0.3, 0.2, 0.1, 0.3], converged=[0.1, 0.2, 0.3, 0.2, 0.1, 0.3]))
+    assert t.loc["G1", "verdict"] == SMALL[NR] and t.loc["G2", "verdict"] == NONE
+    assert "G1 reads" in t.loc["G2", "evidence"]
+    assert "over 3 seeds" in table().loc["G2", "evidence"]  # the 6 (method, seed) pairs averaged within each seed
 
 
 def test_a_missing_run_is_named_and_its_claims_not_testable():
@@ -269,10 +306,11 @@ def test_a_missing_run_is_named_and_its_claims_not_testable():
     grid = table1_grid(BASE)
     gone = grid.query("algorithm == 'fedef' and bits == 8 and shift and seed == 2").index
     t = table(table1=grid.drop(gone), rounds=rounds_of(grid.drop(gone), table2_runs([1.0] * 6), kmeans_runs()))
-    for claim in ("C3", "C4", "Ablation"):
+    for claim in ("C3", "C4"):
         assert t.loc[claim, "verdict"] == NT, claim
         assert "algorithm=fedef quantizer=kmeans bits=8 shift=True seed=2" in t.loc[claim, "evidence"], claim
-    assert t.loc["C1", "verdict"] == R  # its baselines are all there
+    assert t.loc["Ablation", "verdict"] == NONE  # C3 not testable: nothing to attribute
+    assert t.loc["C1", "verdict"] == C  # its baselines are all there
 
 
 def test_one_seed_is_not_testable_for_the_claims_on_runs_only():
@@ -282,6 +320,9 @@ def test_one_seed_is_not_testable_for_the_claims_on_runs_only():
     on_runs = [c.id for c in CLAIMS if c.reads]
     assert on_runs == ["C1", "C2", "C3", "C4", "C5a", "C5b", "C6", "C7", "Ablation", "G1", "G2"]
     for claim in on_runs:
+        if claim in ("Ablation", "G2"):  # their prerequisites (C3, G1) are not testable
+            assert t.loc[claim, "verdict"] == NONE, claim
+            continue
         assert t.loc[claim, "verdict"] == NT, claim
         assert "1 seed(s) [0]" in t.loc[claim, "evidence"], claim
     assert t.loc["C9a", "verdict"] == R
@@ -291,9 +332,9 @@ def test_c5b_needs_a_real_kl_drop_and_nothing_moving_the_wrong_way():
     # the issue's case: KL 0.137 -> 0.134 while the share of inferior-class predictions moved away from the labels
     wrong_way = pd.DataFrame({"share_inferior_classes": [0.55, 0.58], "kl_to_uniform": [0.137, 0.134]},
                              index=["baseline", "FedShift"])
-    assert table(label_bias=wrong_way).loc["C5b", "verdict"] == NR
+    assert table(label_bias=wrong_way).loc["C5b", "verdict"] == SMALL[AO]
     only_kl = wrong_way.assign(share_inferior_classes=[0.55, 0.55], kl_to_uniform=[0.137, 0.1])
-    assert table(label_bias=only_kl).loc["C5b", "verdict"] == P
+    assert table(label_bias=only_kl).loc["C5b", "verdict"] == SMALL[AO]
 
 
 def test_theorem2_without_a_finite_record_is_not_testable():

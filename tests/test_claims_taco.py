@@ -131,6 +131,7 @@ def values() -> dict[str, Any]:
     )
 
 
+SMALL = report.AT_THIS_SCALE  # the verdicts of claims on runs at this (digits) scale, below the paper's
 CLAIMS = ["C1 ", "C2 ", "C3 ", "C4 ", "C5 ", "C6 ", "C7 ", "C8 ", "C9 ", "C2' ", "OC Over-correction", "T-boundary",
           "T-fixed-point", "Eq15", "L2 ", "Cor2", "Fa1", "Fa2", "Theorem 1 (hand-built)"]
 
@@ -157,12 +158,19 @@ def with_final(algorithm: str, final: float) -> dict[str, pd.DataFrame]:
     return {"main": main_runs({**FINAL, algorithm: final})}
 
 
-def test_every_claim_reproduced_in_the_notebooks_order_with_theorem1_last():
+def test_every_claim_in_the_notebooks_order_with_theorem1_last():
+    """Every claim that can be reproduced is; C3 on 3 seeds cannot be decided (a sign test needs 5); the orderings of
+    means (C7, C8, C9, C2') are consistent with the paper but not tested."""
     t = judged()
     assert [next(c for c in CLAIMS if claim.startswith(c)) for claim in t["claim"]] == CLAIMS
-    assert t["verdict"].tolist() == [report.REPRODUCED] * len(CLAIMS)
+    expected = {"C3 ": SMALL[report.INCONCLUSIVE], **dict.fromkeys(("C7 ", "C8 ", "C9 ", "C2' "), report.CONSISTENT)}
+    assert t["verdict"].tolist() == [expected.get(c, report.REPRODUCED) for c in CLAIMS]
     assert list(t.columns) == report.COLUMNS
-    assert t["criterion"].iloc[0].endswith("runs checked complete, converged, not at chance")  # C1 reads runs
+    assert t["criterion"].iloc[0].endswith("runs checked complete, once each, in range, equal in length, converged, "
+                                           "not at chance")  # C1 reads runs
+    assert "scale: digits, mlp, 20 clients/round, 10 rounds, 3 seeds (paper: fashion_mnist, taco_cnn, 20 " \
+           "clients/round, 100 rounds)" in t["evidence"].iloc[0]
+    assert "about 5 independent seeds would decide it" in row(t, "C3 ")["evidence"]
     assert "runs checked" not in row(t, "C4 ")["criterion"]  # a timing claim reads no runs
 
 
@@ -185,13 +193,14 @@ def test_measured_strings_by_hand():
     assert row(t, "Eq15")["measured"] == "final accuracy z_T 81.17 vs w_T 81.00"
     assert row(t, "Fa1")["measured"] == ("swing TACO 11.3 vs uniform 2.0 points, alternation 0.93; "
                                          "TACO peak/final 75.0/61.0")  # (10+12+12)/3, (1+.9+.9)/3, (60+61+62)/3
-    assert row(t, "Fa1")["evidence"] == "digits, K = 10, eta_l = 0.05, rounds 8-15, seeds [0, 1, 2]"
+    assert row(t, "Fa1")["evidence"] == ("digits, K = 10, eta_l = 0.05, rounds 8-15, seeds [0, 1, 2]; scale: digits, "
+                                         "mlp, 20 clients/round, 15 rounds, 3 seeds")  # ours: no paper scale
 
 
 def test_c1_one_baseline_below_is_partly_and_ties_are_not_gains():
     assert verdict("C1 ", runs=with_final("Scaffold", 0.795)) == report.PARTLY  # 0.5 points below FedAvg: a tie
     assert verdict("C1 ", runs={"main": main_runs({**FINAL, "Scaffold": 0.81, "FedProx": 0.81})}) == \
-        report.NOT_REPRODUCED
+        SMALL[report.NOT_REPRODUCED]
 
 
 def test_c1_a_diverged_scaffold_is_evidence_but_a_diverged_fedavg_voids_it():
@@ -210,7 +219,7 @@ def test_a_missing_run_is_not_testable_and_named():
     for claim in ("C1 ", "C2 "):
         assert row(t, claim)["verdict"] == report.NOT_TESTABLE
         assert "algorithm=Scaffold seed=2" in row(t, claim)["evidence"]
-    assert row(t, "C3 ")["verdict"] == report.REPRODUCED  # reads TACO and FedAvg only
+    assert row(t, "C3 ")["verdict"] == SMALL[report.INCONCLUSIVE]  # reads TACO and FedAvg only
     t = judged({"algorithms": ALGORITHMS[:-1]}, runs={"main": main[main["algorithm"] != "TACO"]})
     assert row(t, "Eq15")["verdict"] == report.NOT_TESTABLE
     assert "algorithm=TACO (every seed)" in row(t, "Eq15")["evidence"]
@@ -219,7 +228,9 @@ def test_a_missing_run_is_not_testable_and_named():
 def test_c2_taco_level_with_the_best_is_partly_and_a_diverged_taco_run_voids_it():
     behind_fedacg = {"main": main_runs({**FINAL, "TACO": 0.82, "FedACG": 0.83})}
     assert verdict("C2 ", runs=behind_fedacg) == report.PARTLY  # above FedAvg by > 1 point only
-    assert verdict("C2 ", runs=with_final("TACO", 0.805)) == report.NOT_REPRODUCED  # a tie with FedAvg
+    # level with FedAvg within the test's power: above it by [0.5, 1.1, 1.7] points against a 1-point floor
+    assert verdict("C2 ", runs=with_final("TACO", 0.805)) == SMALL[report.INCONCLUSIVE]
+    assert verdict("C2 ", runs=with_final("TACO", 0.79)) == SMALL[report.NOT_REPRODUCED]
     main = main_runs()
     main.loc[(main["algorithm"] == "TACO") & (main["seed"] == 2), "train_loss"] = np.nan
     t = judged(runs={"main": main})
@@ -229,7 +240,7 @@ def test_c2_taco_level_with_the_best_is_partly_and_a_diverged_taco_run_voids_it(
 
 def test_c3_a_taco_run_that_never_reaches_the_target_counts_as_worse_and_a_run_at_chance_voids_it():
     r = row(judged(runs={"main": main_runs(reach={"TACO": [5, 11, 11], "FedAvg": [8, 9, 10]})}), "C3 ")
-    assert r["verdict"] == report.NOT_REPRODUCED
+    assert r["verdict"] == SMALL[report.INCONCLUSIVE]  # 1 of 3 seeds: a sign test cannot decide on 3
     assert r["measured"] == "TACO [5, never, never] vs FedAvg [8, 9, 10] rounds to 0.75"
     assert "TACO reached it in 1/3, FedAvg in 3/3" in r["evidence"]  # counted, not dropped
     assert verdict("C3 ", runs=with_final("FedAvg", 0.1)) == report.DIVERGED  # at chance (10 classes)
@@ -261,7 +272,7 @@ def test_c5_the_order_must_hold_on_every_seed():
     order_fails_on_seed_1 = alpha_seeds([[0.2, 0.3, 0.4, 0.9], [0.3, 0.2, 0.4, 0.9], [0.2, 0.3, 0.4, 0.9]])
     assert verdict("C5 ", table2_seeds=order_fails_on_seed_1) == report.PARTLY  # freeloaders still highest
     not_highest_on_seed_2 = alpha_seeds([[0.2, 0.3, 0.4, 0.9], [0.2, 0.3, 0.4, 0.9], [0.2, 0.3, 0.95, 0.9]])
-    assert verdict("C5 ", table2_seeds=not_highest_on_seed_2) == report.NOT_REPRODUCED
+    assert verdict("C5 ", table2_seeds=not_highest_on_seed_2) == SMALL[report.NOT_REPRODUCED]
     no_c_clients = alpha_seeds().assign(C=[0.4, np.nan, 0.4])  # every C client drawn as a freeloader on seed 1
     r = row(judged(table2_seeds=no_c_clients), "C5 ")
     assert r["verdict"] == report.NOT_TESTABLE and "['C']" in r["criterion"]
@@ -269,7 +280,7 @@ def test_c5_the_order_must_hold_on_every_seed():
 
 def test_c6_detection_must_be_perfect_on_every_seed():
     assert verdict("C6 ", live_detection=live(misjudged=[0, 1, 0])) == report.PARTLY  # the live runs catch some
-    assert verdict("C6 ", live_detection=live(caught=[8, 0, 8])) == report.NOT_REPRODUCED  # seed 1 catches none
+    assert verdict("C6 ", live_detection=live(caught=[8, 0, 8])) == SMALL[report.NOT_REPRODUCED]  # seed 1 catches none
     assert verdict("C6 ", table8_seeds=replays({(2, 1.0): 50.0})) == report.PARTLY  # κ = 1 detects on seed 2
     assert verdict("C6 ", table8_seeds=replays({(0, 0.7): 87.5})) == report.PARTLY
 
@@ -292,26 +303,26 @@ def test_freeloader_claims_on_one_seed_are_not_testable_and_a_diverged_live_run_
     assert "expulsion=live seed=2" in row(t, "C6 ")["evidence"]
 
 
-def test_c7_c8_c9_fail_and_partly():
+def test_c7_c8_c9_orderings_of_means_are_never_tested():
     t6 = values()["table6"].assign(groups=[80.0, 86.0, 85.0, 86.0], **{"dir0.5": [82.0, 88.0, 87.0, 88.0]})
-    assert verdict("C7 ", table6=t6) == report.NOT_REPRODUCED  # aggregation gains more
+    assert verdict("C7 ", table6=t6) == SMALL[report.AT_ODDS]  # aggregation gains more
     fig7 = values()["fig7"]
-    assert verdict("C8 ", fig7=fig7.assign(diverged=False)) == report.PARTLY
-    assert verdict("C8 ", fig7=fig7.assign(final_acc=[70.0, 90.0, 85.0, 10.0], diverged=False)) == report.NOT_REPRODUCED
-    assert verdict("C9 ", fig6=values()["fig6"].assign(factor=[81.0, 80.5])) == report.PARTLY  # Scaffold +0.5 < margin
+    assert verdict("C8 ", fig7=fig7.assign(diverged=False)) == SMALL[report.AT_ODDS]
+    assert verdict("C8 ", fig7=fig7.assign(final_acc=[70.0, 90.0, 85.0, 10.0], diverged=False)) == SMALL[report.AT_ODDS]
+    assert verdict("C9 ", fig6=values()["fig6"].assign(factor=[81.0, 80.5])) == SMALL[report.AT_ODDS]
 
 
 def test_c8_a_diverged_large_gamma_is_its_evidence_but_a_diverged_one_over_k_voids_it():
     gamma = records()["gamma"]
     gamma.loc[gamma["gamma"] == 1.0, "train_loss"] = np.inf
-    assert verdict("C8 ", runs={"gamma": gamma}) == report.REPRODUCED
+    assert verdict("C8 ", runs={"gamma": gamma}) == report.CONSISTENT
     gamma.loc[gamma["gamma"] == 0.1, "test_acc"] = 0.1  # gamma = 1/K at chance
     assert verdict("C8 ", runs={"gamma": gamma}) == report.DIVERGED
 
 
 def test_c2_prime_within_margin_is_partly_and_without_taco_not_testable():
     within = by_algorithm("mean", {"FedAvg": 80.0, "Scaffold": 84.5, "TACO": 84.0})
-    assert verdict("C2' ", table7=within) == report.PARTLY
+    assert verdict("C2' ", table7=within) == SMALL[report.AT_ODDS]
     scal = records()["scalability"]
     t = judged(runs={"scalability": scal[scal["algorithm"] != "TACO"]})
     assert row(t, "C2' ")["verdict"] == report.NOT_TESTABLE
@@ -321,9 +332,11 @@ def test_c2_prime_within_margin_is_partly_and_without_taco_not_testable():
 def test_secondary_cells_need_three_seeds():
     """C7, C8, C9, C2' and finding (a) order means: on fewer than 3 seeds (quick: 1) they decide nothing."""
     t = judged({"extra_seeds": [0, 1], "ablation_seeds": [0, 1], "oscillation_seeds": [0, 1]})
-    for claim in ("C7 ", "C8 ", "C9 ", "C2' ", "Fa1", "Fa2"):
+    for claim in ("C7 ", "C8 ", "C9 ", "C2' ", "Fa1"):
         assert row(t, claim)["verdict"] == report.NOT_TESTABLE, claim
         assert "needs >= 3 independent seeds" in row(t, claim)["evidence"]
+    assert row(t, "Fa2")["verdict"] == report.NOTHING_TO_TEST  # no oscillation (Fa1) to remove
+    assert "Fa1 reads 'not testable at this scale'" in row(t, "Fa2")["evidence"]
 
 
 def test_overcorrection_expects_the_uniform_run_to_diverge_and_guards_the_tailored_one():
@@ -332,7 +345,7 @@ def test_overcorrection_expects_the_uniform_run_to_diverge_and_guards_the_tailor
     oc.loc[uniform, "train_loss"] = np.inf  # the uniform run diverging is the claim, not a void
     assert verdict("OC ", runs={"overcorrection": oc}) == report.REPRODUCED
     assert verdict("OC ", overcorrection=overcorrection([True, False, False], [False] * 3)) == report.PARTLY
-    assert verdict("OC ", overcorrection=overcorrection([True] * 3, [True] * 3)) == report.NOT_REPRODUCED
+    assert verdict("OC ", overcorrection=overcorrection([True] * 3, [True] * 3)) == SMALL[report.NOT_REPRODUCED]
     oc.loc[~uniform, "train_loss"] = np.inf
     assert verdict("OC ", runs={"overcorrection": oc}) == report.DIVERGED
 
@@ -348,7 +361,9 @@ def test_theory_rows_fail_when_their_evidence_does():
 
 
 def test_eq15_z_behind_w_fails():
-    assert verdict("Eq15", taco_final=values()["taco_final"].assign(z=[78.0, 79.0, 80.0])) == report.NOT_REPRODUCED
+    # z - w = [-2, -1.5, -2] points: the 90% CI's upper end -1.35 lies below the -1 point floor
+    assert verdict("Eq15", taco_final=values()["taco_final"].assign(z=[78.0, 79.5, 80.0])) == \
+        SMALL[report.NOT_REPRODUCED]
 
 
 def test_finding_a_cycle_in_one_seed_is_partly_and_lagged_weights_that_swing_fail():
@@ -356,7 +371,8 @@ def test_finding_a_cycle_in_one_seed_is_partly_and_lagged_weights_that_swing_fai
         return oscillation({"TACO": list(taco), tp.UNIFORM_AGGREGATION: [2.0] * 3, tp.PREVIOUS_WEIGHTS: prev},
                            alternation=[1.0, 0.9, 0.9])
 
-    assert verdict("Fa1", oscillation=osc([2.5, 2.0, 2.0], taco=(10.0, 3.0, 3.0))) == report.PARTLY
+    t = judged(oscillation=osc([2.5, 2.0, 2.0], taco=(10.0, 3.0, 3.0)))
+    assert [row(t, c)["verdict"] for c in ("Fa1", "Fa2")] == [report.PARTLY, report.NOTHING_TO_TEST]
     assert verdict("Fa2", oscillation=osc([2.5, 8.0, 8.0])) == report.PARTLY  # below Eq. 9's
     assert verdict("Fa2", oscillation=osc([2.5, 13.0, 13.0])) == report.NOT_REPRODUCED
 
@@ -368,9 +384,12 @@ def test_finding_a_without_its_variants_is_not_testable(left_out):
     t = judged({"oscillation_algorithms": [a for a in OSCILLATION if a != left_out]},
                runs={"oscillation": osc_runs[osc_runs["algorithm"] != left_out]},
                oscillation=osc[osc["algorithm"] != left_out])
-    expected = [report.NOT_TESTABLE if left_out == tp.UNIFORM_AGGREGATION else report.REPRODUCED, report.NOT_TESTABLE]
-    assert [row(t, c)["verdict"] for c in ("Fa1", "Fa2")] == expected
-    assert f"algorithm={left_out} (every seed)" in row(t, "Fa2")["evidence"]
+    if left_out == tp.UNIFORM_AGGREGATION:  # Fa1 itself cannot be judged, so Fa2 has nothing to act on
+        assert [row(t, c)["verdict"] for c in ("Fa1", "Fa2")] == [report.NOT_TESTABLE, report.NOTHING_TO_TEST]
+        assert f"algorithm={left_out} (every seed)" in row(t, "Fa1")["evidence"]
+    else:
+        assert [row(t, c)["verdict"] for c in ("Fa1", "Fa2")] == [report.REPRODUCED, report.NOT_TESTABLE]
+        assert f"algorithm={left_out} (every seed)" in row(t, "Fa2")["evidence"]
     assert row(t, "Fa2")["measured"] == "-"
 
 

@@ -10,6 +10,7 @@ module and every other class a dataclass of a `fedlib` module, so a data file ne
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import json
 import os
@@ -223,3 +224,14 @@ def load(folder: Path) -> tuple[str, Bundle]:
     values = {name: _load_value(meta, root) for name, meta in manifest["fields"].items()}
     return str(manifest.get("claims", "")), _construct(cls, values, manifest_path)
 
+
+
+def digest(folder: Path) -> str | None:
+    """SHA-256 of `folder/evidence/` (every file's path and bytes, in path order); None where there is none."""
+    root = Path(folder) / FOLDER
+    if not root.is_dir():
+        return None
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()

@@ -6,20 +6,28 @@ notebook computed. `judge(CLAIMS, bundle)` is the claims table. A claim's rule n
 below have not passed, so no claim can opt out of them.
 
 The judge's order, for a claim that reads runs (`Claim.reads`):
-1. complete: every declared run (each combination of the `Runs.where` values, on each of its seeds) is in the
+1. distinct seeds: a seed listed twice in a seed parameter is one seed, not two; else "not testable";
+2. complete: every declared run (each combination of the `Runs.where` values, on each of its seeds) is in the
    records, and its scored test accuracies are finite; else "not testable", naming what is missing;
-2. converged: no run diverged (a `diverged` flag, a non-finite train loss, a non-finite test loss where it was
-   scored) or ended at chance (final accuracy <= (1 + CHANCE_FRACTION) / num_classes); else "not reproduced
-   (diverged)", naming the runs. A claim about divergence marks the runs it expects to fail `may_diverge`;
-3. enough seeds: at least `Claim.min_seeds` seeds in the evidence; else "not testable";
-4. the rule: statistical rules (`fedlib.report`) state their effect floor or margin and their own minimum of
-   independent pairs; a `Contrast` declares them, and the judge extracts its paired evidence from the records.
+3. one run per name: no round repeated under one (cell, seed) (every id column declared: `Runs.ids`); accuracy in
+   [0, 1]; cumulative costs never negative or falling; every run as long as the others; else "not testable";
+4. converged: no run diverged (a `diverged` flag, a non-finite train loss, a non-finite test loss where it was
+   scored) or ended at chance (`guards.chance_line`: absolute on K classes and relative to the claim's best run);
+   else "not reproduced (diverged)", naming the runs. A claim about divergence marks the runs it expects to fail
+   `may_diverge` (a reference baseline never does);
+5. enough seeds: at least `Claim.min_seeds` seeds in the evidence; else "not testable";
+6. prerequisites: a claim that `requires` others reads "not testable (nothing to test)" unless they reproduced;
+7. the rule: statistical rules (`fedlib.report`) get one value per independent seed and state their effect floor or
+   margin; a `Contrast` (or `AllOf` contrasts) declares them, and the judge extracts the values from the records.
 A claim that reads no runs (an arithmetic check, a bound on a toy, a Monte Carlo) goes straight to its rule.
+Every evidence cell of a claim that reads runs names the scale it was judged at (`fedlib.claims.scale`); a negative
+or open verdict on a claim the paper made at a larger scale reads "... at this scale".
 """
 from __future__ import annotations
 
 import importlib
 import itertools
+import json
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -30,14 +38,12 @@ import numpy as np
 import pandas as pd
 
 from fedlib import report
-from fedlib.claims import evidence
+from fedlib.claims import evidence, guards
 from fedlib.claims.bundle import Bundle
+from fedlib.claims.scale import Scale
 from fedlib.paper_params import PaperParams
 from fedlib.report import Claims, Judgement
 from fedlib.targets import rounds_to_target
-
-CHANCE_FRACTION = 0.2  # final accuracy <= 1.2 / num_classes is "at chance" (0.12 for 10 classes, 0.6 for 2)
-
 
 B = TypeVar("B", bound=Bundle)
 
@@ -45,13 +51,15 @@ B = TypeVar("B", bound=Bundle)
 @dataclass(frozen=True)
 class Runs:
     """Runs a claim reads: the rows of `records[table]` whose columns take the listed values, one run per
-    combination of values and seed (of the parameter named `seeds`). `may_diverge`: the claim is about these runs
+    combination of values, value of each `ids` column (an id column the claim does not filter on, e.g. a partition
+    it averages over) and seed (of the parameter named `seeds`). `may_diverge`: the claim is about these runs
     failing."""
 
     where: Mapping[str, Sequence[Any]]
     table: str = "runs"
     seeds: str = "seeds"
     may_diverge: bool = False
+    ids: tuple[str, ...] = ()
 
     def seed_list(self, params: PaperParams) -> list[int]:
         return [int(s) for s in getattr(params, self.seeds)]
@@ -68,6 +76,10 @@ class Runs:
             mask &= table[col].isin(list(values)).to_numpy()
         return table[mask]
 
+    def by(self) -> list[str]:
+        """The columns that name one run."""
+        return [*self.where, *self.ids, "seed"]
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -82,7 +94,10 @@ Rule = Callable[[B], Finding]
 
 @dataclass(frozen=True)
 class Claim(Generic[B]):
-    """One row of a paper's claims table, declared: `rule(bundle)` judges it once the guards passed."""
+    """One row of a paper's claims table, declared: `rule(bundle)` judges it once the guards passed. `requires`: ids
+    of earlier claims that must read "reproduced" for this one to have anything to test. `scale`, `paper_scale`: the
+    claim's own (a secondary grid's) in place of its module's `scale(params)` and `PAPER_SCALE`; `ours`: a finding
+    the paper did not make, so no paper scale applies."""
 
     id: str
     statement: str | Callable[[Any], str]  # the paper's words; a function of the params (a PaperParams) if they vary
@@ -90,9 +105,13 @@ class Claim(Generic[B]):
     rule: Rule
     reads: tuple[Runs, ...] = ()
     min_seeds: int = 2
+    requires: tuple[str, ...] = ()
+    scale: Callable[[Any], Scale] | None = None
+    paper_scale: Scale | None = None
+    ours: bool = False
 
     def __post_init__(self) -> None:
-        if isinstance(self.rule, Contrast):
+        if isinstance(self.rule, (Contrast, AllOf)):
             object.__setattr__(self, "reads", self.reads or self.rule.runs())
 
 
@@ -104,10 +123,6 @@ def run_mask(table: pd.DataFrame, cell: Mapping[str, Any], seed: int) -> np.ndar
 def _label(cell: Mapping[str, Any], seed: int | None = None) -> str:
     parts = [f"{k}={v}" for k, v in cell.items()] + ([f"seed={seed}"] if seed is not None else [])
     return " ".join(parts)
-
-
-def _by(runs: Runs) -> list[str]:
-    return [*runs.where, "seed"]
 
 
 def _missing(runs: Runs, bundle: Bundle) -> list[str]:
@@ -136,23 +151,46 @@ def missing_runs(claim: Claim, bundle: Bundle) -> list[str]:
     return [m for runs in claim.reads for m in _missing(runs, bundle)]
 
 
+def _listed(items: Sequence[str]) -> str:
+    return ", ".join(items[:6]) + (f" and {len(items) - 6} more" if len(items) > 6 else "")
+
+
 def guard(claim: Claim, bundle: Bundle) -> Judgement | None:
     """The first guard the claim's evidence fails, as its judgement; None when every guard passed."""
     return _guard(claim, bundle, missing_runs(claim, bundle))
 
 
 def _guard(claim: Claim, bundle: Bundle, missing: list[str]) -> Judgement | None:
-    criterion = (f"every run present with finite accuracy, none diverged or at chance (<= {1 + CHANCE_FRACTION:g}/"
-                 f"{bundle.num_classes}), >= {claim.min_seeds} seeds")
+    if not claim.reads:
+        return None
+    criterion = (f"every run present, once, with finite accuracy in [0, 1], costs never negative or falling, runs of "
+                 f"equal length, none diverged or at chance, >= {claim.min_seeds} distinct seeds")
+    repeated = {r.seeds: r.seed_list(bundle.params) for r in claim.reads}
+    repeated = {name: seeds for name, seeds in repeated.items() if len(set(seeds)) != len(seeds)}
+    if repeated:
+        return report.not_testable(criterion, "; ".join(f"{name} lists a seed twice ({seeds}): one value per "
+                                                        "independent seed" for name, seeds in repeated.items()))
     if missing:
-        return report.not_testable(criterion, f"missing: {', '.join(missing[:6])}"
-                                              + (f" and {len(missing) - 6} more" if len(missing) > 6 else ""))
-    margin = CHANCE_FRACTION / bundle.num_classes
-    bad = [b for runs in claim.reads if not runs.may_diverge
-           for b in report.diverged_runs(runs.select(bundle.records), by=_by(runs), num_classes=bundle.num_classes,
-                                         margin=margin)]
+        return report.not_testable(criterion, f"missing: {_listed(missing)}")
+    selected = [(runs, runs.select(bundle.records)) for runs in claim.reads]
+    doubled = [b for runs, rows in selected for b in guards.duplicated_runs(rows, runs.by())]
+    if doubled:
+        return report.not_testable(criterion, f"more than one run under one name (a round repeated): "
+                                              f"{_listed(doubled)}; the claim must name every id column (Runs.ids)")
+    impossible = [b for runs, rows in selected for b in guards.impossible_values(rows, runs.by())]
+    if impossible:
+        return report.not_testable(criterion, f"impossible evidence: {_listed(impossible)}")
+    lengths = guards.unequal_lengths(pd.concat([rows.assign(_arm=i) for i, (_, rows) in enumerate(selected)]),
+                                     ["_arm", *sorted({c for runs, _ in selected for c in runs.by()})])
+    if lengths:
+        return report.not_testable(criterion, f"runs of different lengths compared: {lengths}")
+    finals = [guards.final_accuracy(run) for runs, rows in selected for _, run in guards.runs(rows, runs.by())]
+    line = guards.chance_line(float(np.nanmax(finals)) if np.isfinite(finals).any() else float("nan"),
+                              bundle.num_classes)
+    bad = [b for runs, rows in selected if not runs.may_diverge for b in guards.diverged_runs(rows, runs.by(), line)]
     if bad:
-        return Judgement(report.DIVERGED, criterion, f"diverged or at chance: {', '.join(bad[:6])}")
+        return Judgement(report.DIVERGED, criterion, f"diverged or at chance (final accuracy <= {line:.3g}): "
+                                                     f"{_listed(bad)}")
     seeds = {s for runs in claim.reads for s in runs.seed_list(bundle.params)}
     if claim.reads and len(seeds) < claim.min_seeds:
         return report.not_testable(criterion, f"{len(seeds)} seed(s) {sorted(seeds)}; the claim needs "
@@ -167,12 +205,12 @@ def judge_one(claim: Claim[B], bundle: B) -> Finding:
     if stopped is not None:
         # A contrast's values are still shown when its runs are all there (one seed, a diverged run): the judge
         # extracts them itself, so no paper code meets the failed evidence.
-        complete = isinstance(claim.rule, Contrast) and not missing
+        complete = isinstance(claim.rule, (Contrast, AllOf)) and not missing and stopped.verdict == report.DIVERGED
         return Finding(claim.rule(bundle).measured if complete else "-", stopped)
     found = claim.rule(bundle)
     if not claim.reads:
         return found
-    named = "runs checked complete, converged, not at chance"
+    named = "runs checked complete, once each, in range, equal in length, converged, not at chance"
     return replace(found, judgement=replace(found.judgement, criterion=f"{found.judgement.criterion}; {named}"))
 
 
@@ -189,29 +227,71 @@ def _declaring_module(claims: Sequence[Claim]) -> str:
 
 
 class JudgedClaims(Claims):
-    """A claims table that saves, beside claims.csv, the bundle it was judged from (`fedlib.claims.evidence`), so
-    `reproduce --claims-only` can judge it again without executing the notebook: by its module's `claims(bundle)`,
-    the one entry point every claims module has."""
+    """A claims table that saves, beside claims.csv, the bundle it was judged from (`fedlib.claims.evidence`) and the
+    scale (`scale.json`: this notebook's and the paper's, for REPORT.md), so `reproduce --claims-only` can judge it
+    again without executing the notebook: by its module's `claims(bundle)`, the one entry point every claims module
+    has."""
 
     def __init__(self, module: str, bundle: Bundle) -> None:
         super().__init__()
         self.module, self.bundle = module, bundle
 
+    def scales(self) -> tuple[Scale | None, Scale | None]:
+        """(this notebook's scale, the paper's), from the module's `scale(params)` and `PAPER_SCALE`."""
+        module = importlib.import_module(f"fedlib.claims.{self.module}")
+        return module.scale(self.bundle.params), module.PAPER_SCALE
+
     def save(self, folder: Path) -> Path:
         path = super().save(folder)
         evidence.save(self.bundle, folder, self.module)
+        here, paper = self.scales()
+        (Path(folder) / SCALE_FILE).write_text(json.dumps({"here": str(here) if here else "",
+                                                           "paper": str(paper) if paper else ""}))
         return path
 
 
+SCALE_FILE = "scale.json"
+
+
+def _with_scale(claim: Claim, found: Finding, here: Scale | None, paper: Scale | None) -> Finding:
+    """The finding with the scale in its evidence and "... at this scale" on a negative or open verdict where the
+    paper's scale is larger."""
+    if not claim.reads or here is None:
+        return found
+    j = found.judgement
+    verdict = report.AT_THIS_SCALE.get(j.verdict, j.verdict) if paper is not None and here.smaller_than(paper) \
+        else j.verdict
+    words = f"scale: {here}" + (f" (paper: {paper})" if paper is not None else "")
+    return replace(found, judgement=Judgement(verdict, j.criterion, report._join(j.evidence, words)))
+
+
+def _prerequisite(claim: Claim, verdicts: Mapping[str, str]) -> Judgement | None:
+    """"not testable (nothing to test)" when a claim this one requires did not read "reproduced"."""
+    unknown = [r for r in claim.requires if r not in verdicts]
+    if unknown:
+        raise ValueError(f"claim {claim.id} requires {unknown}, which are not declared before it")
+    failed = {r: verdicts[r] for r in claim.requires if verdicts[r] != report.REPRODUCED}
+    if not failed:
+        return None
+    return Judgement(report.NOTHING_TO_TEST, f"needs {', '.join(claim.requires)} reproduced first",
+                     "; ".join(f"{r} reads {v!r}: nothing for this claim to act on" for r, v in failed.items()))
+
+
 def judge(claims: Sequence[Claim[B]], bundle: B) -> JudgedClaims:
-    """The claims table: every claim judged by `judge_one`, in declaration order. `claims` is a declared tuple
-    (some module's `CLAIMS`)."""
+    """The claims table: every claim judged by `judge_one`, in declaration order (a claim's prerequisites first).
+    `claims` is a declared tuple (some module's `CLAIMS`)."""
     ids = [c.id for c in claims]
     if len(set(ids)) != len(ids):
         raise ValueError(f"claim ids must be unique, got {sorted(i for i in ids if ids.count(i) > 1)}")
     table = JudgedClaims(_declaring_module(claims), bundle)
+    here, paper = table.scales()
+    verdicts: dict[str, str] = {}
     for claim in claims:
-        found = judge_one(claim, bundle)
+        blocked = _prerequisite(claim, verdicts)
+        found = Finding("-", blocked) if blocked is not None else judge_one(claim, bundle)
+        found = _with_scale(claim, found, claim.scale(bundle.params) if claim.scale else here,
+                            None if claim.ours else claim.paper_scale or paper)
+        verdicts[claim.id] = found.judgement.verdict
         words = claim.statement if isinstance(claim.statement, str) else claim.statement(bundle.params)
         table.add(f"{claim.id} {words}", claim.paper_value, found.measured, found.judgement)
     return table
@@ -221,8 +301,9 @@ def judge(claims: Sequence[Claim[B]], bundle: B) -> JudgedClaims:
 class Contrast:
     """A rule over paired seeds that the judge extracts from the records: `a` against `b` (each a {column: value}
     cell of `table`), tested on final accuracy as a gain above `floor` or an equivalence within `margin`, or on
-    rounds to `target` (a number or a parameter name) as reaching it sooner. Floors and margins are the claim's,
-    never a default."""
+    rounds to `target` (a number or a parameter name) as reaching it sooner by more than `margin` (a fraction of
+    b's rounds). Floors and margins are the claim's, never a default. `ids`: id columns of `table` besides the cell's
+    (each value a separate run), averaged within a seed before any test."""
 
     a: Mapping[str, Any]
     b: Mapping[str, Any]
@@ -234,14 +315,17 @@ class Contrast:
     seeds: str = "seeds"
     stat: Literal["t", "wilcoxon"] = "t"
     names: tuple[str, str] | None = None
+    ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        needs = {"gain": "floor", "equivalent": "margin", "sooner": "target"}[self.test]
-        if getattr(self, needs) is None:
-            raise ValueError(f"a {self.test!r} contrast must state its {needs}")
+        needs = {"gain": ("floor",), "equivalent": ("margin",), "sooner": ("target", "margin")}[self.test]
+        for name in needs:
+            if getattr(self, name) is None:
+                raise ValueError(f"a {self.test!r} contrast must state its {name}")
 
     def runs(self) -> tuple[Runs, ...]:
-        return tuple(Runs({k: (v,) for k, v in cell.items()}, self.table, self.seeds) for cell in (self.a, self.b))
+        return tuple(Runs({k: (v,) for k, v in cell.items()}, self.table, self.seeds, ids=self.ids)
+                     for cell in (self.a, self.b))
 
     def _names(self) -> tuple[str, str]:
         return self.names or (" ".join(map(str, self.a.values())), " ".join(map(str, self.b.values())))
@@ -251,16 +335,20 @@ class Contrast:
 
     def values(self, bundle: Bundle, cell: Mapping[str, Any]) -> np.ndarray:
         """One value per seed (in the order of the parameter named `seeds`) of `cell`'s runs on this contrast's
-        metric."""
+        metric: the mean over the runs of the `ids` columns within the seed."""
         table = bundle.records[self.table]
         out = []
         for seed in getattr(bundle.params, self.seeds):
-            run = table[run_mask(table, cell, seed)].sort_values("round")
-            if self.test == "sooner":
-                out.append(rounds_to_target(run, self._target(bundle)))
-            else:
-                out.append(float(run["test_acc"].dropna().iloc[-1]))
+            rows = table[run_mask(table, cell, seed)]
+            per_run = [self._metric(run, bundle) for _, run in guards.runs(rows, list(self.ids))]
+            out.append(float(np.mean(per_run)) if per_run else float("nan"))
         return np.asarray(out, dtype=float)
+
+    def _metric(self, run: pd.DataFrame, bundle: Bundle) -> float:
+        if self.test == "sooner":
+            return rounds_to_target(run, self._target(bundle))
+        scored = run["test_acc"].dropna()
+        return float(scored.iloc[-1]) if len(scored) else float("nan")
 
     def __call__(self, bundle: Bundle) -> Finding:
         a, b = self.values(bundle, self.a), self.values(bundle, self.b)
@@ -268,12 +356,42 @@ class Contrast:
         evidence = f"{len(a)} seeds paired, {self.table}"
         if self.test == "sooner":
             target = self._target(bundle)
-            judgement = report.reaches_sooner(a, b, names=(na, nb), evidence=f"{evidence}, target {target:g}")
+            judgement = report.reaches_sooner(a, b, names=(na, nb), margin=float(self.margin),
+                                              evidence=f"{evidence}, target {target:g}")
             return Finding(f"{na} {_rounds(a)} vs {nb} {_rounds(b)} rounds to {target:g}", judgement)
         gap = a - b
-        judgement = (report.paired_gain(gap, threshold=self.floor, test=self.stat, evidence=evidence)
-                     if self.test == "gain" else report.paired_equivalence(gap, margin=self.margin, evidence=evidence))
-        return Finding(f"{a.mean():.3f} vs {b.mean():.3f} ({gap.mean():+.3f})", judgement)
+        judgement = (report.paired_gain(gap, threshold=float(self.floor), test=self.stat, evidence=evidence)
+                     if self.test == "gain" else
+                     report.paired_equivalence(gap, margin=float(self.margin), evidence=evidence))
+        return Finding(f"{np.mean(a):.3f} vs {np.mean(b):.3f} ({np.mean(gap):+.3f})", judgement)
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Contrasts that must all hold (an ordering, a best-of): reproduced when every one reads "reproduced" (an
+    intersection-union test, at each contrast's alpha), not reproduced when one reads "not reproduced", not testable
+    when one is, inconclusive otherwise (each one's evidence, with the seeds that would decide it, is shown)."""
+
+    contrasts: tuple[Contrast, ...]
+    what: str
+
+    def runs(self) -> tuple[Runs, ...]:
+        found: list[Runs] = []
+        for runs in (r for c in self.contrasts for r in c.runs()):
+            if runs not in found:  # an arm shared by two contrasts (the middle of an ordering) is read once
+                found.append(runs)
+        return tuple(found)
+
+    def __call__(self, bundle: Bundle) -> Finding:
+        found = [c(bundle) for c in self.contrasts]
+        verdicts = [f.judgement.verdict for f in found]
+        verdict = next((v for v in (report.NOT_TESTABLE, report.NOT_REPRODUCED) if v in verdicts),
+                       report.REPRODUCED if set(verdicts) == {report.REPRODUCED} else report.INCONCLUSIVE)
+        names = [" > ".join(c._names()) for c in self.contrasts]
+        criterion = f"{self.what}: every one of {len(found)} contrasts holds ({found[0].judgement.criterion})"
+        return Finding("; ".join(f"{n}: {f.measured}" for n, f in zip(names, found)),
+                       Judgement(verdict, criterion, "; ".join(f"{n}: {f.judgement.verdict}, {f.judgement.evidence}"
+                                                               for n, f in zip(names, found))))
 
 
 def _rounds(values: np.ndarray) -> str:

@@ -4,8 +4,16 @@ from __future__ import annotations
 import pandas as pd
 
 from fedlib.claims.judge import Bundle, Claim, Contrast, judge
+from fedlib.claims.scale import Scale
 from fedlib.papers.quickstart import QuickstartParams
 from fedlib.report import Claims
+
+PAPER_SCALE = None  # textbook claims about the algorithms, made in no single setting
+
+
+def scale(p: QuickstartParams) -> Scale:
+    return Scale(p.dataset, p.model, p.clients_per_round, p.rounds, len(p.seeds))
+
 
 CLAIMS = (
     Claim("Q1", "SCAFFOLD is at least as accurate as FedAvg under label skew (Karimireddy et al. 2020)",

@@ -419,7 +419,7 @@ def energy_to_target_judgement(runs: RunFrames, mode: str,
 
     prop, base = summed(lambda t: proposed), summed(lambda t: str(baselines[t]))
     names = "/".join(sorted({str(baselines[t]) for t in ts}))
-    return report.reaches_sooner(prop, [(1 - floor) * e for e in base], names=(proposed, f"{1 - floor:g} x {names}"),
+    return report.reaches_sooner(prop, base, names=(proposed, names), margin=floor,
                                  quantity=f"energy (mJ) summed over the targets {ts}",
                                  evidence=", ".join(e for e in (f"{mode} mode, {len(seeds)} seed(s) x {len(ts)} targets",
                                                                 evidence) if e))

@@ -1,0 +1,50 @@
+"""The stamp beside a claims table: the evidence hashed at rendering, a re-judge that says when the evidence changed
+since, and never nests the stamp text."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from fedlib.claims import evidence
+from fedlib.claims.quickstart import bundle, claims
+from fedlib.papers.quickstart import QuickstartParams
+from test_reproduce import load_reproduce
+
+
+def _rendered(folder) -> None:
+    """A quickstart table saved with its evidence, as a rendering leaves it."""
+    rows = [{"algorithm": a, "seed": s, "round": r, "test_acc": acc, "test_loss": 1.0, "train_loss": 1.0}
+            for a, accs in {"FedAvg": [0.8, 0.82, 0.81], "SCAFFOLD": [0.86, 0.87, 0.89],
+                            "FedProx": [0.801, 0.819, 0.812]}.items() for s, acc in enumerate(accs) for r in (1, 2)]
+    claims(bundle(pd.DataFrame(rows), QuickstartParams(seeds=(0, 1, 2), rounds=2), 10)).save(folder)
+
+
+def test_digest_changes_with_any_byte_of_the_evidence(tmp_path):
+    assert evidence.digest(tmp_path) is None
+    _rendered(tmp_path)
+    first = evidence.digest(tmp_path)
+    assert first == evidence.digest(tmp_path) and len(first) == 64
+    records = tmp_path / "evidence" / "records" / "runs.csv"
+    records.write_text(records.read_text().replace("0.86", "0.66"))
+    assert evidence.digest(tmp_path) != first
+
+
+def test_a_re_judge_keeps_the_rendering_stamp_and_says_when_the_evidence_changed(tmp_path):
+    reproduce = load_reproduce()
+    _rendered(tmp_path)
+    reproduce.write_stamp(tmp_path, "ok", 3.0, "profile `cpu`, commit `abc1234`")
+    stamp = json.loads((tmp_path / "stamp.json").read_text())
+    assert stamp["evidence_sha256"] == evidence.digest(tmp_path) and stamp["rendered"] == stamp["stamp"]
+    for _ in range(2):  # judged again twice: the rendering's stamp is quoted once, never nested
+        assert reproduce.judge_again("quickstart", tmp_path, "re-judge") == "ok"
+    stamp = json.loads((tmp_path / "stamp.json").read_text())
+    assert stamp["stamp"] == ("claims judged again (re-judge) from the evidence rendered profile `cpu`, commit "
+                              "`abc1234`")
+    assert stamp["rendered"] == "profile `cpu`, commit `abc1234`"
+    records = tmp_path / "evidence" / "records" / "runs.csv"
+    records.write_text(records.read_text().replace("0.86", "0.66"))
+    assert reproduce.judge_again("quickstart", tmp_path, "re-judge") == "ok"
+    stamp = json.loads((tmp_path / "stamp.json").read_text())
+    assert "THE EVIDENCE CHANGED since it was rendered" in stamp["stamp"]
+    assert stamp["stamp"].count("claims judged again") == 1
