@@ -15,17 +15,18 @@ import os
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from fedlib.report import (AGREES, DISAGREES, DIVERGED, ILLUSTRATIVE, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE,
-                           PARTLY, REPRODUCED, VACUOUS)
+from fedlib.report import (AGREES, AT_ODDS, AT_THIS_SCALE, CONSISTENT, DISAGREES, DIVERGED, ILLUSTRATIVE,
+                           INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, NOTHING_TO_TEST, PARTLY, REPRODUCED, VACUOUS)
 
 GREEN, AMBER, RED, GREY = "#c8e6c9", "#ffe9a8", "#ffcdd2", "#e6e6e6"
 # A verdict's colour says how it reads: supported (green), mixed or undecided (amber), contradicted (red),
 # not a test of the claim (grey).
 VERDICT_COLOURS: dict[str, str] = {
     REPRODUCED: GREEN, AGREES: GREEN,
-    PARTLY: AMBER, INCONCLUSIVE: AMBER, VACUOUS: AMBER,
-    NOT_REPRODUCED: RED, DIVERGED: RED, DISAGREES: RED,
-    NOT_TESTABLE: GREY, ILLUSTRATIVE: GREY,
+    PARTLY: AMBER, INCONCLUSIVE: AMBER, VACUOUS: AMBER, AT_THIS_SCALE[INCONCLUSIVE]: AMBER,
+    NOT_REPRODUCED: RED, DIVERGED: RED, DISAGREES: RED, AT_THIS_SCALE[NOT_REPRODUCED]: RED,
+    NOT_TESTABLE: GREY, NOTHING_TO_TEST: GREY, ILLUSTRATIVE: GREY,
+    CONSISTENT: GREY, AT_ODDS: GREY, AT_THIS_SCALE[AT_ODDS]: GREY,  # a point estimate beside the paper: no test
 }
 
 
