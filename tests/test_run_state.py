@@ -27,7 +27,7 @@ from fedlib.flower import client as flower_client  # noqa: E402
 from fedlib.flower import run_in_process  # noqa: E402
 from fedlib.flower.plans import client_federation  # noqa: E402
 from fedlib.runs import RunSpec, build_run  # noqa: E402
-from fedlib.runs.runner import records_of  # noqa: E402
+from fedlib.runs.build import records_of  # noqa: E402
 
 TIMING = ("train_s", "wall_s")
 
