@@ -298,9 +298,10 @@ def test_a_claim_whose_prerequisite_failed_has_nothing_to_test(monkeypatch):
             .items() for s, acc in enumerate(accs) for r in (1, 2)]
     table = q.claims(q.bundle(pd.DataFrame(rows), QuickstartParams(seeds=(0, 1, 2), rounds=2), 10)).table()
     assert table["verdict"].iloc[1] == R.NOTHING_TO_TEST and "Q1 reads" in table["evidence"].iloc[1]
+    forward = (replace(q.CLAIMS[0], requires=("Q2",)), q.CLAIMS[1])  # a prerequisite judged after its claim
+    monkeypatch.setattr(q, "CLAIMS", forward)
     with pytest.raises(ValueError, match="requires"):
-        judge.judge((replace(q.CLAIMS[0], requires=("Q2",)), q.CLAIMS[1]), q.bundle(pd.DataFrame(rows),
-                    QuickstartParams(seeds=(0, 1, 2), rounds=2), 10))
+        judge.judge(forward, q.bundle(pd.DataFrame(rows), QuickstartParams(seeds=(0, 1, 2), rounds=2), 10))
 
 
 # ---- pure noise through the judge, at each profile's own seed count ------------------------------------------------
@@ -316,13 +317,13 @@ def profile_seed_counts(paper: str, seeds: str) -> list[int]:
 
 
 # Rules other than contrasts that read only the records (and the parameters): the battery can feed them noise
-RECORD_RULES = {("taco", "C1"), ("taco", "C2"), ("mucsc", "C7 iid"), ("mucsc", "C7 noniid")}
+RECORD_RULES = {("taco", "C1"), ("taco", "C2"), *(("mucsc", f"C7 {part}") for part in ("iid", "noniid", "writers"))}
 # Rules that read tables the notebook computes (bundle fields); each is a point estimate ("not tested"), a rule on
 # every seed, or is tested with hand-built tables in its paper's test module
 FIELD_RULES = {
     "fedaq": {"C1", "C2", "C5", "C6", "C3", "C4a", "C4b", "C6b", "C7", "C7b", "C5b"},
     "fedshift": {"C1", "C2", "C3", "C4", "C5a", "C5b", "C6", "C7", "Ablation", "G1", "G2"},
-    "mucsc": {f"{c} {part}" for c in ("C5", "C10", "C9") for part in ("iid", "noniid")},
+    "mucsc": {f"{c} {part}" for c in ("C5", "C10", "C9") for part in ("iid", "noniid", "writers")},
     "taco": {"C5", "C6", "C7", "C8", "C9", "C2'", "OC", "Eq15", "Fa1", "Fa2"},
 }
 NOISE_CASES = [(p, c) for p, c in READING if _contrasts(c) or (p, c.id) in RECORD_RULES]

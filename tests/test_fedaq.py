@@ -85,18 +85,17 @@ def test_target_table():
 @pytest.mark.parametrize("profile", ["cpu", "gpu", "full"])
 def test_notebook_profiles_parse_and_name_known_things(profile):
     """Every profile key is a notebook parameter; datasets, models and paper rows exist."""
-    import ast
     from pathlib import Path
 
     import yaml
+
+    from fedlib.paper_params import params_class
 
     from fedlib.data import available_datasets
     from fedlib.models import available_models
 
     root = Path(__file__).resolve().parents[1] / "notebooks"
-    source = (root / "fedaq.py").read_text()
-    cell = source.split('# %% tags=["parameters"]')[1].split("# %%")[0]
-    params = {t.id for node in ast.parse(cell).body if isinstance(node, ast.Assign) for t in node.targets}
+    params = set(params_class("fedaq").names())
     values = yaml.safe_load((root / "profiles" / "fedaq" / f"{profile}.yaml").read_text())
     assert set(values) <= params, set(values) - params
     assert values["dataset"] in available_datasets() and values["model"] in available_models()

@@ -379,17 +379,16 @@ def test_fedef_residual_makes_uploads_unbiased_over_time(digits_setup) -> None:
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu", "full"])
 def test_notebook_profiles_name_known_parameters_and_datasets(profile: str) -> None:
-    import ast
     from pathlib import Path
 
     import yaml
 
+    from fedlib.paper_params import params_class
+
     from fedlib.data import available_datasets
 
     root = Path(__file__).resolve().parents[1]
-    source = (root / "notebooks" / "fedshift.py").read_text()
-    cell = source.split('# %% tags=["parameters"]\n', 1)[1].split("\n# %%", 1)[0]
-    parameters = {t.id for node in ast.parse(cell).body if isinstance(node, ast.Assign) for t in node.targets}
+    parameters = set(params_class("fedshift").names())
     values = yaml.safe_load((root / "notebooks" / "profiles" / "fedshift" / f"{profile}.yaml").read_text())
     assert set(values) <= parameters, set(values) - parameters
     assert values["profile"] == profile and values["dataset"] in available_datasets()

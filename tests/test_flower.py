@@ -274,7 +274,7 @@ def test_flowers_size_mod_accepts_every_fedlib_message():
 def _freeloader_spec(sampler) -> RunSpec:
     return RunSpec.make("taco", "digits", ("dirichlet", {"num_clients": 5, "alpha": 0.5, "min_size": 10}),
                         ("mlp", {"hidden": [12]}), ("fedavg", {}), 6, 0,
-                        local={"lr": 0.05, "batch_size": 16, "steps": 2}, loop={"sampler": sampler},
+                        local={"lr": 0.05, "batch_size": 16, "steps": 2}, sampler=("uniform", {"clients": sampler}),
                         client_behavior=("freeloaders", {"count": 2}))
 
 

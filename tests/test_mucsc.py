@@ -188,18 +188,17 @@ def test_a_run_counts_the_papers_bits(digits, method):
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu", "full"])
 def test_notebook_profiles_name_known_parameters_datasets_and_models(profile):
-    import re
     from pathlib import Path
 
     import yaml
+
+    from fedlib.paper_params import params_class
 
     from fedlib.data import available_datasets
     from fedlib.models import available_models
 
     root = Path(__file__).resolve().parents[1]
-    source = (root / "notebooks" / "mucsc.py").read_text()
-    cell = source.split('# %% tags=["parameters"]')[1].split("# %%")[0]
-    known = set(re.findall(r"^(\w+) =", cell, flags=re.M))
+    known = set(params_class("mucsc").names())
     values = yaml.safe_load((root / "notebooks" / "profiles" / "mucsc" / f"{profile}.yaml").read_text())
     assert set(values) <= known, set(values) - known
     assert values["profile"] == profile

@@ -193,7 +193,7 @@ def test_two_worker_processes_give_the_records_of_one(tmp_path):
 
 def test_dry_run_builds_a_full_grid_on_fabricated_files(reproduce, tmp_path, capsys):
     assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run"]) == 0
-    assert re.search(r"fedaq \(full\): 18 runs, [\d,]+ local SGD steps; 7 combinations ran one round", capsys.readouterr().out)
+    assert re.search(r"fedaq \(full\): 18 runs, [\d,]+ local SGD steps; 8 combinations ran one round", capsys.readouterr().out)
     assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run", "-p", "rounds", "3"]) == 2
 
 

@@ -215,8 +215,8 @@ def _spec() -> RunSpec:
     return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 5, "alpha": 0.5, "min_size": 10}),
                         ("mlp", {"hidden": [12]}), ("scaffold", {}), 4, 1,
                         local={"lr": 0.05, "batch_size": 16, "steps": 3},
-                        uplink=("stc", {"frac": 0.2, "error_feedback": True}), loop={"sampler": 3,
-                                                                                    "executor": "sequential"})
+                        uplink=("stc", {"frac": 0.2, "error_feedback": True}), sampler=("uniform", {"clients": 3}),
+                        loop={"executor": "sequential"})
 
 
 def _flower_and_loop(spec: RunSpec, monkeypatch) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:

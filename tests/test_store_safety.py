@@ -20,7 +20,7 @@ OLD_CODE = json.dumps({"code": "0123456789abcdef"})  # a code version no current
 
 
 def spec(seed: int = 0) -> RunSpec:
-    return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 4}), ("mlp", {}), ("fedavg", {}), 3,
+    return RunSpec.make("quickstart", "digits", ("dirichlet", {"num_clients": 4, "alpha": 0.5}), ("mlp", {}), ("fedavg", {}), 3,
                         seed, labels={"cell": f"s{seed}"})
 
 

@@ -151,9 +151,10 @@ class FileCheckpoint:
 
 
 def _rounds_done(state: Any) -> int | None:
-    """How many rounds a checkpointed federation state has finished (its history rows), None if unreadable."""
+    """How many rounds a checkpointed federation state has finished (its server side's history rows), None if
+    unreadable."""
     try:
-        history = json.loads(state["history"])
+        history = json.loads(state["server"]["history"])
     except (TypeError, KeyError, ValueError):
         return None
     return len(history) if isinstance(history, list) else None
