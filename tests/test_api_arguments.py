@@ -173,3 +173,19 @@ def test_the_shared_checks_name_the_argument():
         rng("rng", -1)
     with pytest.raises(ValueError, match=r"thing must be an int or a float, got 'x' \(str\); say so"):
         instance("thing", "x", (int, float), "say so")
+
+
+@pytest.mark.parametrize(("rounds", "seed", "message"), [
+    (True, 0, r"RunSpec rounds must be an integer, got True \(bool\)"),
+    (2.5, 0, r"RunSpec rounds must be an integer, got 2.5"),
+    (0, 0, r"RunSpec rounds must be >= 1, got 0"),
+    (3, "7", r"RunSpec seed must be an integer, got '7' \(str\)"),
+    (3, -1, r"RunSpec seed must be >= 0, got -1"),
+])
+def test_run_spec_make_refuses_rounds_and_seeds_it_would_convert(rounds, seed, message):
+    from fedlib.runs import RunSpec
+
+    with pytest.raises(ValueError, match=message):
+        RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {}), ("fedavg", {}), rounds, seed)
+    assert RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {}), ("fedavg", {}),
+                        np.int64(3), np.int64(1)).seed == 1

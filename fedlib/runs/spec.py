@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from fedlib.validate import count
+
 Frozen = tuple  # a frozen mapping: tuple of (key, value) pairs sorted by key
 
 
@@ -131,7 +133,7 @@ class RunSpec:
             return None if c is None else Component.of(*c)
 
         return RunSpec(experiment, dataset, Component.of(*split), Component.of(*model), Component.of(*algorithm),
-                       int(rounds), int(seed), freeze(dict(local or {}), "local"), Component.of(*uplink),
+                       count("RunSpec rounds", rounds), count("RunSpec seed", seed, low=0), freeze(dict(local or {}), "local"), Component.of(*uplink),
                        Component.of(*downlink), freeze(dict(loop or {}), "loop"), freeze(dict(options or {}), "options"),
                        freeze(dict(labels or {}), "labels"), device, one(sampler), one(client_behavior),
                        one(lr_schedule), tuple(Component.of(*h) for h in hooks),
