@@ -133,8 +133,8 @@ def test_an_entry_written_before_tables_listed_dtypes_still_loads(tmp_path):
 def test_a_checkpoint_is_refused_for_another_spec(tmp_path):
     store = RunStore(tmp_path, code="test")
     mine, other = store.checkpoint(spec(0), 2), store.checkpoint(spec(1), 2)
-    mine.save({"w": torch.ones(2), "history": "[]"})
-    assert torch.equal(mine.load()["w"], torch.ones(2))
+    mine.save({"server": {"w": torch.ones(2), "history": "[]"}})
+    assert torch.equal(mine.load()["server"]["w"], torch.ones(2))
     other.path.write_bytes(mine.path.read_bytes())  # another run's valid checkpoint copied under this key
     refused = f"{other.path}.*written for store key {store.key(spec(0))}, not .*{store.key(spec(1))}"
     with pytest.raises(ValueError, match=refused):
@@ -250,8 +250,8 @@ def test_a_checkpoint_is_resumed_only_when_spec_key_and_rounds_agree(tmp_path):
     store = RunStore(tmp_path, code="test")
     long_run, short_run = spec(rounds=240), spec(rounds=15)
     long_checkpoint = store.checkpoint(long_run, 10)
-    long_checkpoint.save({"w": torch.ones(2), "history": json.dumps([{"round": r} for r in range(230)])})
-    assert len(json.loads(long_checkpoint.load()["history"])) == 230
+    long_checkpoint.save({"server": {"history": json.dumps([{"round": r} for r in range(230)])}})
+    assert len(json.loads(long_checkpoint.load()["server"]["history"])) == 230
     saved = torch.load(long_checkpoint.path, weights_only=True)
     saved["key"] = store.key(short_run)  # the key field rewritten
     short = store.checkpoint(short_run, 10)
