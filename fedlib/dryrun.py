@@ -41,7 +41,7 @@ from fedlib.data.fabricate import FABRICATORS, fabricate
 from fedlib.federation import run_federation
 from fedlib.grids import client_steps, notebook_parameters, notebook_specs
 from fedlib.notebook_params import NOTEBOOKS
-from fedlib.report import checkout
+from fedlib.paths import checkout
 from fedlib.runs import RunSpec
 from fedlib.runs.build import RunPlan, build_run
 from fedlib.runs.spec import freeze
@@ -70,7 +70,7 @@ def is_notebooks_folder(folder: Path) -> bool:
 
 
 def notebooks_folder(given: str | Path | None = None) -> Path:
-    """`given`; else the checkout's notebooks/ (`fedlib.report.checkout`); else the working folder, or its
+    """`given`; else the checkout's notebooks/ (`fedlib.paths.checkout`); else the working folder, or its
     notebooks/ subfolder, when it holds notebook sources and a profiles/ folder. Raises FileNotFoundError naming
     what was looked for."""
     if given is not None:

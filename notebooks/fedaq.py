@@ -106,7 +106,7 @@ from fedlib.papers.fedaq import (BASELINE, PAPER_MODELS, PAPER_SETUP, PAPER_TABL
                                  trend_table)
 from fedlib.models import count_parameters
 from fedlib.runs import RunStore, run_specs
-from fedlib.report import results_dir
+from fedlib.paths import results_dir
 from theory import fedaq as th
 
 sns.set_theme(style="whitegrid", context="notebook")

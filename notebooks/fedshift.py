@@ -103,7 +103,7 @@ from fedlib.data import label_counts
 from fedlib.papers import fedshift as fs
 from fedlib.runs import RunStore, build_run, run_specs
 from fedlib.claims.fedshift import ShiftGains, Theory, bundle, claims as fedshift_claims, figure_algorithm, kmeans_gain
-from fedlib.report import results_dir
+from fedlib.paths import results_dir
 from theory import fedshift as th
 
 sns.set_theme(style="whitegrid", context="notebook")

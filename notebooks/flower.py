@@ -77,7 +77,7 @@ import pandas as pd
 
 from fedlib.flower import run_in_simulation
 from fedlib.papers.flower import experiments
-from fedlib.report import results_dir
+from fedlib.paths import results_dir
 from fedlib.runs import RunStore, run_specs
 
 out = results_dir("flower", params.results_root)

@@ -109,7 +109,7 @@ from fedlib.papers import mucsc as paper
 from fedlib.papers.mucsc import D_CIFAR, D_FEMNIST, LABELS, Setup, links, message_bits, table2, traffic_tables
 from fedlib.runs import RunStore, run_specs
 from fedlib.claims import mucsc as mucsc_claims
-from fedlib.report import results_dir
+from fedlib.paths import results_dir
 import theory.mucsc as th
 
 torch.set_num_threads(params.threads)

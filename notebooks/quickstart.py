@@ -69,7 +69,7 @@ from fedlib.models import build_model, count_parameters
 from fedlib.papers.quickstart import experiments
 from fedlib.runs import RunStore, build_run, run_specs
 from fedlib.claims.quickstart import bundle as quickstart_bundle, claims as quickstart_claims
-from fedlib.report import results_dir
+from fedlib.paths import results_dir
 
 out = results_dir("quickstart", params.results_root)
 ds = load_dataset(params.dataset, root=params.data_root)

@@ -125,7 +125,7 @@ from IPython.display import Markdown
 from fedlib import load_dataset, targets
 from fedlib.claims.taco import bundle as taco_bundle
 from fedlib.claims.taco import claims as taco_claims
-from fedlib.report import results_dir
+from fedlib.paths import results_dir
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import time_per_100_updates
 from fedlib.runs import RunStore, run_specs

@@ -9,6 +9,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,3 +113,21 @@ def test_lab_lists_each_notebook_once_and_opens_it_with_its_source():
     opened = manager.get("quickstart.ipynb", content=True)["content"]
     source = jupytext.read(ROOT / "notebooks" / "quickstart.py")
     assert [c.source for c in opened.cells] == [c.source for c in source.cells]
+
+
+def test_nbval_waits_for_a_cells_output_as_long_as_the_root_conftest_says():
+    """nbval's own 5 s wait for a cell's output fails cells that ran, on a loaded machine (conftest.py)."""
+    import runpy
+
+    collected: list[pytest.Item] = []
+
+    class Collect:
+        def pytest_collection_finish(self, session: pytest.Session) -> None:
+            collected.extend(session.items)
+
+    root = Path(__file__).resolve().parents[1]
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        str(root / "notebooks" / "quickstart.ipynb")], plugins=[Collect()])
+    assert code == 0 and collected
+    wait = runpy.run_path(str(root / "conftest.py"))["NBVAL_OUTPUT_TIMEOUT_S"]
+    assert wait > 5 and {item.output_timeout for item in collected} == {wait}

@@ -111,8 +111,15 @@ def test_every_registered_component_is_hashed_where_it_is_defined():
     cases += [(spec(dataset=name), loader) for name, loader in DATASETS.items() if available(name)]
     for case, component in cases:
         assert defined(component) in reached_definitions(code_roots(case)), case
+# Prints the code version of each spec below, then again after each edit named in argv[1] (a JSON list of
+# [file under fedlib/, qualified name]): the edit inserts a statement into that definition's body on disk, and
+# code_version, which re-reads a module whose file changed, keys the edited code in the same process.
 KEYS_SCRIPT = textwrap.dedent("""
+    import ast
     import json
+    import sys
+    from pathlib import Path
+
     import fedlib
     from fedlib.runs import RunSpec
     from fedlib.runs.fingerprint import code_version
@@ -138,7 +145,25 @@ KEYS_SCRIPT = textwrap.dedent("""
         "lr-schedule": make(local={}, lr_schedule=("mucsc_paper_lr", {"lr0": 0.1, "decay": 0.9, "floor": 0.01,
                                                                      "steps_per_round": 1})),
     }
-    print(json.dumps({"fedlib": fedlib.__file__, **{name: code_version(s) for name, s in specs.items()}}))
+
+    def insert_statement(path, qualname, statement="_edited_by_the_test = 1"):
+        text = path.read_text()
+        node = ast.parse(text)
+        for part in qualname.split("."):
+            node = next(n for n in node.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part)
+        body = node.body
+        first = body[1] if (len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                            and isinstance(body[0].value.value, str)) else body[0]
+        lines = text.splitlines(keepends=True)
+        lines.insert(first.lineno - 1, " " * first.col_offset + statement + "\\n")
+        path.write_text("".join(lines))
+
+    package = Path(fedlib.__file__).parent
+    keys = [{name: code_version(s) for name, s in specs.items()}]
+    for file, qualname in json.loads(sys.argv[1]):
+        insert_statement(package / file, qualname)
+        keys.append({name: code_version(s) for name, s in specs.items()})
+    print(json.dumps({"fedlib": fedlib.__file__, "keys": keys}))
 """)
 QUICKSTART_SPECS = {"plain", "fedprox+kmeans", "logistic", "freeloaders", "synthetic", "lr-schedule"}
 # (file, definition, the specs whose key an edit of it changes): one component of each kind
@@ -165,38 +190,22 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
-def insert_statement(path: Path, qualname: str, statement: str = "_edited_by_the_test = 1") -> None:
-    """Add `statement` as the first statement (after any docstring) of the definition `qualname` in `path`."""
-    import ast
-
-    text = path.read_text()
-    node: ast.AST = ast.parse(text)
-    for part in qualname.split("."):
-        node = next(n for n in node.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part)
-    body = node.body
-    first = body[1] if (len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                        and isinstance(body[0].value.value, str)) else body[0]
-    lines = text.splitlines(keepends=True)
-    lines.insert(first.lineno - 1, " " * first.col_offset + statement + "\n")
-    path.write_text("".join(lines))
-
-
 def test_code_versions_change_with_the_code_a_run_builds_only(tmp_path):
     """On a copy of fedlib: display helpers, docstrings, comments, a new algorithm and a new paper change no key;
     editing a component of each kind changes the keys of exactly the specs whose built run holds or names it."""
     package = tmp_path / "fedlib"
     shutil.copytree(Path(fedlib.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
 
-    def keys() -> dict[str, str]:
+    def keys(edits: list[tuple[str, str]]) -> list[dict[str, str]]:
         env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-        out = subprocess.run([sys.executable, "-c", KEYS_SCRIPT], env=env, cwd=tmp_path, capture_output=True,
-                             text=True, timeout=600)
+        out = subprocess.run([sys.executable, "-c", KEYS_SCRIPT, json.dumps(edits)], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr
         result = json.loads(out.stdout)
-        assert result.pop("fedlib") == str(package / "__init__.py")  # the copy, not this checkout
-        return result
+        assert result["fedlib"] == str(package / "__init__.py")  # the copy, not this checkout
+        return result["keys"]
 
-    before = keys()
+    [before] = keys([])
     assert len(set(before.values())) == len(before)
     edit(package / "papers" / "fedshift.py", '.fillna("")\n', '.fillna("-")\n')  # a display helper
     edit(package / "federation.py", "def run_federation(\n", "def run_federation(  # a comment\n")
@@ -209,14 +218,12 @@ def test_code_versions_change_with_the_code_a_run_builds_only(tmp_path):
     (package / "papers" / "newpaper.py").write_text(
         "from fedlib.registry import EXPERIMENTS\n\n\n@EXPERIMENTS.register('newpaper')\n"
         "def plan(spec, run):\n    return run\n")
-    assert keys() == before
-
-    for file, qualname, expected in EDITS:
-        insert_statement(package / file, qualname)
-        after = keys()
-        changed = {name for name in before if after[name] != before[name]}
+    # a fresh process on the edited copy (the new modules imported), then each edit of EDITS in turn
+    after_each = keys([(file, qualname) for file, qualname, _ in EDITS])
+    assert after_each[0] == before
+    for (file, qualname, expected), previous, after in zip(EDITS, after_each, after_each[1:]):
+        changed = {name for name in previous if after[name] != previous[name]}
         assert changed == expected, (file, qualname, changed)
-        before = after
 
 
 def test_a_changed_data_file_changes_the_key_and_an_identical_copy_does_not(tmp_path):

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from fedlib.report import results_root
+from fedlib.paths import results_root
 from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_atomic, write_entry
 from fedlib.runs.fingerprint import key_context
 from fedlib.runs.spec import RunSpec
@@ -171,7 +171,7 @@ class RunStore:
 
     @staticmethod
     def at(root: str | Path | None = None, data_root: str | Path | None = None) -> RunStore:
-        """The store at `root`, or `runs/` under `fedlib.report.results_root()` (the checkout's results/, or the
+        """The store at `root`, or `runs/` under `fedlib.paths.results_root()` (the checkout's results/, or the
         working folder's outside a checkout), as a notebook's `runs_root` parameter says."""
         if root is not None and str(root) != "":
             return RunStore(root, data_root=data_root)
