@@ -1,0 +1,187 @@
+"""A piece: the next runs of a profile, in priority order, computed and exported into the ledger within a time budget.
+
+`run_piece` skips every run the ledger holds (same spec and data fingerprint), then takes the others in priority
+order (`fedlib.ledger.priority`). Before each it estimates the run's minutes from its local SGD steps
+(`fedlib.grids.client_steps`) and a client-steps/s rate, and starts it only when the estimate fits in what is left
+of the budget; a run that does not fit is skipped (named, with its estimate) and the next one is tried. The rate is,
+first found: one measured on earlier runs of the same (dataset, model, algorithm, codecs) combination on this kind
+of device (this piece's finished runs and the ledger's entries), then of the same experiment, then the `rate` given
+(stated by the user), and else one measured now on a single round of the run itself. A finished run goes into the
+run store (`fedlib.runs.execute`: a run interrupted mid-way resumes from its checkpoint if the store travels with
+it, and restarts otherwise) and is exported into the ledger with its provenance at once, so a piece killed at its
+time limit keeps every run it finished.
+
+`recompute_stale` puts first the runs whose ledger entry was computed by other code than today's for that spec.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from fedlib.federation import run_federation
+from fedlib.grids import client_steps, combination
+from fedlib.ledger.entries import BUDGET_BYTES, Ledger, LedgerEntry, provenance
+from fedlib.ledger.priority import REST, Ranked
+from fedlib.runs.build import build_run
+from fedlib.runs.execute import execute
+from fedlib.runs.fingerprint import code_version, data_fingerprint, device_type
+from fedlib.runs.spec import RunSpec
+from fedlib.runs.store import RunStore
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Client-steps a run (or one calibration round) took, and its seconds, on a kind of device."""
+
+    combination: tuple[str, ...]
+    experiment: str
+    device: str
+    steps: int
+    seconds: float
+
+
+def observed(entry: LedgerEntry) -> Observation | None:
+    """What the entry's provenance measured (None without a wall time)."""
+    wall, steps = entry.provenance.get("wall_s"), entry.provenance.get("client_steps")
+    if not isinstance(wall, (int, float)) or not isinstance(steps, int) or wall <= 0 or steps <= 0:
+        return None
+    return Observation(combination(entry.spec), entry.spec.experiment, str(entry.provenance.get("device")), steps,
+                       float(wall))
+
+
+class Rates:
+    """Client-steps/s for a spec: measured (same combination, then same experiment, on the same device kind), else
+    the stated `given` rate, else None."""
+
+    def __init__(self, given: float | None, seen: Sequence[Observation] = ()) -> None:
+        if given is not None and not given > 0:
+            raise ValueError(f"--rate must be a positive number of client-steps per second, got {given}")
+        self.given = given
+        self.seen = list(seen)
+
+    def add(self, obs: Observation) -> None:
+        self.seen.append(obs)
+
+    def rate(self, spec: RunSpec, device: str | None = None) -> tuple[float, str] | None:
+        """(client-steps/s, where it comes from) for `spec` on `device` (None: where the spec runs here), None when
+        nothing is measured or given."""
+        device = device or device_type(spec.device)
+        for what, same in (("this combination", lambda o: o.combination == combination(spec)),
+                           (f"experiment {spec.experiment}", lambda o: o.experiment == spec.experiment)):
+            found = [o for o in self.seen if o.device == device and same(o)]
+            if found:
+                steps, seconds = sum(o.steps for o in found), sum(o.seconds for o in found)
+                return steps / seconds, f"measured on {len(found)} run(s) of {what} ({device})"
+        return (self.given, "given (--rate)") if self.given is not None else None
+
+    def measured(self, device: str) -> float | None:
+        found = [o for o in self.seen if o.device == device]
+        return sum(o.steps for o in found) / sum(o.seconds for o in found) if found else None
+
+
+def calibrate(spec: RunSpec, root: str | Path | None, clock: Callable[[], float]) -> Observation:
+    """One round of `spec`'s run, timed: its client-steps per second measured now."""
+    plan = build_run(spec.with_(rounds=1), root)
+    start = clock()
+    result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
+    seconds = max(clock() - start, 1e-9)
+    return Observation(combination(spec), spec.experiment, device_type(spec.device),
+                       int(result.clients["steps"].sum()), seconds)
+
+
+def run_name(spec: RunSpec) -> str:
+    """A run by its labels and seed, as the claims tables name runs."""
+    return " ".join([*(f"{k}={v}" for k, v in spec.get("labels").items()), f"seed={spec.seed}"])
+
+
+def describe_run(ranked: Ranked) -> str:
+    backs = f" [{ranked.backs}]" if ranked.rank != REST else ""
+    return f"{ranked.notebook}{backs} {run_name(ranked.spec)}"
+
+
+@dataclass
+class PieceReport:
+    added: list[tuple[Ranked, Path, float, int]] = field(default_factory=list)  # run, entry, seconds, client-steps
+    skipped: list[tuple[Ranked, str]] = field(default_factory=list)  # run, why
+    left: list[Ranked] = field(default_factory=list)  # runs the ledger still lacks after the piece
+    rate: float | None = None  # client-steps/s this piece measured over its finished runs
+
+
+def held_by(ledger_entries: Sequence[LedgerEntry], spec: RunSpec, data: str) -> LedgerEntry | None:
+    return next((e for e in ledger_entries if e.spec == spec and e.data == data), None)
+
+
+def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_s: float, *,
+              roots: Mapping[str, str | None] | None = None, rate: float | None = None,
+              recompute_stale: bool = False, out: TextIO | None = None,
+              clock: Callable[[], float] = time.perf_counter) -> PieceReport:
+    """Compute the next runs of `ranked` (priority order) within `budget_s` seconds into `store` and `ledger`;
+    `roots`: each notebook's data root (None: the data-root rule). See the module docstring."""
+    out = sys.stdout if out is None else out
+    start = clock()
+    roots = roots or {}
+    entries = ledger.entries()  # every entry verified: a damaged one stops the piece, naming its file
+    data = {r.spec: data_fingerprint(r.spec.dataset, roots.get(r.notebook)) for r in ranked}
+    held = {r.spec: held_by(entries, r.spec, data[r.spec]) for r in ranked}
+    todo = [r for r in ranked if held[r.spec] is None]
+    if recompute_stale:
+        stale = [r for r in ranked if (e := held[r.spec]) is not None
+                 and e.provenance.get("code_version") != code_version(r.spec, roots.get(r.notebook))]
+        print(f"[piece] {len(stale)} stale ledger entries to recompute first", file=out, flush=True)
+        todo = stale + todo
+    print(f"[piece] {len(ranked)} runs in the plan, {sum(e is not None for e in held.values())} "
+          f"held by the ledger ({ledger.root}), {len(todo)} to compute; budget {budget_s / 60:.1f} min",
+          file=out, flush=True)
+    rates = Rates(rate, [o for e in entries if (o := observed(e)) is not None])
+    report = PieceReport()
+    mine = Rates(None)
+    for r in todo:
+        root = roots.get(r.notebook)
+        steps = client_steps(r.spec, build_run(r.spec, root))
+        found = rates.rate(r.spec)
+        if found is None:
+            obs = calibrate(r.spec, root, clock)
+            rates.add(obs)
+            found = rates.rate(r.spec)
+            assert found is not None  # the calibration is an observation of this combination
+            print(f"[piece] no measured or given rate for {describe_run(r)}: one round measured "
+                  f"{obs.steps / obs.seconds:,.0f} client-steps/s", file=out, flush=True)
+        estimate, left = steps / found[0], budget_s - (clock() - start)
+        if estimate > left:
+            why = (f"{steps:,} client-steps, {estimate / 60:.1f} min at {found[0]:,.0f} client-steps/s ({found[1]}); "
+                   f"{max(left, 0) / 60:.1f} min left")
+            report.skipped.append((r, why))
+            print(f"[piece] not started (cannot finish): {describe_run(r)}: {why}", file=out, flush=True)
+            continue
+        began = clock()
+        records = execute(r.spec, store, root=root, progress=False)
+        seconds = max(clock() - began, 1e-9)
+        done = int(records["clients"]["steps"].sum())
+        path = ledger.add(store, r.spec, provenance(r.spec, store, root, seconds, done))
+        obs = Observation(combination(r.spec), r.spec.experiment, device_type(r.spec.device), done, seconds)
+        rates.add(obs)
+        mine.add(obs)
+        report.added.append((r, path, seconds, done))
+        print(f"[piece] added {describe_run(r)}: {done:,} client-steps in {seconds:.1f} s "
+              f"({done / seconds:,.0f}/s) -> {path.name} ({path.stat().st_size / 1024:.1f} KiB)", file=out, flush=True)
+    now = ledger.entries()
+    report.left = [r for r in ranked if held_by(now, r.spec, data[r.spec]) is None]
+    report.rate = mine.measured(device_type(ranked[0].spec.device)) if ranked else None
+    print_summary(report, ledger, out)
+    return report
+
+
+def print_summary(report: PieceReport, ledger: Ledger, out: TextIO) -> None:
+    added_bytes = sum(path.stat().st_size for _, path, _, _ in report.added)
+    print(f"[piece] added {len(report.added)} run(s) ({added_bytes / 1024:.1f} KiB); the ledger holds "
+          f"{len(ledger.paths())} entries, {ledger.size_bytes() / 2**20:.2f} MiB of its {BUDGET_BYTES / 2**20:.0f} MiB "
+          "budget", file=out)
+    headline = [r for r in report.left if r.rank != REST]
+    print(f"[piece] left: {len(report.left)} run(s), {len(headline)} of them backing headline claims"
+          + (f"; next: {describe_run(report.left[0])}" if report.left else ""), file=out)
+    rate = "none (no run finished)" if report.rate is None else f"{report.rate:,.0f}"
+    print(f"[piece] client-steps/s measured in this piece: {rate}", file=out, flush=True)
