@@ -3,10 +3,13 @@ a budget that fits nothing; two pieces in a row; a damaged entry; an entry compu
 declarations of every paper; the committed expected results; the ledger's size extrapolated to the gpu profile."""
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import io
 import itertools
 import json
 import shutil
+import sys
 import tarfile
 from pathlib import Path
 
@@ -19,9 +22,9 @@ from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger import piece as piece_module
 from fedlib.ledger.entries import (BUDGET_BYTES, MANIFEST, PROVENANCE, Ledger, LedgerError, changed_since,
                                    read_entry_archive)
-from fedlib.ledger.piece import run_piece
+from fedlib.ledger.piece import run_name, run_piece
 from fedlib.ledger.priority import REST, check_headlines, headlines, prioritized
-from fedlib.ledger.status import expected_results, headline_status, stale_notes
+from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
 from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs import RunStore
 from fedlib.runs.archive import export_entries, unpack
@@ -174,13 +177,15 @@ def test_an_entry_of_other_code_is_used_said_stale_and_recomputed_on_request(fil
     assert changed_since(entry, {**entry.provenance["definitions"], "fedlib.federation.run_federation": "x"}) == \
         ["fedlib.federation.run_federation"]
     notes = stale_notes(ledger.entries(), lambda spec: None)
-    assert notes == {old.path: "computed at commit 0123456789; changed since: fedlib.federation.run_federation"}
+    assert [(e.path, note) for e, note in notes] == \
+        [(old.path, "computed at commit 0123456789; changed since: fedlib.federation.run_federation")]
+    assert stale_lines(notes) == [f"quickstart {run_name(old.spec)} ({old.path.name}): {notes[0][1]}"]
     store = RunStore(tmp_path / "runs")
     kept = run_piece(tiny_ranked(), ledger, store, 600, out=io.StringIO())
     assert kept.added == [] and kept.left == []  # still used: matched by spec and data
     redone = run_piece(tiny_ranked(), ledger, store, 600, recompute_stale=True, out=io.StringIO())
     assert [r.spec for r, *_ in redone.added] == [old.spec]
-    assert stale_notes(ledger.entries(), lambda spec: None) == {}
+    assert stale_notes(ledger.entries(), lambda spec: None) == []
 
 
 def test_every_paper_declares_headline_runs_on_three_seeds_of_its_gpu_profile():
@@ -237,3 +242,30 @@ def test_the_gpu_profiles_ledger_fits_its_budget(filled, tmp_path):
             clients = per_round if isinstance(per_round, int) else per_round * spec.split.args["num_clients"]
             total += overhead + per_row * spec.rounds * (1 + clients)
     assert total < BUDGET_BYTES
+
+
+@pytest.fixture(scope="module")
+def reproduce():
+    spec = importlib.util.spec_from_file_location("reproduce_for_ledger", ROOT / "scripts" / "reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["reproduce_for_ledger"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_reproduce_reads_budgets_and_refuses_what_a_piece_cannot_use(reproduce, capsys):
+    assert [reproduce.duration(t) for t in ("10m", "90s", "1.5h", "600")] == [600, 90, 5400, 600]
+    for bad in ("ten", "0m", "-5s"):
+        with pytest.raises(argparse.ArgumentTypeError, match="duration|positive"):
+            reproduce.duration(bad)
+    assert reproduce.main(["--profile", "gpu", "--piece"]) == 2
+    assert "--piece needs --budget" in capsys.readouterr().err
+    assert reproduce.main(["--profile", "gpu", "--from-ledger", "--piece", "--budget", "1m"]) == 2
+
+
+def test_reproduce_from_a_damaged_ledger_names_the_file(reproduce, filled, tmp_path, capsys):
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    ledger.paths()[0].write_bytes(b"not an archive")
+    code = reproduce.main(["--profile", "gpu", "--only", "quickstart", "--from-ledger", "--ledger", str(ledger.root),
+                           "--results", str(tmp_path / "results")])
+    assert code == 2 and ledger.paths()[0].name in capsys.readouterr().err

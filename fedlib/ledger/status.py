@@ -77,17 +77,20 @@ def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[L
     return "\n".join(lines) + "\n"
 
 
-def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str | Path | None]) -> dict[Path, str]:
-    """Per entry whose code version differs from today's for its spec: "computed at commit X; changed since: ..."."""
-    notes = {}
+def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str | Path | None]
+                ) -> list[tuple[LedgerEntry, str]]:
+    """(entry, "computed at commit X; changed since: <definitions>") for every entry whose code version differs
+    from today's for its spec (`root_of(spec)`: where its run is built from, for today's code version)."""
+    notes = []
     for entry in entries:
         root = root_of(entry.spec)
         if entry.provenance.get("code_version") != code_version(entry.spec, root):
             changed = changed_since(entry, definition_digests(entry.spec, root))
-            notes[entry.path] = (f"computed at commit {entry.commit[:10]}; changed since: "
-                                 + (", ".join(changed) or "definitions not recorded"))
+            notes.append((entry, f"computed at commit {entry.commit[:10]}; changed since: "
+                                 + (", ".join(changed) or "definitions not recorded")))
     return notes
 
 
-def stale_lines(notes: Mapping[Path, str]) -> list[str]:
-    return [f"{path.name}: {note}" for path, note in sorted(notes.items())]
+def stale_lines(notes: Sequence[tuple[LedgerEntry, str]]) -> list[str]:
+    """One line per stale entry: its notebook's experiment, the run's name, its file and the note."""
+    return [f"{entry.spec.experiment} {run_name(entry.spec)} ({entry.path.name}): {note}" for entry, note in notes]
