@@ -67,7 +67,8 @@ from fedlib.claims.judge import declared
 from fedlib.data import load_dataset
 from fedlib.data.roots import ENV_VAR, data_root
 from fedlib.dryrun import dry_run, fabricate_for
-from fedlib.grids import BUNDLED_DATASETS, client_steps, datasets_named, notebook_specs, profile_values, read_yaml
+from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
+                          profile_values, read_yaml)
 from fedlib.ledger.entries import Ledger, LedgerError
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
@@ -384,18 +385,19 @@ def duration(text: str) -> float:
     return seconds
 
 
-def from_ledger(names: Sequence[str], profile: str, ledger_root: Path, results: Path, write_expected: bool) -> int:
-    """`--from-ledger`: the ledger's entries against the profile's plan, per headline claim; stale entries named;
-    REPORT.md (and with `write_expected` notebooks/expected-results-<profile>.md) written. Computes no run."""
-    grids = {name: notebook_specs(name, params_class(name).from_mapping(
-        profile_values(name, profile, NOTEBOOKS), f"notebook '{name}'")) for name in names}
+def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any], ledger_root: Path, results: Path,
+                write_expected: bool) -> int:
+    """`--from-ledger`: the ledger's entries against the plan of the profile (with the -p `overrides`), per headline
+    claim; stale entries named; REPORT.md (and with `write_expected` notebooks/expected-results-<profile>.md)
+    written. Computes no run."""
+    grids = {name: notebook_specs(name, notebook_parameters(name, profile, overrides, NOTEBOOKS)) for name in names}
     try:
         entries = Ledger(ledger_root).entries()
     except LedgerError as err:
         print(f"reproduce: error: damaged ledger entry, refused: {err}", file=sys.stderr)
         return 2
     shown = ledger_root.relative_to(ROOT) if ledger_root.is_relative_to(ROOT) else ledger_root
-    table = expected_results(grids, entries, str(shown))
+    table = expected_results(grids, entries, str(shown), profile)
     print(table)
     with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
         stale = stale_lines(stale_notes(entries, lambda spec: root))
@@ -408,7 +410,7 @@ def from_ledger(names: Sequence[str], profile: str, ledger_root: Path, results: 
     results.mkdir(parents=True, exist_ok=True)
     stale_md = ("\n## Stale ledger entries\n\n" + "".join(f"- {line}\n" for line in stale)) if stale else ""
     report = results / "REPORT.md"
-    write_atomic(report, f"# Reproduction report\n\nThis invocation: {stamp(profile, {}, None)}, --from-ledger "
+    write_atomic(report, f"# Reproduction report\n\nThis invocation: {stamp(profile, overrides, None)}, --from-ledger "
                          f"{shown} (no run computed, no notebook rendered).\n\n" + table.split("\n", 2)[2] + stale_md)
     print(f"wrote {report}")
     return 0
@@ -499,10 +501,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_expected and not args.from_ledger:
             raise UsageError("--write-expected is for --from-ledger")
         if args.from_ledger:
-            if overrides or selection or args.dry_run or args.piece:
-                raise UsageError("--from-ledger reads the ledger against the profile as it is: leave out -p, "
-                                 "--select, --dry-run and --piece")
-            return from_ledger(names, args.profile, absolute(args.ledger), absolute(args.results), args.write_expected)
+            if selection or args.dry_run or args.piece or (overrides and args.write_expected):
+                raise UsageError("--from-ledger reads the ledger against the profile's plan: leave out --select, "
+                                 "--dry-run and --piece (and -p with --write-expected: the committed file is the "
+                                 "profile's)")
+            return from_ledger(names, args.profile, overrides, absolute(args.ledger), absolute(args.results),
+                               args.write_expected)
         if args.dry_run:
             if overrides or selection or args.piece:
                 raise UsageError("--dry-run runs the profiles as they are: leave out -p, --select and --piece")

@@ -93,6 +93,10 @@ def calibrate(spec: RunSpec, root: str | Path | None, clock: Callable[[], float]
                        int(result.clients["steps"].sum()), seconds)
 
 
+def span(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
 def run_name(spec: RunSpec) -> str:
     """A run by its labels and seed, as the claims tables name runs."""
     return " ".join([*(f"{k}={v}" for k, v in spec.get("labels").items()), f"seed={spec.seed}"])
@@ -152,8 +156,8 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
                   f"{obs.steps / obs.seconds:,.0f} client-steps/s", file=out, flush=True)
         estimate, left = steps / found[0], budget_s - (clock() - start)
         if estimate > left:
-            why = (f"{steps:,} client-steps, {estimate / 60:.1f} min at {found[0]:,.0f} client-steps/s ({found[1]}); "
-                   f"{max(left, 0) / 60:.1f} min left")
+            why = (f"{steps:,} client-steps, {span(estimate)} at {found[0]:,.0f} client-steps/s ({found[1]}); "
+                   f"{span(max(left, 0))} left")
             report.skipped.append((r, why))
             print(f"[piece] not started (cannot finish): {describe_run(r)}: {why}", file=out, flush=True)
             continue

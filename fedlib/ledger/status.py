@@ -47,15 +47,17 @@ def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) 
     return out
 
 
-def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[LedgerEntry], ledger_name: str) -> str:
-    """Markdown: the ledger's devices, commits and minutes per notebook, and every headline's runs computed."""
+def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[LedgerEntry], ledger_name: str,
+                     profile: str = "gpu") -> str:
+    """Markdown: the ledger's devices, commits and minutes per notebook, and every headline's runs computed in the
+    `profile`'s plan (`grids`)."""
     plan = list(dict.fromkeys(s for specs in grids.values() for s in specs))
     held = {e.spec for e in entries}
-    lines = ["# Expected results of the gpu profile, from the ledger", "",
-             f"Generated from `{ledger_name}` by `python scripts/reproduce.py --profile gpu --from-ledger "
+    lines = [f"# Expected results of the {profile} profile, from the ledger", "",
+             f"Generated from `{ledger_name}` by `python scripts/reproduce.py --profile {profile} --from-ledger "
              "--write-expected`; a test checks it against the ledger. Rebuild it whenever the ledger grows.", ""]
     if not entries:
-        lines += [f"The ledger is empty: none of the plan's {len(plan)} runs has been computed on a GPU yet, so every "
+        lines += [f"The ledger is empty: none of the plan's {len(plan)} runs has been computed yet, so every "
                   "headline claim below is not testable.", ""]
     else:
         devices = sorted({str(e.provenance.get("device_name")) for e in entries})
