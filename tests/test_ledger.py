@@ -22,7 +22,9 @@ from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger import piece as piece_module
 from fedlib.ledger.entries import (BUDGET_BYTES, MANIFEST, PROVENANCE, Ledger, LedgerError, changed_since,
                                    read_entry_archive)
-from fedlib.ledger.piece import run_name, run_piece
+from fedlib.dryrun import NotebookReport, print_priority
+from fedlib.grids import combination
+from fedlib.ledger.piece import Observation, Rates, run_name, run_piece
 from fedlib.ledger.priority import REST, check_headlines, headlines, prioritized
 from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
 from fedlib.papers.quickstart import QuickstartParams, experiments
@@ -269,3 +271,35 @@ def test_reproduce_from_a_damaged_ledger_names_the_file(reproduce, filled, tmp_p
     code = reproduce.main(["--profile", "gpu", "--only", "quickstart", "--from-ledger", "--ledger", str(ledger.root),
                            "--results", str(tmp_path / "results")])
     assert code == 2 and ledger.paths()[0].name in capsys.readouterr().err
+
+
+def test_rates_prefer_the_same_combination_then_the_paper_then_the_stated_rate():
+    fedavg, scaffold, fedprox = (next(s for s in experiments(TINY) if s.get("labels")["algorithm"] == a)
+                                 for a in ("FedAvg", "SCAFFOLD", "FedProx"))
+    seen = [Observation(combination(fedavg), "quickstart", "cpu", 600, 2.0),  # 300/s
+            Observation(combination(scaffold), "quickstart", "cpu", 100, 1.0),  # 100/s
+            Observation(combination(fedavg), "quickstart", "cuda", 9_000, 1.0)]  # another device: never mixed in
+    rates = Rates(50.0, seen)
+    assert rates.rate(fedavg) == (300.0, "measured on 1 run(s) of this combination (cpu)")
+    assert rates.rate(fedprox) == (700 / 3, "measured on 2 run(s) of experiment quickstart (cpu)")
+    assert rates.rate(fedavg, "cuda")[0] == 9_000.0
+    assert rates.rate(fedprox.with_(experiment="taco")) == (50.0, "given (--rate)")
+    assert Rates(None).rate(fedavg) is None
+    with pytest.raises(ValueError, match="--rate"):
+        Rates(0.0)
+
+
+def test_the_dry_runs_priority_list_gives_minutes_only_where_a_rate_exists():
+    specs = experiments(TINY)
+    report = NotebookReport("quickstart", steps_of={spec: 600 for spec in specs})
+    fedavg = specs[0]
+    out = io.StringIO()
+    print_priority([report], Rates(None, [Observation(combination(fedavg), "quickstart", "cpu", 100, 1.0)]), out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("== priority: 9 of 9 runs back headline claims")
+    assert lines[1].endswith("algorithm=FedAvg seed=0: 600 local SGD steps, 0.1 min at 100 client-steps/s "
+                             "(measured on 1 run(s) of this combination (cpu))")  # 600 steps / 100 per s = 6 s
+    assert "algorithm=SCAFFOLD seed=0: 600 local SGD steps, 0.1 min" in lines[2]  # the paper's rate: 100/s
+    out = io.StringIO()
+    print_priority([report], Rates(None), out)
+    assert "minutes unknown" in out.getvalue() and "9 headline run(s) without a measured rate" in out.getvalue()
