@@ -4,17 +4,16 @@ declarations of every paper; the committed expected results; the ledger's size e
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
 import itertools
 import json
 import shutil
-import sys
 import tarfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_reproduce import load_reproduce
 
 from fedlib.claims import quickstart as quickstart_claims
 from fedlib.claims.judge import declared
@@ -248,11 +247,7 @@ def test_the_gpu_profiles_ledger_fits_its_budget(filled, tmp_path):
 
 @pytest.fixture(scope="module")
 def reproduce():
-    spec = importlib.util.spec_from_file_location("reproduce_for_ledger", ROOT / "scripts" / "reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["reproduce_for_ledger"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_reproduce()
 
 
 def test_reproduce_reads_budgets_and_refuses_what_a_piece_cannot_use(reproduce, capsys):
