@@ -166,16 +166,17 @@ def plan_runs(names: Sequence[str], parameters: Mapping[str, PaperParams], store
     return plan
 
 
-def missing_datasets(plan: Plan) -> list[str]:
-    """One line per dataset the plan reads that this machine does not have: the loader's message says where."""
-    lines = []
+def missing_datasets(plan: Plan) -> dict[tuple[str, str | None], str]:
+    """(dataset, data root) -> a line saying why this machine cannot load that dataset the plan reads: its files
+    are not there (the loader's message says where they go) or a package its loader imports is not installed."""
+    lines = {}
     for name, users in sorted(plan.datasets.items()):
         roots = {nb.params.data_root for nb in plan.notebooks if nb.name in users}
         for root in roots:
             try:
                 load_dataset(name, root=data_root(root))
-            except FileNotFoundError as err:
-                lines.append(f"  {name} (read by {', '.join(users)}): {err}")
+            except (FileNotFoundError, ImportError) as err:
+                lines[name, root] = f"  {name} (read by {', '.join(users)}): {err}"
     return lines
 
 
@@ -521,9 +522,14 @@ def main(argv: list[str] | None = None) -> int:
         parameters = {name: params_class(name).from_mapping(given[name], f"notebook '{name}'") for name in names}
         plan = plan_runs(names, parameters, store, selection)
         missing = missing_datasets(plan)
-        if missing:
+        if missing and args.piece:  # a piece computes what this machine can: the rest is left to another piece
+            print("reproduce: this piece leaves out the runs of the datasets this machine cannot load:\n"
+                  + "\n".join(missing.values()), file=sys.stderr)
+            for nb in plan.notebooks:
+                nb.specs = [s for s in nb.specs if (s.dataset, nb.params.data_root) not in missing]
+        elif missing:
             print("reproduce: the plan reads datasets this machine does not have; nothing was computed:\n"
-                  + "\n".join(missing) + f"\nThe quick and cpu profiles run on bundled data only "
+                  + "\n".join(missing.values()) + f"\nThe quick and cpu profiles run on bundled data only "
                   f"({', '.join(BUNDLED_DATASETS)}): `PROFILE=cpu make reproduce`.", file=sys.stderr)
             return 2
         check_threads(plan)

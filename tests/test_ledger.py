@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 from test_reproduce import load_reproduce
 
 from fedlib.claims import quickstart as quickstart_claims
@@ -298,3 +299,25 @@ def test_the_dry_runs_priority_list_gives_minutes_only_where_a_rate_exists():
     out = io.StringIO()
     print_priority([report], Rates(None), out)
     assert "minutes unknown" in out.getvalue() and "9 headline run(s) without a measured rate" in out.getvalue()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine a device 'auto' run is a GPU run")
+def test_a_run_meant_for_a_gpu_is_not_started_without_one(tmp_path):
+    ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "device": "auto"}))
+    out = io.StringIO()
+    report = run_piece(ranked, Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 600, rate=1e3, out=out)
+    assert report.added == [] and [why for _, why in report.skipped] == ["needs a GPU (device auto); this machine has none"] * 9
+    assert "not started: quickstart [Q1] algorithm=FedAvg seed=0: needs a GPU (device auto)" in out.getvalue()
+
+
+def test_a_piece_leaves_out_the_runs_of_datasets_this_machine_cannot_load(reproduce, tmp_path, capsys):
+    """The gpu profile's Fashion-MNIST runs are left out where the dataset is not installed (as here) and the
+    runs on bundled data are still planned: a CPU piece computes FedShift's Theorem 1 runs (digits, device cpu)."""
+    if not reproduce.missing_datasets(reproduce.plan_runs(["quickstart"], {"quickstart": notebook_parameters(
+            "quickstart", "gpu")}, RunStore(tmp_path / "runs"), {})):
+        pytest.skip("Fashion-MNIST is installed here")
+    code = reproduce.main(["--profile", "gpu", "--only", "quickstart", "--piece", "--budget", "1m", "--ledger",
+                           str(tmp_path / "ledger"), "--results", str(tmp_path / "results")])
+    captured = capsys.readouterr()
+    assert code == 0 and "leaves out the runs of the datasets this machine cannot load" in captured.err
+    assert "[piece] 0 runs in the plan" in captured.out
