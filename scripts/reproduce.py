@@ -458,7 +458,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "each finished run into the ledger")
     parser.add_argument("--budget", type=duration, default=None, help="a piece's time budget: 10m, 600s, 1.5h")
     parser.add_argument("--rate", type=float, default=None,
-                        help="client-steps/s to estimate runs of which no rate is measured yet (else one round of "
+                        help="client-steps/s to estimate runs of which no rate is measured yet (else two rounds of "
                              "the run is timed first)")
     parser.add_argument("--ledger", type=Path, default=LEDGER, help="the ledger folder (default: evidence/gpu)")
     parser.add_argument("--recompute-stale", action="store_true",

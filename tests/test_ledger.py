@@ -58,7 +58,7 @@ def test_piece_fills_the_ledger_and_the_claims_read_it(filled):
     tmp, report, printed = filled
     ranked = tiny_ranked()
     assert [r.spec for r, *_ in report.added] == [r.spec for r in ranked] and report.left == []
-    assert "one round measured" in printed and "client-steps/s measured in this piece" in printed
+    assert "its first rounds, timed, give" in printed and "client-steps/s measured in this piece" in printed
     assert report.rate is not None and report.rate > 0
     ledger, store = Ledger(tmp / "ledger"), RunStore(tmp / "runs")
     entries = ledger.entries()
@@ -321,3 +321,15 @@ def test_a_piece_leaves_out_the_runs_of_datasets_this_machine_cannot_load(reprod
     captured = capsys.readouterr()
     assert code == 0 and "leaves out the runs of the datasets this machine cannot load" in captured.err
     assert "[piece] 0 runs in the plan" in captured.out
+
+
+def test_calibration_times_the_second_round_and_charges_the_start_up_once(monkeypatch):
+    """Two rounds took 3 s and 1 s (their own wall_s) in 10 s in all; the second ran 2 clients x 10 steps: a steady
+    20 client-steps/s, 10 - 2 x 1 = 8 s of start-up, so a 400-step run is observed as 8 + 400 / 20 = 28 s."""
+    class Result:
+        rounds = pd.DataFrame({"round": [1, 2], "wall_s": [3.0, 1.0]})
+        clients = pd.DataFrame({"round": [1, 1, 2, 2], "steps": [10, 10, 10, 10]})
+
+    monkeypatch.setattr(piece_module, "run_federation", lambda *a, **k: Result())
+    obs = piece_module.calibrate(experiments(TINY)[0], None, iter([0.0, 10.0]).__next__, 400)
+    assert (obs.steps, obs.seconds, obs.device) == (400, 28.0, "cpu")

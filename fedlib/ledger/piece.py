@@ -6,7 +6,7 @@ order (`fedlib.ledger.priority`). Before each it estimates the run's minutes fro
 of the budget; a run that does not fit is skipped (named, with its estimate) and the next one is tried. The rate is,
 first found: one measured on earlier runs of the same (dataset, model, algorithm, codecs) combination on this kind
 of device (this piece's finished runs and the ledger's entries), then of the same experiment, then the `rate` given
-(stated by the user), and else one measured now on a single round of the run itself. A finished run goes into the
+(stated by the user), and else one measured now on the run's first two rounds (`calibrate`). A finished run goes into the
 run store (`fedlib.runs.execute`: a run interrupted mid-way resumes from its checkpoint if the store travels with
 it, and restarts otherwise) and is exported into the ledger with its provenance at once, so a piece killed at its
 time limit keeps every run it finished.
@@ -86,14 +86,19 @@ class Rates:
         return sum(o.steps for o in found) / sum(o.seconds for o in found) if found else None
 
 
-def calibrate(spec: RunSpec, root: str | Path | None, clock: Callable[[], float]) -> Observation:
-    """One round of `spec`'s run, timed: its client-steps per second measured now."""
-    plan = build_run(spec.with_(rounds=1), root)
-    start = clock()
+def calibrate(spec: RunSpec, root: str | Path | None, clock: Callable[[], float], steps: int) -> Observation:
+    """The first two rounds of `spec`'s run (one if it has one), timed, as an observation of the whole run of
+    `steps` client-steps: its start-up (building the run, and what the first round takes beyond a steady one: CUDA,
+    kernels, compilation) plus `steps` at the last round's client-steps per second (its own `wall_s`)."""
+    began = clock()
+    plan = build_run(spec.with_(rounds=min(2, spec.rounds)), root)
     result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
-    seconds = max(clock() - start, 1e-9)
-    return Observation(combination(spec), spec.experiment, device_type(spec.device),
-                       int(result.clients["steps"].sum()), seconds)
+    total = clock() - began
+    last = result.rounds.iloc[-1]
+    steady = float(result.clients.loc[result.clients["round"] == last["round"], "steps"].sum()) / max(
+        float(last["wall_s"]), 1e-9)
+    startup = max(total - len(result.rounds) * float(last["wall_s"]), 0.0)
+    return Observation(combination(spec), spec.experiment, device_type(spec.device), steps, startup + steps / steady)
 
 
 def span(seconds: float) -> str:
@@ -155,12 +160,12 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
         steps = client_steps(r.spec, build_run(r.spec, root))
         found = rates.rate(r.spec)
         if found is None:
-            obs = calibrate(r.spec, root, clock)
+            obs = calibrate(r.spec, root, clock, steps)
             rates.add(obs)
             found = rates.rate(r.spec)
             assert found is not None  # the calibration is an observation of this combination
-            print(f"[piece] no measured or given rate for {describe_run(r)}: one round measured "
-                  f"{obs.steps / obs.seconds:,.0f} client-steps/s", file=out, flush=True)
+            print(f"[piece] no measured or given rate for {describe_run(r)}: its first rounds, timed, give "
+                  f"{obs.steps / obs.seconds:,.0f} client-steps/s over the whole run", file=out, flush=True)
         estimate, left = steps / found[0], budget_s - (clock() - start)
         if estimate > left:
             why = (f"{steps:,} client-steps, {span(estimate)} at {found[0]:,.0f} client-steps/s ({found[1]}); "
