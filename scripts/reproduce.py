@@ -399,9 +399,11 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
         return 2
     shown = ledger_root.relative_to(ROOT) if ledger_root.is_relative_to(ROOT) else ledger_root
     table = expected_results(grids, entries, str(shown), profile)
-    print(table)
     with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
-        stale = stale_lines(stale_notes(entries, lambda spec: root))
+        notes = stale_notes(entries, lambda spec: root)
+    stale = stale_lines(notes)
+    report_table = expected_results(grids, entries, str(shown), profile, {e.spec: note for e, note in notes})
+    print(report_table)
     print("Entries computed by code changed since:" + "".join(f"\n  {line}" for line in stale) if stale
           else "No entry was computed by code that has changed since.")
     if write_expected:
@@ -412,7 +414,7 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     stale_md = ("\n## Stale ledger entries\n\n" + "".join(f"- {line}\n" for line in stale)) if stale else ""
     report = results / "REPORT.md"
     write_atomic(report, f"# Reproduction report\n\nThis invocation: {stamp(profile, overrides, None)}, --from-ledger "
-                         f"{shown} (no run computed, no notebook rendered).\n\n" + table.split("\n", 2)[2] + stale_md)
+                         f"{shown} (no run computed, no notebook rendered).\n\n" + report_table.split("\n", 2)[2] + stale_md)
     print(f"wrote {report}")
     return 0
 

@@ -182,6 +182,12 @@ def test_an_entry_of_other_code_is_used_said_stale_and_recomputed_on_request(fil
     assert [(e.path, note) for e, note in notes] == \
         [(old.path, "computed at commit 0123456789; changed since: fedlib.federation.run_federation")]
     assert stale_lines(notes) == [f"quickstart {run_name(old.spec)} ({old.path.name}): {notes[0][1]}"]
+    row = expected_results({"quickstart": experiments(TINY)}, ledger.entries(), "ledger", "tiny",
+                           {e.spec: note for e, note in notes}).splitlines()
+    said = f"all 6 runs computed; {run_name(old.spec)} computed at commit 0123456789; changed since: " \
+           "fedlib.federation.run_federation |"
+    assert [line.endswith(said) for line in row if line.startswith("| quickstart | Q")] == \
+        [old.spec.get("labels")["algorithm"] != "FedProx", old.spec.get("labels")["algorithm"] != "SCAFFOLD"]
     store = RunStore(tmp_path / "runs")
     kept = run_piece(tiny_ranked(), ledger, store, 600, out=io.StringIO())
     assert kept.added == [] and kept.left == []  # still used: matched by spec and data

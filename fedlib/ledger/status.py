@@ -27,13 +27,15 @@ class HeadlineStatus:
     runs: tuple[RunSpec, ...]
     present: tuple[RunSpec, ...]
 
-    def verdict_input(self) -> str:
+    def verdict_input(self, stale: Mapping[RunSpec, str] | None = None) -> str:
+        """"all n runs computed" or "not testable: k of n runs computed (missing: ...)"; then, for each of its runs
+        in `stale` (spec -> "computed at commit X; changed since: ..."), that note."""
         k, n = len(self.present), len(self.runs)
-        if k == n:
-            return f"all {n} runs computed"
         names = [run_name(s) for s in self.runs if s not in self.present]
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        return f"not testable: {k} of {n} runs computed (missing: {shown})"
+        said = f"all {n} runs computed" if k == n else f"not testable: {k} of {n} runs computed (missing: {shown})"
+        notes = [f"{run_name(s)} {stale[s]}" for s in self.present if stale and s in stale]
+        return said + "".join(f"; {note}" for note in notes)
 
 
 def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) -> list[HeadlineStatus]:
@@ -48,9 +50,10 @@ def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) 
 
 
 def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[LedgerEntry], ledger_name: str,
-                     profile: str = "gpu") -> str:
+                     profile: str = "gpu", stale: Mapping[RunSpec, str] | None = None) -> str:
     """Markdown: the ledger's devices, commits and minutes per notebook, and every headline's runs computed in the
-    `profile`'s plan (`grids`)."""
+    `profile`'s plan (`grids`), each headline naming its runs in `stale` with their notes (REPORT.md gives them;
+    the committed expected results, which must not change with unrelated code, do not)."""
     plan = list(dict.fromkeys(s for specs in grids.values() for s in specs))
     held = {e.spec for e in entries}
     lines = [f"# Expected results of the {profile} profile, from the ledger", "",
@@ -73,7 +76,7 @@ def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[L
     lines += ["| notebook | claims | runs computed | status |", "|---|---|---|---|"]
     for status in headline_status(grids, held):
         lines.append(f"| {status.notebook} | {status.claims} | {len(status.present)} of {len(status.runs)} | "
-                     f"{status.verdict_input()} |")
+                     f"{status.verdict_input(stale)} |")
     rest = [r.spec for r in prioritized(grids) if r.rank == REST]
     lines += ["", f"Runs backing no headline claim: {sum(s in held for s in rest)} of {len(rest)} computed."]
     return "\n".join(lines) + "\n"
