@@ -59,7 +59,7 @@ def test_piece_fills_the_ledger_and_the_claims_read_it(filled):
     ranked = tiny_ranked()
     assert [r.spec for r, *_ in report.added] == [r.spec for r in ranked] and report.left == []
     assert "its first rounds, timed, give" in printed and "client-steps/s measured in this piece" in printed
-    assert report.rate is not None and report.rate > 0
+    assert set(report.rates) == {"cpu"} and report.rates["cpu"] > 0
     ledger, store = Ledger(tmp / "ledger"), RunStore(tmp / "runs")
     entries = ledger.entries()
     assert len(entries) == len(ranked)
@@ -280,12 +280,16 @@ def test_rates_prefer_the_same_combination_then_the_paper_then_the_stated_rate()
                                  for a in ("FedAvg", "SCAFFOLD", "FedProx"))
     seen = [Observation(combination(fedavg), "quickstart", "cpu", 600, 2.0),  # 300/s
             Observation(combination(scaffold), "quickstart", "cpu", 100, 1.0),  # 100/s
-            Observation(combination(fedavg), "quickstart", "cuda", 9_000, 1.0)]  # another device: never mixed in
+            Observation(combination(fedavg), "quickstart", "cuda", 9_000, 1.0),  # another device: never mixed in
+            Observation(combination(fedavg), "quickstart", "cpu", 1_000, 1.0, calibrated=True)]  # a whole run wins
     rates = Rates(50.0, seen)
     assert rates.rate(fedavg) == (300.0, "measured on 1 run(s) of this combination (cpu)")
     assert rates.rate(fedprox) == (700 / 3, "measured on 2 run(s) of experiment quickstart (cpu)")
     assert rates.rate(fedavg, "cuda")[0] == 9_000.0
     assert rates.rate(fedprox.with_(experiment="taco")) == (50.0, "given (--rate)")
+    assert Rates(None, seen[3:]).rate(fedprox) == \
+        (1_000.0, "first rounds timed on 1 run(s) of experiment quickstart (cpu)")
+    assert rates.measured() == {"cpu": 700 / 3, "cuda": 9_000.0}
     assert Rates(None).rate(fedavg) is None
     with pytest.raises(ValueError, match="--rate"):
         Rates(0.0)
@@ -312,7 +316,8 @@ def test_a_run_meant_for_a_gpu_is_not_started_without_one(tmp_path):
     ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "device": "auto"}))
     out = io.StringIO()
     report = run_piece(ranked, Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 600, rate=1e3, out=out)
-    assert report.added == [] and [why for _, why in report.skipped] == ["needs a GPU (device auto); this machine has none"] * 9
+    assert report.added == []
+    assert [why for _, why in report.skipped] == ["needs a GPU (device auto); this machine has none"] * 9
     assert "not started: quickstart [Q1] algorithm=FedAvg seed=0: needs a GPU (device auto)" in out.getvalue()
 
 

@@ -38,13 +38,15 @@ from fedlib.runs.store import RunStore
 
 @dataclass(frozen=True)
 class Observation:
-    """Client-steps a run (or one calibration round) took, and its seconds, on a kind of device."""
+    """Client-steps a run took, and its seconds, on a kind of device; `calibrated`: estimated from its first rounds
+    (`calibrate`), not measured on the whole run."""
 
     combination: tuple[str, ...]
     experiment: str
     device: str
     steps: int
     seconds: float
+    calibrated: bool = False
 
 
 def observed(entry: LedgerEntry) -> Observation | None:
@@ -57,8 +59,8 @@ def observed(entry: LedgerEntry) -> Observation | None:
 
 
 class Rates:
-    """Client-steps/s for a spec: measured (same combination, then same experiment, on the same device kind), else
-    the stated `given` rate, else None."""
+    """Client-steps/s for a spec: measured on whole runs (same combination, then same experiment, on the same device
+    kind), else the stated `given` rate, else estimated from a run's first rounds (`calibrate`), else None."""
 
     def __init__(self, given: float | None, seen: Sequence[Observation] = ()) -> None:
         if given is not None and not given > 0:
@@ -73,17 +75,24 @@ class Rates:
         """(client-steps/s, where it comes from) for `spec` on `device` (None: where the spec runs here), None when
         nothing is measured or given."""
         device = device or device_type(spec.device)
-        for what, same in (("this combination", lambda o: o.combination == combination(spec)),
-                           (f"experiment {spec.experiment}", lambda o: o.experiment == spec.experiment)):
-            found = [o for o in self.seen if o.device == device and same(o)]
-            if found:
-                steps, seconds = sum(o.steps for o in found), sum(o.seconds for o in found)
-                return steps / seconds, f"measured on {len(found)} run(s) of {what} ({device})"
-        return (self.given, "given (--rate)") if self.given is not None else None
+        levels = (("this combination", lambda o: o.combination == combination(spec)),
+                  (f"experiment {spec.experiment}", lambda o: o.experiment == spec.experiment))
+        for calibrated in (False, True):
+            if calibrated and self.given is not None:
+                return self.given, "given (--rate)"
+            for what, same in levels:
+                found = [o for o in self.seen if o.device == device and o.calibrated == calibrated and same(o)]
+                if found:
+                    how = "first rounds timed" if calibrated else "measured"
+                    return (sum(o.steps for o in found) / sum(o.seconds for o in found),
+                            f"{how} on {len(found)} run(s) of {what} ({device})")
+        return None
 
-    def measured(self, device: str) -> float | None:
-        found = [o for o in self.seen if o.device == device]
-        return sum(o.steps for o in found) / sum(o.seconds for o in found) if found else None
+    def measured(self) -> dict[str, float]:
+        """Device kind -> client-steps/s over the whole runs observed on it."""
+        devices = sorted({o.device for o in self.seen if not o.calibrated})
+        return {d: sum(o.steps for o in self.seen if o.device == d and not o.calibrated)
+                / sum(o.seconds for o in self.seen if o.device == d and not o.calibrated) for d in devices}
 
 
 def calibrate(spec: RunSpec, root: str | Path | None, clock: Callable[[], float], steps: int) -> Observation:
@@ -98,7 +107,8 @@ def calibrate(spec: RunSpec, root: str | Path | None, clock: Callable[[], float]
     steady = float(result.clients.loc[result.clients["round"] == last["round"], "steps"].sum()) / max(
         float(last["wall_s"]), 1e-9)
     startup = max(total - len(result.rounds) * float(last["wall_s"]), 0.0)
-    return Observation(combination(spec), spec.experiment, device_type(spec.device), steps, startup + steps / steady)
+    return Observation(combination(spec), spec.experiment, device_type(spec.device), steps, startup + steps / steady,
+                       calibrated=True)
 
 
 def span(seconds: float) -> str:
@@ -120,7 +130,7 @@ class PieceReport:
     added: list[tuple[Ranked, Path, float, int]] = field(default_factory=list)  # run, entry, seconds, client-steps
     skipped: list[tuple[Ranked, str]] = field(default_factory=list)  # run, why
     left: list[Ranked] = field(default_factory=list)  # runs the ledger still lacks after the piece
-    rate: float | None = None  # client-steps/s this piece measured over its finished runs
+    rates: dict[str, float] = field(default_factory=dict)  # device kind -> client-steps/s over this piece's runs
 
 
 def held_by(ledger_entries: Sequence[LedgerEntry], spec: RunSpec, data: str) -> LedgerEntry | None:
@@ -186,7 +196,7 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
               f"({done / seconds:,.0f}/s) -> {path.name} ({path.stat().st_size / 1024:.1f} KiB)", file=out, flush=True)
     now = ledger.entries()
     report.left = [r for r in ranked if held_by(now, r.spec, data[r.spec]) is None]
-    report.rate = mine.measured(device_type(ranked[0].spec.device)) if ranked else None
+    report.rates = mine.measured()
     print_summary(report, ledger, out)
     return report
 
@@ -199,5 +209,5 @@ def print_summary(report: PieceReport, ledger: Ledger, out: TextIO) -> None:
     headline = [r for r in report.left if r.rank != REST]
     print(f"[piece] left: {len(report.left)} run(s), {len(headline)} of them backing headline claims"
           + (f"; next: {describe_run(report.left[0])}" if report.left else ""), file=out)
-    rate = "none (no run finished)" if report.rate is None else f"{report.rate:,.0f}"
-    print(f"[piece] client-steps/s measured in this piece: {rate}", file=out, flush=True)
+    rates = "; ".join(f"{rate:,.0f} on {device}" for device, rate in report.rates.items()) or "none (no run finished)"
+    print(f"[piece] client-steps/s measured in this piece: {rates}", file=out, flush=True)
