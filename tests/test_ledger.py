@@ -222,7 +222,7 @@ def test_the_committed_expected_results_are_what_the_ledger_gives():
     names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
     grids = {name: notebook_specs(name, notebook_parameters(name, "gpu")) for name in names}
     ledger = Ledger(ROOT / "evidence" / "gpu")
-    expected = (ROOT / "notebooks" / "expected-results-gpu.md").read_text()
+    expected = (ROOT / "evidence" / "expected-results-gpu.md").read_text()
     assert expected == expected_results(grids, ledger.entries(), "evidence/gpu"), \
         "rebuild it: python scripts/reproduce.py --profile gpu --from-ledger --write-expected"
 
