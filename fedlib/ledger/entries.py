@@ -177,7 +177,7 @@ def read_entry_archive(path: Path) -> LedgerEntry:
         try:
             unpack(path, Path(tmp))
         except ArchiveError as err:
-            raise LedgerError(path, f"not a readable ledger archive ({err})") from err
+            raise LedgerError(path, f"not a readable ledger archive: {err.problem}") from err
         folders = list(Path(tmp).iterdir())
         if len(folders) != 1:
             raise LedgerError(path, f"holds {len(folders)} run store entries; a ledger entry holds exactly one")

@@ -38,6 +38,7 @@ class ArchiveError(ValueError):
     """An archive that cannot be imported: "<archive>: <problem>"."""
 
     def __init__(self, archive: str | Path, problem: str) -> None:
+        self.problem = problem
         super().__init__(f"{archive}: {problem}")
 
 
