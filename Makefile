@@ -11,10 +11,11 @@ STAMP := $(VENV)/.fedlib-installed
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PROFILE ?= cpu
+BUDGET ?= 10m
 # Thread counts are chosen per run by fedlib (threads="auto", measured by `make bench`): do not pin
 # OMP_NUM_THREADS here, it would override that choice for every process.
 
-.PHONY: setup test reproduce bench bench-gpu lab notebooks clean
+.PHONY: setup test reproduce gpu-piece gpu-carry bench bench-gpu lab notebooks clean
 
 setup: $(STAMP)
 
@@ -34,6 +35,16 @@ test: setup
 
 reproduce: setup
 	$(PY) scripts/reproduce.py --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS))
+
+# One piece of the gpu profile: the next runs the ledger (evidence/gpu/) lacks, in the papers' priority order, within
+# BUDGET; RATE=<client-steps/s> for runs of which no rate is measured yet, STALE=1 to recompute stale entries first.
+gpu-piece: setup
+	$(PY) scripts/reproduce.py --profile gpu --piece --budget $(BUDGET) $(if $(RATE),--rate $(RATE)) $(if $(STALE),--recompute-stale)
+
+# What a bare GPU machine (torch, numpy, pandas, sympy, seaborn; no network) needs for a piece, in .gpu-carry/,
+# and the command to run there.
+gpu-carry: setup
+	$(PY) scripts/prepare_gpu_carry.py
 
 bench: setup
 	$(PY) benchmarks/bench_round.py

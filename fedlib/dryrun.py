@@ -39,7 +39,10 @@ from typing import TextIO
 from fedlib.data import datasets
 from fedlib.data.fabricate import FABRICATORS, fabricate
 from fedlib.federation import run_federation
-from fedlib.grids import client_steps, notebook_parameters, notebook_specs
+from fedlib.grids import client_steps, combination, notebook_parameters, notebook_specs
+from fedlib.ledger.entries import Ledger
+from fedlib.ledger.piece import Rates, describe_run, observed
+from fedlib.ledger.priority import REST, prioritized
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paths import checkout
 from fedlib.runs import RunSpec
@@ -89,10 +92,6 @@ def notebooks_folder(given: str | Path | None = None) -> Path:
                             f"(the repository's notebooks/)")
 
 
-def combination(spec: RunSpec) -> tuple[str, str, str, str, str]:
-    return spec.dataset, spec.model.name, spec.algorithm.name, spec.uplink.name, spec.downlink.name
-
-
 def one_round(spec: RunSpec, steps: int) -> RunSpec:
     """`spec` cut to one round of `steps` local steps per client, on the CPU with one thread."""
     local = {k: v for k, v in spec.get("local").items() if k != "epochs"}
@@ -116,6 +115,7 @@ class NotebookReport:
     combinations: int = 0
     cpu_seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
+    steps_of: dict[RunSpec, int] = field(default_factory=dict)  # each spec built: its local SGD steps at full size
 
 
 def _failure(what: str, spec: RunSpec, err: BaseException) -> str:
@@ -130,7 +130,7 @@ def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder
     report = NotebookReport(notebook)
     specs = notebook_specs(notebook, notebook_parameters(notebook, profile, notebooks=folder))
     report.runs = len(specs)
-    steps_of: dict[RunSpec, int] = {}
+    steps_of = report.steps_of
     for spec in specs:
         try:
             steps_of[spec] = full_size_steps(spec, build_run(spec, root))
@@ -168,13 +168,46 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
+def print_priority(reports: Sequence[NotebookReport], rates: Rates, out: TextIO) -> None:
+    """The runs in the order a piece computes them (`fedlib.ledger.priority`): each headline run with its local SGD
+    steps and its minutes at the rate `rates` gives for a GPU (a run on device "cpu": a CPU), then the rest summed."""
+    grids = {r.notebook: list(r.steps_of) for r in reports}
+    steps_of = {spec: n for r in reports for spec, n in r.steps_of.items()}
+    ranked = prioritized(grids)
+    print(f"== priority: {sum(r.rank != REST for r in ranked)} of {len(ranked)} runs back headline claims "
+          "(HEADLINE_RUNS of fedlib/papers/<notebook>.py), computed first, in this order:", file=out)
+    unknown = 0
+    for i, r in enumerate(ranked, 1):
+        if r.rank == REST:
+            continue
+        found = rates.rate(r.spec, "cpu" if device_type_of(r.spec) == "cpu" else "cuda")
+        unknown += found is None
+        minutes = ("minutes unknown" if found is None else
+                   f"{steps_of[r.spec] / found[0] / 60:,.1f} min at {found[0]:,.0f} client-steps/s ({found[1]})")
+        print(f"  {i:>4}. {describe_run(r)}: {steps_of[r.spec]:,} local SGD steps, {minutes}", file=out)
+    rest = [r for r in ranked if r.rank == REST]
+    print(f"  then {len(rest)} runs backing no headline claim: {sum(steps_of[r.spec] for r in rest):,} local SGD steps",
+          file=out)
+    if unknown:
+        print(f"  {unknown} headline run(s) without a measured rate (none in the ledger for their combination or "
+              "experiment) and no --rate given: their minutes are not estimated. A piece times the first two rounds "
+              "of such a run before deciding whether it fits.", file=out)
+
+
+def device_type_of(spec: RunSpec) -> str:
+    """"cpu" for a spec pinned to the CPU, else "cuda" (a gpu profile's "auto" means the GPU it is meant for)."""
+    return "cpu" if spec.device == "cpu" else "cuda"
+
+
 def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, out: TextIO | None = None,
-            train_size: int | None = None, folder: str | Path | None = None) -> int:
+            train_size: int | None = None, folder: str | Path | None = None, rate: float | None = None,
+            ledger: str | Path | None = None) -> int:
     """Dry-run `notebooks` under `profile` on fabricated files in a temporary data root; print per notebook its
     runs, local SGD steps and estimated times; return the exit code (0: every spec built and every combination
     ran). `train_size` fabricates that many training samples per dataset instead of `FABRICATED_TRAIN` (faster,
     but a grid's splits may then not draw as on the real files). `out` defaults to the current standard output;
-    `folder` is the notebooks folder (`notebooks_folder`: found when None)."""
+    `folder` is the notebooks folder (`notebooks_folder`: found when None). Last, the priority order
+    (`print_priority`) with minutes at the client-steps/s measured in the `ledger` folder's entries, else `rate`."""
     out = sys.stdout if out is None else out
     folder = notebooks_folder(folder)
     unknown = sorted(set(notebooks) - set(notebook_names(folder)))
@@ -184,12 +217,15 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
         raise ValueError(f"steps must be >= 1, got {steps}")
     low, high = GPU_RATES
     failed = False
+    rates = Rates(rate, [o for e in Ledger(ledger).entries() if (o := observed(e)) is not None] if ledger else [])
+    reports = []
     with tempfile.TemporaryDirectory(prefix="fedlib-dryrun-") as tmp:
         root = Path(tmp)
         fabricate_for(datasets_of(notebooks, profile, folder), root, train_size)
         for notebook in notebooks:
             start = time.perf_counter()
             r = dry_run_notebook(notebook, profile, root, steps, folder)
+            reports.append(r)
             status = "ok" if not r.failures else f"{len(r.failures)} FAILED"
             print(f"{notebook} ({profile}): {r.runs:,} runs, {r.steps:,} local SGD steps; "
                   f"{r.combinations} combinations ran one round of {steps} steps: {status} "
@@ -201,6 +237,7 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
                 print(f"  FAILED: {failure}", file=out)
             failed |= bool(r.failures)
             out.flush()
+        print_priority(reports, rates, out)
     datasets._load_cached.cache_clear()  # its entries hold the fabricated sets of a root that is gone
     return 1 if failed else 0
 
@@ -210,13 +247,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", default="full")
     parser.add_argument("--only", action="append", help="a notebook (repeatable); default all")
     parser.add_argument("--steps", type=int, default=2, help="local steps per client in the one-round runs")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="client-steps/s for the priority list's minutes where the ledger measured none")
+    parser.add_argument("--ledger", type=Path, default=None,
+                        help="a ledger folder whose entries' measured rates estimate the minutes (e.g. evidence/gpu)")
     parser.add_argument("--notebooks", type=Path, default=None,
                         help="the notebooks folder (sources and profiles/); default: the checkout's notebooks/, or "
                              "the working folder or its notebooks/ subfolder")
     args = parser.parse_args(argv)
     try:
         folder = notebooks_folder(args.notebooks)
-        return dry_run(args.only or notebook_names(folder), args.profile, steps=args.steps, folder=folder)
+        return dry_run(args.only or notebook_names(folder), args.profile, steps=args.steps, folder=folder,
+                       rate=args.rate, ledger=args.ledger)
     except (FileNotFoundError, ValueError) as err:
         parser.error(str(err))
 

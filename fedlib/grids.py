@@ -146,6 +146,11 @@ def notebook_specs(notebook: str, params: PaperParams) -> list[RunSpec]:
     return list(dict.fromkeys(importlib.import_module(f"fedlib.papers.{notebook}").experiments(params)))
 
 
+def combination(spec: RunSpec) -> tuple[str, str, str, str, str]:
+    """What sets a run's speed per client-step: (dataset, model, algorithm, uplink codec, downlink codec)."""
+    return spec.dataset, spec.model.name, spec.algorithm.name, spec.uplink.name, spec.downlink.name
+
+
 def client_steps(spec: RunSpec, plan: Any, train_scale: float = 1.0) -> int:
     """Local SGD steps of a run: rounds x clients per round x mean local steps per client per round.
 

@@ -30,7 +30,10 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from fedlib.lazy import LazyModule
+
+stats = LazyModule("scipy.stats")  # imported on first use: a piece on a GPU machine needs no scipy
 
 REPRODUCED = "reproduced"
 PARTLY = "partly reproduced"

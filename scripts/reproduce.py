@@ -8,6 +8,8 @@
     python scripts/reproduce.py --profile full --only fedshift --select seed=0      # part of a grid
     python scripts/reproduce.py --profile full --dry-run         # every full grid built and run one round
     python scripts/reproduce.py --profile cpu --claims-only      # claims judged again from the saved evidence
+    python scripts/reproduce.py --profile gpu --piece --budget 10m   # the next runs into the ledger (evidence/gpu/)
+    python scripts/reproduce.py --profile gpu --from-ledger      # what the ledger holds of each headline claim
 
 Three phases, each printed as it starts:
 1. plan: each selected notebook's run specs under the profile (notebooks/profiles/<notebook>/<profile>.yaml, then
@@ -27,6 +29,16 @@ of the invocation that rendered it.
 table (results/<profile>/<notebook>/evidence/: the records and values the claims read), in seconds: after a change
 to the judge or a rule, no run is computed and no notebook executed.
 
+`--piece --budget 10m` computes the next runs of the profile that the ledger (`--ledger`, default evidence/gpu/)
+lacks, in the priority order the paper modules declare (`HEADLINE_RUNS`), starting a run only when its estimate at
+the measured client-steps/s fits in what is left of the budget, and exports each finished run into the ledger
+(`fedlib.ledger`); `--rate` states a rate for runs of which nothing is measured yet; `--recompute-stale` recomputes
+first the entries computed by other code than today's. `--from-ledger` computes nothing: it reads the ledger and
+says per headline claim how many of its runs it holds ("not testable: k of n runs computed", naming the missing
+ones) and which entries were computed by code that has changed since, in REPORT.md; `--write-expected` also writes
+evidence/expected-results-<profile>.md. `--dry-run` prints the priority order with each run's local SGD steps
+and its minutes at the measured (or `--rate`) client-steps/s.
+
 `--select key=value,...` computes only the matching runs (values of one key OR, keys AND, case-insensitive;
 keys: seed, experiment, dataset, algorithm, model, device, rounds, or a label/option of the notebook's specs) and
 renders no notebook: split a grid across machines, then run without `--select` to render from the store.
@@ -34,6 +46,7 @@ renders no notebook: split a grid across machines, then run without `--select` t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import json
@@ -41,26 +54,27 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import jupytext
-import nbformat
-import papermill
 
 from fedlib.claims import evidence
 from fedlib.claims.evidence import EvidenceError
 from fedlib.claims.judge import declared
 from fedlib.data import load_dataset
 from fedlib.data.roots import ENV_VAR, data_root
-from fedlib.dryrun import dry_run
-from fedlib.grids import BUNDLED_DATASETS, client_steps, datasets_named, notebook_specs, profile_values, read_yaml
+from fedlib.dryrun import dry_run, fabricate_for
+from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
+                          profile_values, read_yaml)
+from fedlib.ledger.entries import Ledger, LedgerError
+from fedlib.ledger.piece import run_piece
+from fedlib.ledger.priority import prioritized
+from fedlib.ledger.status import expected_results, stale_lines, stale_notes
 from fedlib.paper_params import PaperParams, ParameterError, check_names, params_class
 from fedlib.report import collect_report
-from fedlib.report_html import write_report_html
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
 from fedlib.runs.archive import origin
 from fedlib.runs.entry import write_atomic
@@ -69,6 +83,7 @@ from fedlib.runs.selection import check_selection
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+LEDGER = ROOT / "evidence" / "gpu"
 PROFILES = ["quick", *sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")} - {"quick"})]
 # Parameters that reproduce sets for every notebook: a -p of one of these would be silently replaced.
 RUNNER_OWNED = {"profile": "--profile", "results_root": "--results", "runs_root": "--results",
@@ -151,16 +166,17 @@ def plan_runs(names: Sequence[str], parameters: Mapping[str, PaperParams], store
     return plan
 
 
-def missing_datasets(plan: Plan) -> list[str]:
-    """One line per dataset the plan reads that this machine does not have: the loader's message says where."""
-    lines = []
+def missing_datasets(plan: Plan) -> dict[tuple[str, str | None], str]:
+    """(dataset, data root) -> a line saying why this machine cannot load that dataset the plan reads: its files
+    are not there (the loader's message says where they go) or a package its loader imports is not installed."""
+    lines = {}
     for name, users in sorted(plan.datasets.items()):
         roots = {nb.params.data_root for nb in plan.notebooks if nb.name in users}
         for root in roots:
             try:
                 load_dataset(name, root=data_root(root))
-            except FileNotFoundError as err:
-                lines.append(f"  {name} (read by {', '.join(users)}): {err}")
+            except (FileNotFoundError, ImportError) as err:
+                lines[name, root] = f"  {name} (read by {', '.join(users)}): {err}"
     return lines
 
 
@@ -238,6 +254,8 @@ def stamp(profile: str, overrides: Mapping[str, Any], selection: str | None) -> 
 
 def failure(err: Exception) -> str:
     """The error and where: papermill's failing cell (execution count and first source line) when it is one."""
+    import papermill
+
     if isinstance(err, papermill.PapermillExecutionError):
         first = next((line for line in err.source.splitlines() if line.strip() and not line.startswith("#")), "")
         return f"{err.ename}: {err.evalue} (cell [{err.exec_count}]: `{first.strip()[:80]}`)"
@@ -271,6 +289,10 @@ def read_stamp(path: Path) -> dict[str, Any] | None:
 
 def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple[str, float]:
     """Execute notebook `name` into out_dir; write out_dir/stamp.json; return (status, seconds)."""
+    import jupytext  # imported here: a piece (`--piece`) runs on a GPU machine without the notebook tools
+    import nbformat
+    import papermill
+
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "claims.csv").unlink(missing_ok=True)  # a failed run must not leave an old table behind
     output = out_dir / f"{name}.ipynb"
@@ -351,6 +373,71 @@ def claims_only(names: Sequence[str], results: Path, profile: str) -> int:
     return 1 if any(s != "ok" for s in statuses) else 0
 
 
+def duration(text: str) -> float:
+    """"10m", "600s", "1.5h" or "600" (seconds) as seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1.0)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: give e.g. 10m, 600s or 1.5h") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"a budget must be positive, got {text!r}")
+    return seconds
+
+
+def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any], ledger_root: Path, results: Path,
+                write_expected: bool) -> int:
+    """`--from-ledger`: the ledger's entries against the plan of the profile (with the -p `overrides`), per headline
+    claim; stale entries named; REPORT.md (and with `write_expected` evidence/expected-results-<profile>.md)
+    written. Computes no run."""
+    grids = {name: notebook_specs(name, notebook_parameters(name, profile, overrides, NOTEBOOKS)) for name in names}
+    try:
+        entries = Ledger(ledger_root).entries()
+    except LedgerError as err:
+        print(f"reproduce: error: damaged ledger entry, refused: {err}", file=sys.stderr)
+        return 2
+    shown = ledger_root.relative_to(ROOT) if ledger_root.is_relative_to(ROOT) else ledger_root
+    table = expected_results(grids, entries, str(shown), profile)
+    with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
+        notes = stale_notes(entries, lambda spec: root)
+    stale = stale_lines(notes)
+    report_table = expected_results(grids, entries, str(shown), profile, {e.spec: note for e, note in notes})
+    print(report_table)
+    print("Entries computed by code changed since:" + "".join(f"\n  {line}" for line in stale) if stale
+          else "No entry was computed by code that has changed since.")
+    if write_expected:
+        target = ROOT / "evidence" / f"expected-results-{profile}.md"
+        write_atomic(target, table)
+        print(f"wrote {target}")
+    results.mkdir(parents=True, exist_ok=True)
+    stale_md = ("\n## Stale ledger entries\n\n" + "".join(f"- {line}\n" for line in stale)) if stale else ""
+    report = results / "REPORT.md"
+    write_atomic(report, f"# Reproduction report\n\nThis invocation: {stamp(profile, overrides, None)}, --from-ledger "
+                         f"{shown} (no run computed, no notebook rendered).\n\n" + report_table.split("\n", 2)[2] + stale_md)
+    print(f"wrote {report}")
+    return 0
+
+
+@contextlib.contextmanager
+def fabricated_if_missing(names: set[str]) -> Iterator[str | None]:
+    """None (the data-root rule) when every dataset in `names` is on this machine, else a temporary root with
+    fabricated files of every one (`fedlib.data.fabricate`): today's code version of a spec needs its run built,
+    not its real data."""
+    missing = set()
+    for name in names:
+        try:
+            load_dataset(name, root=data_root(None))
+        except FileNotFoundError:
+            missing.add(name)
+    if not missing:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="fedlib-ledger-data-") as tmp:
+        fabricate_for(names, Path(tmp))
+        yield tmp
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu", choices=PROFILES)
@@ -368,6 +455,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--claims-only", action="store_true",
                         help="judge every notebook's claims again from the evidence its last rendering saved "
                              "(results/<profile>/<notebook>/evidence/): no run computed, no notebook executed")
+    parser.add_argument("--piece", action="store_true",
+                        help="compute the next runs the ledger lacks, in priority order, within --budget; export "
+                             "each finished run into the ledger")
+    parser.add_argument("--budget", type=duration, default=None, help="a piece's time budget: 10m, 600s, 1.5h")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="client-steps/s to estimate runs of which no rate is measured yet (else two rounds of "
+                             "the run is timed first)")
+    parser.add_argument("--ledger", type=Path, default=LEDGER, help="the ledger folder (default: evidence/gpu)")
+    parser.add_argument("--recompute-stale", action="store_true",
+                        help="with --piece: recompute first the ledger entries computed by code changed since")
+    parser.add_argument("--from-ledger", action="store_true",
+                        help="compute nothing: say what the ledger holds of each headline claim, and which entries "
+                             "are stale, in REPORT.md")
+    parser.add_argument("--write-expected", action="store_true",
+                        help="with --from-ledger: also write evidence/expected-results-<profile>.md")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a parameter in every selected notebook (VALUE is read as strict YAML 1.2: "
                              "1e6 a number; 010, 1:5, anchors and aliases refused)")
@@ -395,10 +497,23 @@ def main(argv: list[str] | None = None) -> int:
             # without --only: the notebooks that declare claims (the Flower notebook's result is its parity table)
             judged = names if args.only else [name for name in names if name in declared()]
             return claims_only(judged, absolute(args.results), args.profile)
+        if args.piece != (args.budget is not None):
+            raise UsageError("--piece needs --budget (e.g. --budget 10m), and --budget is for --piece")
+        if args.recompute_stale and not args.piece:
+            raise UsageError("--recompute-stale is for --piece")
+        if args.write_expected and not args.from_ledger:
+            raise UsageError("--write-expected is for --from-ledger")
+        if args.from_ledger:
+            if selection or args.dry_run or args.piece or (overrides and args.write_expected):
+                raise UsageError("--from-ledger reads the ledger against the profile's plan: leave out --select, "
+                                 "--dry-run and --piece (and -p with --write-expected: the committed file is the "
+                                 "profile's)")
+            return from_ledger(names, args.profile, overrides, absolute(args.ledger), absolute(args.results),
+                               args.write_expected)
         if args.dry_run:
-            if overrides or selection:
-                raise UsageError("--dry-run runs the profiles as they are: leave out -p and --select")
-            return dry_run(names, args.profile)
+            if overrides or selection or args.piece:
+                raise UsageError("--dry-run runs the profiles as they are: leave out -p, --select and --piece")
+            return dry_run(names, args.profile, rate=args.rate, ledger=absolute(args.ledger))
         if os.environ.get(ENV_VAR):  # the kernels run in notebooks/: a relative FEDLIB_DATA would move with them
             os.environ[ENV_VAR] = str(absolute(os.environ[ENV_VAR]))
         results = absolute(args.results)
@@ -409,9 +524,14 @@ def main(argv: list[str] | None = None) -> int:
         parameters = {name: params_class(name).from_mapping(given[name], f"notebook '{name}'") for name in names}
         plan = plan_runs(names, parameters, store, selection)
         missing = missing_datasets(plan)
-        if missing:
+        if missing and args.piece:  # a piece computes what this machine can: the rest is left to another piece
+            print("reproduce: this piece leaves out the runs of the datasets this machine cannot load:\n"
+                  + "\n".join(missing.values()), file=sys.stderr)
+            for nb in plan.notebooks:
+                nb.specs = [s for s in nb.specs if (s.dataset, nb.params.data_root) not in missing]
+        elif missing:
             print("reproduce: the plan reads datasets this machine does not have; nothing was computed:\n"
-                  + "\n".join(missing) + f"\nThe quick and cpu profiles run on bundled data only "
+                  + "\n".join(missing.values()) + f"\nThe quick and cpu profiles run on bundled data only "
                   f"({', '.join(BUNDLED_DATASETS)}): `PROFILE=cpu make reproduce`.", file=sys.stderr)
             return 2
         check_threads(plan)
@@ -420,6 +540,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
     print_plan(plan, args.profile)
+    if args.piece:
+        try:
+            run_piece(prioritized({nb.name: nb.specs for nb in plan.notebooks}), Ledger(absolute(args.ledger)), store,
+                      args.budget, roots={nb.name: nb.params.data_root for nb in plan.notebooks}, rate=args.rate,
+                      recompute_stale=args.recompute_stale)
+        except (LedgerError, ValueError) as err:
+            print(f"reproduce: error: {err}", file=sys.stderr)
+            return 2
+        return 0
 
     todo = {root: [s for s in specs if not store.reading(root).has(s)] for root, specs in plan.by_data_root().items()}
     count = sum(map(len, todo.values()))
@@ -447,6 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     statuses = [render(name, given[name], results / args.profile / name, header)[0] for name in names]
     report = write_report(results, results / args.profile, header, names, imported_runs(plan, store))
     print(f"wrote {report}")
+    from fedlib.report_html import write_report_html  # nbformat: not on a bare GPU machine, which only runs pieces
+
     print(f"wrote {write_report_html(report, results / args.profile)}")
     return 1 if any(s != "ok" for s in statuses) else 0
 

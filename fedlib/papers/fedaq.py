@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 from fedlib.augment import AUGMENTATIONS
 from fedlib.channel import Link
@@ -41,6 +40,7 @@ from fedlib.energy import add_energy, saving
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, SPLITS
 from fedlib.runs import RunPlan, RunSpec
+from fedlib.ledger.priority import Headline
 from fedlib.runs.store import Records
 from fedlib.seeding import Seeds
 from fedlib.targets import cost_to_target, rounds_to_target
@@ -235,6 +235,15 @@ def run_spec(p: FedAQParams, cell: Cell, seed: int) -> RunSpec:
         collectors=[("fedaq_energy_trends", {"mode": cell.mode, "e_up_pj": p.e_up_pj, "e_down_pj": p.e_down_pj})])
 
 
+
+# The runs that back the headline claims (fedlib/claims/fedaq.py), most valued first: a piece of the gpu
+# profile computes them in this order (fedlib.ledger.priority), each on every seed of the profile.
+HEADLINE_RUNS = (
+    Headline("C1, C2, C3", {"mode": ("joint",), "scheme": ("fedaq", "fixed8")}),
+    Headline("C5, C6", {"mode": ("up", "down"), "scheme": ("fedaq", "fixed8")}),
+    Headline("C7, C7b", {"mode": ("joint",), "scheme": ("fixed2", "fixed4", "fixed16")}),
+)
+
 def experiments(p: FedAQParams) -> list[RunSpec]:
     """Every run the notebook reads, one per (seed, cell of `grid`); `p` are the notebook's parameters."""
     return [run_spec(p, cell, int(seed)) for seed in p.seeds for cell in grid(p)]
@@ -290,6 +299,8 @@ def run_frames(record: pd.DataFrame) -> dict[tuple[str, str, int], pd.DataFrame]
 def trend_table(run: pd.DataFrame) -> pd.DataFrame:
     """Spearman rho of each `TREND_QUANTITIES` column against the round in one run's rounds frame, with its first
     and last value (Figs. 2-3: uplink bits and ranges fall, downlink ones rise)."""
+    from scipy.stats import spearmanr  # here: the run path (a piece on a GPU machine) needs no scipy
+
     return pd.DataFrame([{"quantity": q, "spearman rho vs round": spearmanr(run["round"], run[q]).statistic,
                           "first": run[q].iloc[0], "last": run[q].iloc[-1]} for q in TREND_QUANTITIES])
 

@@ -56,6 +56,7 @@ from fedlib.paper_params import PaperParams, Threads, param
 from fedlib.params import Params
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, HOOKS, LR_SCHEDULES, SAMPLERS, SPLITS
 from fedlib.runs import RunPlan, RunSpec
+from fedlib.ledger.priority import Headline
 from fedlib.seeding import Seeds
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
@@ -552,6 +553,15 @@ def theorem1_specs(p: FedShiftParams) -> list[RunSpec]:
         labels={"method": "theorem1", "shift": shift}, device="cpu")
         for shift in (False, True) for seed in p.seeds[:1]]
 
+
+
+# The runs that back the headline claims (fedlib/claims/fedshift.py), most valued first: a piece of the gpu
+# profile computes them in this order (fedlib.ledger.priority), each on every seed of the profile.
+HEADLINE_RUNS = (
+    Headline("C3, C2, C1", {"selection": ("stratified",), "scope": ("layer",), "kmeans": ("converged", "-")}),
+    Headline("G1, G2", {"kmeans": ("reference",)}),
+    Headline("Ablation", {"selection": ("random",)}),
+)
 
 def experiments(p: FedShiftParams) -> list[RunSpec]:
     """Every run the notebook reads, from its parameters (duplicates across grids run once)."""

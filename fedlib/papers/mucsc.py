@@ -32,6 +32,7 @@ from fedlib.federation import evaluate, run_federation
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, LR_SCHEDULES, SPLITS
 from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run
+from fedlib.ledger.priority import Headline
 from fedlib.runs.build import make_link
 from fedlib.seeding import Seeds
 from fedlib.targets import NEVER, rounds_to_target
@@ -415,6 +416,16 @@ def level_grid(p: MucscParams) -> list[RunSpec]:
     return specs + [_spec(p, "qsgd", part, seed, setup=_setup(p), levels=p.level_search, setting="paper")
                     for seed in p.seeds]
 
+
+
+# The runs that back the headline claims (fedlib/claims/mucsc.py), most valued first: a piece of the gpu
+# profile computes them in this order (fedlib.ledger.priority), each on every seed of the profile.
+HEADLINE_RUNS = (
+    Headline("C5 iid, C7 iid, C9 iid, C10 iid", {"setting": ("paper",), "partition": ("iid",)}),
+    Headline("C5 noniid, C7 noniid, C9 noniid, C10 noniid", {"setting": ("paper",), "partition": ("noniid",)}),
+    Headline("C3b, C3c", {"setting": ("Z_U=16, Z_D=16, descent", "Z_U=16, Z_D=16, uniform")}),
+    Headline("C8", {"setting": ("Z_U=4, Z_D=4, descent", "Z_U=8, Z_D=8, descent")}),
+)
 
 def experiments(p: MucscParams) -> list[RunSpec]:
     """Every run the notebook reads, from its parameters (duplicates across grids appear once)."""

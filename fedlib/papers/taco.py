@@ -42,6 +42,7 @@ from fedlib.params import Params
 from fedlib.registry import ALGORITHMS as ALGORITHM_CLASSES
 from fedlib.registry import CLIENT_BEHAVIORS, COLLECTORS, EXPERIMENTS, SPLITS
 from fedlib.runs import Records, RunPlan, RunSpec, RunStore
+from fedlib.ledger.priority import Headline
 from fedlib.seeding import Seeds
 
 GROUP_NAMES = ("A", "B", "C")
@@ -568,6 +569,16 @@ GRIDS = {"main": main_grid, "table5": table5_grid, "freeloaders": freeloader_gri
          "scalability": scalability_grid, "plugin": plugin_grid, "gamma": gamma_grid,
          "overcorrection": overcorrection_grid, "timing": timing_grid, "oscillation": oscillation_grid}
 
+
+
+# The runs that back the headline claims (fedlib/claims/taco.py), most valued first: a piece of the gpu
+# profile computes them in this order (fedlib.ledger.priority), each on every seed of the profile.
+HEADLINE_RUNS = (
+    Headline("C2, C3, C1", {"algorithm": ("TACO", "FedAvg", "FedProx", "Scaffold", "FoolsGold", "STEM", "FedACG"),
+                            "rounds": ("100",)}, without=("expulsion", "form", "repeat", "variant", "gamma", "correction")),
+    Headline("C6, C5", {"expulsion": ("off", "live")}),
+    Headline("C7", {"variant": ("neither", "agg only", "corr only", "both")}),
+)
 
 def experiments(p: TacoParams) -> list[RunSpec]:
     """Every run the notebook reads, from its parameters (a run two grids share, e.g. Fig. 6's originals, once)."""

@@ -38,6 +38,7 @@ class ArchiveError(ValueError):
     """An archive that cannot be imported: "<archive>: <problem>"."""
 
     def __init__(self, archive: str | Path, problem: str) -> None:
+        self.problem = problem
         super().__init__(f"{archive}: {problem}")
 
 
@@ -79,7 +80,7 @@ def unpack_limit(archive: Path) -> int:
     return max(MIN_UNPACK_BYTES, MAX_EXPANSION * archive.stat().st_size)
 
 
-def _unpack(archive: Path, into: Path) -> None:
+def unpack(archive: Path, into: Path) -> None:
     limit, total, target = unpack_limit(archive), 0, into
     try:
         with tarfile.open(archive) as tar:
@@ -116,7 +117,7 @@ def import_entries(store: RunStore, archive: Path) -> ImportReport:
     staging = store.temporary()
     report = ImportReport()
     try:
-        _unpack(archive, staging)
+        unpack(archive, staging)
         for unpacked in sorted(staging.iterdir()):
             try:
                 verify_keyed_entry(unpacked)

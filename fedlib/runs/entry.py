@@ -68,7 +68,7 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _describe(path: Path, frame: pd.DataFrame | None = None) -> dict[str, Any]:
+def describe(path: Path, frame: pd.DataFrame | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
     if frame is not None:
         entry.update(rows=len(frame), columns=len(frame.columns))
@@ -84,10 +84,10 @@ def write_entry(folder: Path, key: str, context: str, spec_json: dict[str, Any],
     for name, frame in records.items():
         path = folder / f"{name}.csv"
         frame.to_csv(path, index=False)
-        files[path.name] = _describe(path, frame)
+        files[path.name] = describe(path, frame)
     spec_path = folder / SPEC
     spec_path.write_text(json.dumps(spec_json, indent=1, sort_keys=True))
-    files[SPEC] = _describe(spec_path)
+    files[SPEC] = describe(spec_path)
     manifest = {"key": key, "fedlib_version": fedlib.__version__, "context": context, "files": files}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -61,9 +61,15 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
 
 def tidy(specs: Sequence[RunSpec], store: RunStore) -> Records:
     """Concatenate each table over specs, with the spec's labels, seed and store key as leading columns."""
+    return tidy_runs((spec, store.key(spec), store.load(spec)) for spec in specs)
+
+
+def tidy_runs(runs: Iterable[tuple[RunSpec, str, Records]]) -> Records:
+    """Each table concatenated over the (spec, key, records) of `runs`, with the spec's labels, seed and the key (as
+    `run`) as leading columns."""
     tables: dict[str, list[pd.DataFrame]] = {}
-    for spec in specs:
-        ids = {**spec.get("labels"), "seed": spec.seed, "run": store.key(spec)}
-        for name, frame in store.load(spec).items():
+    for spec, key, records in runs:
+        ids = {**spec.get("labels"), "seed": spec.seed, "run": key}
+        for name, frame in records.items():
             tables.setdefault(name, []).append(frame.assign(**ids)[[*ids, *frame.columns]])
     return {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items()}

@@ -1,0 +1,6 @@
+"""Paper-scale evidence that accumulates: a committed ledger of runs (`evidence/gpu/`), filled piece by piece.
+
+`priority` orders a profile's runs by the headline claims each paper declares; `piece` computes the next ones
+within a time budget and exports them; `entries` writes and verifies the ledger's entries; `status` tells, from the
+ledger alone, how much of each headline's evidence exists.
+"""

@@ -1,0 +1,101 @@
+"""What the ledger holds of a profile's plan, per headline claim, computed from the ledger alone (no run, no data).
+
+`headline_status` counts each headline's runs present in the ledger (matched by spec: a machine without the
+dataset cannot recompute its fingerprint, so the entry's recorded one stands); a headline whose runs are not all
+there reads "not testable: k of n runs computed", naming the missing runs. `expected_results` is that as the
+markdown committed in `evidence/expected-results-gpu.md`, rebuilt whenever the ledger grows (a test checks the
+committed file against the ledger). `stale_notes` says, per entry computed by other code than today's, "computed at
+commit X; changed since: <definitions>".
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedlib.ledger.entries import LedgerEntry, changed_since, definition_digests
+from fedlib.ledger.piece import run_name
+from fedlib.ledger.priority import REST, headlines, prioritized
+from fedlib.runs.fingerprint import code_version
+from fedlib.runs.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class HeadlineStatus:
+    notebook: str
+    claims: str
+    runs: tuple[RunSpec, ...]
+    present: tuple[RunSpec, ...]
+
+    def verdict_input(self, stale: Mapping[RunSpec, str] | None = None) -> str:
+        """"all n runs computed" or "not testable: k of n runs computed (missing: ...)"; then, for each of its runs
+        in `stale` (spec -> "computed at commit X; changed since: ..."), that note."""
+        k, n = len(self.present), len(self.runs)
+        names = [run_name(s) for s in self.runs if s not in self.present]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        said = f"all {n} runs computed" if k == n else f"not testable: {k} of {n} runs computed (missing: {shown})"
+        notes = [f"{run_name(s)} {stale[s]}" for s in self.present if stale and s in stale]
+        return said + "".join(f"; {note}" for note in notes)
+
+
+def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) -> list[HeadlineStatus]:
+    """One status per declared headline of each notebook of `grids` (notebook -> its specs), in declaration order;
+    `held`: the specs the ledger holds."""
+    out = []
+    for notebook, specs in grids.items():
+        for headline in headlines(notebook):
+            runs = tuple(s for s in specs if headline.matches(s))
+            out.append(HeadlineStatus(notebook, headline.claims, runs, tuple(s for s in runs if s in held)))
+    return out
+
+
+def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[LedgerEntry], ledger_name: str,
+                     profile: str = "gpu", stale: Mapping[RunSpec, str] | None = None) -> str:
+    """Markdown: the ledger's devices, commits and minutes per notebook, and every headline's runs computed in the
+    `profile`'s plan (`grids`), each headline naming its runs in `stale` with their notes (REPORT.md gives them;
+    the committed expected results, which must not change with unrelated code, do not)."""
+    plan = list(dict.fromkeys(s for specs in grids.values() for s in specs))
+    held = {e.spec for e in entries}
+    lines = [f"# Expected results of the {profile} profile, from the ledger", "",
+             f"Generated from `{ledger_name}` by `python scripts/reproduce.py --profile {profile} --from-ledger "
+             "--write-expected`; a test checks it against the ledger. Rebuild it whenever the ledger grows.", ""]
+    if not entries:
+        lines += [f"The ledger is empty: none of the plan's {len(plan)} runs has been computed yet, so every "
+                  "headline claim below is not testable.", ""]
+    else:
+        devices = sorted({str(e.provenance.get("device_name")) for e in entries})
+        commits = sorted({e.commit[:10] for e in entries})
+        lines += [f"The ledger holds {len(entries)} entries: {sum(s in held for s in plan)} of the plan's "
+                  f"{len(plan)} runs. Devices: {', '.join(devices)}. Commits: {', '.join(commits)}.", "",
+                  "| notebook | runs in the ledger | minutes computed |", "|---|---|---|"]
+        for notebook, specs in grids.items():
+            mine = [e for e in entries if e.spec in set(specs)]
+            minutes = sum(float(e.provenance.get("wall_s") or 0) for e in mine) / 60
+            lines.append(f"| {notebook} | {len(mine)} of {len(specs)} | {minutes:.1f} |")
+        lines.append("")
+    lines += ["| notebook | claims | runs computed | status |", "|---|---|---|---|"]
+    for status in headline_status(grids, held):
+        lines.append(f"| {status.notebook} | {status.claims} | {len(status.present)} of {len(status.runs)} | "
+                     f"{status.verdict_input(stale)} |")
+    rest = [r.spec for r in prioritized(grids) if r.rank == REST]
+    lines += ["", f"Runs backing no headline claim: {sum(s in held for s in rest)} of {len(rest)} computed."]
+    return "\n".join(lines) + "\n"
+
+
+def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str | Path | None]
+                ) -> list[tuple[LedgerEntry, str]]:
+    """(entry, "computed at commit X; changed since: <definitions>") for every entry whose code version differs
+    from today's for its spec (`root_of(spec)`: where its run is built from, for today's code version)."""
+    notes = []
+    for entry in entries:
+        root = root_of(entry.spec)
+        if entry.provenance.get("code_version") != code_version(entry.spec, root):
+            changed = changed_since(entry, definition_digests(entry.spec, root))
+            notes.append((entry, f"computed at commit {entry.commit[:10]}; changed since: "
+                                 + (", ".join(changed) or "definitions not recorded")))
+    return notes
+
+
+def stale_lines(notes: Sequence[tuple[LedgerEntry, str]]) -> list[str]:
+    """One line per stale entry: its notebook's experiment, the run's name, its file and the note."""
+    return [f"{entry.spec.experiment} {run_name(entry.spec)} ({entry.path.name}): {note}" for entry, note in notes]

@@ -1,0 +1,346 @@
+"""The evidence ledger on a tiny gpu-like profile on the CPU: piece with a budget -> ledger -> read back -> claims;
+a budget that fits nothing; two pieces in a row; a damaged entry; an entry computed by other code; the priority
+declarations of every paper; the committed expected results; the ledger's size extrapolated to the gpu profile."""
+from __future__ import annotations
+
+import argparse
+import io
+import itertools
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from test_reproduce import load_reproduce
+
+from fedlib.claims import quickstart as quickstart_claims
+from fedlib.claims.judge import declared
+from fedlib.grids import notebook_parameters, notebook_specs
+from fedlib.ledger import piece as piece_module
+from fedlib.ledger.entries import (BUDGET_BYTES, MANIFEST, PROVENANCE, Ledger, LedgerError, changed_since,
+                                   read_entry_archive)
+from fedlib.dryrun import NotebookReport, print_priority
+from fedlib.grids import combination
+from fedlib.ledger.piece import Observation, Rates, run_name, run_piece
+from fedlib.ledger.priority import REST, check_headlines, headlines, prioritized
+from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
+from fedlib.papers.quickstart import QuickstartParams, experiments
+from fedlib.runs import RunStore
+from fedlib.runs.archive import export_entries, unpack
+from fedlib.runs.entry import describe, read_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = QuickstartParams(rounds=2, num_clients=4, clients_per_round=2, batch_size=64, seeds=(0, 1, 2), device="cpu")
+
+
+def tiny_ranked(params: QuickstartParams = TINY):
+    return prioritized({"quickstart": experiments(params)})
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    """One piece over the tiny profile with room for all of it (no rate given: one round is timed first)."""
+    tmp = tmp_path_factory.mktemp("filled")
+    out = io.StringIO()
+    report = run_piece(tiny_ranked(), Ledger(tmp / "ledger"), RunStore(tmp / "runs"), 600, out=out)
+    return tmp, report, out.getvalue()
+
+
+def copy_ledger(filled, dest: Path) -> Ledger:
+    shutil.copytree(filled[0] / "ledger", dest)
+    return Ledger(dest)
+
+
+def test_piece_fills_the_ledger_and_the_claims_read_it(filled):
+    tmp, report, printed = filled
+    ranked = tiny_ranked()
+    assert [r.spec for r, *_ in report.added] == [r.spec for r in ranked] and report.left == []
+    assert "its first rounds, timed, give" in printed and "client-steps/s measured in this piece" in printed
+    assert set(report.rates) == {"cpu"} and report.rates["cpu"] > 0
+    ledger, store = Ledger(tmp / "ledger"), RunStore(tmp / "runs")
+    entries = ledger.entries()
+    assert len(entries) == len(ranked)
+    for entry in entries:  # the records are the store's, bit for bit; provenance says where and how
+        for name, frame in store.load(entry.spec).items():
+            pd.testing.assert_frame_equal(entry.records[name], frame)
+        prov = entry.provenance
+        assert prov["device"] == "cpu" and prov["client_steps"] == int(entry.records["clients"]["steps"].sum())
+        assert prov["wall_s"] > 0 and prov["code_version"] == json.loads(store.context(entry.spec))["code"]
+        assert {"torch", "cuda", "commit", "device_name", "data", "definitions", "finished"} <= set(prov)
+        assert "fedlib.federation.run_federation" in prov["definitions"]
+    specs = [r.spec for r in ranked]
+    from_ledger, from_store = ledger.records(specs), tidy_from_store(specs, store)
+    pd.testing.assert_frame_equal(from_ledger["rounds"], from_store["rounds"])
+    table = quickstart_claims.claims(quickstart_claims.bundle(from_ledger["rounds"], TINY, 10)).table()
+    assert len(table) == 2 and table["evidence"].str.startswith("3 seeds paired").all()  # every guard passed
+
+
+def tidy_from_store(specs, store):
+    from fedlib.runs.runner import tidy
+
+    return tidy(specs, store)
+
+
+def test_a_missing_run_reads_not_testable_k_of_n(filled, tmp_path):
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    scaffold2 = next(e for e in ledger.entries() if e.spec.get("labels")["algorithm"] == "SCAFFOLD" and e.spec.seed == 2)
+    scaffold2.path.unlink()
+    grids = {"quickstart": experiments(TINY)}
+    q1, q2 = headline_status(grids, {e.spec for e in ledger.entries()})
+    assert q1.verdict_input() == "not testable: 5 of 6 runs computed (missing: algorithm=SCAFFOLD seed=2)"
+    assert q2.verdict_input() == "all 6 runs computed"
+    table = quickstart_claims.claims(quickstart_claims.bundle(ledger.records(grids["quickstart"])["rounds"], TINY,
+                                                              10)).table()
+    q1 = table[table["claim"].str.startswith("Q1")].iloc[0]
+    assert q1["evidence"].startswith("missing: algorithm=SCAFFOLD seed=2") and q1["verdict"].startswith("not testable")
+
+
+def test_a_budget_that_fits_nothing_starts_nothing(tmp_path):
+    out = io.StringIO()
+    report = run_piece(tiny_ranked(), Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 60, rate=1e-3, out=out)
+    assert report.added == [] and len(report.skipped) == len(report.left) == 9
+    assert "not started (cannot finish)" in out.getvalue() and "given (--rate)" in out.getvalue()
+    assert Ledger(tmp_path / "ledger").paths() == [] and not (tmp_path / "runs").exists()
+
+
+def test_two_pieces_in_a_row_compute_no_run_twice(tmp_path, monkeypatch):
+    executed = []
+    real = piece_module.execute
+    monkeypatch.setattr(piece_module, "execute", lambda spec, *a, **k: executed.append(spec) or real(spec, *a, **k))
+    ledger, store = Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs")
+    # A clock advancing 10 s per reading: the first run takes 10 s; the second piece's budget fits no second run
+    # once the first run's rate (about 5 client-steps/s: 10 s a run) is measured.
+    first = run_piece(tiny_ranked(), ledger, store, 35, rate=1e3, clock=itertools.count(0.0, 10.0).__next__,
+                      out=io.StringIO())
+    assert len(first.added) == 1 and len(first.left) == 8 and len(first.skipped) == 8
+    before = {p.name: p.read_bytes() for p in ledger.paths()}
+    second = run_piece(tiny_ranked(), ledger, store, 10_000, out=io.StringIO())
+    assert len(second.added) == 8 and second.left == []
+    assert sorted(map(str, executed)) == sorted(map(str, (r.spec for r in tiny_ranked())))  # each exactly once
+    assert all(p.read_bytes() == before[p.name] for p in ledger.paths() if p.name in before)
+
+
+def rewrite(archive: Path, change) -> None:
+    """Unpack a ledger archive, let `change(folder)` edit it, and pack it back under the same name."""
+    work = archive.parent / "work"
+    work.mkdir()
+    unpack(archive, work)
+    (folder,) = list(work.iterdir())
+    change(folder)
+    export_entries(RunStore(work), [folder], archive) if (folder / MANIFEST).exists() else None
+    shutil.rmtree(work)
+
+
+def test_a_damaged_entry_is_refused_naming_the_file(filled, tmp_path):
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    first, second = ledger.paths()[:2]
+    first.write_bytes(first.read_bytes()[:-100])
+    with pytest.raises(LedgerError, match=first.name):
+        ledger.entries()
+    with pytest.raises(LedgerError, match=first.name):  # a piece does not start on a damaged ledger
+        run_piece(tiny_ranked(), ledger, RunStore(tmp_path / "runs"), 600, out=io.StringIO())
+    first.unlink()
+
+    def edit_a_record(folder: Path) -> None:  # a record edited, its manifest left as it was: packs, but is refused
+        rounds = folder / "rounds.csv"
+        rounds.write_text(rounds.read_text().replace("0.", "1.", 1))
+        with tarfile.open(second, "w:gz") as tar:
+            for path in sorted(folder.iterdir()):
+                tar.add(path, arcname=f"{folder.name}/{path.name}")
+        shutil.rmtree(folder)
+
+    rewrite(second, edit_a_record)
+    with pytest.raises(LedgerError, match=rf"{second.name}: damaged member \w+/rounds.csv"):
+        read_entry_archive(second)
+
+
+def set_provenance(archive: Path, **changes) -> None:
+    def change(folder: Path) -> None:
+        prov = json.loads((folder / PROVENANCE).read_text())
+        for key, value in changes.items():
+            prov[key] = value(prov[key]) if callable(value) else value
+        (folder / PROVENANCE).write_text(json.dumps(prov))
+        manifest = read_manifest(folder)
+        manifest["files"][PROVENANCE] = describe(folder / PROVENANCE)
+        (folder / MANIFEST).write_text(json.dumps(manifest))
+
+    rewrite(archive, change)
+
+
+def test_an_entry_of_other_code_is_used_said_stale_and_recomputed_on_request(filled, tmp_path):
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    old = ledger.entries()[3]
+    set_provenance(old.path, commit="0123456789abcdef", code_version="0000000000000000",
+                   definitions=lambda d: {**d, "fedlib.federation.run_federation": "edited"})
+    entry = read_entry_archive(old.path)
+    assert changed_since(entry, {**entry.provenance["definitions"], "fedlib.federation.run_federation": "x"}) == \
+        ["fedlib.federation.run_federation"]
+    notes = stale_notes(ledger.entries(), lambda spec: None)
+    assert [(e.path, note) for e, note in notes] == \
+        [(old.path, "computed at commit 0123456789; changed since: fedlib.federation.run_federation")]
+    assert stale_lines(notes) == [f"quickstart {run_name(old.spec)} ({old.path.name}): {notes[0][1]}"]
+    row = expected_results({"quickstart": experiments(TINY)}, ledger.entries(), "ledger", "tiny",
+                           {e.spec: note for e, note in notes}).splitlines()
+    said = f"all 6 runs computed; {run_name(old.spec)} computed at commit 0123456789; changed since: " \
+           "fedlib.federation.run_federation |"
+    assert [line.endswith(said) for line in row if line.startswith("| quickstart | Q")] == \
+        [old.spec.get("labels")["algorithm"] != "FedProx", old.spec.get("labels")["algorithm"] != "SCAFFOLD"]
+    store = RunStore(tmp_path / "runs")
+    kept = run_piece(tiny_ranked(), ledger, store, 600, out=io.StringIO())
+    assert kept.added == [] and kept.left == []  # still used: matched by spec and data
+    redone = run_piece(tiny_ranked(), ledger, store, 600, recompute_stale=True, out=io.StringIO())
+    assert [r.spec for r, *_ in redone.added] == [old.spec]
+    assert stale_notes(ledger.entries(), lambda spec: None) == []
+
+
+def test_every_paper_declares_headline_runs_on_three_seeds_of_its_gpu_profile():
+    for notebook in declared():
+        assert headlines(notebook), f"fedlib.papers.{notebook} declares no HEADLINE_RUNS"
+        specs = notebook_specs(notebook, notebook_parameters(notebook, "gpu"))
+        check_headlines(notebook, specs)
+        ids = {claim.id for claim in __import__(f"fedlib.claims.{notebook}", fromlist=["CLAIMS"]).CLAIMS}
+        for headline in headlines(notebook):
+            named = {c.strip() for c in headline.claims.split(",")}
+            assert named <= ids, f"{notebook}: {headline.claims} names claims it does not declare"
+
+
+def test_priority_takes_every_papers_first_headline_first_and_each_run_once():
+    ranked = tiny_ranked()
+    assert [r.spec.get("labels")["algorithm"] for r in ranked] == ["FedAvg", "SCAFFOLD"] * 3 + ["FedProx"] * 3
+    assert [r.backs for r in ranked] == ["Q1"] * 6 + ["Q2"] * 3
+    other = QuickstartParams(rounds=3, seeds=(0,), device="cpu")
+    both = prioritized({"quickstart": experiments(TINY), "flower": experiments(other)})  # no headlines: REST
+    assert [r.rank for r in both] == [0] * 6 + [1] * 3 + [REST] * 3
+    with pytest.raises(ValueError, match="headline 'Q1' .* on 1 seed"):
+        check_headlines("quickstart", experiments(other))
+
+
+def test_the_committed_expected_results_are_what_the_ledger_gives():
+    names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
+    grids = {name: notebook_specs(name, notebook_parameters(name, "gpu")) for name in names}
+    ledger = Ledger(ROOT / "evidence" / "gpu")
+    expected = (ROOT / "evidence" / "expected-results-gpu.md").read_text()
+    assert expected == expected_results(grids, ledger.entries(), "evidence/gpu"), \
+        "rebuild it: python scripts/reproduce.py --profile gpu --from-ledger --write-expected"
+
+
+def test_the_gpu_profiles_ledger_fits_its_budget(filled, tmp_path):
+    """Entry bytes = overhead + bytes per record row, measured on a 2-round and a 6-round run; extrapolated to the
+    gpu profile's rounds and client rows. Tables of hooks and collectors (per-layer diagnostics) are not in this
+    extrapolation: a real piece's entries measure them."""
+    spec2 = tiny_ranked()[0].spec
+    six = run_piece(prioritized({"quickstart": experiments(TINY.__class__(**{**vars(TINY), "rounds": 6}))})[:1],
+                    Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 600, rate=1e3, out=io.StringIO())
+    entry2 = next(e for e in Ledger(filled[0] / "ledger").entries() if e.spec == spec2)
+    entry6 = read_entry_archive(six.added[0][1])
+
+    def rows(entry) -> int:
+        return sum(len(frame) for frame in entry.records.values())
+
+    per_row = (entry6.path.stat().st_size - entry2.path.stat().st_size) / (rows(entry6) - rows(entry2))
+    overhead = entry2.path.stat().st_size - per_row * rows(entry2)
+    assert 0 < per_row < 200 and overhead > 0
+    total = 0.0
+    for name in declared():
+        for spec in notebook_specs(name, notebook_parameters(name, "gpu")):
+            per_round = dict(spec.sampler.args).get("clients", 1.0) if spec.sampler else 1.0
+            clients = per_round if isinstance(per_round, int) else per_round * spec.split.args["num_clients"]
+            total += overhead + per_row * spec.rounds * (1 + clients)
+    assert total < BUDGET_BYTES
+
+
+@pytest.fixture(scope="module")
+def reproduce():
+    return load_reproduce()
+
+
+def test_reproduce_reads_budgets_and_refuses_what_a_piece_cannot_use(reproduce, capsys):
+    assert [reproduce.duration(t) for t in ("10m", "90s", "1.5h", "600")] == [600, 90, 5400, 600]
+    for bad in ("ten", "0m", "-5s"):
+        with pytest.raises(argparse.ArgumentTypeError, match="duration|positive"):
+            reproduce.duration(bad)
+    assert reproduce.main(["--profile", "gpu", "--piece"]) == 2
+    assert "--piece needs --budget" in capsys.readouterr().err
+    assert reproduce.main(["--profile", "gpu", "--from-ledger", "--piece", "--budget", "1m"]) == 2
+
+
+def test_reproduce_from_a_damaged_ledger_names_the_file(reproduce, filled, tmp_path, capsys):
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    ledger.paths()[0].write_bytes(b"not an archive")
+    code = reproduce.main(["--profile", "gpu", "--only", "quickstart", "--from-ledger", "--ledger", str(ledger.root),
+                           "--results", str(tmp_path / "results")])
+    assert code == 2 and ledger.paths()[0].name in capsys.readouterr().err
+
+
+def test_rates_prefer_the_same_combination_then_the_paper_then_the_stated_rate():
+    fedavg, scaffold, fedprox = (next(s for s in experiments(TINY) if s.get("labels")["algorithm"] == a)
+                                 for a in ("FedAvg", "SCAFFOLD", "FedProx"))
+    seen = [Observation(combination(fedavg), "quickstart", "cpu", 600, 2.0),  # 300/s
+            Observation(combination(scaffold), "quickstart", "cpu", 100, 1.0),  # 100/s
+            Observation(combination(fedavg), "quickstart", "cuda", 9_000, 1.0),  # another device: never mixed in
+            Observation(combination(fedavg), "quickstart", "cpu", 1_000, 1.0, calibrated=True)]  # a whole run wins
+    rates = Rates(50.0, seen)
+    assert rates.rate(fedavg) == (300.0, "measured on 1 run(s) of this combination (cpu)")
+    assert rates.rate(fedprox) == (700 / 3, "measured on 2 run(s) of experiment quickstart (cpu)")
+    assert rates.rate(fedavg, "cuda")[0] == 9_000.0
+    assert rates.rate(fedprox.with_(experiment="taco")) == (50.0, "given (--rate)")
+    assert Rates(None, seen[3:]).rate(fedprox) == \
+        (1_000.0, "first rounds timed on 1 run(s) of experiment quickstart (cpu)")
+    assert rates.measured() == {"cpu": 700 / 3, "cuda": 9_000.0}
+    assert Rates(None).rate(fedavg) is None
+    with pytest.raises(ValueError, match="--rate"):
+        Rates(0.0)
+
+
+def test_the_dry_runs_priority_list_gives_minutes_only_where_a_rate_exists():
+    specs = experiments(TINY)
+    report = NotebookReport("quickstart", steps_of={spec: 600 for spec in specs})
+    fedavg = specs[0]
+    out = io.StringIO()
+    print_priority([report], Rates(None, [Observation(combination(fedavg), "quickstart", "cpu", 100, 1.0)]), out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("== priority: 9 of 9 runs back headline claims")
+    assert lines[1].endswith("algorithm=FedAvg seed=0: 600 local SGD steps, 0.1 min at 100 client-steps/s "
+                             "(measured on 1 run(s) of this combination (cpu))")  # 600 steps / 100 per s = 6 s
+    assert "algorithm=SCAFFOLD seed=0: 600 local SGD steps, 0.1 min" in lines[2]  # the paper's rate: 100/s
+    out = io.StringIO()
+    print_priority([report], Rates(None), out)
+    assert "minutes unknown" in out.getvalue() and "9 headline run(s) without a measured rate" in out.getvalue()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine a device 'auto' run is a GPU run")
+def test_a_run_meant_for_a_gpu_is_not_started_without_one(tmp_path):
+    ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "device": "auto"}))
+    out = io.StringIO()
+    report = run_piece(ranked, Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 600, rate=1e3, out=out)
+    assert report.added == []
+    assert [why for _, why in report.skipped] == ["needs a GPU (device auto); this machine has none"] * 9
+    assert "not started: quickstart [Q1] algorithm=FedAvg seed=0: needs a GPU (device auto)" in out.getvalue()
+
+
+def test_a_piece_leaves_out_the_runs_of_datasets_this_machine_cannot_load(reproduce, tmp_path, capsys):
+    """The gpu profile's Fashion-MNIST runs are left out where the dataset is not installed (as here) and the
+    runs on bundled data are still planned: a CPU piece computes FedShift's Theorem 1 runs (digits, device cpu)."""
+    if not reproduce.missing_datasets(reproduce.plan_runs(["quickstart"], {"quickstart": notebook_parameters(
+            "quickstart", "gpu")}, RunStore(tmp_path / "runs"), {})):
+        pytest.skip("Fashion-MNIST is installed here")
+    code = reproduce.main(["--profile", "gpu", "--only", "quickstart", "--piece", "--budget", "1m", "--ledger",
+                           str(tmp_path / "ledger"), "--results", str(tmp_path / "results")])
+    captured = capsys.readouterr()
+    assert code == 0 and "leaves out the runs of the datasets this machine cannot load" in captured.err
+    assert "[piece] 0 runs in the plan" in captured.out
+
+
+def test_calibration_times_the_second_round_and_charges_the_start_up_once(monkeypatch):
+    """Two rounds took 3 s and 1 s (their own wall_s) in 10 s in all; the second ran 2 clients x 10 steps: a steady
+    20 client-steps/s, 10 - 2 x 1 = 8 s of start-up, so a 400-step run is observed as 8 + 400 / 20 = 28 s."""
+    class Result:
+        rounds = pd.DataFrame({"round": [1, 2], "wall_s": [3.0, 1.0]})
+        clients = pd.DataFrame({"round": [1, 1, 2, 2], "steps": [10, 10, 10, 10]})
+
+    monkeypatch.setattr(piece_module, "run_federation", lambda *a, **k: Result())
+    obs = piece_module.calibrate(experiments(TINY)[0], None, iter([0.0, 10.0]).__next__, 400)
+    assert (obs.steps, obs.seconds, obs.device) == (400, 28.0, "cpu")
