@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 import fedlib
-from fedlib.report import checkout
+from fedlib.paths import checkout
 from fedlib.runs.archive import ArchiveError, export_entries, unpack
 from fedlib.runs.entry import (MANIFEST, DamagedEntryError, Records, describe, read_manifest, verify_entry,
                                verify_keyed_entry, write_atomic)
