@@ -4,10 +4,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedlib.runs.ray_runner import allow_a_slow_local_start
-
-allow_a_slow_local_start()  # the tests that start Ray themselves, on a machine the other test workers load
-
 
 @pytest.fixture(autouse=True, scope="session")
 def one_thread():

@@ -18,7 +18,6 @@ from fedlib.flower.grid import InProcessGrid
 from fedlib.flower.strategy import FedlibStrategy
 from fedlib.runs import RunSpec
 from fedlib.runs.entry import Records
-from fedlib.runs.ray_runner import allow_a_slow_local_start
 
 
 @contextlib.contextmanager
@@ -67,7 +66,6 @@ def run_in_simulation(specs: Sequence[RunSpec], root: str | Path | None = None, 
     on_gpu = any(s.fed.server.device.type == "cuda" for s in strategies)  # client apps train where the server does
     config = backend_config or {"client_resources": {"num_cpus": 1, "num_gpus": 1.0 / workers if on_gpu else 0.0},
                                 "init_args": {"num_cpus": workers, "include_dashboard": False, "log_to_driver": False}}
-    allow_a_slow_local_start()
     with _flower_log(logging.WARNING if quiet else logging.NOTSET):
         run_simulation(server_app, client_app, num_supernodes=sizes.pop(), backend_config=config)
     done = [s for s in strategies if len(s.fed.server.history) == s.spec.rounds]

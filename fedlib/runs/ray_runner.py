@@ -9,14 +9,12 @@ filed under this machine's key) and files them in its store, so workers need no 
 interrupted on a worker resumes from that worker's checkpoint when rerun there. A run whose key names a
 thread count asks Ray for that many CPUs and runs with that many threads (Ray would give it one).
 `ray.init` is given `INIT_TIMEOUT_S` to connect (tried in a child process first: Ray itself waits minutes on
-an address that accepts connections but is no Ray). A local Ray is allowed a slow start
-(`allow_a_slow_local_start`).
+an address that accepts connections but is no Ray).
 """
 from __future__ import annotations
 
 import io
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -48,16 +46,6 @@ def _threads_keyed(store: RunStore, spec: RunSpec) -> int:
         return 1
 
 
-# Ray's raylet gives its dashboard agent 30 s (on Linux) to start and then aborts the node ("Timed out waiting for
-# file .../metrics_agent_port"); on a loaded 2-core machine the agent's start alone can take longer.
-SLOW_START = ("RAY_agent_register_timeout_ms", "120000")
-
-
-def allow_a_slow_local_start() -> None:
-    """Give a Ray node started from this process 2 minutes for its agent to start (a value the user set wins)."""
-    os.environ.setdefault(*SLOW_START)
-
-
 def init_ray(address: str | None, timeout: float = INIT_TIMEOUT_S) -> None:
     """`ray.init(address)`, after a child process showed within `timeout` seconds that it connects."""
     import ray
@@ -74,7 +62,6 @@ def init_ray(address: str | None, timeout: float = INIT_TIMEOUT_S) -> None:
         except subprocess.CalledProcessError as err:
             last = (err.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
             raise ConnectionError(f"cannot join the Ray cluster at {address!r}: {last}") from err
-    allow_a_slow_local_start()
     ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
