@@ -137,7 +137,8 @@ def _p_greater(values: np.ndarray, threshold: float, test: str) -> float:
         return float(stats.wilcoxon(d, alternative="greater", zero_method="zsplit", correction=True).pvalue)
     if np.all(d == d[0]):  # zero variance: the t statistic is +-inf
         return 0.0 if d[0] > 0 else 1.0
-    return float(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+    # the one-sample t test written out: scipy's ttest_1samp spends ~2 ms a call in its wrappers
+    return float(stats.t.sf(d.mean() / (d.std(ddof=1) / math.sqrt(len(d))), len(d) - 1))
 
 
 def _non_finite(values: np.ndarray, what: str) -> str:

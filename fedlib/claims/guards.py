@@ -47,12 +47,12 @@ def chance_line(best_final: float, num_classes: int) -> float:
     return chance + max(CHANCE_HEADROOM * (1 - chance), CHANCE_SHARE * (best - chance))
 
 
-def _run_codes(rows: pd.DataFrame, by: Sequence[str]) -> np.ndarray:
-    """Each row's run (0, 1, ... in order of first appearance; NaN a value like any other)."""
-    codes = np.zeros(len(rows), dtype=np.int64)
-    for col in by:
-        column, _ = pd.factorize(rows[col], use_na_sentinel=False)
-        codes, _ = pd.factorize(codes * (int(column.max()) + 1 if len(column) else 1) + column)
+def _run_codes(columns: Sequence[np.ndarray], total: int) -> np.ndarray:
+    """Each row's run (0, 1, ... in order of first appearance; NaN a value like any other) from its `columns`."""
+    codes = np.zeros(total, dtype=np.int64)
+    for column in columns:
+        each, _ = pd.factorize(column, use_na_sentinel=False)
+        codes, _ = pd.factorize(codes * (int(each.max()) + 1 if total else 1) + each)
     return codes
 
 
@@ -62,29 +62,33 @@ def summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     accuracy in round order, NaN if none), `bad_costs` (the `cum_*` columns negative or falling) and `broken` (a
     `diverged` flag, a non-finite train loss, or a non-finite test loss where accuracy was scored). One pass of
     array arithmetic: the judge reads every claim's runs through it."""
-    ordered = in_round_order(rows)
-    total = len(ordered)
-    codes = _run_codes(ordered, by)
+    total = len(rows)
+    order = np.argsort(rows["round"].to_numpy(), kind="stable") if "round" in rows else np.arange(total)
+
+    def column(name: str, dtype: type | None = None) -> np.ndarray:
+        return rows[name].to_numpy(dtype=dtype)[order]
+
+    codes = _run_codes([column(c) for c in by], total)
     n = int(codes.max()) + 1 if total else 0
     position = np.arange(total)
     first = np.full(n, total)
     np.minimum.at(first, codes, position)
-    out: dict[str, object] = {c: ordered[c].to_numpy()[first] for c in by}
+    out: dict[str, object] = {c: column(c)[first] for c in by}
     out["label"] = [label(by, k) for k in zip(*(out[c] for c in by))] if by else ["the run"] * n
 
     def any_of(flags: np.ndarray) -> np.ndarray:
         return np.bincount(codes, weights=flags.astype(float), minlength=n) > 0
 
-    if "round" in ordered:
-        rounds = ordered["round"]
+    if "round" in rows:
+        rounds = column("round")
         each, _ = pd.factorize(rounds, use_na_sentinel=False)  # NaN a value: two NaN rounds repeat one another
         repeated = np.ones(total, dtype=bool)
         repeated[np.unique(codes * (int(each.max()) + 1 if total else 1) + each, return_index=True)[1]] = False
-        out["rounds"] = np.bincount(codes[~repeated & rounds.notna().to_numpy()], minlength=n)
+        out["rounds"] = np.bincount(codes[~repeated & ~pd.isna(rounds)], minlength=n)
         out["repeated"] = any_of(repeated)
     else:
         out["rounds"], out["repeated"] = np.bincount(codes, minlength=n), np.zeros(n, dtype=bool)
-    acc = ordered["test_acc"].to_numpy(dtype=float) if "test_acc" in ordered else np.full(total, np.nan)
+    acc = column("test_acc", float) if "test_acc" in rows else np.full(total, np.nan)
     scored = ~np.isnan(acc)
     low, high, last = np.full(n, np.inf), np.full(n, -np.inf), np.full(n, -1)
     np.minimum.at(low, codes[scored], acc[scored])
@@ -95,20 +99,20 @@ def summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     out["final_acc"] = np.where(none, np.nan, acc[np.maximum(last, 0)] if total else np.nan)
     bad_costs: dict[str, np.ndarray] = {}
     grouped = np.argsort(codes, kind="stable")  # each run's rows together, still in round order
-    for col in (c for c in ordered.columns if str(c).startswith(COST_PREFIX)):
-        cost, run = ordered[col].to_numpy(dtype=float)[grouped], codes[grouped]
+    for col in (c for c in rows.columns if str(c).startswith(COST_PREFIX)):
+        cost, run = column(col, float)[grouped], codes[grouped]
         valid = ~np.isnan(cost)
         cost, run = cost[valid], run[valid]
         falls = (run[1:] == run[:-1]) & (cost[1:] < cost[:-1])
         bad_costs[col] = (np.bincount(run[1:][falls], minlength=n) > 0) | (np.bincount(run[cost < 0], minlength=n) > 0)
     out["bad_costs"] = [tuple(c for c, bad in bad_costs.items() if bad[i]) for i in range(n)]
     broken = np.zeros(total, dtype=bool)
-    if "diverged" in ordered:
-        broken |= ordered["diverged"].fillna(False).to_numpy(dtype=bool)
-    if "train_loss" in ordered:
-        broken |= ~np.isfinite(ordered["train_loss"].to_numpy(dtype=float))
-    if "test_loss" in ordered and "test_acc" in ordered:
-        broken |= scored & ~np.isfinite(ordered["test_loss"].to_numpy(dtype=float))
+    if "diverged" in rows:
+        broken |= rows["diverged"].fillna(False).to_numpy(dtype=bool)[order]
+    if "train_loss" in rows:
+        broken |= ~np.isfinite(column("train_loss", float))
+    if "test_loss" in rows and "test_acc" in rows:
+        broken |= scored & ~np.isfinite(column("test_loss", float))
     out["broken"] = any_of(broken)
     return pd.DataFrame(out)
 
