@@ -224,3 +224,16 @@ def test_bound_holds_tight_vacuous_broken_and_missing():
     assert R.bound_holds([1.0, 3.0], [1.5, 2.0], what="b").verdict == R.NOT_REPRODUCED
     assert R.bound_holds([1.0, float("nan")], [1.5, 2.0], what="b").verdict == R.NOT_TESTABLE
     assert R.bound_holds([1.0], [1e4], what="b", vacuous_factor=1e5).verdict == R.REPRODUCED
+
+
+def test_vacuous_if_labels_a_bound_that_holds_only_by_more_than_the_factor():
+    held = R.criterion_met("the bound holds", True)
+    # bound / measured = 150 and 200 everywhere (> 100): vacuous; 150 and 50: tight at the second point
+    vac = R.vacuous_if(held, [1.0, 2.0], [150.0, 400.0], what="b")
+    assert vac.verdict == R.VACUOUS and "smallest bound / measured 150" in vac.evidence
+    tight = R.vacuous_if(held, [1.0, 2.0], [150.0, 100.0], what="b")
+    assert tight.verdict == R.REPRODUCED and "smallest bound / measured 50" in tight.evidence
+    partly = R.criterion_met("the bound holds", False, partly=True)
+    assert R.vacuous_if(partly, [1.0], [1e3], what="b").verdict == R.VACUOUS
+    failed = R.criterion_met("the bound holds", False)
+    assert R.vacuous_if(failed, [1.0], [1e3], what="b") == failed  # a failed bound is not relabelled

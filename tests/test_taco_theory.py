@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import sympy as sp
 
+from fedlib import report as R
 from theory import taco as T
 
 SETTINGS = [T.QuadraticSetting("K10_eta0.05", num_clients=4, dim=4, K=10, eta=0.05, seed=0),
@@ -115,3 +117,19 @@ def test_theorem1_on_the_real_code():
     assert (proof["slack_without_Y"] >= 0).all()
     as_run, _ = T.theorem1_rows(setting, 30, gamma="1/K", aggregation="tailored")
     assert (as_run["slack_without_Y"] < 0).any()
+
+
+def test_theorem1_rows_read_vacuous_when_the_bound_exceeds_the_change_of_f_by_more_than_the_factor():
+    """f falls by 0.01 a round; a slack of 2 is 201x that change (vacuous), a slack of 0.5 51x (not)."""
+    def rows(slack: float, without_y: float) -> pd.DataFrame:
+        return pd.DataFrame({"round": [0, 1], "f_z": [1.0, 0.99], "f_z_next": [0.99, 0.98], "slack": [slack, slack],
+                             "slack_without_Y": [without_y, without_y], "eta_g^3 Y_t": [slack, slack]})
+
+    (_, _, measured, vacuous), (_, _, _, y_free) = T.theorem1_claims(rows(2.0, 0.005), rows(2.0, 0.005), "toy")
+    assert vacuous.verdict == R.VACUOUS and "smallest bound / measured 201" in vacuous.evidence
+    assert "200x the change of f" in measured
+    assert y_free.verdict == R.REPRODUCED  # (0.01 + 0.005) / 0.01 = 1.5: tight
+    (_, _, _, tight), _ = T.theorem1_claims(rows(0.5, 0.005), rows(0.5, -0.001), "toy")
+    assert tight.verdict == R.REPRODUCED and "smallest bound / measured 51" in tight.evidence
+    (_, _, _, failed), (_, _, _, broken) = T.theorem1_claims(rows(-0.1, -0.1), rows(-0.1, -0.1), "toy")
+    assert failed.verdict == R.NOT_REPRODUCED and broken.verdict == R.NOT_REPRODUCED

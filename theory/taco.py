@@ -448,23 +448,34 @@ def theorem1_claims(proof: pd.DataFrame, as_run: pd.DataFrame, evidence: str) ->
     """The notebook's two claim rows on Theorem 1 (claim, paper value, measured, judgement from fedlib.report):
     `proof` from the proof's setting (gamma = 1, uniform weights), `as_run` from TACO as run (theorem1_rows)."""
     defined = proof["slack"].notna()
-    ratio = (proof["eta_g^3 Y_t"] / (proof["f_z_next"] - proof["f_z"]).abs()).median()
+    change = (proof["f_z_next"] - proof["f_z"]).abs()
+    ratio = (proof["eta_g^3 Y_t"] / change).median()
     holds = bool(defined.all() and (proof["slack"] >= 0).all())
     partly = bool((proof.loc[defined, "slack"] >= 0).all() and (proof["slack_without_Y"] >= 0).all())
+    with_y = report.criterion_met("constants measured on the run (L, G, μ_i, c_i), none assumed: A2 holds and the bound "
+                                  "holds on every round (partly: the bound holds on every round where A2 holds, and its "
+                                  "Y-free part on every round)", holds, partly=partly,
+                                  evidence=f"{evidence}, γ = 1, uniform weights")
+    if defined.any():  # the bound on the change of f, f(z_t+1) - f(z_t) <= rhs - f(z_t): its slack against |change|
+        with_y = report.vacuous_if(with_y, change[defined], (change + proof["slack"])[defined],
+                                   what="|f(z_{t+1}) - f(z_t)| + the bound's slack against |f(z_{t+1}) - f(z_t)|, on "
+                                        "the rounds where A2 holds")
+    as_run_change = (as_run["f_z_next"] - as_run["f_z"]).abs()
+    without_y = report.bound_holds(as_run_change, as_run_change + as_run["slack_without_Y"],
+                                   what="the Y-free part of the bound on every round: |f(z_{t+1}) - f(z_t)| + its slack "
+                                        "against |f(z_{t+1}) - f(z_t)| (the slack >= 0 where it holds)",
+                                   evidence=evidence)
     return [
         ("Theorem 1: f(z_{t+1}) <= f(z_t) - η_g/2|∇f(z_t)|² + L/2 η_g²|Δ̃_t|² + η_g L² ε_t + η_g³ Y_t (proof's setting)",
          "holds under A1-A3 every round",
          f"A2 holds on {int(defined.sum())}/{len(proof)} rounds, the bound on {int((proof['slack'] >= 0).sum())} of them "
          f"(η_g³Y_t ≈ {ratio:.0f}x the change of f); without Y_t on {int((proof['slack_without_Y'] >= 0).sum())}/{len(proof)}",
-         report.criterion_met("constants measured on the run (L, G, μ_i, c_i), none assumed: A2 holds and the bound holds "
-                              "on every round (partly: the bound holds on every round where A2 holds, and its Y-free part "
-                              "on every round)", holds, partly=partly, evidence=f"{evidence}, γ = 1, uniform weights")),
+         with_y),
         ("Theorem 1's bound without Y_t, for TACO as run (γ = 1/K, Eq. 9 weights; outside the proof's setting; ours)",
          "the proof assumes uniform 1/N aggregation",
          f"holds on {int((as_run['slack_without_Y'] >= 0).sum())}/{len(as_run)} rounds, A2 on "
          f"{int(as_run['slack'].notna().sum())}; min slack {as_run['slack_without_Y'].min():.3f}",
-         report.criterion_met("the Y-free part of the bound holds on every round",
-                              bool((as_run["slack_without_Y"] >= 0).all()), evidence=evidence)),
+         without_y),
     ]
 
 

@@ -115,9 +115,12 @@ class Claim(Generic[B]):
             object.__setattr__(self, "reads", self.reads or self.rule.runs())
 
 
-def run_mask(table: pd.DataFrame, cell: Mapping[str, Any], seed: int) -> np.ndarray:
-    """The rows of `table` that belong to `cell`'s run on `seed`."""
-    return np.logical_and.reduce([table[k] == v for k, v in {**cell, "seed": seed}.items()])
+def run_mask(table: pd.DataFrame, cell: Mapping[str, Any], seed: int | None = None) -> np.ndarray:
+    """The rows of `table` that belong to `cell`'s runs (on `seed`, if given)."""
+    wanted = {**cell, **({} if seed is None else {"seed": seed})}
+    if not wanted:
+        return np.ones(len(table), dtype=bool)
+    return np.logical_and.reduce([table[k].to_numpy() == v for k, v in wanted.items()])
 
 
 def _label(cell: Mapping[str, Any], seed: int | None = None) -> str:
@@ -125,30 +128,48 @@ def _label(cell: Mapping[str, Any], seed: int | None = None) -> str:
     return " ".join(parts)
 
 
-def _missing(runs: Runs, bundle: Bundle) -> list[str]:
-    """Declared runs absent from the records, or with a NaN/inf scored accuracy; a cell absent on every seed is
-    named once (a parameter that left out a method names the method, not its seeds one by one)."""
-    if runs.table not in bundle.records:
+def _summaries(claim: Claim, bundle: Bundle) -> list[pd.DataFrame | None]:
+    """Each of the claim's declared runs' `guards.summary`, read once for every guard (None: no such table)."""
+    return [guards.summary(runs.select(bundle.records), runs.by()) if runs.table in bundle.records else None
+            for runs in claim.reads]
+
+
+def _missing(runs: Runs, bundle: Bundle, found: pd.DataFrame | None) -> list[str]:
+    """Declared runs absent from the records (`found`: their summary), or with a NaN/inf scored accuracy; a cell
+    absent on every seed is named once (a parameter that left out a method names the method, not its seeds one by
+    one)."""
+    if found is None:
         return [f"table {runs.table!r}"]
-    rows = runs.select(bundle.records)
     seeds = runs.seed_list(bundle.params)
+    broken_runs = _scored_broken(found, [*runs.where, "seed"], "test_acc" in bundle.records[runs.table])
     out = []
     for cell in runs.cells():
         absent, broken = [], []
         for seed in seeds:
-            run = rows[run_mask(rows, cell, seed)]
-            acc = run["test_acc"].dropna().to_numpy(dtype=float) if "test_acc" in run else np.array([])
-            if run.empty:
+            key = (*cell.values(), seed)
+            if key not in broken_runs:
                 absent.append(_label(cell, seed))
-            elif "test_acc" in run and (not acc.size or not np.isfinite(acc).all()):
+            elif broken_runs[key]:
                 broken.append(f"{_label(cell, seed)} (accuracy NaN/inf)")
         out += ([f"{_label(cell)} (every seed)"] if len(absent) == len(seeds) > 1 else absent) + broken
     return out
 
 
-def missing_runs(claim: Claim, bundle: Bundle) -> list[str]:
+def _scored_broken(found: pd.DataFrame, by: list[str], scored: bool) -> dict[tuple, bool]:
+    """Every (cell, seed) of a summary (its values of `by`) -> whether a run of it has no scored accuracy or a
+    NaN/inf one (never, for records without accuracy: `scored` False)."""
+    broken = (found["final_acc"].isna().to_numpy() | ~np.isfinite(found[["acc_min", "acc_max"]].to_numpy()).all(axis=1)
+              if scored else np.zeros(len(found), dtype=bool))
+    out: dict[tuple, bool] = {}
+    for key, bad in zip(zip(*(found[c] for c in by)), broken):
+        out[key] = out.get(key, False) or bool(bad)
+    return out
+
+
+def missing_runs(claim: Claim, bundle: Bundle, summaries: list[pd.DataFrame | None] | None = None) -> list[str]:
     """The claim's declared runs that the records lack or score with a NaN/inf accuracy, labelled."""
-    return [m for runs in claim.reads for m in _missing(runs, bundle)]
+    found = _summaries(claim, bundle) if summaries is None else summaries
+    return [m for runs, summary in zip(claim.reads, found) for m in _missing(runs, bundle, summary)]
 
 
 def _listed(items: Sequence[str]) -> str:
@@ -157,10 +178,12 @@ def _listed(items: Sequence[str]) -> str:
 
 def guard(claim: Claim, bundle: Bundle) -> Judgement | None:
     """The first guard the claim's evidence fails, as its judgement; None when every guard passed."""
-    return _guard(claim, bundle, missing_runs(claim, bundle))
+    summaries = _summaries(claim, bundle)
+    return _guard(claim, bundle, missing_runs(claim, bundle, summaries), summaries)
 
 
-def _guard(claim: Claim, bundle: Bundle, missing: list[str]) -> Judgement | None:
+def _guard(claim: Claim, bundle: Bundle, missing: list[str], found: list[pd.DataFrame | None]) -> Judgement | None:
+    """The first guard failed, from the missing runs and each declared runs' summary (`_summaries`)."""
     if not claim.reads:
         return None
     criterion = (f"every run present, once, with finite accuracy in [0, 1], costs never negative or falling, runs of "
@@ -172,22 +195,21 @@ def _guard(claim: Claim, bundle: Bundle, missing: list[str]) -> Judgement | None
                                                         "independent seed" for name, seeds in repeated.items()))
     if missing:
         return report.not_testable(criterion, f"missing: {_listed(missing)}")
-    selected = [(runs, runs.select(bundle.records)) for runs in claim.reads]
-    doubled = [b for runs, rows in selected for b in guards.duplicated_runs(rows, runs.by())]
+    summaries = list(zip(claim.reads, found))
+    doubled = [b for _, runs in summaries for b in guards.duplicated_runs(runs)]
     if doubled:
         return report.not_testable(criterion, f"more than one run under one name (a round repeated): "
                                               f"{_listed(doubled)}; the claim must name every id column (Runs.ids)")
-    impossible = [b for runs, rows in selected for b in guards.impossible_values(rows, runs.by())]
+    impossible = [b for _, runs in summaries for b in guards.impossible_values(runs)]
     if impossible:
         return report.not_testable(criterion, f"impossible evidence: {_listed(impossible)}")
-    lengths = guards.unequal_lengths(pd.concat([rows.assign(_arm=i) for i, (_, rows) in enumerate(selected)]),
-                                     ["_arm", *sorted({c for runs, _ in selected for c in runs.by()})])
+    lengths = guards.unequal_lengths(pd.concat([runs for _, runs in summaries]))
     if lengths:
         return report.not_testable(criterion, f"runs of different lengths compared: {lengths}")
-    finals = [guards.final_accuracy(run) for runs, rows in selected for _, run in guards.runs(rows, runs.by())]
+    finals = np.concatenate([runs["final_acc"].to_numpy(dtype=float) for _, runs in summaries])
     line = guards.chance_line(float(np.nanmax(finals)) if np.isfinite(finals).any() else float("nan"),
                               bundle.num_classes)
-    bad = [b for runs, rows in selected if not runs.may_diverge for b in guards.diverged_runs(rows, runs.by(), line)]
+    bad = [b for declared, runs in summaries if not declared.may_diverge for b in guards.diverged_runs(runs, line)]
     if bad:
         return Judgement(report.DIVERGED, criterion, f"diverged or at chance (final accuracy <= {line:.3g}): "
                                                      f"{_listed(bad)}")
@@ -200,8 +222,9 @@ def _guard(claim: Claim, bundle: Bundle, missing: list[str]) -> Judgement | None
 
 def judge_one(claim: Claim[B], bundle: B) -> Finding:
     """The claim's row: a guard's judgement if one fails, else its rule's, with the guards named in the criterion."""
-    missing = missing_runs(claim, bundle)
-    stopped = _guard(claim, bundle, missing)
+    summaries = _summaries(claim, bundle)
+    missing = missing_runs(claim, bundle, summaries)
+    stopped = _guard(claim, bundle, missing, summaries)
     if stopped is not None:
         # A contrast's values are still shown when its runs are all there (one seed, a diverged run): the judge
         # extracts them itself, so no paper code meets the failed evidence.
@@ -337,18 +360,19 @@ class Contrast:
         """One value per seed (in the order of the parameter named `seeds`) of `cell`'s runs on this contrast's
         metric: the mean over the runs of the `ids` columns within the seed."""
         table = bundle.records[self.table]
+        rows = table[run_mask(table, cell)]
+        by = ["seed", *self.ids]
+        if self.test == "sooner":
+            target = self._target(bundle)
+            per_run = [(run["seed"].iloc[0], rounds_to_target(run, target)) for _, run in guards.runs(rows, by)]
+        else:
+            finals = guards.summary(rows, by)
+            per_run = list(zip(finals["seed"], finals["final_acc"]))
         out = []
         for seed in getattr(bundle.params, self.seeds):
-            rows = table[run_mask(table, cell, seed)]
-            per_run = [self._metric(run, bundle) for _, run in guards.runs(rows, list(self.ids))]
-            out.append(float(np.mean(per_run)) if per_run else float("nan"))
+            found = [value for s, value in per_run if s == seed]
+            out.append(float(np.mean(found)) if found else float("nan"))
         return np.asarray(out, dtype=float)
-
-    def _metric(self, run: pd.DataFrame, bundle: Bundle) -> float:
-        if self.test == "sooner":
-            return rounds_to_target(run, self._target(bundle))
-        scored = run["test_acc"].dropna()
-        return float(scored.iloc[-1]) if len(scored) else float("nan")
 
     def __call__(self, bundle: Bundle) -> Finding:
         a, b = self.values(bundle, self.a), self.values(bundle, self.b)
