@@ -550,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
 
-    todo = {root: [s for s in specs if not store.reading(root).has(s)] for root, specs in plan.by_data_root().items()}
+    by_root = plan.by_data_root()
+    todo = {root: [s for s in specs if not store.reading(root).has(s)] for root, specs in by_root.items()}
     count = sum(map(len, todo.values()))
     workers = args.workers or default_workers("cpu" if not _has_gpu() else "cuda")
     if workers > worker_cap(count):
@@ -558,10 +559,10 @@ def main(argv: list[str] | None = None) -> int:
         workers = worker_cap(count)
     print(f"== compute: {count} runs ({args.executor}" + (f", {workers} worker(s))" if args.executor == "local"
                                                            else ")"), flush=True)
-    for root, specs in todo.items():  # each computed from the data root its key names
-        if not specs:
+    for root, specs in by_root.items():  # each computed from the data root its key names
+        if not todo[root]:
             continue
-        try:
+        try:  # all of the root's specs, so that run_specs' count of those in the store is the plan's
             run_specs(specs, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
                       root=root, progress=True)
         except ConnectionError as err:  # a Ray cluster that does not answer

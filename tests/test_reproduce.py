@@ -61,6 +61,12 @@ def test_three_phases_then_a_second_reproduce_computes_nothing_and_writes_the_sa
     out = capsys.readouterr()
     assert "[quickstart] 3 runs: 3 from the store, 0 to compute" in out.out and "== compute: 0 runs" in out.out
     assert (tmp_path / "quick" / "quickstart" / "claims.csv").read_text() == first
+    shutil.rmtree(stored_entries(tmp_path)[0])  # one run lost: the plan and the computing step count alike
+    assert reproduce.main(quick(tmp_path)) == 0
+    out = capsys.readouterr()
+    assert "[quickstart] 3 runs: 2 from the store, 1 to compute" in out.out and "== compute: 1 runs" in out.out
+    assert "3 runs: 2 from the store" in out.err
+    assert (tmp_path / "quick" / "quickstart" / "claims.csv").read_text() == first
 
 
 def test_claims_only_judges_the_saved_evidence_again_without_runs_or_notebooks(reproduce, tmp_path, capsys):
