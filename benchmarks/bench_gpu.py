@@ -1,42 +1,45 @@
-"""`make bench-gpu`: per-round training time at the four papers' scales, sequential vs batched vs the floor.
+"""`make bench-gpu`: client-steps/s at the four papers' gpu-profile scales, per executor and per worker count.
 
-Scales (issue 11's table; FedAvg, fp32 links, the papers' local settings, random data of the datasets'
-shapes so that no download is needed):
-  fedshift  CNN2 on 3x32x32, 100 clients, 10 per round, 10 epochs, batch 50     (1,000 client-steps/round)
-  fedaq     vanilla CNN on 1x28x28, 10 clients, all per round, 5 epochs, batch 64 (4,700)
-  taco      TACO CNN on 1x28x28, 20 clients, all per round, K = 100, batch 64      (2,000)
-  mucsc     ALL-CNN-C on 3x32x32, 100 clients, 10 per round, 5 epochs, batch 8     (3,150)
-Per round: the median `train_s` of the record's rounds after the first (warm-up), for the sequential and
-the batched executor, and the floor: centralized SGD over the same number of steps and batch size on one
-model (CUDA synchronised), i.e. the GPU time the round's arithmetic needs without federation. Ratios come
-from one run of this script, printed with the device's name.
+Scales (the gpu profiles in notebooks/profiles/<paper>/gpu.yaml; random data of Fashion-MNIST's shape, so that no
+file is needed; FedAvg with fp32 links unless named):
+  fedshift   CNN2 (32 channels, 512 hidden), 100 clients of 600, 10 a round, 10 epochs, batch 50   (1,200 steps/round)
+  fedaq      vanilla CNN, 10 clients of 6,000, all a round, 5 epochs, batch 64                     (4,700)
+  taco       TACO CNN, 20 clients of 3,000, all a round, K = 100 steps, batch 64                   (2,000)
+  taco+corr  the same with TACO's corrected local direction                                        (2,000)
+  mucsc      FEMNIST CNN, 100 clients of 600, 10 a round, 5 steps, batch 8                         (50)
+For each scale: client-steps/s of the sequential, batched (vmap) and captured batched (graph) executors in this
+process (the median round after a warm-up round), then of 1, 2 and 4 worker processes sharing the GPU, each running
+the scale with `executor="auto"` (what a piece runs): the client-steps all workers did in their timed rounds over
+the wall time from the first worker's start to the last one's end (a barrier starts them together, after each has
+done a warm-up round). Ratios come from one run of this script, printed with the device's name.
 
-    python benchmarks/bench_gpu.py [--rounds 3] [--scales fedshift taco] [--device cuda] [--shrink 1]
-`--device cpu --shrink 20` runs the same code on a CPU at 1/20 of the clients' data (a smoke test only).
+    python benchmarks/bench_gpu.py [--rounds 2] [--scales fedaq taco] [--workers 1 2 4] [--device cuda] [--shrink 1]
+`--device cpu --shrink 50` runs the same code on a CPU at 1/50 of the clients' data and steps (a smoke test only).
 """
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from fedlib.algorithms import FedAvg
+from fedlib.algorithms import make_algorithm
 from fedlib.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
-from fedlib.federation import resolve_device, run_federation
+from fedlib.federation import run_federation
 from fedlib.models import build_model
+
+SHAPE = (1, 28, 28)
 
 
 @dataclass(frozen=True)
 class Scale:
     name: str
     model: str
-    shape: tuple[int, int, int]
     clients: int
     per_round: int
     samples: int  # per client
@@ -44,75 +47,108 @@ class Scale:
     epochs: float | None = None
     steps: int | None = None
     lr: float = 0.01
+    momentum: float = 0.0
+    algorithm: str = "fedavg"
+    model_kwargs: tuple[tuple[str, int], ...] = ()
 
 
 SCALES = [
-    Scale("fedshift", "fedshift_cnn2", (3, 32, 32), 100, 10, 500, 50, epochs=10, lr=0.005),
-    Scale("fedaq", "fedaq_cnn", (1, 28, 28), 10, 10, 6000, 64, epochs=5),
-    Scale("taco", "taco_cnn", (1, 28, 28), 20, 20, 3000, 64, steps=100),
-    Scale("mucsc", "allcnn_c", (3, 32, 32), 100, 10, 500, 8, epochs=5, lr=0.05),
+    Scale("fedshift", "fedshift_cnn2", 100, 10, 600, 50, epochs=10, lr=0.005, momentum=0.9,
+          model_kwargs=(("channels", 32), ("hidden", 512))),
+    Scale("fedaq", "fedaq_cnn", 10, 10, 6000, 64, epochs=5, momentum=0.5),
+    Scale("taco", "taco_cnn", 20, 20, 3000, 64, steps=100),
+    Scale("taco+corr", "taco_cnn", 20, 20, 3000, 64, steps=100, algorithm="taco"),
+    Scale("mucsc", "femnist_cnn", 100, 10, 600, 8, steps=5, lr=0.1),
 ]
 
 
-def federation(s: Scale, shrink: int) -> FederatedData:
-    n = max(s.batch_size, s.samples // shrink)
+def shrunk(s: Scale, shrink: int) -> Scale:
+    """The scale at 1/`shrink` of its data and local steps (a CPU smoke test)."""
+    return replace(s, samples=max(s.batch_size, s.samples // shrink),
+                   steps=None if s.steps is None else max(1, s.steps // shrink))
+
+
+def federation(s: Scale) -> FederatedData:
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(s.clients * n, *s.shape, generator=gen)
-    y = torch.randint(0, 10, (s.clients * n,), generator=gen)
-    ds = Dataset(f"random{s.shape}", x, y, x[:1000], y[:1000], num_classes=10)
-    return FederatedData(ds, [np.arange(i * n, (i + 1) * n) for i in range(s.clients)])
+    x = torch.randn(s.clients * s.samples, *SHAPE, generator=gen)
+    y = torch.randint(0, 10, (s.clients * s.samples,), generator=gen)
+    ds = Dataset("random(1, 28, 28)", x, y, x[:2000], y[:2000], num_classes=10)
+    return FederatedData(ds, [np.arange(i * s.samples, (i + 1) * s.samples) for i in range(s.clients)])
 
 
-def per_round(s: Scale, data: FederatedData, executor: str, rounds: int, device: str) -> tuple[float, int]:
-    local = LocalTraining(lr=s.lr, batch_size=s.batch_size, epochs=s.epochs, steps=s.steps)
-    res = run_federation(lambda: build_model(s.model, s.shape, 10), data, FedAvg(), rounds, local=local,
-                         sampler=s.per_round, eval_every=rounds, executor=executor, device=device, progress=False)
-    steps = int(res.clients[res.clients["round"] == 1]["steps"].sum())
-    return statistics.median(res.rounds["train_s"].iloc[1:]), steps
+def run(s: Scale, data: FederatedData, executor: str, rounds: int, device: str):
+    local = LocalTraining(lr=s.lr, batch_size=s.batch_size, epochs=s.epochs, steps=s.steps, momentum=s.momentum)
+    return run_federation(lambda: build_model(s.model, SHAPE, 10, **dict(s.model_kwargs)), data,
+                          make_algorithm(s.algorithm), rounds, local=local, sampler=s.per_round, eval_every=rounds,
+                          executor=executor, device=device, progress=False)
 
 
-def floor(s: Scale, data: FederatedData, steps: int, device: torch.device) -> float:
-    ds = data.dataset
-    x, y = ds.x_train.to(device), ds.y_train.to(device)
-    model = build_model(s.model, s.shape, 10).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=s.lr)
-    idx = torch.randint(0, len(y), (steps, s.batch_size), device=device)
-    for warm in (True, False):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for k in range(min(steps, 20) if warm else steps):
-            opt.zero_grad(set_to_none=True)
-            F.cross_entropy(model(x[idx[k]]), y[idx[k]]).backward()
-            opt.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-    return time.perf_counter() - start
+def rate(result) -> float:
+    """Client-steps/s of the median round after the first (the warm-up)."""
+    steps = result.clients.groupby("round")["steps"].sum()
+    train = result.rounds.set_index("round")["train_s"]
+    return statistics.median((steps / train).iloc[1:])
+
+
+def worker(scales: list[Scale], rounds: int, device: str, barrier, results) -> None:
+    """One worker process: for each scale, a warm-up round, then (all workers together) a timed run."""
+    for s in scales:
+        data = federation(s)
+        run(s, data, "auto", 1, device)  # warm-up: CUDA context, kernels, the executor's first round
+        barrier.wait()
+        start = time.time()
+        result = run(s, data, "auto", rounds, device)
+        results.put((s.name, int(result.clients["steps"].sum()), start, time.time(), result.config["executor"]))
+
+
+def workers_rates(scales: list[Scale], n: int, rounds: int, device: str) -> dict[str, tuple[float, str]]:
+    """Per scale: client-steps/s of `n` spawned processes running it at once, and the executor "auto" chose."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(scales, rounds, device, barrier, results)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    done = [results.get() for _ in range(n * len(scales))]
+    for p in procs:
+        p.join()
+    out = {}
+    for s in scales:
+        mine = [d for d in done if d[0] == s.name]
+        out[s.name] = (sum(d[1] for d in mine) / (max(d[3] for d in mine) - min(d[2] for d in mine)), mine[0][4])
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2, help="rounds per measurement, the first a warm-up")
     parser.add_argument("--scales", nargs="*", default=[s.name for s in SCALES])
+    parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shrink", type=int, default=1)
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("no CUDA device here: nothing measured (run on a GPU machine, or --device cpu --shrink 20 as a smoke test)")
+        print("no CUDA device here: nothing measured (run on a GPU machine, or --device cpu --shrink 50 as a smoke test)")
         return
-    device = resolve_device(args.device)
-    name = torch.cuda.get_device_name(0) if device.type == "cuda" else "CPU"
-    print(f"device {name}, torch {torch.__version__}, {args.rounds} rounds per variant (first is warm-up), "
-          f"client data / {args.shrink}\n")
-    print(f"{'scale':9s} {'steps/round':>11s} {'sequential s':>13s} {'batched s':>10s} {'floor s':>8s} "
-          f"{'seq/batched':>12s} {'batched/floor':>14s}")
-    for s in (s for s in SCALES if s.name in args.scales):
-        data = federation(s, args.shrink)
-        seq, steps = per_round(s, data, "sequential", args.rounds, args.device)
-        bat, _ = per_round(s, data, "vmap", args.rounds, args.device)
-        flo = floor(s, data, steps, device)
-        print(f"{s.name:9s} {steps:11d} {seq:13.3f} {bat:10.3f} {flo:8.3f} {seq / bat:12.2f} {bat / flo:14.2f}")
-
+    name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU"
+    print(f"device {name}, torch {torch.__version__}; client-steps/s, the median of {args.rounds - 1} timed "
+          f"round(s) after a warm-up; client data and steps / {args.shrink}\n", flush=True)
+    scales = [shrunk(s, args.shrink) for s in SCALES if s.name in args.scales]
+    print(f"{'scale':10s} {'steps/round':>11s} {'sequential':>10s} {'vmap':>8s} {'graph':>8s}", flush=True)
+    for s in scales:
+        data = federation(s)
+        cells, steps = [], s.per_round * (s.steps or int(s.epochs * -(-s.samples // s.batch_size)))
+        for executor, width in (("sequential", 10), ("vmap", 8), ("graph", 8)):
+            try:
+                cells.append(f"{rate(run(s, data, executor, args.rounds, args.device)):{width},.0f}")
+            except Exception as err:  # a benchmark reports a failing executor and measures the others
+                cells.append(f"{'failed':>{width}s}")
+                print(f"{s.name} {executor}: {type(err).__name__}: {err}", flush=True)
+        print(f"{s.name:10s} {steps:11,d} " + " ".join(cells), flush=True)
+    print(f"\n{'scale':10s}" + "".join(f" {f'{n} worker(s)':>12s}" for n in args.workers) + "  auto", flush=True)
+    shared = {n: workers_rates(scales, n, args.rounds, args.device) for n in args.workers}
+    for s in scales:
+        print(f"{s.name:10s}" + "".join(f" {shared[n][s.name][0]:12,.0f}" for n in args.workers)
+              + f"  {shared[args.workers[0]][s.name][1]}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,14 @@
 with `torch._foreach_*` (the fastest path for small models on a CPU: no functional_call overhead).
 `train_vmap` trains all clients at once with `torch.func.vmap` over stacked parameters; clients with
 fewer steps or a short last batch are padded and masked, so each client follows exactly the same
-batches and arithmetic as in the sequential executor (equal up to float reassociation).
+batches and arithmetic as in the sequential executor (equal up to float reassociation). `train_graph` is the
+batched executor with its step captured: on a GPU a batched step is a few hundred small kernel launches whose
+Python dispatch costs far more than their arithmetic, so once per round it runs `WARMUP_STEPS` steps, captures
+the next in a CUDA graph (static input buffers: the step's sample indices, weights, active clients and learning
+rate) and replays it for the round's other steps. The graph is the same kernels on the same buffers, so it
+computes what the uncaptured batched step computes (the `gpu`-marked conformance battery compares them). A
+round of fewer than `MIN_CAPTURED_STEPS` steps runs the same static step uncaptured (a capture would not pay),
+as does every step on a CPU, where there is no graph to capture.
 
 Both apply the same update per step, `sgd_step`: d = algorithm.local_direction(p, grad, ...);
 d += weight_decay * p; buf = momentum * buf + d; p -= lr * buf (only for clients still active).
@@ -46,7 +53,8 @@ def half_squared_error(output: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return 0.5 * (output.reshape(target.shape) - target) ** 2
 
 
-def sgd_step(p: list[torch.Tensor], d: list[torch.Tensor], momentum_buf: list[torch.Tensor] | None, lr: float,
+def sgd_step(p: list[torch.Tensor], d: list[torch.Tensor], momentum_buf: list[torch.Tensor] | None,
+             lr: float | torch.Tensor,
              local: LocalTraining, active: torch.Tensor | None = None) -> None:
     """The local step, in place: d += weight_decay * p; buf = momentum * buf + d; p -= lr * buf.
 
@@ -61,7 +69,10 @@ def sgd_step(p: list[torch.Tensor], d: list[torch.Tensor], momentum_buf: list[to
         d = momentum_buf
     if active is not None:
         d = torch._foreach_mul(d, [active.view(-1, *([1] * (t.dim() - 1))).to(t.dtype) for t in d])
-    torch._foreach_add_(p, d, alpha=-lr)
+    if isinstance(lr, torch.Tensor):  # a captured step reads its learning rate from a device buffer
+        torch._foreach_add_(p, torch._foreach_mul(d, lr), alpha=-1.0)
+    else:
+        torch._foreach_add_(p, d, alpha=-lr)
 
 
 def train_sequential(
@@ -80,7 +91,7 @@ def train_sequential(
     names = [n for n, _ in model.named_parameters()]
     plist = [p for _, p in model.named_parameters()]
     named_buffers = list(model.named_buffers())
-    use_direction = _has_correction(algorithm)
+    use_direction = has_correction(algorithm)
     mean_loss = batch_mean(loss_fn)
     model.train()
     outcomes = []
@@ -160,6 +171,8 @@ def train_vmap(
     server_state: dict[str, Any],
     round_: int,
     loss_fn: LossFn = cross_entropy,
+    *,
+    capture: bool = False,
 ) -> list[ClientOutcome]:
     model.train()
     c = len(jobs)
@@ -189,32 +202,97 @@ def train_vmap(
     directions_of = vmap(direction_of)
     idx_all, wts_all, active_all = _padded_batches(jobs, bsz, x.device)  # moved to the device once per round
     ragged = [k for k in range(max(steps)) if any(k >= s for s in steps)]  # steps where some client is done
-    use_direction = _has_correction(algorithm)
+    use_direction = has_correction(algorithm)
     loss_sum = torch.zeros(c, device=x.device)  # accumulated on the device: no host sync inside the loop
     lrs = [local.lr_at(round_, k) for k in range(max(steps))]
-    for k in range(max(steps)):
-        idx, wts, active = idx_all[k], wts_all[k], active_all[k]
-        xb = x[idx]
-        if local.augment:  # each client's real samples, drawn from its own stream in the sequential order
-            for ci, job in enumerate(jobs):
-                if k < steps[ci]:
-                    n = len(job.batches[k])
-                    xb[ci, :n] = AUGMENTATIONS[local.augment](xb[ci, :n], job.augment_gen)
-        grads, losses = grads_of(p, xb, y[idx], wts)
-        if use_direction:
-            d, stepped = directions_of(p, grads, states, xb, y[idx], wts)
-            states = _where_active(active, stepped, states) if k in ragged else stepped
-        else:
+    if capture:
+        if local.augment:
+            raise ValueError("a captured step cannot draw augmentations (each client's own host-side stream); "
+                             "use executor='vmap'")
+        # The step's inputs live in static buffers, refilled before each step (a graph replays fixed addresses).
+        idx, wts, active = idx_all[0].clone(), wts_all[0].clone(), active_all[0].clone()
+        lr = torch.zeros((), device=x.device)
+
+        def load(k: int) -> None:
+            idx.copy_(idx_all[k])
+            wts.copy_(wts_all[k])
+            active.copy_(active_all[k])
+            lr.fill_(lrs[k])
+
+        def static_step() -> None:
+            xb, yb = x[idx], y[idx]
+            grads, losses = grads_of(p, xb, yb, wts)
             d = grads
-        with torch.no_grad():
-            sgd_step(plist, [d[n] for n in names], momentum_buf, lrs[k], local, active if k in ragged else None)
-            loss_sum += losses.detach() * active
+            if use_direction:
+                d, stepped = directions_of(p, grads, states, xb, yb, wts)
+                _copy_into(states, _where_active(active, stepped, states))
+            with torch.no_grad():
+                sgd_step(plist, [d[n] for n in names], momentum_buf, lr, local, active)
+                loss_sum.add_(losses.detach() * active)
+
+        run_steps(static_step, load, max(steps), x.device)
+    else:
+        for k in range(max(steps)):
+            idx, wts, active = idx_all[k], wts_all[k], active_all[k]
+            xb = x[idx]
+            if local.augment:  # each client's real samples, drawn from its own stream in the sequential order
+                for ci, job in enumerate(jobs):
+                    if k < steps[ci]:
+                        n = len(job.batches[k])
+                        xb[ci, :n] = AUGMENTATIONS[local.augment](xb[ci, :n], job.augment_gen)
+            grads, losses = grads_of(p, xb, y[idx], wts)
+            if use_direction:
+                d, stepped = directions_of(p, grads, states, xb, y[idx], wts)
+                states = _where_active(active, stepped, states) if k in ragged else stepped
+            else:
+                d = grads
+            with torch.no_grad():
+                sgd_step(plist, [d[n] for n in names], momentum_buf, lrs[k], local, active if k in ragged else None)
+                loss_sum += losses.detach() * active
     for ci, job in enumerate(jobs):
         job.state.update(_unstack(states, ci))
     losses_done = loss_sum.cpu().tolist()
     return [ClientOutcome(params={n: v[ci].clone() for n, v in p.items()}, buffers={},
                           loss=losses_done[ci] / steps[ci], lr_sum=float(sum(lrs[: steps[ci]])))
             for ci in range(c)]
+
+
+def train_graph(*args: Any, **kwargs: Any) -> list[ClientOutcome]:
+    """The batched executor with its step captured in a CUDA graph (see the module docstring)."""
+    return train_vmap(*args, **kwargs, capture=True)
+
+
+WARMUP_STEPS = 3  # uncaptured steps before a capture: cuBLAS and cuDNN choose their kernels and workspaces
+MIN_CAPTURED_STEPS = 8  # a round of fewer steps runs uncaptured: warm-up and capture would cost what replays save
+
+
+def run_steps(step: Callable[[], None], load: Callable[[int], None], n: int, device: torch.device) -> None:
+    """`load(k); step()` for k = 0..n-1; on a CUDA device with at least `MIN_CAPTURED_STEPS` steps, the steps after
+    the warm-up are replays of one captured `step()` (which reads and writes only buffers that outlive it)."""
+    if device.type != "cuda" or n < MIN_CAPTURED_STEPS:
+        for k in range(n):
+            load(k)
+            step()
+        return
+    warm = torch.cuda.Stream(device)  # PyTorch's rule: warm up on a side stream before capturing
+    warm.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(warm):
+        for k in range(WARMUP_STEPS):
+            load(k)
+            step()
+    torch.cuda.current_stream(device).wait_stream(warm)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # records the step's kernels; runs none of them
+        step()
+    for k in range(WARMUP_STEPS, n):
+        load(k)
+        graph.replay()
+
+
+def _copy_into(target: dict[str, Any], source: dict[str, Any]) -> None:
+    """Copy a (nested) stacked state into the buffers of `target`, in place."""
+    for k, v in source.items():
+        _copy_into(target[k], v) if isinstance(v, dict) else target[k].copy_(v)
 
 
 def _where_active(active: torch.Tensor, new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
@@ -244,7 +322,7 @@ def _padded_batches(jobs: Sequence[ClientJob], bsz: int, device: torch.device) -
     return torch.from_numpy(idx).to(device), torch.from_numpy(wts).to(device), active.to(device)
 
 
-def _has_correction(algorithm: Algorithm) -> bool:
+def has_correction(algorithm: Algorithm) -> bool:
     return type(algorithm).local_direction is not Algorithm.local_direction or (
         type(algorithm).correction is not Algorithm.correction
     )

@@ -35,7 +35,7 @@ from fedlib.contracts import (SERVER, Checkpoint, ClientBehavior, ClientJob, Cli
                               FederatedData, Hook, LayerDiagnostics, LocalRun, LocalTraining, RoundContext, RoundInfo,
                               RunResult, layer_table)
 from fedlib.data import Dataset
-from fedlib.executors import LossFn, cross_entropy, train_sequential, train_vmap
+from fedlib.executors import LossFn, has_correction, cross_entropy, train_graph, train_sequential, train_vmap
 from fedlib.params import Params
 from fedlib.seeding import Seeds
 from fedlib.validate import instance
@@ -67,13 +67,15 @@ def _has_conv(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
 
 
-def choose_executor(model: nn.Module, algorithm: Algorithm, device: torch.device) -> str:
+def choose_executor(model: nn.Module, algorithm: Algorithm, device: torch.device, local: LocalTraining) -> str:
     """What a whole run costs, cold start included. On a GPU, the batched executor wherever it applies (the
-    sequential loop is launch-bound there: one H100 idled ~87% of a FedShift round). On a CPU, the sequential
-    loop: in a fresh process the batched path's first call imports torch._dynamo (~1.1 s) and pads uneven
-    clients, and even warmed rounds lost to the sequential ones (`make bench` measures both)."""
+    sequential loop is launch-bound there: one H100 idled ~87% of a FedShift round), with its step captured in a
+    CUDA graph for plain SGD steps (`make bench-gpu` measures the three); an algorithm that corrects the local
+    direction keeps the uncaptured batched step until a GPU battery has shown its captured step equal. On a CPU,
+    the sequential loop: in a fresh process the batched path's first call imports torch._dynamo (~1.1 s) and
+    pads uneven clients, and even warmed rounds lost to the sequential ones (`make bench` measures both)."""
     if device.type == "cuda" and algorithm.vmap_compatible and not list(model.buffers()):
-        return "vmap"
+        return "graph" if not has_correction(algorithm) and not local.augment else "vmap"
     return "sequential"
 
 
@@ -379,8 +381,10 @@ def open_federation(
 ) -> Federation:
     """The server and client sides of a run with run_federation's arguments (see there), before round 0.
 
-    `executor` ("sequential", "vmap", "auto") and `threads` (an int or "auto") pick how clients are
-    trained; "auto" is the batched executor on a GPU and the sequential one on a CPU (see `choose_executor`).
+    `executor` ("sequential", "vmap", "graph", "auto") and `threads` (an int or "auto") pick how clients are
+    trained: one after another, batched, or batched with the step captured in a CUDA graph (on a CPU "graph"
+    runs the same static step uncaptured); "auto" is a batched executor on a GPU and the sequential one on a CPU
+    (see `choose_executor`).
     `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs that declare
     `device_generic` (every built-in codec) encode there too, with a device generator seeded from the run's
     keyed noise streams (see `fedlib.channel`): the same distributions on any device, not the same values.
@@ -397,8 +401,8 @@ def open_federation(
         instance("model_fn()", model, nn.Module, "model_fn builds the model, e.g. lambda: build_model(...)")
         model = model.to(device)
         _check_model_fits(model, ds, x_train, y_train, loss_fn)  # in the fork: a model drawing in eval mode changes nothing
-    executor, threads = _resolve_executor(model, algorithm, executor, threads, device)
-    train = train_sequential if executor == "sequential" else train_vmap
+    executor, threads = _resolve_executor(model, algorithm, local, executor, threads, device)
+    train = {"sequential": train_sequential, "vmap": train_vmap, "graph": train_graph}[executor]
     server = ServerSide(model=model, n_clients=n_clients, x_test=x_test, y_test=y_test, algorithm=algorithm,
                         rounds=rounds, sample=sample, seeds=seeds, hooks=hooks, loss_fn=loss_fn, eval_every=eval_every,
                         down=Downlink(downlink, seeds, device, {k: v.detach() for k, v in model.named_parameters()}),
@@ -544,8 +548,8 @@ def _check_options(rounds: int, executor: str, threads: Union[int, str], downlin
                    aggregation_weights: str, eval_every: int) -> None:
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
         raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
-    if executor not in ("sequential", "vmap", "auto"):
-        raise ValueError(f"executor must be 'sequential', 'vmap' or 'auto', got {executor!r}")
+    if executor not in ("sequential", "vmap", "graph", "auto"):
+        raise ValueError(f"executor must be 'sequential', 'vmap', 'graph' or 'auto', got {executor!r}")
     if threads != "auto" and (not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be a positive integer or 'auto', got {threads!r}")
     if downlink_receivers not in ("selected", "all"):
@@ -556,13 +560,17 @@ def _check_options(rounds: int, executor: str, threads: Union[int, str], downlin
         raise ValueError(f"eval_every must be an integer >= 1, got {eval_every!r}")
 
 
-def _resolve_executor(model: nn.Module, algorithm: Algorithm, executor: str, threads: Union[int, str],
-                      device: torch.device) -> tuple[str, int]:
-    executor = choose_executor(model, algorithm, device) if executor == "auto" else executor
-    if executor == "vmap" and not algorithm.vmap_compatible:
-        raise ValueError(f"{algorithm.name} needs per-step state the vmap executor does not carry; use executor='sequential'")
-    if executor == "vmap" and len(list(model.buffers())) > 0:
-        raise ValueError("the vmap executor needs a model without buffers (no BatchNorm); use executor='sequential'")
+def _resolve_executor(model: nn.Module, algorithm: Algorithm, local: LocalTraining, executor: str,
+                      threads: Union[int, str], device: torch.device) -> tuple[str, int]:
+    executor = choose_executor(model, algorithm, device, local) if executor == "auto" else executor
+    if executor in ("vmap", "graph") and not algorithm.vmap_compatible:
+        raise ValueError(f"{algorithm.name} needs per-step state the batched executors do not carry; "
+                         "use executor='sequential'")
+    if executor in ("vmap", "graph") and len(list(model.buffers())) > 0:
+        raise ValueError(f"the {executor} executor needs a model without buffers (no BatchNorm); use executor='sequential'")
+    if executor == "graph" and local.augment:
+        raise ValueError(f"the graph executor cannot capture augmentation {local.augment!r} (each client draws it from "
+                         "its own host-side stream); use executor='vmap'")
     return executor, choose_threads(model) if threads == "auto" else int(threads)
 
 

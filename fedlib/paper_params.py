@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound="PaperParams")
-Executor = typing.Literal["sequential", "vmap", "auto"]  # how a round's clients train (fedlib.federation)
+Executor = typing.Literal["sequential", "vmap", "graph", "auto"]  # how a round's clients train (fedlib.federation)
 Threads = int | typing.Literal["auto"]  # torch threads per run
 
 

@@ -99,7 +99,7 @@ oscillation_batch_size: int = 32  # minibatch size of the oscillation study
 oscillation_seeds: list[int] = [0]  # seeds of the oscillation study
 oscillation_algorithms: list[str] = ["TACO", "FoolsGold", "FedAvg", "TACO, uniform aggregation", "TACO, previous round's α as weights"]  # variants of the oscillation study
 theorem1_rounds: int = 40  # rounds of the Theorem 1 check
-executor: str = "sequential"  # one executor for every algorithm, so wall-clock times compare them (one of "sequential", "vmap", "auto")
+executor: str = "sequential"  # one executor for every algorithm, so wall-clock times compare them (one of "sequential", "vmap", "graph", "auto")
 threads: "Union[int, str]" = 1  # torch threads per run (or "auto")
 
 # %%

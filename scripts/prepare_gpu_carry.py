@@ -1,14 +1,15 @@
 """Prepare what a bare GPU machine needs to run a piece of the gpu profile, in `.gpu-carry/`, and print the command.
 
-    python scripts/prepare_gpu_carry.py [--budget 7m] [--python-version 3.11]
+    python scripts/prepare_gpu_carry.py [--python-version 3.12]
 
-The machine is assumed to have Python with torch, numpy, pandas, sympy and seaborn (and what they depend on), and
+The machine is assumed to have Python with torch, numpy, pandas, sympy, seaborn and scipy (and what they depend on), and
 nothing of this project's other dependencies, and no network. The folder gets
 
 * `wheels/` and `requirements.txt`: every distribution the piece's code imports (measured: the modules a fresh
   interpreter holds after importing scripts/reproduce.py, loading every component and the run executor) that those
-  five and their dependencies do not provide, with the dependencies of those; downloaded with pip from its
-  configured index (the local mirror here) for the machine's Python (`--python-version`, default this one's);
+  six and their dependencies do not provide, with the dependencies of those; downloaded with pip from its
+  configured index (the local mirror here) for the machine's Python (`--python-version`, default 3.12: the
+  lent machines' Python);
 * `data/fashion_mnist/`: Fashion-MNIST's four .gz files, from where this machine has them (Debian's
   dataset-fashion-mnist package, or data/fashion_mnist/); if they are not here they are named as missing, and the
   command is not printed (the gpu profile reads them).
@@ -30,9 +31,10 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 CARRY = ROOT / ".gpu-carry"
-DEVICE_HAS = ("torch", "numpy", "pandas", "sympy", "seaborn")
+# What the lent GPU machines' image holds, of what a piece imports (their package list; scipy alone is 35 MiB of
+# wheels, more than the data leaves of the 64 MiB that travel).
+DEVICE_HAS = ("torch", "numpy", "pandas", "sympy", "seaborn", "scipy")
 LIMIT_BYTES = 64 * 2**20
-DEFAULT_BUDGET = "7m"  # of a 10-minute command: installing the wheels and planning the profile come first
 
 # What a piece imports, measured in a fresh interpreter: printed as JSON, one distribution name per module found.
 IMPORTS = """
@@ -46,8 +48,8 @@ import fedlib.runs.execute
 from fedlib.registry import load_components
 load_components()
 found = md.packages_distributions()
-print(json.dumps(sorted({d for m in list(sys.modules) if m.split(".")[0] not in sys.stdlib_module_names
-                         for d in found.get(m.split(".")[0], [])})))
+tops = {m.split(".")[0] for m in list(sys.modules)} - set(sys.stdlib_module_names) - {"fedlib"}  # fedlib travels as source
+print(json.dumps(sorted({d for top in tops for d in found.get(top, [])})))
 """
 
 
@@ -123,15 +125,14 @@ def copy_fashion_mnist(into: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", default=DEFAULT_BUDGET, help="the piece's budget in the printed command")
-    parser.add_argument("--python-version", default=f"{sys.version_info.major}.{sys.version_info.minor}",
+    parser.add_argument("--python-version", default="3.12",
                         help="the GPU machine's Python (wheels are downloaded for it)")
     args = parser.parse_args(argv)
     shutil.rmtree(CARRY, ignore_errors=True)
     wheels = CARRY / "wheels"
     wheels.mkdir(parents=True)
     present = closure(list(DEVICE_HAS))
-    missing = sorted(closure(sorted(imported_distributions() - present - {"fedlib-companion"})) - present)
+    missing = sorted(closure(sorted(imported_distributions() - present)) - present)
     print(f"the piece imports, beyond {', '.join(DEVICE_HAS)} and their dependencies: {', '.join(missing) or 'nothing'}")
     problems = download(missing, wheels, args.python_version)
     (CARRY / "requirements.txt").write_text("".join(f"{name}\n" for name in missing))
@@ -146,11 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         print("not ready:\n" + "\n".join(f"  {p}" for p in problems), file=sys.stderr)
         return 1
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    print("device command (run tool: carry [\".gpu-carry\"], timeout_s 600):\n"
-          f"python -m pip install --quiet --no-index --find-links .gpu-carry/wheels -r .gpu-carry/requirements.txt && "
-          f"FEDLIB_DATA=$PWD/.gpu-carry/data FEDLIB_COMMIT={commit} PYTHONPATH=$PWD python scripts/reproduce.py "
-          f"--profile gpu --piece --budget {args.budget}; cp -r evidence/gpu \"$OUT/\"\n"
-          "then here: cp <files_at>/gpu/*.tar.gz evidence/gpu/ && "
+    print("device command (run tool: carry [\".gpu-carry\"], timeout_s 600; it ends itself 20 s inside its limit):\n"
+          f"bash scripts/gpu_lease.sh 580 {commit}\n"
+          "then here: tar xzf <files_at>/ledger.tar.gz -C evidence && "
           ".venv/bin/python scripts/reproduce.py --profile gpu --from-ledger --write-expected")
     return 0
 

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 import fedlib.codecs as codecs
+import fedlib.executors as executors
 from fedlib.algorithms import make_algorithm
 from fedlib.channel import Link, LinkContext, transmit
 from fedlib.codecs import make_codec
@@ -55,14 +56,15 @@ def tiny_model() -> nn.Module:
     return nn.Sequential(nn.Linear(8, 6), nn.Tanh(), nn.Linear(6, 3))
 
 
-def run(data: FederatedData, name: str, executor: str, device: str = "cpu", seed: int = 0, **kwargs):
-    local = LocalTraining(lr=0.1, batch_size=8, epochs=1, momentum=0.5, weight_decay=1e-3)
+def run(data: FederatedData, name: str, executor: str, device: str = "cpu", seed: int = 0,
+        local: LocalTraining | None = None, **kwargs):
+    local = local or LocalTraining(lr=0.1, batch_size=8, epochs=1, momentum=0.5, weight_decay=1e-3)
     return run_federation(tiny_model, data, make_algorithm(name), rounds=2, local=local, executor=executor,
                           device=device, seed=seed, progress=False, **kwargs)
 
 
 def executors_of(name: str) -> list[str]:
-    return ["sequential", "vmap"] if make_algorithm(name).vmap_compatible else ["sequential"]
+    return ["sequential", "vmap", "graph"] if make_algorithm(name).vmap_compatible else ["sequential"]
 
 
 ALGO_EXECUTORS = [(name, ex) for name in ALGORITHMS for ex in executors_of(name)]
@@ -134,13 +136,22 @@ def test_same_seed_same_record_bitwise(data, name, executor):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("batched", ["vmap", "graph"])
 @pytest.mark.parametrize("name", [n for n in ALGORITHMS if make_algorithm(n).vmap_compatible])
-def test_batched_equals_sequential(data, name, device):
-    seq, bat = run(data, name, "sequential", device), run(data, name, "vmap", device)
+def test_batched_equals_sequential(data, name, batched, device, monkeypatch):
+    """Three local epochs: 12, 12, 9 and 9 steps a round (ragged, and enough for the graph executor to capture its
+    step on a GPU: the count of graph replays shows it did; on a CPU nothing is captured)."""
+    replays = []
+    replay = torch.cuda.CUDAGraph.replay
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", lambda graph: (replays.append(1), replay(graph))[1])
+    local = LocalTraining(lr=0.1, batch_size=8, epochs=3, momentum=0.5, weight_decay=1e-3)
+    seq, bat = run(data, name, "sequential", device, local=local), run(data, name, batched, device, local=local)
     for k in seq.params:
         torch.testing.assert_close(bat.params[k], seq.params[k], atol=1e-5, rtol=1e-5)
     np.testing.assert_allclose(bat.rounds["test_loss"], seq.rounds["test_loss"], atol=1e-5, rtol=1e-5)
     np.testing.assert_allclose(bat.clients["loss"], seq.clients["loss"], atol=1e-5, rtol=1e-5)
+    captured = batched == "graph" and device == "cuda"
+    assert len(replays) == (2 * (12 - executors.WARMUP_STEPS) if captured else 0)
 
 
 def test_every_algorithm_is_registered_and_buildable_with_defaults():

@@ -282,11 +282,13 @@ def test_auto_picks_the_measured_executor_and_threads(digits_data):
         vmap_compatible = False
 
     mlp, cnn = _mlp(digits_data)(), build_model("cnn", digits_data.dataset.input_shape, 10)
-    cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert (choose_executor(mlp, FedAvg(), cpu), choose_threads(mlp)) == ("sequential", 1)
-    assert (choose_executor(cnn, FedAvg(), cpu), choose_threads(cnn)) == ("sequential", DEFAULT_THREADS)
-    assert choose_executor(mlp, FedAvg(), cuda) == choose_executor(cnn, FedAvg(), cuda) == "vmap"
-    assert choose_executor(mlp, PerStep(), cuda) == "sequential"
+    cpu, cuda, plain = torch.device("cpu"), torch.device("cuda"), LocalTraining()
+    assert (choose_executor(mlp, FedAvg(), cpu, plain), choose_threads(mlp)) == ("sequential", 1)
+    assert (choose_executor(cnn, FedAvg(), cpu, plain), choose_threads(cnn)) == ("sequential", DEFAULT_THREADS)
+    assert choose_executor(mlp, FedAvg(), cuda, plain) == choose_executor(cnn, FedAvg(), cuda, plain) == "graph"
+    assert choose_executor(cnn, FedAvg(), cuda, LocalTraining(augment="crop_flip")) == "vmap"
+    assert choose_executor(mlp, FedProx(mu=0.1), cuda, plain) == "vmap"  # a corrected step stays uncaptured
+    assert choose_executor(mlp, PerStep(), cuda, plain) == "sequential"
     res = _run(digits_data, rounds=1)
     assert (res.config["executor"], res.config["threads"]) == ("sequential", 1)
 

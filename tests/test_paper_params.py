@@ -136,7 +136,7 @@ def test_a_profile_with_a_typo_or_a_wrong_value_is_an_error_naming_the_file(tmp_
     ({"seeds": [0, "1"]}, r"QuickstartParams.seeds\[1\] must be an integer, got '1'"),
     ({"model_kwargs": [64]}, "QuickstartParams.model_kwargs must be a mapping, got \\[64\\]"),
     ({"data_root": 3}, "QuickstartParams.data_root must be str or None, got 3"),
-    ({"executor": "batched"}, "QuickstartParams.executor must be one of 'sequential', 'vmap', 'auto', got 'batched'"),
+    ({"executor": "batched"}, "QuickstartParams.executor must be one of 'sequential', 'vmap', 'graph', 'auto', got 'batched'"),
     ({"rounds": 0}, r"QuickstartParams.rounds must be >= 1, got 0"),
     ({"clients_per_round": 11}, r"QuickstartParams.clients_per_round must be in \[1, 10\], got 11"),
     ({"seeds": []}, r"QuickstartParams.seeds must list at least one value, got none"),

@@ -449,7 +449,7 @@ def _spec(p: TacoParams, labels: Mapping[str, Any], algo: tuple[str, Mapping[str
     `split`, or a split component as it is). The collectors follow from the algorithm and the freeloaders."""
     parts = partition if isinstance(partition, tuple) else split(p, num_clients or p.num_clients, partition)
     executor = p.executor
-    if executor == "vmap" and not ALGORITHM_CLASSES[algo[0]].vmap_compatible:
+    if executor in ("vmap", "graph") and not ALGORITHM_CLASSES[algo[0]].vmap_compatible:
         executor = "sequential"  # STEM keeps per-step state the batched executor does not carry
     return RunSpec.make(
         "taco", dataset or p.dataset, parts,
