@@ -1,6 +1,7 @@
 """The run store key: the code a spec's run reaches, the data files it reads, the environment that changes it."""
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -279,3 +280,16 @@ def test_the_thread_count_is_keyed_where_torch_picks_it():
     assert environment(spec(dataset="mnist5k", model="cnn"))["threads"] == DEFAULT_THREADS
     assert "threads" not in environment(spec(dataset="mnist5k", model="mlp"))  # dense models run on one thread
     assert "threads" not in environment(spec(dataset="mnist5k", model="cnn", threads=2))  # the spec says it
+
+
+def test_definitions_are_dumped_alike_on_every_python():
+    """A run keyed on a 3.11 CPU and on a GPU machine's 3.12 must hash alike: 3.12's ast.dump adds an empty
+    type_params to functions and classes, 3.13's leaves empty fields out. The expected text is 3.11's dump."""
+    from fedlib.runs.fingerprint import syntax_dump
+
+    tree = ast.parse("class C:\n    def f(self, x):\n        return x + 1")
+    assert syntax_dump(tree) == (
+        "Module(body=[ClassDef(name='C', bases=[], keywords=[], body=[FunctionDef(name='f', args=arguments("
+        "posonlyargs=[], args=[arg(arg='self'), arg(arg='x')], kwonlyargs=[], kw_defaults=[], defaults=[]), "
+        "body=[Return(value=BinOp(left=Name(id='x', ctx=Load()), op=Add(), right=Constant(value=1)))], "
+        "decorator_list=[])], decorator_list=[])], type_ignores=[])")

@@ -20,7 +20,7 @@ from fedlib.claims import quickstart as quickstart_claims
 from fedlib.claims.judge import declared
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger import piece as piece_module
-from fedlib.ledger.entries import (BUDGET_BYTES, MANIFEST, PROVENANCE, Ledger, LedgerError, changed_since,
+from fedlib.ledger.entries import (BUDGET_BYTES, COMMIT_VAR, MANIFEST, PROVENANCE, Ledger, LedgerError, changed_since,
                                    read_entry_archive)
 from fedlib.dryrun import NotebookReport, print_priority
 from fedlib.grids import combination
@@ -344,3 +344,13 @@ def test_calibration_times_the_second_round_and_charges_the_start_up_once(monkey
     monkeypatch.setattr(piece_module, "run_federation", lambda *a, **k: Result())
     obs = piece_module.calibrate(experiments(TINY)[0], None, iter([0.0, 10.0]).__next__, 400)
     assert (obs.steps, obs.seconds, obs.device) == (400, 28.0, "cpu")
+
+
+def test_the_commit_a_copy_is_sent_with_wins_over_the_git_it_carries(monkeypatch):
+    """A GPU machine gets the tree and a .git that can be older than it (seen: an H200 lease recorded the session's
+    first commit, 'with uncommitted changes'): the commit the sender names is the one recorded."""
+    monkeypatch.delenv(COMMIT_VAR, raising=False)
+    here, _ = git_commit()
+    assert len(here) == 40
+    monkeypatch.setenv(COMMIT_VAR, "f" * 40)
+    assert git_commit() == ("f" * 40, None)

@@ -49,7 +49,7 @@ SUFFIX = ".tar.gz"
 # What the whole gpu profile's ledger may take in the repository: a few tens of MB (tests/test_ledger.py extrapolates
 # a measured entry to the profile's runs against it; a piece prints the ledger's size against it).
 BUDGET_BYTES = 40 * 2**20
-COMMIT_VAR = "FEDLIB_COMMIT"  # the commit a copy without .git runs (the device command sets it)
+COMMIT_VAR = "FEDLIB_COMMIT"  # the commit of a copy sent to another machine (scripts/gpu_lease.sh sets it)
 
 
 class LedgerError(ValueError):
@@ -98,8 +98,11 @@ def changed_since(entry: LedgerEntry, today: Mapping[str, str]) -> list[str]:
 
 
 def git_commit() -> tuple[str, bool | None]:
-    """(this checkout's commit, whether tracked files differ from it); a copy without .git: $FEDLIB_COMMIT or
-    "unknown", and None."""
+    """(the commit of the code running here, whether tracked files differ from it): $FEDLIB_COMMIT where it is set
+    (a copy sent to another machine: the sender names its commit, and whatever .git travelled with the copy may
+    be older) and None; else this checkout's commit and its state; else "unknown" and None."""
+    if os.environ.get(COMMIT_VAR):
+        return os.environ[COMMIT_VAR], None
     found = checkout()
     try:
         run = {"cwd": found, "capture_output": True, "text": True, "check": True}
@@ -107,7 +110,7 @@ def git_commit() -> tuple[str, bool | None]:
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], **run).stdout.strip())
         return commit, dirty
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get(COMMIT_VAR, "unknown"), None
+        return "unknown", None
 
 
 def device_name(device: str) -> str:

@@ -30,6 +30,7 @@ import hashlib
 import importlib
 import json
 import random
+import sys
 import time
 import types
 from collections.abc import Iterable, Mapping
@@ -172,7 +173,7 @@ class _Module:
         """(syntax dump without docstrings and annotations, names used) of the statements defining `name`."""
         if name not in self._digested:
             trees = [_without_docs_and_annotations(stmt) for stmt in self.definitions.get(name, [])]
-            self._digested[name] = ("\n".join(map(ast.dump, trees)),
+            self._digested[name] = ("\n".join(map(syntax_dump, trees)),
                                     {n.id for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Name)})
         return self._digested[name]
 
@@ -199,6 +200,14 @@ def _bound_names(stmt: ast.stmt) -> list[str]:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
     return names
+
+
+def syntax_dump(tree: ast.AST) -> str:
+    """`ast.dump` in one form on every Python this project runs on (a run keyed on a 3.11 CPU and on a GPU
+    machine's 3.12 must hash alike): 3.12 adds an empty `type_params` to every function and class, and 3.13
+    leaves empty fields out unless asked."""
+    text = ast.dump(tree, show_empty=True) if sys.version_info >= (3, 13) else ast.dump(tree)  # type: ignore[call-arg]
+    return text.replace(", type_params=[]", "")
 
 
 def _without_docs_and_annotations(stmt: ast.stmt) -> ast.AST:
