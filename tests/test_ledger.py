@@ -21,7 +21,7 @@ from fedlib.claims.judge import declared
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger import piece as piece_module
 from fedlib.ledger.entries import (BUDGET_BYTES, COMMIT_VAR, MANIFEST, PROVENANCE, Ledger, LedgerError, changed_since,
-                                   read_entry_archive)
+                                   git_commit, read_entry_archive)
 from fedlib.dryrun import NotebookReport, print_priority
 from fedlib.grids import combination
 from fedlib.ledger.piece import Observation, Rates, run_name, run_piece
