@@ -95,7 +95,8 @@ import seaborn as sns
 import torch
 
 from fedlib import build_model, load_dataset
-from fedlib.claims.fedaq import TABLE_OF_MODE, bundle as fedaq_bundle, claims as fedaq_claims, has_runs, saving_tables
+from fedlib.claims.fedaq import (TABLE_OF_MODE, bundle as fedaq_bundle, claims as fedaq_claims, fixed_sweep,
+                                saving_tables)
 from fedlib.codecs import make_codec
 from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
@@ -345,14 +346,9 @@ plt.show()
 # compared with that width, seed by seed (the claims table).
 
 # %%
-fixed = [f"fixed{b}" for b in params.fixed_bits]
-best_acc = record[(record["mode"] == "joint") & record["scheme"].isin(fixed)].groupby("scheme")["test_acc"].max().min()
-sweep_targets = [round(float(f * best_acc), 4) for f in params.target_fracs]
-sweep = energy_to_targets(runs, "joint", [s for s in fixed + ["fedaq", "fp32"] if has_runs(runs, "joint", s, params.seeds)],
-                          params.seeds, sweep_targets)
+sweep_targets, sweep, best_fixed_at = fixed_sweep(runs, record, params)  # fedlib/claims/fedaq.py
 sweep_wide = sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
 sweep_wide["final_acc"] = sweep.groupby("scheme")["final_acc"].mean()
-best_fixed_at = {t: best_by_energy(sweep[sweep["target_acc"] == t], fixed) for t in sweep_targets}
 print(f"median energy (mJ) over seeds to each target, joint mode; best fixed width per target: {best_fixed_at}")
 sweep_wide
 

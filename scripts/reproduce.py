@@ -73,6 +73,7 @@ from fedlib.ledger.entries import Ledger, LedgerError
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
 from fedlib.ledger.status import expected_results, stale_lines, stale_notes
+from fedlib.ledger.verdicts import ledger_verdicts, verdicts_markdown
 from fedlib.paper_params import PaperParams, ParameterError, check_names, params_class
 from fedlib.report import collect_report
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
@@ -391,18 +392,21 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     """`--from-ledger`: the ledger's entries against the plan of the profile (with the -p `overrides`), per headline
     claim; stale entries named; REPORT.md (and with `write_expected` evidence/expected-results-<profile>.md)
     written. Computes no run."""
-    grids = {name: notebook_specs(name, notebook_parameters(name, profile, overrides, NOTEBOOKS)) for name in names}
+    params = {name: notebook_parameters(name, profile, overrides, NOTEBOOKS) for name in names}
+    grids = {name: notebook_specs(name, params[name]) for name in names}
+    ledger = Ledger(ledger_root)
     try:
-        entries = Ledger(ledger_root).entries()
+        entries = ledger.entries()
     except LedgerError as err:
         print(f"reproduce: error: damaged ledger entry, refused: {err}", file=sys.stderr)
         return 2
     shown = ledger_root.relative_to(ROOT) if ledger_root.is_relative_to(ROOT) else ledger_root
-    table = expected_results(grids, entries, str(shown), profile)
     with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
         notes = stale_notes(entries, lambda spec: root)
+        verdicts = verdicts_markdown(ledger_verdicts(params, grids, ledger, root), profile)
+    table = expected_results(grids, entries, str(shown), profile) + verdicts
     stale = stale_lines(notes)
-    report_table = expected_results(grids, entries, str(shown), profile, {e.spec: note for e, note in notes})
+    report_table = expected_results(grids, entries, str(shown), profile, {e.spec: note for e, note in notes}) + verdicts
     print(report_table)
     print("Entries computed by code changed since:" + "".join(f"\n  {line}" for line in stale) if stale
           else "No entry was computed by code that has changed since.")

@@ -27,6 +27,7 @@ from fedlib.grids import combination
 from fedlib.ledger.piece import Observation, Rates, run_name, run_piece
 from fedlib.ledger.priority import REST, check_headlines, headlines, prioritized
 from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
+from fedlib.ledger.verdicts import headline_claims, judged_headlines, ledger_verdicts, verdicts_markdown
 from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs import RunStore
 from fedlib.runs.archive import export_entries, unpack
@@ -218,13 +219,40 @@ def test_priority_takes_every_papers_first_headline_first_and_each_run_once():
         check_headlines("quickstart", experiments(other))
 
 
-def test_the_committed_expected_results_are_what_the_ledger_gives():
+def gpu_plan() -> tuple[dict, dict]:
     names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
-    grids = {name: notebook_specs(name, notebook_parameters(name, "gpu")) for name in names}
+    params = {name: notebook_parameters(name, "gpu") for name in names}
+    return params, {name: notebook_specs(name, params[name]) for name in names}
+
+
+def test_the_committed_expected_results_are_what_the_ledger_gives():
+    params, grids = gpu_plan()
     ledger = Ledger(ROOT / "evidence" / "gpu")
     expected = (ROOT / "evidence" / "expected-results-gpu.md").read_text()
-    assert expected == expected_results(grids, ledger.entries(), "evidence/gpu"), \
+    with load_reproduce().fabricated_if_missing({e.spec.dataset for e in ledger.entries()}) as root:
+        verdicts = verdicts_markdown(ledger_verdicts(params, grids, ledger, root), "gpu")
+    assert expected == expected_results(grids, ledger.entries(), "evidence/gpu") + verdicts, \
         "rebuild it: python scripts/reproduce.py --profile gpu --from-ledger --write-expected"
+
+
+def test_headline_claims_from_the_ledger_name_the_runs_they_lack():
+    """FedAQ's C1-C3 read the ledger's six joint-mode runs: without one of them, the claims that read it are not
+    testable, naming it; a paper whose claims module builds no bundle from runs says so."""
+    params, grids = gpu_plan()
+    assert [c.id for c in headline_claims("fedaq")] == ["C1", "C2", "C5", "C6", "C3", "C7", "C7b"]
+    ledger = Ledger(ROOT / "evidence" / "gpu")
+    records = ledger.records(grids["fedaq"])
+    lost = records["rounds"]["run"].iloc[0]
+    lost_labels = records["rounds"].loc[records["rounds"]["run"] == lost, ["scheme", "seed"]].iloc[0]
+    partial = {name: table[table["run"] != lost] for name, table in records.items()}
+    with load_reproduce().fabricated_if_missing({"fashion_mnist"}) as root:
+        table = judged_headlines("fedaq", params["fedaq"], partial, root)
+        table = table.set_index(table["claim"].str.split().str[0])
+        assert judged_headlines("taco", params["taco"], ledger.records(grids["taco"]), root).startswith(
+            "`fedlib.claims.taco` builds no bundle from runs alone")
+    for claim in ("C2", "C3"):
+        assert table.loc[claim, "verdict"].startswith("not testable"), table.loc[claim]
+        assert f"scheme={lost_labels['scheme']}" in table.loc[claim, "evidence"]
 
 
 def test_the_gpu_profiles_ledger_fits_its_budget(filled, tmp_path):

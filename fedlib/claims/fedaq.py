@@ -20,10 +20,12 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import Bundle, Claim, Finding, Runs, judge
 from fedlib.claims.scale import Scale
-from fedlib.papers.fedaq import (BASELINE, MODES, PAPER_TABLES, RunFrames, beta_label, energy_to_target_judgement,
-                                 relative_targets, run_frames, saving_table, to_target_per_seed, trend_table)
+from fedlib.papers.fedaq import (BASELINE, MODES, PAPER_TABLES, RunFrames, best_by_energy, beta_label,
+                                 energy_to_target_judgement, energy_to_targets, relative_targets, run_frames,
+                                 saving_table, to_target_per_seed, trend_table)
 from fedlib.papers.fedaq import FedAQParams
 from fedlib.report import Claims
+from fedlib.runs.store import Records
 
 TABLE_OF_MODE = {"joint": "II", "up": "III", "down": "IV"}
 _PAPER_RANGE = {"joint": "25.6-66.7%", "up": "18.6-64.5%", "down": "13.3-66.0%"}  # over the paper's rows
@@ -76,6 +78,31 @@ def bundle(params: FedAQParams, record: pd.DataFrame, *, num_classes: int,
     return FedAQBundle(params, {"runs": tidy}, num_classes, best_fixed_at=dict(best_fixed_at),
                        best_s0_at=dict(best_s0_at), s0_tried=tuple(sorted(s0_sweep["s0"].dropna().unique().tolist())),
                        alloc=alloc, mc=mc, curves=curves, quad=quad)
+
+
+def bundle_from_runs(params: FedAQParams, records: Records, num_classes: int) -> FedAQBundle:
+    """The bundle of the claims that the runs alone decide (`fedlib.ledger.verdicts`: the headline claims, judged on
+    the ledger's runs): what the notebook derives from its runs (the best fixed width per target), with the tables
+    it computes on the CPU (Eq. 22's allocations, the quantizer's Monte Carlo, the theorems' toys) and the s0 sweep
+    left empty: claims that read those are judged where the notebook runs."""
+    record = records["rounds"]
+    _, _, best_fixed_at = fixed_sweep(run_frames(record), record, params)
+    empty = pd.DataFrame()
+    return bundle(params, record, num_classes=num_classes, best_fixed_at=best_fixed_at, best_s0_at={},
+                  s0_sweep=pd.DataFrame({"s0": []}), alloc=empty, mc=empty, curves=empty, quad=empty)
+
+
+def fixed_sweep(runs: RunFrames, record: pd.DataFrame, p: FedAQParams
+                ) -> tuple[list[float], pd.DataFrame, dict[float, str | None]]:
+    """The joint mode's fixed-bit sweep: its targets (`target_fracs` x the best accuracy of the weakest fixed
+    width), the energy to each per scheme and seed (the fixed widths, FedAQ and fp32 that ran on every seed), and
+    the best fixed width at each target (`best_by_energy`)."""
+    fixed = [f"fixed{b}" for b in p.fixed_bits]
+    best_acc = record[(record["mode"] == "joint") & record["scheme"].isin(fixed)].groupby("scheme")["test_acc"].max().min()
+    targets = [round(float(f * best_acc), 4) for f in p.target_fracs]
+    sweep = energy_to_targets(runs, "joint", [s for s in fixed + ["fedaq", "fp32"] if has_runs(runs, "joint", s, p.seeds)],
+                              p.seeds, targets)
+    return targets, sweep, {t: best_by_energy(sweep[sweep["target_acc"] == t], fixed) for t in targets}
 
 
 def scale(p: FedAQParams) -> Scale:

@@ -1,0 +1,78 @@
+"""The headline claims judged on the ledger's runs alone, on any CPU (`reproduce --from-ledger`).
+
+A paper's claims module that can build its bundle from runs alone declares `bundle_from_runs(params, records,
+num_classes)`: what its notebook derives from the runs, with the tables the notebook computes on the CPU (theory,
+Monte Carlo) left empty. The judge then decides the claims the paper's headlines name (`HEADLINE_RUNS`, with the
+claims they require), every guard included: a claim whose runs the ledger lacks reads "not testable", naming them,
+and every row states the scale it was judged at. A paper without that builder (today every paper but FedAQ) gets
+one line saying so; its claims are judged where its notebook runs.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from fedlib.claims.judge import Claim, judge
+from fedlib.data import load_dataset
+from fedlib.ledger.entries import Ledger
+from fedlib.ledger.priority import headlines
+from fedlib.paper_params import PaperParams
+from fedlib.runs.spec import RunSpec
+from fedlib.runs.store import Records
+
+
+def headline_claims(notebook: str) -> list[Claim]:
+    """The declared claims that `notebook`'s headlines name, with those they require, in declaration order."""
+    declared = importlib.import_module(f"fedlib.claims.{notebook}").CLAIMS
+    wanted = {name.strip() for h in headlines(notebook) for name in h.claims.split(",")}
+    by_id = {c.id: c for c in declared}
+    todo = list(wanted)
+    while todo:
+        for required in by_id[todo.pop()].requires:
+            if required not in wanted:
+                wanted.add(required)
+                todo.append(required)
+    return [c for c in declared if c.id in wanted]
+
+
+def judged_headlines(notebook: str, params: PaperParams, records: Records, root: str | None) -> pd.DataFrame | str:
+    """The claims table of `notebook`'s headline claims judged on `records` (the ledger's runs of its plan; the
+    dataset, under the data root `root`, gives the class count the chance guard reads), or why they are not judged."""
+    build = getattr(importlib.import_module(f"fedlib.claims.{notebook}"), "bundle_from_runs", None)
+    if build is None:
+        return (f"`fedlib.claims.{notebook}` builds no bundle from runs alone yet (`bundle_from_runs`); its claims are "
+                "judged where its notebook runs")
+    if "rounds" not in records:
+        return "the ledger holds none of its runs"
+    bundle = build(params, records, load_dataset(params.dataset, root=root).num_classes)
+    return judge(headline_claims(notebook), bundle).table()
+
+
+def ledger_verdicts(params: Mapping[str, PaperParams], specs: Mapping[str, Sequence[RunSpec]], ledger: Ledger,
+                    root: str | None) -> dict[str, pd.DataFrame | str]:
+    """Per notebook that declares headlines (`params` and `specs`: its parameters and its plan), `judged_headlines`
+    on the ledger's runs."""
+    return {name: judged_headlines(name, params[name], ledger.records(specs[name]), root) for name in params
+            if headlines(name)}
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def verdicts_markdown(tables: Mapping[str, pd.DataFrame | str], profile: str) -> str:
+    """Markdown: per notebook, its headline claims judged on the ledger (claim, the paper's value, the value
+    measured here, verdict, criterion and evidence), or why they are not."""
+    lines = ["", f"## Headline claims judged on the ledger's runs ({profile} profile)", ""]
+    for notebook, table in tables.items():
+        if isinstance(table, str):
+            lines += [f"**{notebook}**: not judged from the ledger: {table}.", ""]
+            continue
+        lines += [f"**{notebook}**", "", "| claim | paper | measured | verdict | criterion | evidence |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {_cell(r.claim)} | {_cell(r.paper_value)} | {_cell(r.measured)} | {_cell(r.verdict)} | "
+                  f"{_cell(r.criterion)} | {_cell(r.evidence)} |" for r in table.itertuples()]
+        lines.append("")
+    return "\n".join(lines)
