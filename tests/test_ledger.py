@@ -16,7 +16,6 @@ import pytest
 import torch
 from test_reproduce import load_reproduce
 
-from fedlib.claims import quickstart as quickstart_claims
 from fedlib.claims.judge import declared
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger import piece as piece_module
@@ -75,7 +74,7 @@ def test_piece_fills_the_ledger_and_the_claims_read_it(filled):
     specs = [r.spec for r in ranked]
     from_ledger, from_store = ledger.records(specs), tidy_from_store(specs, store)
     pd.testing.assert_frame_equal(from_ledger["rounds"], from_store["rounds"])
-    table = quickstart_claims.claims(quickstart_claims.bundle(from_ledger["rounds"], TINY, 10)).table()
+    table = judged_headlines("quickstart", TINY, from_ledger, None)  # what --from-ledger renders
     assert len(table) == 2 and table["evidence"].str.startswith("3 seeds paired").all()  # every guard passed
 
 
@@ -93,8 +92,7 @@ def test_a_missing_run_reads_not_testable_k_of_n(filled, tmp_path):
     q1, q2 = headline_status(grids, {e.spec for e in ledger.entries()})
     assert q1.verdict_input() == "not testable: 5 of 6 runs computed (missing: algorithm=SCAFFOLD seed=2)"
     assert q2.verdict_input() == "all 6 runs computed"
-    table = quickstart_claims.claims(quickstart_claims.bundle(ledger.records(grids["quickstart"])["rounds"], TINY,
-                                                              10)).table()
+    table = judged_headlines("quickstart", TINY, ledger.records(grids["quickstart"]), None)
     q1 = table[table["claim"].str.startswith("Q1")].iloc[0]
     assert q1["evidence"].startswith("missing: algorithm=SCAFFOLD seed=2") and q1["verdict"].startswith("not testable")
 

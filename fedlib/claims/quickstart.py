@@ -7,6 +7,7 @@ from fedlib.claims.judge import Bundle, Claim, Contrast, judge
 from fedlib.claims.scale import Scale
 from fedlib.papers.quickstart import QuickstartParams
 from fedlib.report import Claims
+from fedlib.runs.store import Records
 
 PAPER_SCALE = None  # textbook claims about the algorithms, made in no single setting
 
@@ -26,6 +27,11 @@ CLAIMS = (
 def bundle(record: pd.DataFrame, params: QuickstartParams, num_classes: int) -> Bundle:
     """The evidence: `record` (one row per algorithm, seed and round) as the one run table."""
     return Bundle(params, {"runs": record}, num_classes)
+
+
+def bundle_from_runs(params: QuickstartParams, records: Records, num_classes: int) -> Bundle:
+    """The same evidence from the run records alone (`fedlib.ledger.verdicts`): the notebook derives nothing else."""
+    return bundle(records["rounds"], params, num_classes)
 
 
 def claims(evidence: Bundle) -> Claims:

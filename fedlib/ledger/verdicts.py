@@ -4,7 +4,7 @@ A paper's claims module that can build its bundle from runs alone declares `bund
 num_classes)`: what its notebook derives from the runs, with the tables the notebook computes on the CPU (theory,
 Monte Carlo) left empty. The judge then decides the claims the paper's headlines name (`HEADLINE_RUNS`, with the
 claims they require), every guard included: a claim whose runs the ledger lacks reads "not testable", naming them,
-and every row states the scale it was judged at. A paper without that builder (today every paper but FedAQ) gets
+and every row states the scale it was judged at. A paper without that builder gets
 one line saying so; its claims are judged where its notebook runs.
 """
 from __future__ import annotations
