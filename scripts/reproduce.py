@@ -36,7 +36,7 @@ the measured client-steps/s fits in what is left of the budget, and exports each
 first the entries computed by other code than today's. `--from-ledger` computes nothing: it reads the ledger and
 says per headline claim how many of its runs it holds ("not testable: k of n runs computed", naming the missing
 ones) and which entries were computed by code that has changed since, in REPORT.md; `--write-expected` also writes
-evidence/expected-results-<profile>.md. `--dry-run` prints the priority order with each run's local SGD steps
+notebooks/expected-results-<profile>.md. `--dry-run` prints the priority order with each run's local SGD steps
 and its minutes at the measured (or `--rate`) client-steps/s.
 
 `--select key=value,...` computes only the matching runs (values of one key OR, keys AND, case-insensitive;
@@ -390,7 +390,7 @@ def duration(text: str) -> float:
 def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any], ledger_root: Path, results: Path,
                 write_expected: bool) -> int:
     """`--from-ledger`: the ledger's entries against the plan of the profile (with the -p `overrides`), per headline
-    claim; stale entries named; REPORT.md (and with `write_expected` evidence/expected-results-<profile>.md)
+    claim; stale entries named; REPORT.md (and with `write_expected` notebooks/expected-results-<profile>.md)
     written. Computes no run."""
     params = {name: notebook_parameters(name, profile, overrides, NOTEBOOKS) for name in names}
     grids = {name: notebook_specs(name, params[name]) for name in names}
@@ -411,7 +411,7 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     print("Entries computed by code changed since:" + "".join(f"\n  {line}" for line in stale) if stale
           else "No entry was computed by code that has changed since.")
     if write_expected:
-        target = ROOT / "evidence" / f"expected-results-{profile}.md"
+        target = NOTEBOOKS / f"expected-results-{profile}.md"
         write_atomic(target, table)
         print(f"wrote {target}")
     results.mkdir(parents=True, exist_ok=True)
@@ -473,7 +473,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="compute nothing: say what the ledger holds of each headline claim, and which entries "
                              "are stale, in REPORT.md")
     parser.add_argument("--write-expected", action="store_true",
-                        help="with --from-ledger: also write evidence/expected-results-<profile>.md")
+                        help="with --from-ledger: also write notebooks/expected-results-<profile>.md")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a parameter in every selected notebook (VALUE is read as strict YAML 1.2: "
                              "1e6 a number; 010, 1:5, anchors and aliases refused)")

@@ -226,7 +226,7 @@ def gpu_plan() -> tuple[dict, dict]:
 def test_the_committed_expected_results_are_what_the_ledger_gives():
     params, grids = gpu_plan()
     ledger = Ledger(ROOT / "evidence" / "gpu")
-    expected = (ROOT / "evidence" / "expected-results-gpu.md").read_text()
+    expected = (ROOT / "notebooks" / "expected-results-gpu.md").read_text()
     with load_reproduce().fabricated_if_missing({e.spec.dataset for e in ledger.entries()}) as root:
         verdicts = verdicts_markdown(ledger_verdicts(params, grids, ledger, root), "gpu")
     assert expected == expected_results(grids, ledger.entries(), "evidence/gpu") + verdicts, \

@@ -3,7 +3,7 @@
 `headline_status` counts each headline's runs present in the ledger (matched by spec: a machine without the
 dataset cannot recompute its fingerprint, so the entry's recorded one stands); a headline whose runs are not all
 there reads "not testable: k of n runs computed", naming the missing runs. `expected_results` is that as the
-markdown committed in `evidence/expected-results-gpu.md`, rebuilt whenever the ledger grows (a test checks the
+markdown committed in `notebooks/expected-results-gpu.md`, rebuilt whenever the ledger grows (a test checks the
 committed file against the ledger). `stale_notes` says, per entry computed by other code than today's, "computed at
 commit X; changed since: <definitions>".
 """
