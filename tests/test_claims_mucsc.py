@@ -5,6 +5,7 @@ without an exception, the missing runs named."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,8 @@ from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims.judge import judge
 from fedlib.claims.mucsc import CLAIMS, bundle, bundle_from_runs, claims
+from fedlib.grids import notebook_parameters, notebook_specs
+from fedlib.ledger.entries import Ledger
 from fedlib.ledger.verdicts import headline_claims, judged_headlines
 from fedlib.papers import mucsc as paper
 from fedlib.papers.mucsc import LABELS, METHODS, MucscParams, setting_label, table2, traffic_tables
@@ -368,9 +371,12 @@ def test_a_partial_set_of_runs_reads_not_testable_naming_what_is_missing(tiny_ru
         assert row(table, claim_id)["evidence"].startswith("missing: partition=iid method=nc seed=1"), claim_id
     assert row(table, "C5 noniid")["evidence"].startswith("missing: partition=noniid method=nc (every seed)")
     assert row(table, "C8")["evidence"].startswith("missing: Z=8 (every seed)")  # Fig. 5's Z = 8 not in the plan
-    # any subset of the plan: each run alone, each grid alone, all but one run; never an exception
+    # any subset of the plan: each run of seed 0 alone, each grid alone, all but the level grid's own runs; never an
+    # exception
     keys = list(dict.fromkeys(ledger["rounds"]["run"]))
-    subsets = [[k] for k in keys] + [keys[:i] + keys[i + 1:] for i in range(len(keys))]
+    uniform = set(ledger["rounds"].query("setting.str.endswith('uniform')")["run"])
+    subsets = [[k] for k in dict.fromkeys(ledger["rounds"].query("seed == 0")["run"])]
+    subsets.append([k for k in keys if k not in uniform])
     for grid in (paper.main_grid, paper.z_sweep, paper.level_grid):
         subsets.append(list(paper.grid_records(ledger, grid(TINY))["rounds"]["run"].unique()))
     for subset in subsets:
@@ -393,3 +399,16 @@ def test_a_partition_without_nc_has_no_target_and_its_claims_name_nc(tiny_runs):
     c5 = row(judge(headline_claims("mucsc"), b).table(), "C5 noniid")
     assert c5["verdict"] == report.NOT_TESTABLE
     assert c5["evidence"].startswith("missing: partition=noniid method=nc (every seed)")
+
+
+def test_the_gpu_ledgers_runs_enter_the_bundle_under_the_keys_they_were_computed_with():
+    """The committed ledger's MUCSC runs (keyed by the GPU machine's store) are all read: none is dropped by a key."""
+    params = notebook_parameters("mucsc", "gpu")
+    records = Ledger(Path(__file__).resolve().parents[1] / "evidence" / "gpu").records(notebook_specs("mucsc", params))
+    held = set(records["rounds"]["run"])
+    assert len(held) >= 7
+    b = bundle_from_runs(params, records, 10)
+    assert set().union(*(set(frame["run"]) for frame in b.records.values())) == held
+    judged = judge(headline_claims("mucsc"), b).table()
+    absent = judged[judged["verdict"].str.startswith(report.NOT_TESTABLE)]
+    assert absent["evidence"].str.startswith("missing: ").all()
