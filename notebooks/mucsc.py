@@ -135,7 +135,6 @@ out_dir = results_dir("mucsc", params.results_root)
 ds = load_dataset(params.dataset, root=params.data_root)
 d = count_parameters(build_model(params.model, ds.input_shape, ds.num_classes, **params.model_kwargs))
 setup = Setup(zu=params.zu, zd=params.zd, bm_levels=params.bm_levels, bm_frac=params.bm_frac)
-grids = {"main": paper.main_grid(params), "z_sweep": paper.z_sweep(params), "levels": paper.level_grid(params)}
 store = RunStore.at(params.runs_root, params.data_root)
 pd.DataFrame({"setting": ["dataset", "model (d)", "clients N / per round K", "partitions", "local work", "batch",
                           "lr", "MUCSC", "B-MUCSC", "STC / DGC / QSGD", "seeds", "rounds"],
@@ -233,7 +232,7 @@ print("hand = paper formula and codec formula = Message.bits:", bits_ok)
 # B-MUCSC's bias, split into the kept elements and the super cluster.
 
 # %%
-update = paper.client_update(grids["main"][0], params.data_root).double()
+update = paper.client_update(paper.main_grid(params)[0], params.data_root).double()
 mc = th.monte_carlo_rounding(MUCSC(params.zu), update, draws=params.mc_draws, seed=1)
 bias_draws = max(100, params.mc_draws // 4)
 bias = th.bmucsc_bias(update, draws=bias_draws, num_levels=params.bm_levels, frac=params.bm_frac)
@@ -279,9 +278,8 @@ levels_tab.round(3)
 # %%
 records = run_specs(paper.experiments(params), store=store, executor=params.runner, ray_address=params.ray_address,
                     root=params.data_root, progress=show_progress())
-main = paper.grid_records(records, grids["main"], store)
-runs = paper.run_rounds(main)
-runs["label"] = runs["method"].map(LABELS)
+tables = paper.run_tables(params, records)  # every table derived from the runs (the ledger's verdicts build the same)
+main, runs = tables.main, tables.runs
 final = runs[runs["round"] == params.rounds].groupby(["partition", "label"])[["test_acc"]].mean().unstack(0)
 final.round(4)
 
@@ -338,8 +336,7 @@ measured_rates.assign(method=measured_rates.method.map(LABELS)).round(2)
 # evaluation, on this machine, stored with the run). A seed that never reaches the target counts as inf (NEVER).
 
 # %%
-to_target = paper.target_table(paper.to_target(main, params.target_frac)) if "nc" in params.methods else pd.DataFrame(
-    columns=["partition", "method"])  # targets are set by NC's accuracy: without NC the claims below are not testable
+to_target = tables.to_target  # targets are set by NC's accuracy: without NC the claims below are not testable
 to_target.assign(method=to_target["method"].map(LABELS)).drop(columns=["comm_pct_of_NC"], errors="ignore").round(3)
 
 # %% [markdown]
@@ -353,9 +350,8 @@ to_target.assign(method=to_target["method"].map(LABELS)).drop(columns=["comm_pct
 
 # %%
 part0 = params.partitions[0]
-sweep = paper.run_rounds(paper.grid_records(records, grids["z_sweep"], store))
+sweep, level_runs, level_clients = tables.sweep, tables.level_runs, tables.level_clients
 z_final = sweep[sweep["round"] == params.rounds].groupby("setting", sort=False)["test_acc"].mean()
-level_runs, level_clients = paper.level_variants(paper.grid_records(records, grids["levels"], store))
 fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
 sns.lineplot(data=sweep, x="round", y="test_acc", hue="setting", ax=axes[0], errorbar=None)
 axes[0].set_title(f"{part0}: MUCSC accuracy vs Z (Fig. 5 analogue)")

@@ -1,8 +1,11 @@
 """MUCSC's claims table on hand-built bundles: each verdict follows from its rule, and the judge's guards (a missing
-run named, a run diverged or at chance, one seed) stop every claim that reads federated runs."""
+run named, a run diverged or at chance, one seed) stop every claim that reads federated runs. The bundle from runs
+alone (the ledger's) on a tiny plan: the notebook's tables whatever the run keys, and any subset of the runs judged
+without an exception, the missing runs named."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,8 +14,14 @@ import pytest
 
 from fedlib import report
 from fedlib.claims import evidence as saved
-from fedlib.claims.mucsc import CLAIMS, bundle, claims
-from fedlib.papers.mucsc import METHODS, MucscParams, setting_label, table2, traffic_tables
+from fedlib.claims.judge import judge
+from fedlib.claims.mucsc import CLAIMS, bundle, bundle_from_runs, claims
+from fedlib.grids import notebook_parameters, notebook_specs
+from fedlib.ledger.entries import Ledger
+from fedlib.ledger.verdicts import headline_claims, judged_headlines
+from fedlib.papers import mucsc as paper
+from fedlib.papers.mucsc import LABELS, METHODS, MucscParams, setting_label, table2, traffic_tables
+from fedlib.runs import RunStore, run_specs
 
 PARAMS = MucscParams(seeds=[0, 1, 2], rounds=2, methods=METHODS, partitions=["iid", "noniid"], zu=16,
                      z_sweep=[4, 8, 16], mc_draws=100, partial_rounds=50, target_frac=0.97, level_search="descent")
@@ -293,3 +302,113 @@ def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
     module, again = saved.load(tmp_path)
     assert module == "mucsc"
     pd.testing.assert_frame_equal(claims(again).table(), first.table())
+
+
+# ------------------------------------------------------------------------ the bundle from runs alone (the ledger's)
+# A tiny plan on digits: NC, MUCSC and QSGD on iid, 2 seeds; the Z sweep's Z = 4 is the main grid's MUCSC run and its
+# thirds run is its own, the level grid's descent and QSGD runs are the main grid's and uniform its own: 10 runs.
+TINY = MucscParams(seeds=[0, 1], num_clients=4, clients_per_round=2, rounds=2, local_steps=2,
+                   model_kwargs={"hidden": [8]}, partitions=["iid"], methods=["nc", "mucsc", "qsgd"], zu=4, zd=4,
+                   z_sweep=[4], zu_thirds=[2, 4], level_searches=["descent", "uniform"], lr_t_per_round=2,
+                   device="cpu", threads=1)
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory) -> tuple[RunStore, dict[str, pd.DataFrame]]:
+    store = RunStore(tmp_path_factory.mktemp("runs"))
+    return store, run_specs(paper.experiments(TINY), store=store, progress=False)
+
+
+def other_keys(records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The records as the ledger gives them: each run under the key of the machine that computed it (not ours)."""
+    return {name: frame.assign(run="gpu-" + frame["run"]) for name, frame in records.items()}
+
+
+def without_run(records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    return {name: frame.drop(columns="run") for name, frame in records.items()}
+
+
+def test_the_tables_from_runs_are_the_notebooks_whatever_the_run_keys(tiny_runs):
+    store, records = tiny_runs
+    assert len(records["rounds"]["run"].unique()) == 10
+    tables = paper.run_tables(TINY, records)
+    # independently: each grid's rows selected by this store's keys, as the notebook did before the ledger
+    by_key = {name: {t: f[f["run"].isin({store.key(s) for s in grid(TINY)})].reset_index(drop=True)
+                     for t, f in records.items()}
+              for name, grid in (("main", paper.main_grid), ("z_sweep", paper.z_sweep), ("levels", paper.level_grid))}
+    assert [len(g["rounds"]["run"].unique()) for g in by_key.values()] == [6, 4, 6]
+    pd.testing.assert_frame_equal(tables.runs.drop(columns="label"), paper.run_rounds(by_key["main"]))
+    assert tables.runs["label"].tolist() == tables.runs["method"].map(LABELS).tolist()
+    pd.testing.assert_frame_equal(tables.sweep, paper.run_rounds(by_key["z_sweep"]))
+    for mine, theirs in zip((tables.level_runs, tables.level_clients), paper.level_variants(by_key["levels"])):
+        pd.testing.assert_frame_equal(mine, theirs)
+    pd.testing.assert_frame_equal(tables.to_target, paper.target_table(paper.to_target(by_key["main"], 0.97)))
+    assert set(tables.level_runs["variant"]) == {"MUCSC descent", "MUCSC uniform", "QSGD"}
+    # the ledger's records: the same runs under other keys give the same bundle
+    notebook = bundle(TINY, num_classes=10, runs=tables.runs, sweep=tables.sweep, level_runs=tables.level_runs,
+                      levels=pd.DataFrame({"data": []}), to_target=tables.to_target, **{
+                          k: v for k, v in evidence().items() if k not in ("num_classes", "runs", "sweep",
+                                                                           "level_runs", "levels", "to_target")})
+    ledger = bundle_from_runs(TINY, other_keys(records), 10)
+    assert set(ledger.records) == set(notebook.records) == {"runs", "level_runs", "z_sweep"}
+    for name, frame in without_run(notebook.records).items():
+        pd.testing.assert_frame_equal(without_run(ledger.records)[name], frame)
+    pd.testing.assert_frame_equal(ledger.to_target, notebook.to_target)
+    assert ledger.d is None and ledger.measured_rates.empty and ledger.table2.empty  # not from runs
+    judged = judge(headline_claims("mucsc"), ledger).table()
+    assert judged["claim"].str.split().str[0].tolist()[:2] == ["C3b", "C3c"]
+    c3c = row(judged, "C3c")  # the judge read the ledger's runs: both variants present on both seeds
+    assert not c3c["verdict"].startswith(report.NOT_TESTABLE) and "2 seeds" in c3c["evidence"]
+
+
+def test_a_partial_set_of_runs_reads_not_testable_naming_what_is_missing(tiny_runs):
+    _, records = tiny_runs
+    ledger = other_keys(records)
+    nc1 = ledger["rounds"].query("method == 'nc' and seed == 1")["run"].iloc[0]
+    table = judged_headlines("mucsc", TINY, {n: f[f["run"] != nc1] for n, f in ledger.items()}, None)
+    for claim_id in ("C5 iid", "C7 iid", "C9 iid", "C10 iid"):
+        assert row(table, claim_id)["verdict"] == report.NOT_TESTABLE
+        assert row(table, claim_id)["evidence"].startswith("missing: partition=iid method=nc seed=1"), claim_id
+    assert row(table, "C5 noniid")["evidence"].startswith("missing: partition=noniid method=nc (every seed)")
+    assert row(table, "C8")["evidence"].startswith("missing: Z=8 (every seed)")  # Fig. 5's Z = 8 not in the plan
+    # any subset of the plan: each run of seed 0 alone, each grid alone, all but the level grid's own runs; never an
+    # exception
+    keys = list(dict.fromkeys(ledger["rounds"]["run"]))
+    uniform = set(ledger["rounds"].query("setting.str.endswith('uniform')")["run"])
+    subsets = [[k] for k in dict.fromkeys(ledger["rounds"].query("seed == 0")["run"])]
+    subsets.append([k for k in keys if k not in uniform])
+    for grid in (paper.main_grid, paper.z_sweep, paper.level_grid):
+        subsets.append(list(paper.grid_records(ledger, grid(TINY))["rounds"]["run"].unique()))
+    for subset in subsets:
+        judged = judge(headline_claims("mucsc"), bundle_from_runs(TINY, {n: f[f["run"].isin(subset)]
+                                                                           for n, f in ledger.items()}, 10)).table()
+        absent = judged[judged["verdict"] == report.NOT_TESTABLE]
+        assert len(judged) == len(headline_claims("mucsc")) and absent["evidence"].str.startswith("missing: ").all()
+
+
+def test_a_partition_without_nc_has_no_target_and_its_claims_name_nc(tiny_runs):
+    """NC sets each partition's target: a partition whose NC runs the ledger lacks has no rows in `to_target`."""
+    _, records = tiny_runs
+    two = replace(TINY, partitions=["iid", "noniid"])
+    main = paper.grid_records(records, paper.main_grid(TINY))
+    noniid = {n: f[f["method"] != "nc"].assign(partition="noniid", run="noniid-" + f["run"]) for n, f in main.items()}
+    both = {n: pd.concat([records[n], noniid[n]], ignore_index=True) for n in records}
+    b = bundle_from_runs(two, both, 10)
+    assert set(b.records["runs"]["partition"]) == {"iid", "noniid"} and set(b.to_target["partition"]) == {"iid"}
+    pd.testing.assert_frame_equal(b.to_target, paper.run_tables(TINY, records).to_target)
+    c5 = row(judge(headline_claims("mucsc"), b).table(), "C5 noniid")
+    assert c5["verdict"] == report.NOT_TESTABLE
+    assert c5["evidence"].startswith("missing: partition=noniid method=nc (every seed)")
+
+
+def test_the_gpu_ledgers_runs_enter_the_bundle_under_the_keys_they_were_computed_with():
+    """The committed ledger's MUCSC runs (keyed by the GPU machine's store) are all read: none is dropped by a key."""
+    params = notebook_parameters("mucsc", "gpu")
+    records = Ledger(Path(__file__).resolve().parents[1] / "evidence" / "gpu").records(notebook_specs("mucsc", params))
+    held = set(records["rounds"]["run"])
+    assert len(held) >= 7
+    b = bundle_from_runs(params, records, 10)
+    assert set().union(*(set(frame["run"]) for frame in b.records.values())) == held
+    judged = judge(headline_claims("mucsc"), b).table()
+    absent = judged[judged["verdict"].str.startswith(report.NOT_TESTABLE)]
+    assert absent["evidence"].str.startswith("missing: ").all()

@@ -20,8 +20,9 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import AllOf, Bundle, Claim, Contrast, Finding, Runs, judge
 from fedlib.claims.scale import Scale
-from fedlib.papers.mucsc import D_CIFAR, LABELS, METHODS, PARTITION_SCHEMES, MucscParams, setting_label
+from fedlib.papers.mucsc import D_CIFAR, LABELS, METHODS, PARTITION_SCHEMES, MucscParams, run_tables, setting_label
 from fedlib.report import Claims
+from fedlib.runs.store import Records
 
 PAPER_SCALE = Scale("cifar10", "allcnn_c", 10, 1250)  # N = 100 clients, K = 10 per round (the full profile)
 Z_FIG5 = (4, 8, 16)  # Fig. 5's numbers of levels
@@ -38,22 +39,24 @@ class MucscBundle(Bundle):
     `convergence` (`convergence_check`); `partial` (`partial_check`, `partial_clients` of `partial_population` clients
     per round, `partial_seeds` seeds); `levels` (`levels_table`'s "real update (subset)" rows) and `large_d`
     (`large_d_levels` at the paper's d); `measured_rates` and `to_target` (`target_table`) of the main grid; `jensen`
-    (`jensen_step_check`)."""
+    (`jensen_step_check`). A bundle from runs alone (`bundle_from_runs`) has None, empty tables and empty mappings for
+    the values the notebook computes on the CPU (and for `d`, a property of the model, with `measured_rates`, which
+    needs it): only the claims that read runs are judged on it."""
 
-    d: int
+    d: int | None
     table2: pd.DataFrame
     traffic: pd.DataFrame
-    traffic_ok: bool
-    update_size: int
+    traffic_ok: bool | None
+    update_size: int | None
     rounding: Mapping[str, float]
-    unbiased: bool
+    unbiased: bool | None
     bias: pd.DataFrame
-    bias_draws: int
+    bias_draws: int | None
     convergence: pd.DataFrame
     partial: pd.DataFrame
-    partial_clients: int
-    partial_population: int
-    partial_seeds: int
+    partial_clients: int | None
+    partial_population: int | None
+    partial_seeds: int | None
     levels: pd.DataFrame
     large_d: pd.DataFrame
     measured_rates: pd.DataFrame
@@ -70,6 +73,21 @@ def bundle(params: MucscParams, *, num_classes: int, runs: pd.DataFrame, sweep: 
     z_sweep = sweep[sweep["setting"].isin(list(z_of))].assign(Z=lambda f: f["setting"].map(z_of))
     return MucscBundle(params, {"runs": runs, "level_runs": level_runs, "z_sweep": z_sweep}, num_classes,
                        levels=levels[levels["data"] == "real update (subset)"].reset_index(drop=True), **values)
+
+
+def bundle_from_runs(params: MucscParams, records: Records, num_classes: int) -> MucscBundle:
+    """The bundle of the claims that the runs alone decide (`fedlib.ledger.verdicts`: the headline claims, judged on
+    the ledger's runs): what the notebook derives from its runs (`papers.mucsc.run_tables`: the main grid, the Z sweep,
+    the level-search grid, traffic and time to target), for any subset of its plan. The paper's arithmetic, the
+    Monte Carlo, the level searches on one update and the theory toys, which the notebook computes on the CPU, are
+    left empty, with the measured rates, which need the model's d: claims that read those are judged where the
+    notebook runs."""
+    tables, empty = run_tables(params, records), pd.DataFrame()
+    return bundle(params, num_classes=num_classes, runs=tables.runs, sweep=tables.sweep, level_runs=tables.level_runs,
+                  levels=pd.DataFrame({"data": []}), to_target=tables.to_target, measured_rates=empty, d=None,
+                  table2=empty, traffic=empty, traffic_ok=None, update_size=None, rounding={}, unbiased=None,
+                  bias=empty, bias_draws=None, convergence=empty, partial=empty, partial_clients=None,
+                  partial_population=None, partial_seeds=None, large_d=empty, jensen={})
 
 
 def scale(p: MucscParams) -> Scale:

@@ -31,7 +31,7 @@ from fedlib.data import Dataset, by_group
 from fedlib.federation import evaluate, run_federation
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, LR_SCHEDULES, SPLITS
-from fedlib.runs import Component, Records, RunPlan, RunSpec, RunStore, build_run
+from fedlib.runs import Component, Records, RunPlan, RunSpec, build_run
 from fedlib.ledger.priority import Headline
 from fedlib.runs.build import make_link
 from fedlib.seeding import Seeds
@@ -354,6 +354,9 @@ class MucscParams(PaperParams):
         self.require_choice(LEVEL_METHODS, "level_search", "level_searches")
 
 
+LABEL_COLUMNS = ("method", "partition", "setting")  # every run's labels (`_spec`): with its seed, they name it
+
+
 def setting_label(zu: int | str, zd: int, levels: str) -> str:
     """The `setting` label of a MUCSC run: its levels on each link and its level search."""
     return f"Z_U={zu}, Z_D={zd}, {levels}"
@@ -375,7 +378,7 @@ def _spec(p: MucscParams, method: str, partition: str, seed: int, *, setup: Setu
         p.rounds, seed, local={"batch_size": p.batch_size, **work}, uplink=up, downlink=down,
         sampler=("uniform", {"clients": p.clients_per_round}),
         loop={"downlink_receivers": "all", "eval_every": p.eval_every, "threads": p.threads},
-        labels={"method": method, "partition": partition, "setting": setting}, device=p.device,
+        labels=dict(zip(LABEL_COLUMNS, (method, partition, setting))), device=p.device,
         lr_schedule=("mucsc_paper_lr", {"lr0": p.lr0, "decay": p.lr_decay, "floor": p.lr_floor,
                                         "steps_per_round": p.lr_t_per_round}),
         collectors=[("mucsc_comm", {"download_max_over": p.download_max_over}), ("mucsc_server", {})])
@@ -480,10 +483,42 @@ def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     return run
 
 
-def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) -> Records:
-    """The rows of `records` that belong to `specs` (tidy tables carry each run's store key)."""
-    keys = {store.key(s) for s in specs}
-    return {name: frame[frame["run"].isin(keys)].reset_index(drop=True) for name, frame in records.items()}
+def grid_records(records: Records, specs: Sequence[RunSpec]) -> Records:
+    """The rows of `records` (tidy tables: each run's labels and seed as columns) that belong to `specs`, matched on
+    labels and seed, which name one run of the notebook's plan (`experiments`). Not on the store key: the ledger's
+    runs carry the keys of the machine that computed them."""
+    ids = ["seed", *LABEL_COLUMNS]
+    wanted = {(s.seed, *(s.get("labels")[c] for c in LABEL_COLUMNS)) for s in specs}
+    return {name: frame[np.array([key in wanted for key in zip(*(frame[c] for c in ids))], dtype=bool)].reset_index(
+        drop=True) for name, frame in records.items()}
+
+
+@dataclass(frozen=True)
+class RunTables:
+    """What the notebook derives from its runs: the main grid's records (`main`) and rows (`runs`, `run_rounds` with
+    the method's `label`), the Z sweep's rows (`sweep`), the level-search grid's rows and clients' J ratios
+    (`level_runs`, `level_clients`: `level_variants`) and the main grid's traffic and time to target (`to_target`,
+    `target_table`; no rows, columns partition and method, when NC ran on no partition: NC's accuracy sets the
+    targets)."""
+
+    main: Records
+    runs: pd.DataFrame
+    sweep: pd.DataFrame
+    level_runs: pd.DataFrame
+    level_clients: pd.DataFrame
+    to_target: pd.DataFrame
+
+
+def run_tables(p: MucscParams, records: Records) -> RunTables:
+    """The tables of `RunTables` from `records` (tidy tables of any subset of `experiments(p)`'s runs, every table of
+    a run present: what `run_specs` or the ledger gives)."""
+    main = grid_records(records, main_grid(p))
+    runs = run_rounds(main)
+    runs["label"] = runs["method"].map(LABELS)
+    level_runs, level_clients = level_variants(grid_records(records, level_grid(p)))
+    targets = (target_table(to_target(main, p.target_frac)) if (main["rounds"]["method"] == "nc").any()
+               else pd.DataFrame(columns=["partition", "method"]))
+    return RunTables(main, runs, run_rounds(grid_records(records, z_sweep(p))), level_runs, level_clients, targets)
 
 
 def run_rounds(records: Records) -> pd.DataFrame:
@@ -506,7 +541,8 @@ def final_accuracy(rounds: pd.DataFrame, last: int = 3) -> pd.Series:
 
 def to_target(records: Records, target_frac: float) -> pd.DataFrame:
     """Per (partition, method, seed): rounds, traffic and time to target_frac x NC's final accuracy (the mean of
-    its last three evaluations, averaged over seeds, per partition). NEVER (inf) where a run never reaches it."""
+    its last three evaluations, averaged over seeds, per partition). NEVER (inf) where a run never reaches it. A
+    partition where NC did not run has no target: its runs are left out."""
     rounds = records["rounds"]
     nc = rounds[rounds["method"] == "nc"]
     if nc.empty:
@@ -515,6 +551,8 @@ def to_target(records: Records, target_frac: float) -> pd.DataFrame:
     targets = {part: target_frac * float(nc_final[frame["run"].unique()].mean()) for part, frame in nc.groupby("partition")}
     rows = []
     for (part, method, seed, run), r in rounds.groupby(["partition", "method", "seed", "run"], sort=False):
+        if part not in targets:
+            continue
         c = records["clients"][records["clients"]["run"] == run]
         comm = records["comm"][records["comm"]["run"] == run]
         rows.append({"partition": part, "method": method, "seed": seed, "target": targets[part],
@@ -575,7 +613,8 @@ def level_variants(records: Records) -> tuple[pd.DataFrame, pd.DataFrame]:
     runs["variant"] = np.where(runs["method"] == "qsgd", "QSGD", "MUCSC " + runs["setting"].str.split(", ").str[-1])
     layers = records["layers"]
     j = layers[(layers["client"] != SERVER) & layers["key"].isin(["J", "J_init"])]
-    j = j.pivot(index=["run", "round", "client", "layer"], columns="key", values="value").reset_index()
+    j = j.pivot(index=["run", "round", "client", "layer"], columns="key", values="value").reindex(
+        columns=pd.Index(["J", "J_init"], name="key")).reset_index()  # both columns even where no run is MUCSC
     clients = j.merge(runs[["run", "variant"]].drop_duplicates(), on="run")
     clients = clients[clients["J"].notna()].assign(ratio=lambda c: c["J"] / c["J_init"])
     return runs, clients
