@@ -102,7 +102,8 @@ from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer, weight_quantiz
 from fedlib.data import label_counts
 from fedlib.papers import fedshift as fs
 from fedlib.runs import RunStore, build_run, run_specs
-from fedlib.claims.fedshift import ShiftGains, Theory, bundle, claims as fedshift_claims, figure_algorithm, kmeans_gain
+from fedlib.claims.fedshift import (ShiftGains, Theory, bundle, claims as fedshift_claims, figure_algorithm, figure_runs,
+                                    kmeans_gain, table1_of)
 from fedlib.paths import results_dir
 from theory import fedshift as th
 
@@ -266,7 +267,7 @@ plt.show()
 # %%
 
 
-grid = fs.table1_runs(runs, params.bits_list, params.quantizers).rename(columns={"method": "algorithm"})
+grid = table1_of(runs, params)  # Table I's runs as the claims read them (fedlib/claims/fedshift.py)
 grid.to_csv(out_dir / "table1_runs.csv", index=False)
 t1 = fs.summarize(grid, ["quantizer", "algorithm", "bits", "shift"])
 t1 = t1.merge(th.PAPER_TABLE1.assign(quantizer="kmeans"), on=["quantizer", "algorithm", "bits", "shift"], how="left")
@@ -295,7 +296,7 @@ def smooth(col: str) -> pd.Series:
     return r.groupby("run")[col].transform(lambda v: 100 * v.rolling(params.sma_window, min_periods=1).mean())
 
 
-curves = pd.concat([r.assign(acc=smooth("test_acc"), model=r["shift"].map({False: "baseline", True: "FedShift"})),
+curves = pd.concat([r.assign(acc=smooth("test_acc"), model=r["shift"].map(fs.MODEL_NAMES)),
                     r.assign(acc=smooth("pre_shift_acc"), model="FedShift, before shift")[r["shift"]]])
 g = sns.relplot(curves, x="round", y="acc", hue="model", row="method", col="cell", kind="line", height=2.2, aspect=1.4,
                 errorbar=None, facet_kws={"margin_titles": True})
@@ -312,11 +313,10 @@ plt.show()
 
 # %%
 low, ref = min(params.bits_list), figure_algorithm(params.algorithms)
-fig_runs = grid.loc[(grid["algorithm"] == ref) & (grid["bits"] == low) & (grid["quantizer"] == params.quantizers[0]), "run"]
-hist = records["predictions"][records["predictions"]["run"].isin(fig_runs)]
-hist = hist.assign(model=hist["shift"].map({False: "baseline", True: "FedShift"}))
-lb = fs.label_bias(hist, ds.num_classes).groupby("shift")[["share_inferior_classes", "kl_to_uniform"]].mean()
-display(lb := lb.rename(index={False: "baseline", True: "FedShift"}))
+fig_runs = figure_runs(grid, params)
+hist = fs.figure_predictions(records, fig_runs)
+lb_seeds = fs.label_bias(hist, ds.num_classes)
+display(lb := fs.label_bias_means(lb_seeds))
 fig, ax = plt.subplots(figsize=(8, 3.5))
 sns.barplot(hist, x="label", y="fraction", hue="model", errorbar=None, ax=ax)
 ax.axhline(1 / ds.num_classes, color="k", ls=":")
@@ -330,12 +330,11 @@ plt.show()
 # of Fig. 8, with and without the shift (two separate runs, as in Fig. 9).
 
 # %%
-div = layer_record[layer_record["run"].isin(fig_runs) & layer_record["key"].str.startswith("div/")]
-div = div.assign(what=div["key"].str.removeprefix("div/"), model=div["shift"].map({False: "baseline", True: "FedShift"}))
+div = fs.divergence_rows(records, fig_runs)
 g = sns.relplot(div, x="round", y="value", hue="model", row="what", col="layer", kind="line", height=2.6, aspect=1.4,
                 errorbar=None, facet_kws={"sharey": False, "margin_titles": True})
 plt.show()
-div_summary = div.groupby(["what", "model"])["value"].mean().unstack("model")
+div_summary = fs.divergence_summary(div)
 div_summary
 
 # %% [markdown]
@@ -381,7 +380,7 @@ t2.groupby("layer")["shift_over_update"].describe(percentiles=[0.5, 0.9])[["mean
 # ## Table II analogue: Dirichlet splits × quantizer × bit width (FedAvg)
 
 # %%
-grid2 = runs[runs["split"] == "dirichlet"]
+grid2 = fs.table2_runs(runs)
 grid2.to_csv(out_dir / "table2_runs.csv", index=False)
 if len(grid2):
     t2s = fs.summarize(grid2, ["quantizer", "alpha", "bits", "shift"]).merge(th.PAPER_TABLE2, how="left", on=["quantizer", "alpha", "bits", "shift"])
@@ -453,8 +452,7 @@ print(f"median MSE ratio over the {len(fits)} fits: {fits['MSE ratio'].median():
 # layer's mean, so the early stop changes the quantization error, not the statistic the shift corrects.
 
 # %%
-ks = runs[runs["kmeans"].isin(["converged", "reference"]) & (runs["bits"] == params.kmeans_reference_bits)
-          & (runs["split"] == "parity") & (runs["selection"] == "stratified") & (runs["scope"] == "layer")]
+ks = fs.kmeans_setting_runs(runs, params.kmeans_reference_bits)
 km_gain = kmeans_gain(ks)  # the shift's gain per (method, seed), one column per K-means setting
 if len(ks):
     display(ks.groupby(["method", "kmeans", "shift"])[["acc", "upload_mse", "lloyd_iters"]].mean().unstack("shift").round(4))
@@ -635,7 +633,7 @@ theory = Theory(threshold_ratio=th.threshold_ratio(), theorem2=t2, assumed=vals,
                 bound_at_1e6=th.theorem1_bound(1e6, *vals.values()), limit=str(f1["limit_second_term_main"]),
                 mean_star=m_star, quadratic=quad, theorem1_runs=t1_est, theorem1_checks=t1_checks)
 evidence = bundle(params, curves_all, table1=grid, table2=grid2, kmeans=ks, label_bias=lb,
-                  label_bias_seeds=fs.label_bias(hist, ds.num_classes),
+                  label_bias_seeds=lb_seeds,
                   test_labels=ds.y_test.numpy(), divergence=div_summary, table3=table3, theory=theory,
                   num_classes=ds.num_classes)
 claims = fedshift_claims(evidence)  # fedlib/claims/fedshift.py: each claim's runs, rule, paper value and evidence

@@ -11,8 +11,12 @@ import pytest
 from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims import fedshift as claims_module
-from fedlib.claims.fedshift import CLAIMS, ShiftGains, Theory, bundle, claims, on_profile
+from fedlib.claims.fedshift import CLAIMS, ShiftGains, Theory, bundle, bundle_from_runs, claims, on_profile
+from fedlib.contracts import SERVER
+from fedlib.ledger.verdicts import judged_headlines
+from fedlib.papers import fedshift as fs
 from fedlib.papers.fedshift import FedShiftParams
+from fedlib.runs.runner import tidy_runs
 from theory import fedshift as th
 
 R, P, NR, NT = report.REPRODUCED, report.PARTLY, report.NOT_REPRODUCED, report.NOT_TESTABLE
@@ -357,3 +361,111 @@ def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
     module, again = saved.load(tmp_path)
     assert module == "fedshift"
     pd.testing.assert_frame_equal(claims(again).table(), judged.table())
+
+
+# ---- the bundle from the runs alone (`bundle_from_runs`, `reproduce --from-ledger`) ---------------------------------
+
+LEDGER = FedShiftParams(bits_list=[4, 8], algorithms=["fedavg", "fedef"], quantizers=["kmeans"], seeds=[0, 1, 2],
+                        rounds=3, table2_alphas=[0.5], table2_quantizers=["kmeans"], table2_bits=[4],
+                        kmeans_reference_bits=4, theorem1_rounds=2)
+LAYERS = ("fc1.weight", "fc2.weight")
+DIVERGENCE = {("div/global", False): 1.0, ("div/global", True): 0.8,  # (key, shift) -> value
+              ("div/drift", False): 2.0, ("div/drift", True): 1.5}
+
+
+def fabricated_acc(labels: dict, seed: int) -> float:
+    """A run's accuracy (a fraction): the baseline by cell, the shift adding (2 + seed / 2) points (the reference
+    K-means a little more, by seed), 0.2 at full precision."""
+    if labels["method"] == "theorem1":
+        return 0.5
+    if labels["quantizer"] == "none":
+        return 0.86 + (0.002 if labels["shift"] else 0.0)
+    base = {"fedavg": 0.80, "fedef": 0.82}[labels["method"]] + (0.03 if labels["bits"] == 8 else 0.0)
+    if not labels["shift"]:
+        return base
+    gain = 2.0 + seed / 2 + (0.1 * (seed - 1) if labels["kmeans"] == "reference" else 0.0)
+    return base + gain / 100
+
+
+def fabricated_records(spec) -> dict[str, pd.DataFrame]:
+    """One run's records as a run of the plan writes them: three rounds around its `fabricated_acc` (their mean),
+    Fig. 9's divergences per layer and round, and Fig. 8's histogram (baseline: the odd labels 0.12 each, the even
+    0.08; FedShift: uniform)."""
+    labels = spec.get("labels")
+    acc = fabricated_acc(labels, spec.seed)
+    rounds = pd.DataFrame({"round": [1, 2, 3], "test_acc": [acc - 0.01, acc, acc + 0.01], "train_loss": 1.0,
+                           "test_loss": 1.0, "diverged": False})
+    if labels["method"] == "theorem1":
+        return {"rounds": rounds}
+    layers = pd.DataFrame([{"round": r, "client": SERVER, "layer": layer, "key": key,
+                            "value": value + 0.1 * (r - 2) + 0.01 * spec.seed}
+                           for r in (1, 2, 3) for layer in LAYERS for (key, shift), value in DIVERGENCE.items()
+                           if shift == labels["shift"]])
+    fraction = np.full(10, 0.1) if labels["shift"] else np.tile([0.08, 0.12], 5)
+    return {"rounds": rounds, "layers": layers,
+            "predictions": pd.DataFrame({"label": np.arange(10), "fraction": fraction})}
+
+
+def ledger_records(keep=lambda spec: True) -> dict[str, pd.DataFrame]:
+    """What `Ledger.records` gives for those of LEDGER's runs that `keep` holds."""
+    return tidy_runs((spec, f"key{i}", fabricated_records(spec))
+                     for i, spec in enumerate(fs.experiments(LEDGER)) if keep(spec))
+
+
+def headlines(records: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    t = judged_headlines("fedshift", LEDGER, records, None)
+    return t.set_index(t["claim"].str.split(" ").str[0])
+
+
+def test_the_bundle_from_runs_holds_the_notebooks_tables_by_hand():
+    b = bundle_from_runs(LEDGER, ledger_records(), 10)
+    t1 = b.table1.set_index(["algorithm", "quantizer", "bits", "shift", "seed"])["acc"]
+    assert len(t1) == (2 * 2 * 2 + 2) * 3  # algorithms x bits x shift + FedAvg 32+32 with and without, x seeds
+    assert t1[("fedef", "kmeans", 8, False, 1)] == pytest.approx(85.0)  # the mean of its last 3 rounds, in %
+    assert t1[("fedavg", "kmeans", 4, True, 2)] == pytest.approx(83.0)
+    assert b.gains.seed_means.to_numpy() == pytest.approx([2.0, 2.5, 3.0])
+    assert list(b.table2["alpha"]) == [0.5] * 6 and set(b.table2["split"]) == {"dirichlet"}
+    gain = claims_module.kmeans_gain(b.kmeans)
+    assert gain["reference"].to_numpy() == pytest.approx([1.9, 2.5, 3.1] * 2)
+    assert gain["converged"].to_numpy() == pytest.approx([2.0, 2.5, 3.0] * 2)  # Table I's 4-bit runs
+    assert b.label_bias.loc["baseline", "share_inferior_classes"] == pytest.approx(0.6)
+    assert b.label_bias.loc["FedShift", "kl_to_uniform"] == pytest.approx(0.0)
+    # KL of (0.08, 0.12, ...) to uniform: 5 (0.08 ln 0.8 + 0.12 ln 1.2)
+    assert b.label_bias.loc["baseline", "kl_to_uniform"] == pytest.approx(5 * (0.08 * np.log(0.8) + 0.12 * np.log(1.2)))
+    assert list(b.label_bias_seeds["seed"]) == [0, 1, 2, 0, 1, 2]
+    # Fig. 9's runs (FedAvg K-means 32+4): the rounds' offsets cancel, the seeds' average 0.01
+    assert b.divergence.loc["global", "baseline"] == pytest.approx(1.01)
+    assert b.divergence.loc["drift", "FedShift"] == pytest.approx(1.51)
+    assert b.table3.empty and b.theory.theorem2.empty and not b.theory.theorem1_checks
+
+
+def test_the_headline_claims_judged_on_every_run_of_the_plan():
+    t = headlines(ledger_records())
+    assert list(t.index) == ["C1", "C2", "C3", "Ablation", "G1", "G2"]
+    assert t["verdict"].to_dict() == {"C1": C, "C2": C, "C3": R, "Ablation": C, "G1": R, "G2": R}
+    assert t.loc["C1", "measured"] == "32+8 minus 32+4: fedavg +3.0, fedef +3.0"
+    assert t.loc["C3", "measured"] == "100% of 4 cells positive, mean +2.50 ± 0.29 (SE)"
+
+
+@pytest.mark.parametrize("lost, claims_lost, named", [
+    (lambda l: l.get("kmeans") == "reference", ["G1"], "method=fedavg kmeans=reference shift=False (every seed)"),
+    (lambda l: l.get("split") == "parity" and l["method"] != "theorem1", ["C1", "C2", "C3", "G1"], "=fedavg "),
+    (lambda l: l["shift"] and l.get("quantizer") == "none", ["Ablation"], "quantizer=none bits=32 shift=True"),
+])
+def test_a_partial_ledger_reads_not_testable_naming_the_runs_it_lacks(lost, claims_lost, named):
+    """The profile's cells are named (FedAvg, the grid's bits), not the paper's (SCAFFOLD, 5-8 bits)."""
+    t = headlines(ledger_records(lambda spec: not lost(spec.get("labels"))))
+    for claim in claims_lost:
+        assert t.loc[claim, "verdict"].startswith("not testable"), claim
+        assert "missing: " in t.loc[claim, "evidence"] and named in t.loc[claim, "evidence"], claim
+        assert "scaffold" not in t.loc[claim, "evidence"], claim
+
+
+@pytest.mark.parametrize("keep, judged", [
+    (lambda l: l["method"] == "theorem1", []), (lambda l: l.get("split") == "dirichlet", []),
+    (lambda l: l.get("scope") == "model", []), (lambda l: l.get("kmeans") == "reference" and l["shift"], []),
+    (lambda l: not l["shift"], ["C1", "C2"]),  # the baselines are all there
+])
+def test_any_part_of_the_plan_is_judged_without_an_exception(keep, judged):
+    t = headlines(ledger_records(lambda spec: keep(spec.get("labels"))))
+    assert list(t.index[~t["verdict"].str.startswith("not testable")]) == judged

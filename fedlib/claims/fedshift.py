@@ -3,7 +3,8 @@
 `bundle` gathers the notebook's run tables (Table I, Table II, the K-means-setting grid, each with its per-round
 records for the judge), its figure and codec tables and its theory values (computed with `theory.fedshift` in the
 notebook) into one frozen `FedShiftBundle`; `CLAIMS` declares each claim with the runs it reads and a small rule;
-`claims(bundle)` is the claims table, judged by `fedlib.claims.judge`.
+`claims(bundle)` is the claims table, judged by `fedlib.claims.judge`. `bundle_from_runs` builds the bundle from the
+run records alone (`reproduce --from-ledger`), with the same functions the notebook derives its tables with.
 
 The runs a claim reads depend on the profile (its algorithms, quantizers, bit widths): each is a `Grid` whose
 declared cells are the paper's own grid (`PAPER`, what the claims battery feeds it) and whose `on(params)` gives
@@ -23,6 +24,7 @@ from fedlib.claims.judge import Bundle, Claim, Finding, Runs, judge
 from fedlib.claims.scale import Scale
 from fedlib.papers import fedshift as fs
 from fedlib.report import Claims, Judgement
+from fedlib.runs.store import Records
 
 CELL = ["quantizer", "algorithm", "bits"]  # a Table I cell; its seeds are the pairs
 PAPER_LOWEST_BITS = 4  # Table I's lowest inferior bit width
@@ -54,7 +56,8 @@ class ShiftGains:
     @classmethod
     def of(cls, grid: pd.DataFrame) -> ShiftGains:
         """Pair `grid` (`fs.table1_runs` with `method` renamed `algorithm`: one row per run) by cell and seed."""
-        per_seed = grid.pivot_table(index=[*CELL, "seed"], columns="shift", values="acc").reset_index()
+        pairs = grid.pivot_table(index=[*CELL, "seed"], columns="shift", values="acc")
+        per_seed = pairs.reindex(columns=pd.Index(SHIFT, name="shift")).reset_index()  # a partial grid: NaN gains
         per_seed["gain"] = per_seed[True] - per_seed[False]
         return cls(per_seed)
 
@@ -90,16 +93,32 @@ class ShiftGains:
 
 
 def kmeans_gain(runs: pd.DataFrame) -> pd.DataFrame:
-    """The shift's gain (points) per (method, seed) of the K-means-setting grid's runs, one column per setting."""
+    """The shift's gain (points) per (method, seed) of the K-means-setting grid's runs, one column per setting (NaN
+    where a partial grid lacks a run of the pair)."""
     if not len(runs):
         return pd.DataFrame()
     pairs = runs.pivot_table(index=["method", "kmeans", "seed"], columns="shift", values="acc")
-    return (pairs[True] - pairs[False]).unstack("kmeans")
+    pairs = pairs.reindex(columns=pd.Index(SHIFT, name="shift"))
+    return (pairs[True] - pairs[False]).unstack("kmeans").reindex(columns=pd.Index(fs.KMEANS_SETTINGS, name="kmeans"))
 
 
 def figure_algorithm(algorithms: Sequence[str]) -> str:
     """Fig. 8-9's algorithm: FedAvg if the profile runs it, else its first."""
     return "fedavg" if "fedavg" in algorithms else algorithms[0]
+
+
+def table1_of(runs: pd.DataFrame, p: fs.FedShiftParams) -> pd.DataFrame:
+    """Table I's runs as the claims read them: `fs.table1_runs` of `runs` (`fs.run_table`) at the profile's bit
+    widths and quantizers, with `method` renamed `algorithm`."""
+    return fs.table1_runs(runs, p.bits_list, p.quantizers).rename(columns={"method": "algorithm"})
+
+
+def figure_runs(table1: pd.DataFrame, p: fs.FedShiftParams) -> pd.Series:
+    """The run keys of Fig. 8-9's runs in `table1` (`table1_of`): the figure algorithm at the lowest bit width,
+    first quantizer, with and without the shift."""
+    cell = ((table1["algorithm"] == figure_algorithm(p.algorithms)) & (table1["bits"] == min(p.bits_list))
+            & (table1["quantizer"] == p.quantizers[0]))
+    return table1.loc[cell, "run"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,6 +173,29 @@ def bundle(params: fs.FedShiftParams, rounds: pd.DataFrame, *, table1: pd.DataFr
                           gains=ShiftGains.of(table1), label_bias=label_bias, label_bias_seeds=label_bias_seeds,
                           test_labels=np.asarray(test_labels),
                           divergence=divergence, table3=table3, theory=theory)
+
+
+NO_THEORY = Theory(threshold_ratio=float("nan"), theorem2=pd.DataFrame(), assumed={}, bound_at_1e6=float("nan"),
+                   limit="", mean_star=float("nan"), quadratic=pd.DataFrame(), theorem1_runs=pd.DataFrame(),
+                   theorem1_checks={})  # the theory left out of `bundle_from_runs`
+
+
+def bundle_from_runs(params: fs.FedShiftParams, records: Records, num_classes: int) -> FedShiftBundle:
+    """The bundle of the claims that the runs alone decide (`fedlib.ledger.verdicts`: the headline claims, judged on
+    the ledger's runs), from the records of any subset of the notebook's runs (`fedlib.runs.run_specs`): what the
+    notebook derives from its runs with fedlib (Tables I-II, the K-means-setting grid, Fig. 8's label bias and
+    Fig. 9's divergence). Left empty: what it computes independently of the runs (Table III from the codecs, the
+    test set's labels, the theory's toys) and Theorem 2's checks of the runs, which `theory.fedshift` computes
+    (fedlib does not import theory): claims that read those are judged where the notebook runs."""
+    runs = fs.run_table(records)
+    table1 = table1_of(runs, params)
+    shown = figure_runs(table1, params)
+    bias = fs.label_bias(fs.figure_predictions(records, shown), num_classes)
+    return bundle(params, records["rounds"], table1=table1, table2=fs.table2_runs(runs),
+                  kmeans=fs.kmeans_setting_runs(runs, params.kmeans_reference_bits),
+                  label_bias=fs.label_bias_means(bias), label_bias_seeds=bias, test_labels=np.array([], dtype=int),
+                  divergence=fs.divergence_summary(fs.divergence_rows(records, shown)), table3=pd.DataFrame(),
+                  theory=NO_THEORY, num_classes=num_classes)
 
 
 @dataclass(frozen=True)
@@ -493,7 +535,7 @@ CLAIMS: tuple[Claim[FedShiftBundle], ...] = (
     Claim("G1", "with the authors' early-stopped K-means, FedShift improves the baselines (Table I's gap)",
           "Table I: +0.7 to +5.4 points at 32+4", _kmeans_setting(_g1), (_kmeans_grid(["reference"]),)),
     Claim("G2", "Table I's gap does not depend on the K-means setting (ours, issue 13 g)", "not stated",
-          _kmeans_setting(_g2), (_kmeans_grid(["converged", "reference"]),), requires=("G1",),
+          _kmeans_setting(_g2), (_kmeans_grid(fs.KMEANS_SETTINGS),), requires=("G1",),
           ours=True),
 )
 

@@ -4,8 +4,9 @@ A paper's claims module that can build its bundle from runs alone declares `bund
 num_classes)`: what its notebook derives from the runs, with the tables the notebook computes on the CPU (theory,
 Monte Carlo) left empty. The judge then decides the claims the paper's headlines name (`HEADLINE_RUNS`, with the
 claims they require), every guard included: a claim whose runs the ledger lacks reads "not testable", naming them,
-and every row states the scale it was judged at. A paper without that builder gets
-one line saying so; its claims are judged where its notebook runs.
+and every row states the scale it was judged at. A module whose claims read the profile's cells rather than the
+declared ones declares `on_profile(claim, params)` (FedShift's), and the judge reads those. A paper without that
+builder gets one line saying so; its claims are judged where its notebook runs.
 """
 from __future__ import annotations
 
@@ -40,14 +41,16 @@ def headline_claims(notebook: str) -> list[Claim]:
 def judged_headlines(notebook: str, params: PaperParams, records: Records, root: str | None) -> pd.DataFrame | str:
     """The claims table of `notebook`'s headline claims judged on `records` (the ledger's runs of its plan; the
     dataset, under the data root `root`, gives the class count the chance guard reads), or why they are not judged."""
-    build = getattr(importlib.import_module(f"fedlib.claims.{notebook}"), "bundle_from_runs", None)
+    module = importlib.import_module(f"fedlib.claims.{notebook}")
+    build = getattr(module, "bundle_from_runs", None)
     if build is None:
         return (f"`fedlib.claims.{notebook}` builds no bundle from runs alone yet (`bundle_from_runs`); its claims are "
                 "judged where its notebook runs")
     if "rounds" not in records:
         return "the ledger holds none of its runs"
     bundle = build(params, records, load_dataset(params.dataset, root=root).num_classes)
-    return judge(headline_claims(notebook), bundle).table()
+    on_profile = getattr(module, "on_profile", lambda claim, _: claim)
+    return judge([on_profile(claim, params) for claim in headline_claims(notebook)], bundle).table()
 
 
 def ledger_verdicts(params: Mapping[str, PaperParams], specs: Mapping[str, Sequence[RunSpec]], ledger: Ledger,

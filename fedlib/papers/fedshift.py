@@ -61,6 +61,7 @@ from fedlib.seeding import Seeds
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
 ALGORITHMS = ("fedavg", "fedprox", "scaffold", "fedef")
+KMEANS_SETTINGS = ("converged", "reference")  # the K-means-setting grid's: ours, the authors' code's
 
 
 # ------------------------------------------------------------------------------------- data split
@@ -532,7 +533,7 @@ def kmeans_setting_specs(p: FedShiftParams) -> list[RunSpec]:
     if bits is None:
         return []
     return [run_spec(p, method=m, quantizer="kmeans", bits=bits, shift=s, seed=seed, kmeans=k)
-            for m in p.algorithms for k in ("converged", "reference") for s in (False, True) for seed in p.seeds]
+            for m in p.algorithms for k in KMEANS_SETTINGS for s in (False, True) for seed in p.seeds]
 
 
 def theorem1_specs(p: FedShiftParams) -> list[RunSpec]:
@@ -662,18 +663,20 @@ LABELS = ["method", "quantizer", "bits", "shift", "split", "alpha", "kmeans", "s
 def run_table(records: Mapping[str, pd.DataFrame], last: int = 3) -> pd.DataFrame:
     """One row per Table I/II-style run: its labels, seed, run key, `acc` (test accuracy in %, mean of the last
     `last` rounds, which damps round-to-round noise) and `upload_mean_bias` / `upload_mse` / `lloyd_iters` (means
-    over its quantized uploads and layers, |mean_bias| for the bias; NaN for fp32 runs)."""
+    over its quantized uploads and layers, |mean_bias| for the bias; NaN for fp32 runs). No rows where `records`
+    hold no such run (e.g. Theorem 1's runs only)."""
     rounds = records["rounds"]
     rounds = rounds[rounds["method"] != "theorem1"]
     keys = [*LABELS, "seed", "run"]
     acc = (rounds.sort_values("round").groupby("run")["test_acc"].apply(lambda s: 100 * s.dropna().tail(last).mean())
            .rename("acc"))
-    uploads = records["layers"][records["layers"]["client"] != SERVER]
+    layers = records.get("layers", pd.DataFrame(columns=["run", "round", "client", "key", "value"]))
+    uploads = layers[layers["client"] != SERVER]
     per_upload = uploads.assign(value=uploads["value"].abs()).groupby(["run", "round", "client", "key"])["value"].mean()
     stats = (per_upload.groupby(level=["run", "key"]).mean().unstack("key")
              .reindex(columns=["mean_bias", "mse", "lloyd_iters"])
              .set_axis(["upload_mean_bias", "upload_mse", "lloyd_iters"], axis=1))
-    table = rounds.drop_duplicates("run")[keys].set_index("run").join(acc).join(stats)
+    table = rounds.drop_duplicates("run").reindex(columns=keys).set_index("run").join(acc).join(stats)
     table = table.astype({"alpha": float, "bits": int, "shift": bool})  # other tables' rows made these columns float
     return table.reset_index()
 
@@ -685,6 +688,47 @@ def table1_runs(runs: pd.DataFrame, bits_list: Sequence[int], quantizers: Sequen
             & runs["kmeans"].isin(["converged", "-"]) & runs["bits"].isin([*bits_list, 32])
             & (runs["quantizer"].isin(quantizers) | (runs["quantizer"] == "none")))
     return runs[keep]
+
+
+def table2_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `run_table` that make Table II: the Dirichlet splits."""
+    return runs[runs["split"] == "dirichlet"]
+
+
+def kmeans_setting_runs(runs: pd.DataFrame, bits: int | None) -> pd.DataFrame:
+    """The rows of `run_table` that make the K-means-setting grid: converged and reference-code K-means at `bits`
+    (none when None: the grid is off), parity split, stratified selection, per-layer shift."""
+    return runs[runs["kmeans"].isin(KMEANS_SETTINGS) & (runs["bits"] == bits)
+                & (runs["split"] == "parity") & (runs["selection"] == "stratified") & (runs["scope"] == "layer")]
+
+
+MODEL_NAMES = {False: "baseline", True: "FedShift"}  # a run's `shift` label as the figures and claims name it
+
+
+def figure_predictions(records: Mapping[str, pd.DataFrame], keys: pd.Series) -> pd.DataFrame:
+    """Fig. 8: the "predictions" rows of the runs `keys` (run keys), with `model` (`MODEL_NAMES`)."""
+    predictions = records.get("predictions", pd.DataFrame(columns=["run", "shift", "seed", "label", "fraction"]))
+    hist = predictions[predictions["run"].isin(keys)]
+    return hist.assign(model=hist["shift"].map(MODEL_NAMES))
+
+
+def label_bias_means(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """`label_bias`'s rows averaged over seeds, one row per model (`MODEL_NAMES`)."""
+    return per_seed.groupby("shift")[["share_inferior_classes", "kl_to_uniform"]].mean().rename(index=MODEL_NAMES)
+
+
+def divergence_rows(records: Mapping[str, pd.DataFrame], keys: pd.Series) -> pd.DataFrame:
+    """Fig. 9: the divergence rows ("div/" keys) of the layer table of the runs `keys` (run keys), with `what`
+    (global / drift) and `model` (`MODEL_NAMES`)."""
+    layers = records.get("layers", pd.DataFrame(columns=["run", "shift", "layer", "key", "value"]))
+    div = layers[layers["run"].isin(keys) & layers["key"].str.startswith("div/")]
+    return div.assign(what=div["key"].str.removeprefix("div/"), model=div["shift"].map(MODEL_NAMES))
+
+
+def divergence_summary(div: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 9's mean over rounds, layers and seeds of `divergence_rows`: one row per kind (global / drift), one
+    column per model."""
+    return div.groupby(["what", "model"])["value"].mean().unstack("model")
 
 
 def summarize(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -706,7 +750,10 @@ def beside_paper(summary: pd.DataFrame, index: list[str]) -> pd.DataFrame:
 
 def label_bias(predictions: pd.DataFrame, num_classes: int) -> pd.DataFrame:
     """Per (shift, seed) run of a "predictions" table: the share of test predictions in the odd (inferior
-    clients') classes and the KL divergence of the prediction histogram from uniform."""
+    clients') classes and the KL divergence of the prediction histogram from uniform (no rows for no runs)."""
+    if predictions.empty:
+        return pd.DataFrame(columns=["shift", "seed", "share_inferior_classes", "kl_to_uniform"])
+
     def one(h: pd.DataFrame) -> pd.Series:
         p = h["fraction"].to_numpy()
         return pd.Series({"share_inferior_classes": p[h["label"].to_numpy() % 2 == 1].sum(),
