@@ -14,6 +14,7 @@ from fedlib.claims import evidence as saved
 from fedlib.claims.taco import CLAIMS as CLAIMS_DECLARED
 from fedlib.claims.judge import judge, missing_runs
 from fedlib.claims.taco import bundle, bundle_from_runs, claims
+from fedlib.grids import notebook_parameters
 from fedlib.ledger.verdicts import headline_claims, judged_headlines
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import Detection, TacoParams
@@ -416,8 +417,9 @@ def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
 
 # ---- the bundle from runs alone (the ledger's path, `bundle_from_runs`) on a tiny plan run here ----------------
 
-TINY = TacoParams(seeds=[0, 1], ablation_seeds=[0, 1, 2], algorithms=["FedAvg", "TACO"], num_clients=6, group_sizes=[2, 2, 2], rounds=2, local_steps=2,
-                  n_freeloaders=2, kappa_grid=[0.6, 1.0], scal_clients=4, scal_rounds=2, scal_steps=2,
+TINY = TacoParams(seeds=[0, 1], ablation_seeds=[0, 1, 2], algorithms=["FedAvg", "TACO"], num_clients=6,
+                  group_sizes=[2, 2, 2], rounds=2, local_steps=2, n_freeloaders=2, kappa_grid=[0.6, 1.0],
+                  scal_clients=4, scal_rounds=2, scal_steps=2,
                   scal_algorithms=["FedAvg", "TACO"], gamma_grid=[0.0, 1.0], gamma_steps=[2],
                   timing_dataset="digits", timing_model="mlp", timing_clients=2, timing_rounds=2, timing_repeats=1,
                   oscillation_steps=2, oscillation_rounds=3,
@@ -488,11 +490,13 @@ def test_headline_claims_from_the_runs_alone(tiny_runs):
     assert list(table.index) == ["C1", "C2", "C3", "C5", "C6", "C7"]
     # the baselines TINY leaves out are named; the freeloader claims (2 seeds suffice) are judged by their rules on
     # the tables the bundle derived, as the notebook derives them
-    assert table.loc["C2", "verdict"] == report.NOT_TESTABLE and "missing: algorithm=FedProx" in table.loc["C2", "evidence"]
+    assert table.loc["C2", "verdict"] == report.NOT_TESTABLE
+    assert "missing: algorithm=FedProx" in table.loc["C2", "evidence"]
     assert (table.loc[["C5", "C6"], "measured"] != "-").all()
     assert table.loc[["C5", "C6"], "verdict"].isin([report.REPRODUCED, report.PARTLY, report.NOT_REPRODUCED]).all()
     pooled = tp.alpha_by_group(tp.observed_alphas(notebook_grid(records, store, "freeloaders")))["mean"]
-    assert table.loc["C5", "measured"].startswith("pooled mean α " + ", ".join(f"{g} {v:.2f}" for g, v in pooled.items()))
+    pooled_text = ", ".join(f"{g} {v:.2f}" for g, v in pooled.items())
+    assert table.loc["C5", "measured"].startswith(f"pooled mean α {pooled_text}")
 
 
 def drop_runs(records: dict[str, pd.DataFrame], keep: Any) -> dict[str, pd.DataFrame]:
@@ -555,3 +559,12 @@ def test_any_subset_of_the_runs_is_judged_without_error(tiny_runs):
             lacking = missing_runs(claim, b)
             if lacking:
                 assert judged_row["verdict"] == report.NOT_TESTABLE and lacking[0] in judged_row["evidence"]
+
+
+@pytest.mark.parametrize("profile", ["quick", "cpu", "gpu", "full"])
+def test_every_run_of_the_committed_profiles_is_told_apart_from_its_records(profile):
+    """No two distinct specs of a profile's plan would record alike (`tp.grids_of_runs` would leave both out)."""
+    p = notebook_parameters("taco", profile)
+    specs = tp.experiments(p)
+    names = sorted({k for s in specs for k in s.get("labels")})
+    assert len({tp._spec_signature(s, names) for s in specs}) == len(specs)

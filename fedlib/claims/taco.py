@@ -62,12 +62,12 @@ class TacoBundle(Bundle):
     seeds), `table2_seeds` (the same per seed: index seed, columns A, B, C, Freeloaders: `tp.alpha_by_seed`),
     `live_detection` (the live expulsion run per seed: index seed, `Detection`'s fields: `tp.live_detection`) and
     `table8_seeds` (replayed TPR_% / FPR_% per seed, kappa, lambda: `tp.replayed_detection`), `table6` (final
-    accuracy per ablation variant and partition: `tp.ablation_table`, other columns ignored), `fig7` (per K and gamma: `final_acc`,
-    `diverged`), `fig6` (per method: original, literal, factor), `table7` (`mean` per algorithm), `overcorrection`
-    (per correction and seed: `diverged`, `final_acc`, `final_test_loss`, `mean_alpha_last`), theory: `boundary`
-    (`agree` per run), `fixed_points` (rows FedAvg, constant correction, -, TACO), `lemma_runs` (residuals per
-    round), `y_gradients_equal`, finding (a)'s `oscillation` rows per algorithm and seed (`tp.oscillation_rows`),
-    and `theorem1` (theory.taco.theorem1_claims' rows)."""
+    accuracy per ablation variant and partition: `tp.ablation_table`, other columns ignored), `fig7` (per K and
+    gamma: `final_acc`, `diverged`), `fig6` (per method: original, literal, factor), `table7` (`mean` per
+    algorithm), `overcorrection` (per correction and seed: `diverged`, `final_acc`, `final_test_loss`,
+    `mean_alpha_last`), theory: `boundary` (`agree` per run), `fixed_points` (rows FedAvg, constant correction, -,
+    TACO), `lemma_runs` (residuals per round), `y_gradients_equal`, finding (a)'s `oscillation` rows per algorithm
+    and seed (`tp.oscillation_rows`), and `theorem1` (theory.taco.theorem1_claims' rows)."""
 
     taco_final: pd.DataFrame
     table1: pd.DataFrame

@@ -823,7 +823,8 @@ def gamma_table(rounds: pd.DataFrame) -> pd.DataFrame:
     """Fig. 7: per K and γ, the final accuracy (%, mean over seeds), whether any seed diverged, and whether γ is
     1/K."""
     sweep = final_rows(rounds, ["K", "gamma"])
-    table = sweep.groupby(["K", "gamma"]).agg(final_acc=("final_acc", "mean"), diverged=("diverged", "any")).reset_index()
+    table = sweep.groupby(["K", "gamma"]).agg(final_acc=("final_acc", "mean"),
+                                              diverged=("diverged", "any")).reset_index()
     table["is_1_over_K"] = np.isclose(table["gamma"].astype(float), 1 / table["K"].astype(float))
     return table
 
