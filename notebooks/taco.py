@@ -127,7 +127,6 @@ from fedlib.claims.taco import bundle as taco_bundle
 from fedlib.claims.taco import claims as taco_claims
 from fedlib.paths import results_dir
 from fedlib.papers import taco as tp
-from fedlib.papers.taco import time_per_100_updates
 from fedlib.runs import RunStore, run_specs
 from theory import taco as th
 
@@ -221,9 +220,7 @@ table5["paper_FMNIST_rounds(70%)"] = [PAPER_V_FMNIST[a][1] for a in table5.index
 table5["paper_III_round_s"] = [PAPER_III[a] for a in table5.index]
 table5["paper_III_vs_fedavg_%"] = [100 * (PAPER_III[a] / 4.50 - 1) for a in table5.index]
 table5.to_csv(out_dir / "table5_table3.csv")
-outputs = main.get("output", pd.DataFrame())
-taco_final = (outputs.pivot_table(index="seed", columns="output", values="test_acc") * 100 if len(outputs)
-              else pd.DataFrame(columns=["w", "z"], dtype=float))
+taco_final = tp.output_accuracy(main.get("output", pd.DataFrame()))
 print(f"TACO final accuracy on w_T: {taco_final['w'].mean():.2f}, on the output model z_T (Eq. 15): "
       f"{taco_final['z'].mean():.2f} (per round the table uses {params.taco_output}_t)")
 table5
@@ -285,13 +282,7 @@ osc_table
 # %%
 PAPER_I = {"FedAvg": (0.323, 0.441), "FoolsGold": (0.323, 0.441), "FedProx": (0.399, 0.511),
            "Scaffold": (0.348, 0.462), "STEM": (0.455, 0.543), "FedACG": (0.401, 0.513)}
-timed = grid("timing")
-timing = [{"algorithm": key[0], "s_per_100_updates": time_per_100_updates(r, timed["clients"][timed["clients"]["run"] == key[1]])}
-          for key, r in timed["rounds"].groupby(["algorithm", "run"], sort=False)]
-repeats = pd.DataFrame(timing).groupby("algorithm", sort=False)["s_per_100_updates"]
-table1 = repeats.min().to_frame()
-table1["noise_%"] = 100 * (repeats.max() / repeats.min() - 1)  # spread between repeats: the margin C4's gaps must exceed
-table1["vs_fedavg_%"] = 100 * (table1["s_per_100_updates"] / table1["s_per_100_updates"].get("FedAvg", np.nan) - 1)
+table1 = tp.timing_table(grid("timing"))  # noise_%: spread between repeats, the margin C4's gaps must exceed
 table1["paper_FMNIST_s"] = [PAPER_I.get(a, (np.nan,))[0] for a in table1.index]
 table1["paper_FMNIST_vs_fedavg_%"] = 100 * (table1["paper_FMNIST_s"] / 0.323 - 1)
 table1.to_csv(out_dir / "table1.csv")
@@ -309,9 +300,8 @@ PAPER_II = pd.DataFrame({"MNIST": ["0.23±0.02", "0.27±0.03", "0.41±0.02", "0.
                          "FMNIST": ["0.18±0.09", "0.27±0.03", "0.37±0.01", "0.75±0.01"]},
                         index=["A", "B", "C", "Freeloaders"])
 freeloading = grid("freeloaders")
-alphas = freeloading["alpha"][freeloading["alpha"]["expulsion"] == "off"]
-table2 = alphas[alphas["round"] > 1].groupby("group")["alpha"].agg(["mean", "std"]).reindex(PAPER_II.index)
-table2 = table2.join(PAPER_II.add_prefix("paper_"))
+alphas = tp.observed_alphas(freeloading)
+table2 = tp.alpha_by_group(alphas).join(PAPER_II.add_prefix("paper_"))
 table2.to_csv(out_dir / "table2.csv")
 display(table2)
 table2_seeds = tp.alpha_by_seed(alphas)
@@ -335,12 +325,12 @@ PAPER_VIII = {0.4: ("100/25", "100/12.5", "100/0"), 0.5: ("100/6.25", "100/0", "
               0.6: ("100/0",) * 3, 0.7: ("100/0",) * 3, 0.8: ("100/0",) * 3, 0.9: ("100/0", "100/0", "0/0"),
               1.0: ("0/0",) * 3}
 lam_default = tp.expel_after(params)
-live = freeloading["expelled"][freeloading["expelled"]["expulsion"] == "live"]
+live = tp.live_expelled(freeloading)
 live_det = tp.live_detection(live)
 print(f"live runs (kappa={params.kappa}, lambda={lam_default}), per seed:")
 expelled_rounds = live.groupby("seed")["expelled_round"].agg(lambda r: sorted(r.dropna().astype(int)))
 display(live_det.assign(expelled_rounds=expelled_rounds))
-lambdas = {f"T*{frac}": max(1, round(frac * params.rounds)) for frac in params.lambda_fracs}
+lambdas = tp.replay_lambdas(params)
 table8_seeds = tp.replayed_detection(alphas, params.kappa_grid, lambdas)
 table8 = table8_seeds.groupby(["kappa", "lambda"], sort=False)[["TPR_%", "FPR_%"]].mean().reset_index()
 paper8 = {(k, label): PAPER_VIII.get(k, ("-",) * 3)[j] if j < 3 else "-"
@@ -358,8 +348,7 @@ table8.pivot(index="kappa", columns="lambda", values=["TPR_%", "FPR_%", "paper_T
 # %%
 PAPER_VI = {"neither": "89.98 / 92.93 / 78.42 / 78.88", "agg only": "91.30 / 93.20 / 79.76 / 83.34",
             "corr only": "95.16 / 95.91 / 83.52 / 83.69", "both": "95.22 / 96.10 / 83.64 / 83.80"}
-table6 = tp.final_rows(grid("ablation")["rounds"], ["variant", "partition"]).pivot_table(
-    index="variant", columns="partition", values="final_acc").reindex(list(tp.ABLATION))
+table6 = tp.ablation_table(grid("ablation")["rounds"])
 table6["paper (FEMNIST .2/.5, adult .1/.5)"] = [PAPER_VI[v] for v in table6.index]
 table6.to_csv(out_dir / "table6.csv")
 table6
@@ -368,8 +357,7 @@ table6
 # Table VII: scalability, `scal_clients` clients on a Dirichlet split
 PAPER_VII = {"FedAvg": 88.14, "FedProx": 89.54, "FoolsGold": 89.66, "Scaffold": 92.26, "STEM": 86.56,
              "FedACG": 87.90, "TACO": 92.86}
-table7 = tp.final_rows(grid("scalability")["rounds"], ["algorithm"]).groupby("algorithm", sort=False)["final_acc"].agg(
-    ["mean", "std"])
+table7 = tp.scalability_table(grid("scalability")["rounds"])
 table7["paper_FEMNIST_100clients"] = [PAPER_VII[a] for a in table7.index]
 table7.to_csv(out_dir / "table7.csv")
 table7
@@ -380,8 +368,7 @@ table7
 # No formula is given; both readings (A10) run: *literal* (ζ_i, coefficient = α_i), *factor* (ζ(1−α_i), 1−α_i).
 
 # %%
-plugged = tp.final_rows(grid("plugin")["rounds"].fillna({"form": "original"}), ["algorithm", "form"])
-fig6 = plugged.pivot_table(index="algorithm", columns="form", values="final_acc")[["original", "literal", "factor"]]
+fig6 = tp.plugin_table(grid("plugin")["rounds"])
 fig6.to_csv(out_dir / "fig6.csv")
 fig6
 
@@ -389,9 +376,7 @@ fig6
 # ## Fig. 7: sensitivity to γ (the paper: best near 1/K; too large fails)
 
 # %%
-sweep = tp.final_rows(grid("gamma")["rounds"], ["K", "gamma"])
-fig7 = sweep.groupby(["K", "gamma"]).agg(final_acc=("final_acc", "mean"), diverged=("diverged", "any")).reset_index()
-fig7["is_1_over_K"] = np.isclose(fig7["gamma"], 1 / fig7["K"])
+fig7 = tp.gamma_table(grid("gamma")["rounds"])
 fig7.to_csv(out_dir / "fig7.csv", index=False)
 fig, ax = plt.subplots(figsize=(6, 3.5))
 sns.lineplot(fig7.assign(gamma_plot=fig7["gamma"].clip(lower=1e-3)), x="gamma_plot", y="final_acc", hue="K",
@@ -415,11 +400,7 @@ ax[0].set_title(f"test loss, γ = {params.overcorrection_gamma}")
 sns.lineplot(oc_curves, x="round", y="alpha_mean", hue="correction", ax=ax[1], legend=False)
 ax[1].set_title("mean α (uniform: computed, not used)")
 plt.show()
-oc_summary = tp.final_rows(oc_curves, ["correction"]).set_index(["correction", "seed"])
-oc_runs = oc_curves.sort_values("round").groupby(["correction", "seed"])
-oc_summary["final_test_loss"] = oc_runs["test_loss"].last()
-oc_summary["mean_alpha_last"] = oc_runs["alpha_mean"].last()
-oc_summary = oc_summary.reset_index()
+oc_summary = tp.overcorrection_table(oc_curves)
 oc_summary
 
 # %% [markdown]

@@ -12,9 +12,13 @@ import pytest
 from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims.taco import CLAIMS as CLAIMS_DECLARED
-from fedlib.claims.taco import bundle, claims
+from fedlib.claims.judge import judge, missing_runs
+from fedlib.claims.taco import bundle, bundle_from_runs, claims
+from fedlib.grids import notebook_parameters
+from fedlib.ledger.verdicts import headline_claims, judged_headlines
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import Detection, TacoParams
+from fedlib.runs import RunStore, run_specs
 
 ALGORITHMS = ["FedAvg", "FedProx", "FoolsGold", "Scaffold", "STEM", "FedACG", "TACO"]
 OSCILLATION = ["TACO", "FedAvg", tp.UNIFORM_AGGREGATION, tp.PREVIOUS_WEIGHTS]
@@ -409,3 +413,158 @@ def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
     module, again = saved.load(tmp_path)
     assert module == "taco"
     pd.testing.assert_frame_equal(claims(again).table(), first.table())
+
+
+# ---- the bundle from runs alone (the ledger's path, `bundle_from_runs`) on a tiny plan run here ----------------
+
+TINY = TacoParams(seeds=[0, 1], ablation_seeds=[0, 1, 2], algorithms=["FedAvg", "TACO"], num_clients=6,
+                  group_sizes=[2, 2, 2], rounds=2, local_steps=2, n_freeloaders=2, kappa_grid=[0.6, 1.0],
+                  scal_clients=4, scal_rounds=2, scal_steps=2,
+                  scal_algorithms=["FedAvg", "TACO"], gamma_grid=[0.0, 1.0], gamma_steps=[2],
+                  timing_dataset="digits", timing_model="mlp", timing_clients=2, timing_rounds=2, timing_repeats=1,
+                  oscillation_steps=2, oscillation_rounds=3,
+                  oscillation_algorithms=["TACO", "FedAvg", tp.UNIFORM_AGGREGATION])
+FIELDS = ("taco_final", "table1", "table2", "table2_seeds", "live_detection", "table8_seeds", "table6", "fig7", "fig6",
+          "table7", "overcorrection", "oscillation")
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory) -> tuple[dict[str, pd.DataFrame], RunStore]:
+    """Every run of the TINY plan (about 30 runs of 2-3 rounds on digits), as the notebook gets them."""
+    store = RunStore(tmp_path_factory.mktemp("taco-runs"))
+    return run_specs(tp.experiments(TINY), store=store, progress=False), store
+
+
+def elsewhere(records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The records under other run keys, as the ledger gives runs computed on another machine."""
+    return {name: frame.assign(run="ledger-" + frame["run"]) for name, frame in records.items()}
+
+
+def notebook_grid(records: dict[str, pd.DataFrame], store: RunStore, name: str) -> dict[str, pd.DataFrame]:
+    """A grid's records as the notebook selects them (`grid`: by store key), keyed as `elsewhere`."""
+    return elsewhere(tp.grid_records(records, tp.GRIDS[name](TINY), store))
+
+
+def test_runs_alone_give_each_grid_the_notebook_reads(tiny_runs):
+    records, store = tiny_runs
+    grids = tp.grids_of_runs(TINY, elsewhere(records))
+    for name in tp.GRIDS:
+        expected = notebook_grid(records, store, name)
+        assert expected["rounds"]["run"].nunique() == len(set(tp.GRIDS[name](TINY))), name
+        for table, frame in expected.items():  # besides the grid's label columns, added where a table lacks them
+            ours = grids[name][table]
+            pd.testing.assert_frame_equal(ours[frame.columns], frame, obj=f"{name} {table}")
+            assert ours.drop(columns=frame.columns).isna().all().all()
+    # the main grid's runs and the oscillation study's FedAvg and TACO: alike labels, told apart by their length
+    assert grids["main"]["rounds"].groupby("run")["round"].max().eq(TINY.rounds).all()
+    assert grids["oscillation"]["rounds"].groupby("run")["round"].max().eq(TINY.oscillation_rounds).all()
+
+
+def test_the_bundle_from_runs_holds_the_notebooks_tables(tiny_runs):
+    records, store = tiny_runs
+    b = bundle_from_runs(TINY, elsewhere(records), 10)
+    grid = {name: notebook_grid(records, store, name) for name in tp.GRIDS}
+    alphas = tp.observed_alphas(grid["freeloaders"])
+    notebook = dict(  # the notebook's cells, on the grids it selects
+        taco_final=tp.output_accuracy(grid["main"]["output"]), table1=tp.timing_table(grid["timing"]),
+        table2=tp.alpha_by_group(alphas), table2_seeds=tp.alpha_by_seed(alphas),
+        live_detection=tp.live_detection(tp.live_expelled(grid["freeloaders"])),
+        table8_seeds=tp.replayed_detection(alphas, TINY.kappa_grid, tp.replay_lambdas(TINY)),
+        table6=tp.ablation_table(grid["ablation"]["rounds"]), fig7=tp.gamma_table(grid["gamma"]["rounds"]),
+        fig6=tp.plugin_table(grid["plugin"]["rounds"]), table7=tp.scalability_table(grid["scalability"]["rounds"]),
+        overcorrection=tp.overcorrection_table(grid["overcorrection"]["rounds"]),
+        oscillation=tp.oscillation_rows(grid["oscillation"], TINY.oscillation_rounds))
+    for field in FIELDS:
+        pd.testing.assert_frame_equal(getattr(b, field), notebook[field], obj=field)
+        assert len(notebook[field]), field  # every table computed from runs, none empty
+    assert set(b.table6.columns) == {"groups"} and set(b.fig6.index) == {"FedProx", "Scaffold"}
+    for name in ("main", "ablation", "freeloaders", "oscillation"):
+        pd.testing.assert_frame_equal(b.records[name], grid[name]["rounds"], obj=name)
+    assert b.boundary.empty and b.y_gradients_equal is None and b.theorem1 == ()
+
+
+def test_headline_claims_from_the_runs_alone(tiny_runs):
+    records, store = tiny_runs
+    table = judged_headlines("taco", TINY, elsewhere(records), None)
+    table.index = table["claim"].str.split().str[0]
+    assert list(table.index) == ["C1", "C2", "C3", "C5", "C6", "C7"]
+    # the baselines TINY leaves out are named; the freeloader claims (2 seeds suffice) are judged by their rules on
+    # the tables the bundle derived, as the notebook derives them
+    assert table.loc["C2", "verdict"] == report.NOT_TESTABLE
+    assert "missing: algorithm=FedProx" in table.loc["C2", "evidence"]
+    assert (table.loc[["C5", "C6"], "measured"] != "-").all()
+    assert table.loc[["C5", "C6"], "verdict"].isin([report.REPRODUCED, report.PARTLY, report.NOT_REPRODUCED]).all()
+    pooled = tp.alpha_by_group(tp.observed_alphas(notebook_grid(records, store, "freeloaders")))["mean"]
+    pooled_text = ", ".join(f"{g} {v:.2f}" for g, v in pooled.items())
+    assert table.loc["C5", "measured"].startswith(f"pooled mean α {pooled_text}")
+
+
+def drop_runs(records: dict[str, pd.DataFrame], keep: Any) -> dict[str, pd.DataFrame]:
+    """The records of the runs whose first "rounds" row `keep` accepts."""
+    first = records["rounds"].groupby("run", sort=False).first()
+    runs = set(first.index[[bool(keep(r)) for _, r in first.iterrows()]])
+    return {name: frame[frame["run"].isin(runs)] for name, frame in records.items()}
+
+
+@pytest.mark.parametrize("left_out, missing", [
+    (lambda r: r.get("algorithm") == "FedAvg" and pd.isna(r.get("expulsion")),
+     {"C1": "algorithm=FedAvg (every seed)", "C3": "algorithm=FedAvg (every seed)"}),
+    (lambda r: r.get("algorithm") == "TACO" and r["seed"] == 1 and pd.isna(r.get("expulsion")),
+     {"C2": "algorithm=TACO seed=1", "C3": "algorithm=TACO seed=1"}),
+    (lambda r: pd.notna(r.get("expulsion")), {"C5": "expulsion=off (every seed)", "C6": "expulsion=off (every seed)"}),
+    (lambda r: r.get("variant") == "both", {"C7": "variant=both (every seed)"}),
+    (lambda r: pd.notna(r.get("variant")) or pd.notna(r.get("repeat")) or r.get("algorithm") == "TACO",
+     {"C2": "algorithm=TACO (every seed)", "C7": "variant=neither (every seed)"}),
+])
+def test_a_partial_set_of_runs_is_judged_not_testable_naming_the_missing(tiny_runs, left_out, missing):
+    records, _ = tiny_runs
+    partial = drop_runs(elsewhere(records), lambda r: not left_out(r))
+    table = judged_headlines("taco", TINY, partial, None).set_index("claim")
+    table.index = table.index.str.split().str[0]
+    for claim, run in missing.items():
+        assert table.loc[claim, "verdict"] == report.NOT_TESTABLE
+        assert "missing: " in table.loc[claim, "evidence"] and run in table.loc[claim, "evidence"], claim
+
+
+def test_no_runs_at_all_still_build_a_bundle_judged_not_testable():
+    b = bundle_from_runs(TINY, {}, 10)
+    assert all(getattr(b, field).isna().all().all() for field in FIELDS)  # no value: empty, or NaN by group
+    table = judge(headline_claims("taco"), b).table()
+    assert (table["verdict"] == report.NOT_TESTABLE).all() and table["evidence"].str.contains("missing: ").all()
+
+
+def test_runs_two_specs_of_the_plan_would_record_alike_belong_to_no_grid(tiny_runs):
+    records, _ = tiny_runs
+    # scalability runs as long, as wide and with as many local steps as the main runs: the main runs on seed 0 (the
+    # scalability grid's seed) of the algorithms Table VII also runs (FedAvg, TACO) could be either, so neither grid
+    # takes them; the main runs on seed 1 are the main grid's
+    alike = replace(TINY, scal_clients=TINY.num_clients)
+    grids = tp.grids_of_runs(alike, elsewhere(records))
+    assert set(grids["main"]["rounds"]["seed"]) == {1} and grids["scalability"]["rounds"].empty
+    assert grids["ablation"]["rounds"]["run"].nunique() == 4 * 3
+    assert "missing: algorithm=FedAvg seed=0" in row(judge(headline_claims("taco"), bundle_from_runs(
+        alike, elsewhere(records), 10)).table(), "C1 ")["evidence"]
+
+
+def test_any_subset_of_the_runs_is_judged_without_error(tiny_runs):
+    records, _ = tiny_runs
+    runs = records["rounds"]["run"].unique()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        kept = set(rng.choice(runs, size=rng.integers(0, len(runs) + 1), replace=False))
+        partial = elsewhere(drop_runs(records, lambda r: r.name in kept))
+        b = bundle_from_runs(TINY, partial, 10)
+        table = judge(headline_claims("taco"), b).table()
+        for claim, (_, judged_row) in zip(headline_claims("taco"), table.iterrows()):
+            lacking = missing_runs(claim, b)
+            if lacking:
+                assert judged_row["verdict"] == report.NOT_TESTABLE and lacking[0] in judged_row["evidence"]
+
+
+@pytest.mark.parametrize("profile", ["quick", "cpu", "gpu", "full"])
+def test_every_run_of_the_committed_profiles_is_told_apart_from_its_records(profile):
+    """No two distinct specs of a profile's plan would record alike (`tp.grids_of_runs` would leave both out)."""
+    p = notebook_parameters("taco", profile)
+    specs = tp.experiments(p)
+    names = sorted({k for s in specs for k in s.get("labels")})
+    assert len({tp._spec_signature(s, names) for s in specs}) == len(specs)

@@ -235,7 +235,7 @@ def test_the_committed_expected_results_are_what_the_ledger_gives():
 
 def test_headline_claims_from_the_ledger_name_the_runs_they_lack():
     """FedAQ's C1-C3 read the ledger's six joint-mode runs: without one of them, the claims that read it are not
-    testable, naming it; a paper whose claims module builds no bundle from runs says so."""
+    testable, naming it; a paper none of whose runs the ledger holds says so."""
     params, grids = gpu_plan()
     assert [c.id for c in headline_claims("fedaq")] == ["C1", "C2", "C5", "C6", "C3", "C7", "C7b"]
     ledger = Ledger(ROOT / "evidence" / "gpu")
@@ -246,8 +246,8 @@ def test_headline_claims_from_the_ledger_name_the_runs_they_lack():
     with load_reproduce().fabricated_if_missing({"fashion_mnist"}) as root:
         table = judged_headlines("fedaq", params["fedaq"], partial, root)
         table = table.set_index(table["claim"].str.split().str[0])
-        assert judged_headlines("taco", params["taco"], ledger.records(grids["taco"]), root).startswith(
-            "`fedlib.claims.taco` builds no bundle from runs alone")
+        assert judged_headlines("taco", params["taco"], ledger.records(grids["taco"]), root) == \
+            "the ledger holds none of its runs"
     for claim in ("C2", "C3"):
         assert table.loc[claim, "verdict"].startswith("not testable"), table.loc[claim]
         assert f"scheme={lost_labels['scheme']}" in table.loc[claim, "evidence"]
@@ -380,3 +380,15 @@ def test_the_commit_a_copy_is_sent_with_wins_over_the_git_it_carries(monkeypatch
     assert len(here) == 40
     monkeypatch.setenv(COMMIT_VAR, "f" * 40)
     assert git_commit() == ("f" * 40, None)
+
+
+def test_a_claims_module_without_a_builder_is_said_not_judged(monkeypatch):
+    """A paper whose claims module cannot build its bundle from runs alone gets one line saying so, not a verdict."""
+    import fedlib.claims.quickstart as module
+
+    monkeypatch.delattr(module, "bundle_from_runs")
+    records = Ledger(ROOT / "evidence" / "gpu").records(experiments(TINY))
+    assert judged_headlines("quickstart", TINY, records, None).startswith(
+        "`fedlib.claims.quickstart` builds no bundle from runs alone yet")
+    assert "**quickstart**: not judged from the ledger: `fedlib.claims.quickstart` builds no bundle" in \
+        verdicts_markdown({"quickstart": judged_headlines("quickstart", TINY, records, None)}, "gpu")

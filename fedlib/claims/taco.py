@@ -23,6 +23,7 @@ from fedlib.claims.scale import Scale
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import missing
 from fedlib.report import Claims, Judgement
+from fedlib.runs.store import Records
 
 TIE = 0.01  # a final-accuracy gain of one point or less is a tie (the notebook's margin_pts)
 SOONER = 0.1  # "fewer rounds": at least 10% fewer than FedAvg's on a seed (the paper's: 59 vs 85 rounds, 31% fewer)
@@ -61,12 +62,12 @@ class TacoBundle(Bundle):
     seeds), `table2_seeds` (the same per seed: index seed, columns A, B, C, Freeloaders: `tp.alpha_by_seed`),
     `live_detection` (the live expulsion run per seed: index seed, `Detection`'s fields: `tp.live_detection`) and
     `table8_seeds` (replayed TPR_% / FPR_% per seed, kappa, lambda: `tp.replayed_detection`), `table6` (final
-    accuracy per ablation variant and partition, the paper's column last), `fig7` (per K and gamma: `final_acc`,
-    `diverged`), `fig6` (per method: original, literal, factor), `table7` (`mean` per algorithm), `overcorrection`
-    (per correction and seed: `diverged`, `final_acc`, `final_test_loss`, `mean_alpha_last`), theory: `boundary`
-    (`agree` per run), `fixed_points` (rows FedAvg, constant correction, -, TACO), `lemma_runs` (residuals per
-    round), `y_gradients_equal`, finding (a)'s `oscillation` rows per algorithm and seed (`tp.oscillation_rows`),
-    and `theorem1` (theory.taco.theorem1_claims' rows)."""
+    accuracy per ablation variant and partition: `tp.ablation_table`, other columns ignored), `fig7` (per K and
+    gamma: `final_acc`, `diverged`), `fig6` (per method: original, literal, factor), `table7` (`mean` per
+    algorithm), `overcorrection` (per correction and seed: `diverged`, `final_acc`, `final_test_loss`,
+    `mean_alpha_last`), theory: `boundary` (`agree` per run), `fixed_points` (rows FedAvg, constant correction, -,
+    TACO), `lemma_runs` (residuals per round), `y_gradients_equal`, finding (a)'s `oscillation` rows per algorithm
+    and seed (`tp.oscillation_rows`), and `theorem1` (theory.taco.theorem1_claims' rows)."""
 
     taco_final: pd.DataFrame
     table1: pd.DataFrame
@@ -82,7 +83,7 @@ class TacoBundle(Bundle):
     boundary: pd.DataFrame
     fixed_points: pd.DataFrame
     lemma_runs: pd.DataFrame
-    y_gradients_equal: bool
+    y_gradients_equal: bool | None  # None: not computed (the bundle from runs alone)
     oscillation: pd.DataFrame
     theorem1: Sequence[Theorem1Row]
 
@@ -91,11 +92,35 @@ def bundle(params: tp.TacoParams, num_classes: int, rounds: Mapping[str, pd.Data
            **values: Any) -> TacoBundle:
     """The bundle from the notebook's per-round tables by grid name (`rounds`) and its computed `values` (the
     fields of `TacoBundle`)."""
-    gamma, plugin = rounds["gamma"], rounds["plugin"]
-    records = {**rounds, "plugin": plugin.assign(form=plugin["form"].fillna("original") if "form" in plugin else
-                                                 "original"),
+    gamma = rounds["gamma"]
+    records = {**rounds, "plugin": tp.with_original_form(rounds["plugin"]),
                "gamma": gamma.assign(one_over_K=np.isclose(gamma["gamma"].astype(float), 1 / gamma["K"].astype(float)))}
     return TacoBundle(params, records, num_classes, **values)
+
+
+RUN_GRIDS = ("main", "ablation", "scalability", "plugin", "gamma", "overcorrection", "oscillation", "freeloaders")
+
+
+def bundle_from_runs(params: tp.TacoParams, records: Records, num_classes: int) -> TacoBundle:
+    """The bundle from the plan's runs alone (`fedlib.ledger.verdicts`: the headline claims, judged on the ledger's
+    runs), split into grids by `tp.grids_of_runs`: every table the notebook derives from its runs, through the same
+    functions; the theory's values, which the notebook computes on the CPU without runs (the quadratic boundaries and
+    fixed points, Lemma 2, Corollary 2, Theorem 1), left empty: their claims are judged where the notebook runs. Any
+    subset of the plan's runs gives a bundle; the judge names the missing runs."""
+    grids = tp.grids_of_runs(params, records)
+    freeloading, empty = grids["freeloaders"], pd.DataFrame()
+    alphas = tp.observed_alphas(freeloading)
+    return bundle(params, num_classes, {name: grids[name]["rounds"] for name in RUN_GRIDS},
+                  taco_final=tp.output_accuracy(grids["main"]["output"]), table1=tp.timing_table(grids["timing"]),
+                  table2=tp.alpha_by_group(alphas), table2_seeds=tp.alpha_by_seed(alphas),
+                  live_detection=tp.live_detection(tp.live_expelled(freeloading)),
+                  table8_seeds=tp.replayed_detection(alphas, params.kappa_grid, tp.replay_lambdas(params)),
+                  table6=tp.ablation_table(grids["ablation"]["rounds"]), fig7=tp.gamma_table(grids["gamma"]["rounds"]),
+                  fig6=tp.plugin_table(grids["plugin"]["rounds"]),
+                  table7=tp.scalability_table(grids["scalability"]["rounds"]),
+                  overcorrection=tp.overcorrection_table(grids["overcorrection"]["rounds"]),
+                  oscillation=tp.oscillation_rows(grids["oscillation"], params.oscillation_rounds),
+                  boundary=empty, fixed_points=empty, lemma_runs=empty, y_gradients_equal=None, theorem1=())
 
 
 def claims(b: TacoBundle) -> Claims:
@@ -222,7 +247,7 @@ def _c6(b: TacoBundle) -> Finding:
 
 def _c7(b: TacoBundle) -> Finding:
     p, t6 = b.params, b.table6
-    mean = t6.drop(columns=t6.columns[-1]).mean(axis=1)
+    mean = t6[list(p.ablation_partitions)].mean(axis=1)
     corr, agg = mean["corr only"] - mean["neither"], mean["agg only"] - mean["neither"]
     return Finding(f"corr {corr:+.2f}, agg {agg:+.2f}, both {mean['both'] - mean['neither']:+.2f} points",
                    report.point_estimate(f"mean gain over 'neither' of 'corr only' larger than of 'agg only' and "

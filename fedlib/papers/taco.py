@@ -591,6 +591,80 @@ def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) ->
     return {name: frame[frame["run"].isin(keys)] for name, frame in records.items()}
 
 
+# The record tables of TACO's runs and the columns each always has (a grid none of whose runs is held gets them
+# empty, so every table below is computed, empty, rather than failing)
+RECORD_COLUMNS: dict[str, tuple[str, ...]] = {
+    "rounds": ("round", "test_acc", "test_loss", "train_loss", "train_s", "alpha_mean"),
+    "clients": ("round", "client", "steps"), "alpha": ("round", "client", "group", "alpha"),
+    "expelled": ("client", "freeloader", "expelled", "expelled_round"), "output": ("output", "test_acc")}
+
+
+def grids_of_runs(p: TacoParams, records: Records) -> dict[str, Records]:
+    """Each grid's record tables (`GRIDS`, as `grid_records` selects them) from tidy records of the plan's runs
+    whatever their store keys (the ledger's, computed on another machine): a run belongs to the grids of the one
+    spec of the plan with its labels and seed, its recorded number of rounds, of clients and local steps (several
+    grids label their runs alike: the main, scalability and oscillation runs by algorithm alone). A run whose
+    signature two distinct specs of the plan share is in no grid: the claims that read it name it missing. Every
+    table of `RECORD_COLUMNS` is there, with the grid's label columns, empty where none of the grid's runs is."""
+    grids = {name: grid(p) for name, grid in GRIDS.items()}
+    names = sorted({k for specs in grids.values() for s in specs for k in s.get("labels")})
+    specs_of: dict[tuple, set[RunSpec]] = {}
+    for spec in (s for specs in grids.values() for s in specs):
+        specs_of.setdefault(_spec_signature(spec, names), set()).add(spec)
+    spec_of_run = {run: next(iter(specs_of[sig])) for run, sig in _run_signatures(records, names).items()
+                   if len(specs_of.get(sig, ())) == 1}
+    out = {}
+    for name, specs in grids.items():
+        members = set(specs)
+        keys = {run for run, spec in spec_of_run.items() if spec in members}
+        labels = sorted({k for s in specs for k in s.get("labels")})
+        out[name] = {table: _with_columns(records.get(table), [*labels, "seed", "run", *columns], keys)
+                     for table, columns in {**{t: () for t in records}, **RECORD_COLUMNS}.items()}
+    return out
+
+
+def _with_columns(frame: pd.DataFrame | None, columns: Sequence[str], runs: set[str]) -> pd.DataFrame:
+    """The rows of `frame` of `runs`, with every one of `columns` (NaN where it lacks one)."""
+    frame = pd.DataFrame(columns=["run"]) if frame is None else frame
+    rows = frame[frame["run"].isin(runs)]
+    absent = [c for c in columns if c not in rows]
+    return rows.assign(**{c: np.nan for c in absent}) if absent else rows
+
+
+def _label_value(value: Any) -> Any:
+    """A label as both a spec and a record read back from CSV hold it (an int label may come back a float)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return float(f"{float(value):.12g}")
+    return str(value)
+
+
+def _spec_signature(spec: RunSpec, names: Sequence[str]) -> tuple:
+    labels = spec.get("labels")
+    return (tuple(_label_value(labels.get(n)) for n in names), spec.seed, spec.rounds,
+            spec.split.args.get("num_clients"), spec.get("local").get("steps"))
+
+
+def _run_signatures(records: Records, names: Sequence[str]) -> dict[str, tuple]:
+    """Per run of `records`: its labels, seed, rounds, clients and local steps as `_spec_signature` has them."""
+    if "rounds" not in records or "clients" not in records:
+        return {}
+    rounds, clients = records["rounds"], records["clients"]
+    first = rounds.groupby("run", sort=False).first()
+    length = rounds.groupby("run")["round"].max()
+    count, steps = clients.groupby("run")["client"].nunique(), clients.groupby("run")["steps"].max()
+    return {run: (tuple(_label_value(row.get(n)) for n in names), int(row["seed"]), _count(length.get(run)),
+                  _count(count.get(run)), _count(steps.get(run)))
+            for run, row in first.iterrows()}
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
+
+
 @CLIENT_BEHAVIORS.register("freeloaders")
 def freeloaders(run: RunPlan, count: int, mode: str = "previous_update") -> Freeloaders:
     """`count` planted freeloaders, drawn from the run's "freeloaders" stream."""
@@ -670,6 +744,98 @@ def final_rows(rounds: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 def _at_end(values: pd.Series) -> float:
     """The last round's value, NaN included (pandas' "last" would skip a non-finite final loss)."""
     return values.iloc[-1]
+
+
+# ---------------------------------------------------------------------------------- the notebook's run tables
+def output_accuracy(outputs: pd.DataFrame) -> pd.DataFrame:
+    """TACO's final accuracy (%) of w_T and of z_T (Eq. 15) per seed (columns "w", "z"), from "output" tables."""
+    if not len(outputs):
+        return pd.DataFrame(columns=["w", "z"], dtype=float)
+    return outputs.pivot_table(index="seed", columns="output", values="test_acc") * 100
+
+
+def timing_table(timed: Records) -> pd.DataFrame:
+    """Table I measured, per algorithm of the timing grid's records: the fastest repeat's seconds per 100 local
+    updates (`time_per_100_updates`), the spread between repeats ("noise_%") and the overhead over FedAvg's."""
+    clients = timed["clients"]
+    timing = pd.DataFrame([{"algorithm": key[0], "s_per_100_updates": time_per_100_updates(
+        r, clients[clients["run"] == key[1]])} for key, r in timed["rounds"].groupby(["algorithm", "run"], sort=False)],
+        columns=["algorithm", "s_per_100_updates"])
+    repeats = timing.groupby("algorithm", sort=False)["s_per_100_updates"]
+    table = repeats.min().to_frame()
+    table["noise_%"] = 100 * (repeats.max() / repeats.min() - 1)  # the margin C4's gaps must exceed
+    table["vs_fedavg_%"] = 100 * (table["s_per_100_updates"] / table["s_per_100_updates"].get("FedAvg", np.nan) - 1)
+    return table
+
+
+def observed_alphas(freeloading: Records) -> pd.DataFrame:
+    """The "alpha" rows of the freeloader runs without expulsion (α observed all along: Tables II and VIII)."""
+    alpha = freeloading["alpha"]
+    return alpha[alpha["expulsion"] == "off"]
+
+
+def live_expelled(freeloading: Records) -> pd.DataFrame:
+    """The "expelled" rows of the freeloader runs with live expulsion."""
+    expelled = freeloading["expelled"]
+    return expelled[expelled["expulsion"] == "live"]
+
+
+def alpha_by_group(alphas: pd.DataFrame) -> pd.DataFrame:
+    """Table II pooled over seeds: mean and std of α per group (A, B, C, Freeloaders) over rounds 2 on."""
+    late = alphas[alphas["round"] > 1]
+    return late.groupby("group")["alpha"].agg(["mean", "std"]).reindex(pd.Index([*GROUP_NAMES, FREELOADER_GROUP]))
+
+
+def replay_lambdas(p: TacoParams) -> dict[str, int]:
+    """Table VIII's λ values: label "T*<fraction>" -> rounds."""
+    return {f"T*{frac}": max(1, round(frac * p.rounds)) for frac in p.lambda_fracs}
+
+
+def ablation_table(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Table VI: final accuracy (%, mean over seeds) per ablation variant (rows, `ABLATION`'s order) and
+    partition."""
+    finals = final_rows(rounds, ["variant", "partition"])
+    if finals.empty:
+        return pd.DataFrame(index=pd.Index(list(ABLATION), name="variant"), dtype=float)
+    return finals.pivot_table(index="variant", columns="partition", values="final_acc").reindex(list(ABLATION))
+
+
+def scalability_table(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Table VII: final accuracy (%) per algorithm, mean and std over seeds."""
+    return final_rows(rounds, ["algorithm"]).groupby("algorithm", sort=False)["final_acc"].agg(["mean", "std"])
+
+
+def with_original_form(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 6's runs with form "original" for the unplugged methods (the main grid's runs carry no form)."""
+    return rounds.assign(form=rounds["form"].fillna("original") if "form" in rounds else "original")
+
+
+def plugin_table(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 6: final accuracy (%, mean over seeds) per method (rows) and form (original, literal, factor)."""
+    finals = final_rows(with_original_form(rounds), ["algorithm", "form"])
+    forms = ["original", "literal", "factor"]
+    if finals.empty:
+        return pd.DataFrame(columns=forms, dtype=float)
+    return finals.pivot_table(index="algorithm", columns="form", values="final_acc").reindex(columns=forms)
+
+
+def gamma_table(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 7: per K and γ, the final accuracy (%, mean over seeds), whether any seed diverged, and whether γ is
+    1/K."""
+    sweep = final_rows(rounds, ["K", "gamma"])
+    table = sweep.groupby(["K", "gamma"]).agg(final_acc=("final_acc", "mean"),
+                                              diverged=("diverged", "any")).reset_index()
+    table["is_1_over_K"] = np.isclose(table["gamma"].astype(float), 1 / table["K"].astype(float))
+    return table
+
+
+def overcorrection_table(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Per correction and seed of the over-correction runs: `final_rows`, the final test loss and the last mean α."""
+    summary = final_rows(rounds, ["correction"]).set_index(["correction", "seed"])
+    runs = rounds.sort_values("round").groupby(["correction", "seed"])
+    summary["final_test_loss"] = runs["test_loss"].last()
+    summary["mean_alpha_last"] = runs["alpha_mean"].last()
+    return summary.reset_index()
 
 
 def oscillation_rows(records: Records, rounds: int) -> pd.DataFrame:
