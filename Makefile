@@ -30,8 +30,10 @@ $(STAMP): pyproject.toml
 
 # Test modules and notebooks run in parallel worker processes (at most 4); --dist loadscope keeps each
 # notebook's cells, and each test module, in one worker (nbval runs a notebook's cells in one kernel).
+# The workers keep every core busy, where a run with two torch threads (a CNN with threads "auto") would spin its
+# OpenMP threads for many times its arithmetic: passive waiting, the same results (README, "Speed").
 test: setup
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 
 reproduce: setup
 	$(PY) scripts/reproduce.py --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS))
