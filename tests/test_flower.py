@@ -251,6 +251,35 @@ def test_the_flower_app_folder_gives_run_federations_record(tmp_path):
                                    ref[name]["loss" if name == "clients" else "test_acc"], rtol=1e-12)
 
 
+@pytest.mark.slow
+def test_flwr_run_in_local_simulation_gives_run_federations_record(tmp_path):
+    """The README's command, as a Flower user types it: `flwr run flower-app local` starts a local SuperLink in
+    simulation mode (Ray), 5 SuperNodes; the CSV tables it writes equal run_federation's on the folder's spec,
+    written the same way, in every column but the timings. Slow (a Ray start, about a minute on an idle 2-core
+    machine; on a busy one Ray's raylet can time out starting, README "Running a reproduced spec in Flower"):
+    `pytest -m slow`. Flower's home (`FLWR_HOME`) is a temporary folder, so the user's is untouched."""
+    import io
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "records"
+    env = {**os.environ, "FLWR_HOME": str(tmp_path / "flwr-home"), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run([str(Path(sys.executable).parent / "flwr"), "run", str(APP_FOLDER), "local",
+                           "--federation-config", "num-supernodes=5", "--run-config", f'out="{out}"', "--stream"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "fedlib: quickstart, 3 rounds" in done.stdout + done.stderr, done.stdout + done.stderr
+    ref = reference(RunSpec.from_json(json.loads((APP_FOLDER / "spec.json").read_text())))
+    assert {p.stem for p in out.glob("*.csv")} == set(ref)
+    for name, table in ref.items():
+        expected = pd.read_csv(io.StringIO(table.to_csv(index=False)))
+        got = pd.read_csv(out / f"{name}.csv")
+        pd.testing.assert_frame_equal(got.drop(columns=[c for c in TIMING if c in got]),
+                                      expected.drop(columns=[c for c in TIMING if c in expected]), check_exact=True)
+
+
 def test_the_app_refuses_a_missing_spec_and_a_relative_out_folder(tmp_path):
     from fedlib.flower.app import run_app
 
