@@ -6,9 +6,11 @@
 `stamp.json` (its "stamp": "profile `cpu`, commit ..., date, machine, overrides") and `scale.json` (its "here": the
 notebook's scale). `write_record` writes that as the record; `read_record` reads the record back. Both readers
 check what they read the same way (`_checked`) and refuse, naming the file and what to do: a missing folder or
-file, a table that is not a whole claims table (a truncated or edited file: a missing column, an empty cell, a
-verdict the judge never gives), a stamp of another profile or of a failed rendering, a claim id given twice in one
-notebook. A row's claim id is the longest declared id its claim text starts with ("C5 iid", not "C5").
+file, a table that is not a whole claims table (a truncated or edited file: a missing column, a row without its
+claim or verdict, a verdict the judge never gives), a stamp of another profile or of a failed rendering, a claim id given twice in one
+notebook. A row's claim id is the longest declared id its claim text starts with ("C5 iid", not "C5"); a row
+that names no declared claim (TACO's Theorem 1 rows, which its notebook adds from values it computed) is not
+recorded: no headline can name it.
 """
 from __future__ import annotations
 
@@ -83,8 +85,9 @@ def _json_file(path: Path, key: str, render_again: str) -> dict:
     return info
 
 
-def _csv(path: Path, columns: Sequence[str], fix: str) -> pd.DataFrame:
-    """`path` as text cells with exactly `columns`, none empty; CpuRecordError naming the file otherwise."""
+def _csv(path: Path, columns: Sequence[str], required: Sequence[str], fix: str) -> pd.DataFrame:
+    """`path` as text cells with exactly `columns`, at least one row, and no cell of `required` empty (a row cut
+    short loses its last cells: the verdict); CpuRecordError naming the file otherwise."""
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except FileNotFoundError:
@@ -94,10 +97,12 @@ def _csv(path: Path, columns: Sequence[str], fix: str) -> pd.DataFrame:
     if list(frame.columns) != list(columns):
         raise CpuRecordError(path, f"has columns {list(frame.columns)}, not {list(columns)} (truncated or edited?); "
                                    f"{fix}")
-    empty = frame.eq("").any(axis=1)
-    if frame.empty or empty.any():
-        where = "no rows" if frame.empty else f"row {int(empty.to_numpy().argmax()) + 1} has an empty cell"
-        raise CpuRecordError(path, f"{where} (truncated?); {fix}")
+    if frame.empty:
+        raise CpuRecordError(path, f"no rows (truncated?); {fix}")
+    for column in required:
+        empty = frame[column].eq("")
+        if empty.any():
+            raise CpuRecordError(path, f"row {int(empty.to_numpy().argmax()) + 1} has no {column} (truncated?); {fix}")
     return frame
 
 
@@ -130,14 +135,11 @@ def _notebook_rows(folder: Path, notebook: str) -> pd.DataFrame:
     if stamp.get("status") != "ok":
         raise CpuRecordError(folder / "stamp.json", f"status {stamp.get('status')!r}, not 'ok'; {render_again}")
     scale = _json_file(folder / "scale.json", "here", render_again)["here"]
-    claims = _csv(folder / "claims.csv", report.COLUMNS, render_again)
-    ids = [claim_id(notebook, text) for text in claims["claim"]]
-    if None in ids:
-        text = claims["claim"].iloc[ids.index(None)]
-        raise CpuRecordError(folder / "claims.csv", f"claim {text[:60]!r} names no claim that fedlib.claims."
-                                                    f"{notebook} declares; {render_again}")
-    rows = pd.DataFrame({"notebook": notebook, "claim_id": ids, "verdict": claims["verdict"],
-                         "measured": claims["measured"], "stamp": stamp["stamp"], "scale": scale}, columns=COLUMNS)
+    claims = _csv(folder / "claims.csv", report.COLUMNS, ["claim", "verdict"], render_again)
+    ids = pd.Series([claim_id(notebook, text) for text in claims["claim"]], index=claims.index)
+    named = claims[ids.notna()]
+    rows = pd.DataFrame({"notebook": notebook, "claim_id": ids[ids.notna()], "verdict": named["verdict"],
+                         "measured": named["measured"], "stamp": stamp["stamp"], "scale": scale}, columns=COLUMNS)
     return _checked(rows, folder / "claims.csv", render_again)
 
 
@@ -167,7 +169,7 @@ def write_record(rows: pd.DataFrame, path: str | Path) -> Path:
 def read_record(path: str | Path, shown: str | None = None) -> CpuVerdicts:
     """The record at `path` (named `shown` in what it is rendered into), checked as the results it was written from."""
     path = Path(path)
-    rows = _checked(_csv(path, COLUMNS, WRITE_IT), path, WRITE_IT)
+    rows = _checked(_csv(path, COLUMNS, ["notebook", "claim_id", "verdict", "stamp"], WRITE_IT), path, WRITE_IT)
     return CpuVerdicts(shown or str(path), rows)
 
 
@@ -178,11 +180,12 @@ def cpu_column(notebook: str, claims: Sequence[str], cpu: CpuVerdicts) -> list[s
 
 def cpu_note(cpu: CpuVerdicts, notebooks: Mapping[str, object]) -> list[str]:
     """Markdown lines stating which cpu run the "cpu verdict" column reads, and at which scale."""
-    runs = "; ".join(f"{stamp} ({', '.join(names)})" for stamp, names in cpu.stamps().items())
+    stamps = cpu.stamps()
+    runs = "; ".join(f"{stamp} ({', '.join(names)})" for stamp, names in stamps.items())
     without = sorted(set(notebooks) - set(cpu.rows["notebook"]))
     scales = "; ".join(f"{name}: {scale}" for name, scale in cpu.scales().items())
     return [f"Column **cpu verdict**: the cpu profile's verdict on the same claim, from `{cpu.source}`, written from "
-            f"the results of the `reproduce` run stamped {runs}."
+            f"the results of the `reproduce` {'run' if len(stamps) == 1 else 'runs'} stamped {runs}."
             + (f" It holds none of {', '.join(without)}." if without else "")
             + " \"-\": the cpu record has no verdict on that claim.", "",
             f"The cpu verdicts are small-scale analogues, not the paper's scale ({scales}).", ""]
