@@ -77,7 +77,8 @@ def test_a_missing_results_folder_or_claims_table_is_named(tmp_path):
 @pytest.mark.parametrize("damage, said", [
     (lambda text: text[:text.index("paired gain") + 3], "row 1 has no verdict"),  # cut inside a row: its last cells
     (lambda text: text[:text.index('"quoted') + 4], "not a readable CSV table"),  # cut inside a quoted cell
-    (lambda text: text[:text.rindex("inconclusive") + 5], "verdict 'incon' is not one the judge gives"),
+    (lambda text: text[:text.rindex("inconclusive") + 5], "quickstart Q2 FedProx with small mu .*: verdict 'incon' is "
+                                                         "not one the judge gives"),
     (lambda text: text.split("\n", 1)[1], "has columns"),  # the header lost
     (lambda text: "", "not a readable CSV table"),
     (lambda text: "\x00\xff garbage", "has columns"),
@@ -114,6 +115,9 @@ def test_a_claim_id_twice_in_one_notebook_is_refused_a_row_of_no_declared_claim_
     theorem = ("Theorem 1: f(z_{t+1}) <= f(z_t)", "holds", "-", "checked", "toy", report.PARTLY)  # as TACO's rows
     extra = cpu_results(tmp_path / "extra", rows=[QUICKSTART[0], theorem, theorem])
     assert read_cpu_results(extra)["claim_id"].tolist() == ["Q1"]
+    cut = cpu_results(tmp_path / "cut", rows=[QUICKSTART[0], theorem[:-1] + ("partly",)])  # left out, still checked
+    with pytest.raises(CpuRecordError, match="quickstart Theorem 1: .*verdict 'partly' is not one the judge gives"):
+        read_cpu_results(cut)
 
 
 def test_a_missing_or_damaged_record_is_refused_saying_how_to_write_it(tmp_path):

@@ -106,13 +106,17 @@ def _csv(path: Path, columns: Sequence[str], required: Sequence[str], fix: str) 
     return frame
 
 
+def _known_verdicts(verdicts: pd.Series, names: pd.Series, path: Path, fix: str) -> None:
+    """CpuRecordError naming the first row (`names`) whose verdict is not one the judge gives."""
+    unknown = ~verdicts.isin(report.VERDICTS)
+    if unknown.any():
+        raise CpuRecordError(path, f"{names[unknown].iloc[0]}: verdict {verdicts[unknown].iloc[0]!r} is not one the "
+                                   f"judge gives (truncated or edited?); {fix}")
+
+
 def _checked(frame: pd.DataFrame, path: Path, fix: str) -> pd.DataFrame:
     """`frame` (`COLUMNS`) if every verdict is the judge's and no notebook names a claim id twice."""
-    unknown = frame[~frame["verdict"].isin(report.VERDICTS)]
-    if len(unknown):
-        row = unknown.iloc[0]
-        raise CpuRecordError(path, f"{row['notebook']} {row['claim_id']}: verdict {row['verdict']!r} is not one the "
-                                   f"judge gives (truncated or edited?); {fix}")
+    _known_verdicts(frame["verdict"], frame["notebook"] + " " + frame["claim_id"], path, fix)
     doubled = frame[frame.duplicated(["notebook", "claim_id"])]
     if len(doubled):
         row = doubled.iloc[0]
@@ -136,6 +140,7 @@ def _notebook_rows(folder: Path, notebook: str) -> pd.DataFrame:
         raise CpuRecordError(folder / "stamp.json", f"status {stamp.get('status')!r}, not 'ok'; {render_again}")
     scale = _json_file(folder / "scale.json", "here", render_again)["here"]
     claims = _csv(folder / "claims.csv", report.COLUMNS, ["claim", "verdict"], render_again)
+    _known_verdicts(claims["verdict"], notebook + " " + claims["claim"].str[:50], folder / "claims.csv", render_again)
     ids = pd.Series([claim_id(notebook, text) for text in claims["claim"]], index=claims.index)
     named = claims[ids.notna()]
     rows = pd.DataFrame({"notebook": notebook, "claim_id": ids[ids.notna()], "verdict": named["verdict"],
@@ -150,9 +155,10 @@ def read_cpu_results(results: str | Path) -> pd.DataFrame:
     if not base.is_dir():
         raise CpuRecordError(base, f"not a folder: give --cpu-results the --results folder of a `reproduce --profile "
                                    f"{PROFILE}` run (the folder holding {PROFILE}/<notebook>/claims.csv)")
-    notebooks = sorted(p.name for p in base.iterdir() if p.is_dir() and p.name in declared())
+    with_claims = declared()
+    notebooks = sorted(p.name for p in base.iterdir() if p.is_dir() and p.name in with_claims)
     if not notebooks:
-        raise CpuRecordError(base, f"holds no folder of a notebook with claims ({', '.join(sorted(declared()))}): "
+        raise CpuRecordError(base, f"holds no folder of a notebook with claims ({', '.join(sorted(with_claims))}): "
                                    f"render them with `python scripts/reproduce.py --profile {PROFILE} --results "
                                    f"{results}`")
     return pd.concat([_notebook_rows(base / name, name) for name in notebooks], ignore_index=True)
