@@ -13,8 +13,9 @@ computes what the uncaptured batched step computes (the `gpu`-marked conformance
 round of fewer than `MIN_CAPTURED_STEPS` steps runs the same static step uncaptured (a capture would not pay),
 as does every step on a CPU, where there is no graph to capture.
 
-Both apply the same update per step, `sgd_step`: d = algorithm.local_direction(p, grad, ...);
-d += weight_decay * p; buf = momentum * buf + d; p -= lr * buf (only for clients still active).
+All three (sequential, vmap, graph) apply the same update per step, `sgd_step`:
+d = algorithm.local_direction(p, grad, ...); d += weight_decay * p; buf = momentum * buf + d; p -= lr * buf (only
+for clients still active).
 """
 from __future__ import annotations
 

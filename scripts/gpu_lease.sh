@@ -5,6 +5,10 @@
 # Every log goes to $OUT (default /tmp/gpu-lease), with the ledger's entries packed in one archive.
 #
 #   bash scripts/gpu_lease.sh SECONDS COMMIT     # SECONDS: the whole command's limit; COMMIT: this checkout's commit
+#
+# A dry run on a CPU (no GPU, no network): a copy of the tracked files and .gpu-carry (`prepare_gpu_carry.py
+# --python-version` of this Python), a stand-in `nvidia-smi` on PATH, and SECONDS under 105, which leaves a piece
+# fewer than 30 s, so none starts: `unshare -n bash scripts/gpu_lease.sh 100 $(git rev-parse HEAD)`.
 set -u
 total=${1:?the seconds this command may take}
 export FEDLIB_COMMIT=${2:?the commit of this checkout (a copy without .git)}
@@ -13,8 +17,8 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD FEDLIB_DATA=$PWD/.gpu-carry/data
 left() { echo $((total - SECONDS)); }
 
-python3 -c "import yaml, tqdm" 2>/dev/null || python3 -m pip install --quiet --no-index \
-    --find-links .gpu-carry/wheels -r .gpu-carry/requirements.txt || exit 1
+# The carried wheels, offline: what is already installed is left as it is (scripts/prepare_gpu_carry.py lists them).
+python3 -m pip install --quiet --no-index --find-links .gpu-carry/wheels -r .gpu-carry/requirements.txt || exit 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 # The repository's pytest options name nbval's, which this machine need not have: none are needed here.
 timeout 150 python3 -m pytest -o addopts="" -m gpu -q -p no:cacheprovider -n 4 tests/test_conformance.py \

@@ -29,6 +29,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from fedlib.ledger.entries import git_commit
+
 ROOT = Path(__file__).resolve().parents[1]
 CARRY = ROOT / ".gpu-carry"
 # What the lent GPU machines' image holds, of what a piece imports (their package list; scipy alone is 35 MiB of
@@ -143,10 +145,15 @@ def main(argv: list[str] | None = None) -> int:
           f"together {(carried + tree) / 2**20:.1f} MiB of {LIMIT_BYTES / 2**20:.0f} MiB")
     if carried + tree > LIMIT_BYTES:
         problems.append(f"{(carried + tree) / 2**20:.1f} MiB is over the {LIMIT_BYTES / 2**20:.0f} MiB that travel")
+    commit, changed = git_commit()  # the commit every entry of the piece will name (FEDLIB_COMMIT there)
+    if commit == "unknown":
+        problems.append("no git commit found for this checkout: the entries could not name their code")
     if problems:
         print("not ready:\n" + "\n".join(f"  {p}" for p in problems), file=sys.stderr)
         return 1
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if changed:
+        print(f"note: tracked files differ from {commit[:10]}, which every entry will name: commit first",
+              file=sys.stderr)
     print("device command (run tool: carry [\".gpu-carry\"], timeout_s 600; it ends itself 20 s inside its limit):\n"
           f"bash scripts/gpu_lease.sh 580 {commit}\n"
           "then here: tar xzf <files_at>/ledger.tar.gz -C evidence && "

@@ -10,6 +10,7 @@
     python scripts/reproduce.py --profile cpu --claims-only      # claims judged again from the saved evidence
     python scripts/reproduce.py --profile gpu --piece --budget 10m   # the next runs into the ledger (evidence/gpu/)
     python scripts/reproduce.py --profile gpu --from-ledger      # what the ledger holds of each headline claim
+    python scripts/reproduce.py --profile gpu --from-ledger --write-expected --cpu-results results   # + cpu verdicts
 
 Three phases, each printed as it starts:
 1. plan: each selected notebook's run specs under the profile (notebooks/profiles/<notebook>/<profile>.yaml, then
@@ -36,7 +37,9 @@ the measured client-steps/s fits in what is left of the budget, and exports each
 first the entries computed by other code than today's. `--from-ledger` computes nothing: it reads the ledger and
 says per headline claim how many of its runs it holds ("not testable: k of n runs computed", naming the missing
 ones) and which entries were computed by code that has changed since, in REPORT.md; `--write-expected` also writes
-notebooks/expected-results-<profile>.md. `--dry-run` prints the priority order with each run's local SGD steps
+notebooks/expected-results-<profile>.md. Beside each claim judged on the ledger stands the cpu profile's verdict on
+it, from the committed record evidence/cpu/verdicts.csv (`--cpu-record`), which `--cpu-results DIR` first rewrites
+from DIR, the `--results` folder of a `reproduce --profile cpu` run (`fedlib.ledger.cpu_record`). `--dry-run` prints the priority order with each run's local SGD steps
 and its minutes at the measured (or `--rate`) client-steps/s.
 
 `--select key=value,...` computes only the matching runs (values of one key OR, keys AND, case-insensitive;
@@ -52,7 +55,6 @@ import importlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -69,7 +71,8 @@ from fedlib.data.roots import ENV_VAR, data_root
 from fedlib.dryrun import dry_run, fabricate_for
 from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
                           profile_values, read_yaml)
-from fedlib.ledger.entries import Ledger, LedgerError
+from fedlib.ledger.cpu_record import CpuRecordError, read_cpu_results, read_record, write_record
+from fedlib.ledger.entries import Ledger, LedgerError, git_commit
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
 from fedlib.ledger.status import expected_results, stale_lines, stale_notes
@@ -85,6 +88,7 @@ from fedlib.runs.selection import check_selection
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 LEDGER = ROOT / "evidence" / "gpu"
+CPU_RECORD = ROOT / "evidence" / "cpu" / "verdicts.csv"  # the cpu profile's verdicts shown beside the ledger's
 PROFILES = ["quick", *sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")} - {"quick"})]
 # Parameters that reproduce sets for every notebook: a -p of one of these would be silently replaced.
 RUNNER_OWNED = {"profile": "--profile", "results_root": "--results", "runs_root": "--results",
@@ -234,21 +238,15 @@ def imported_runs(plan: Plan, store: RunStore) -> list[str]:
     return lines
 
 
-def git(*args: str) -> str:
-    try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def stamp(profile: str, overrides: Mapping[str, Any], selection: str | None) -> str:
     import torch
 
-    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
+    commit, changed = git_commit()
+    dirty = " (with uncommitted changes)" if changed else ""
     gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no GPU"
     given = ", ".join(f"-p {k} {json.dumps(v)}" for k, v in overrides.items()) or "no -p overrides"
     chosen = f", --select {selection}" if selection else ""
-    return (f"profile `{profile}`, commit `{git('rev-parse', '--short', 'HEAD')}`{dirty}, "
+    return (f"profile `{profile}`, commit `{commit[:7]}`{dirty}, "
             f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, {platform.node() or 'this machine'} "
             f"({platform.machine()}, {os.cpu_count()} CPUs{gpu}), {given}{chosen}")
 
@@ -387,26 +385,38 @@ def duration(text: str) -> float:
     return seconds
 
 
+def shown(path: Path) -> Path:
+    """`path` as the committed files name it: from the repository's root where it lies inside."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any], ledger_root: Path, results: Path,
-                write_expected: bool) -> int:
+                write_expected: bool, cpu_record: Path, cpu_results: Path | None) -> int:
     """`--from-ledger`: the ledger's entries against the plan of the profile (with the -p `overrides`), per headline
-    claim; stale entries named; REPORT.md (and with `write_expected` notebooks/expected-results-<profile>.md)
-    written. Computes no run."""
+    claim, each judged claim beside the cpu profile's verdict from the record `cpu_record` (first written from the
+    cpu run's results folder `cpu_results` where given); stale entries named; REPORT.md (and with `write_expected`
+    notebooks/expected-results-<profile>.md) written. Computes no run."""
     params = {name: notebook_parameters(name, profile, overrides, NOTEBOOKS) for name in names}
     grids = {name: notebook_specs(name, params[name]) for name in names}
-    ledger = Ledger(ledger_root)
     try:
-        entries = ledger.entries()
+        entries = Ledger(ledger_root).entries()  # every archive read and verified once, for everything below
     except LedgerError as err:
         print(f"reproduce: error: damaged ledger entry, refused: {err}", file=sys.stderr)
         return 2
-    shown = ledger_root.relative_to(ROOT) if ledger_root.is_relative_to(ROOT) else ledger_root
+    try:
+        if cpu_results is not None:
+            print(f"wrote {write_record(read_cpu_results(cpu_results), cpu_record)}")
+        cpu = read_record(cpu_record, str(shown(cpu_record)))
+    except CpuRecordError as err:
+        print(f"reproduce: error: {err}", file=sys.stderr)
+        return 2
     with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
         notes = stale_notes(entries, lambda spec: root)
-        verdicts = verdicts_markdown(ledger_verdicts(params, grids, ledger, root), profile)
-    table = expected_results(grids, entries, str(shown), profile) + verdicts
+        verdicts = verdicts_markdown(ledger_verdicts(params, grids, entries, root), profile, cpu)
+    table = expected_results(grids, entries, str(shown(ledger_root)), profile) + verdicts
     stale = stale_lines(notes)
-    report_table = expected_results(grids, entries, str(shown), profile, {e.spec: note for e, note in notes}) + verdicts
+    report_table = expected_results(grids, entries, str(shown(ledger_root)), profile,
+                                    {e.spec: note for e, note in notes}) + verdicts
     print(report_table)
     print("Entries computed by code changed since:" + "".join(f"\n  {line}" for line in stale) if stale
           else "No entry was computed by code that has changed since.")
@@ -418,7 +428,8 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     stale_md = ("\n## Stale ledger entries\n\n" + "".join(f"- {line}\n" for line in stale)) if stale else ""
     report = results / "REPORT.md"
     write_atomic(report, f"# Reproduction report\n\nThis invocation: {stamp(profile, overrides, None)}, --from-ledger "
-                         f"{shown} (no run computed, no notebook rendered).\n\n" + report_table.split("\n", 2)[2] + stale_md)
+                         f"{shown(ledger_root)} (no run computed, no notebook rendered).\n\n"
+                         + report_table.split("\n", 2)[2] + stale_md)
     print(f"wrote {report}")
     return 0
 
@@ -474,6 +485,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "are stale, in REPORT.md")
     parser.add_argument("--write-expected", action="store_true",
                         help="with --from-ledger: also write notebooks/expected-results-<profile>.md")
+    parser.add_argument("--cpu-record", type=Path, default=CPU_RECORD,
+                        help="with --from-ledger: the record of the cpu profile's verdicts shown beside the ledger's "
+                             "(default: evidence/cpu/verdicts.csv)")
+    parser.add_argument("--cpu-results", type=Path, default=None,
+                        help="with --from-ledger: first (re)write --cpu-record from this --results folder of a "
+                             "`reproduce --profile cpu` run (its cpu/<notebook>/claims.csv and stamp.json)")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a parameter in every selected notebook (VALUE is read as strict YAML 1.2: "
                              "1e6 a number; 010, 1:5, anchors and aliases refused)")
@@ -505,15 +522,18 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--piece needs --budget (e.g. --budget 10m), and --budget is for --piece")
         if args.recompute_stale and not args.piece:
             raise UsageError("--recompute-stale is for --piece")
-        if args.write_expected and not args.from_ledger:
-            raise UsageError("--write-expected is for --from-ledger")
+        for given, option in ((args.write_expected, "--write-expected"), (args.cpu_results, "--cpu-results"),
+                              (args.cpu_record != CPU_RECORD, "--cpu-record")):
+            if given and not args.from_ledger:
+                raise UsageError(f"{option} is for --from-ledger")
         if args.from_ledger:
             if selection or args.dry_run or args.piece or (overrides and args.write_expected):
                 raise UsageError("--from-ledger reads the ledger against the profile's plan: leave out --select, "
                                  "--dry-run and --piece (and -p with --write-expected: the committed file is the "
                                  "profile's)")
             return from_ledger(names, args.profile, overrides, absolute(args.ledger), absolute(args.results),
-                               args.write_expected)
+                               args.write_expected, absolute(args.cpu_record),
+                               absolute(args.cpu_results) if args.cpu_results else None)
         if args.dry_run:
             if overrides or selection or args.piece:
                 raise UsageError("--dry-run runs the profiles as they are: leave out -p, --select and --piece")

@@ -19,6 +19,7 @@ from test_reproduce import load_reproduce
 from fedlib.claims.judge import declared
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger import piece as piece_module
+from fedlib.ledger.cpu_record import CpuVerdicts, read_record
 from fedlib.ledger.entries import (BUDGET_BYTES, COMMIT_VAR, MANIFEST, PROVENANCE, Ledger, LedgerError, changed_since,
                                    git_commit, read_entry_archive)
 from fedlib.dryrun import NotebookReport, print_priority
@@ -223,13 +224,18 @@ def gpu_plan() -> tuple[dict, dict]:
     return params, {name: notebook_specs(name, params[name]) for name in names}
 
 
+def committed_cpu_record() -> CpuVerdicts:
+    return read_record(ROOT / "evidence" / "cpu" / "verdicts.csv", "evidence/cpu/verdicts.csv")
+
+
 def test_the_committed_expected_results_are_what_the_ledger_gives():
+    """The committed file is what the committed ledger and the committed cpu record give today."""
     params, grids = gpu_plan()
-    ledger = Ledger(ROOT / "evidence" / "gpu")
+    entries = Ledger(ROOT / "evidence" / "gpu").entries()
     expected = (ROOT / "notebooks" / "expected-results-gpu.md").read_text()
-    with load_reproduce().fabricated_if_missing({e.spec.dataset for e in ledger.entries()}) as root:
-        verdicts = verdicts_markdown(ledger_verdicts(params, grids, ledger, root), "gpu")
-    assert expected == expected_results(grids, ledger.entries(), "evidence/gpu") + verdicts, \
+    with load_reproduce().fabricated_if_missing({e.spec.dataset for e in entries}) as root:
+        verdicts = verdicts_markdown(ledger_verdicts(params, grids, entries, root), "gpu", committed_cpu_record())
+    assert expected == expected_results(grids, entries, "evidence/gpu") + verdicts, \
         "rebuild it: python scripts/reproduce.py --profile gpu --from-ledger --write-expected"
 
 
@@ -391,4 +397,5 @@ def test_a_claims_module_without_a_builder_is_said_not_judged(monkeypatch):
     assert judged_headlines("quickstart", TINY, records, None).startswith(
         "`fedlib.claims.quickstart` builds no bundle from runs alone yet")
     assert "**quickstart**: not judged from the ledger: `fedlib.claims.quickstart` builds no bundle" in \
-        verdicts_markdown({"quickstart": judged_headlines("quickstart", TINY, records, None)}, "gpu")
+        verdicts_markdown({"quickstart": judged_headlines("quickstart", TINY, records, None)}, "gpu",
+                          committed_cpu_record())

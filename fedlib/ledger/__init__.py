@@ -2,5 +2,6 @@
 
 `priority` orders a profile's runs by the headline claims each paper declares; `piece` computes the next ones
 within a time budget and exports them; `entries` writes and verifies the ledger's entries; `status` tells, from the
-ledger alone, how much of each headline's evidence exists.
+ledger alone, how much of each headline's evidence exists; `verdicts` judges the headline claims on the ledger's
+runs, beside the cpu profile's verdicts that `cpu_record` keeps.
 """

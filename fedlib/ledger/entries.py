@@ -148,10 +148,8 @@ class Ledger:
         return sum(path.stat().st_size for path in self.paths())
 
     def records(self, specs: Sequence[RunSpec]) -> Records:
-        """The tidy records (`fedlib.runs.runner.tidy_runs`, the entry's store key as `run`) of those of `specs` the
-        ledger holds, whatever their data fingerprint (a machine without the dataset cannot check it)."""
-        held = {entry.spec: entry for entry in self.entries()}
-        return tidy_runs((spec, held[spec].key, held[spec].records) for spec in specs if spec in held)
+        """`held_records` of the ledger's entries (each archive read and verified)."""
+        return held_records(self.entries(), specs)
 
     def add(self, store: RunStore, spec: RunSpec, prov: Mapping[str, Any]) -> Path:
         """Export `spec`'s store entry with `prov` as its provenance into the ledger (replacing an entry of the same
@@ -172,6 +170,13 @@ class Ledger:
             export_entries(store, [copy], archive)
             os.replace(archive, target)
         return target
+
+
+def held_records(entries: Sequence[LedgerEntry], specs: Sequence[RunSpec]) -> Records:
+    """The tidy records (`fedlib.runs.runner.tidy_runs`, the entry's store key as `run`) of those of `specs` that
+    `entries` hold, whatever their data fingerprint (a machine without the dataset cannot check it)."""
+    held = {entry.spec: entry for entry in entries}
+    return tidy_runs((spec, held[spec].key, held[spec].records) for spec in specs if spec in held)
 
 
 def read_entry_archive(path: Path) -> LedgerEntry:

@@ -6,7 +6,8 @@ Monte Carlo) left empty. The judge then decides the claims the paper's headlines
 claims they require), every guard included: a claim whose runs the ledger lacks reads "not testable", naming them,
 and every row states the scale it was judged at. A module whose claims read the profile's cells rather than the
 declared ones declares `on_profile(claim, params)` (FedShift's), and the judge reads those. A paper without that
-builder gets one line saying so; its claims are judged where its notebook runs.
+builder gets one line saying so; its claims are judged where its notebook runs. Beside each verdict stands the cpu
+profile's verdict on the same claim, from the committed cpu record (`fedlib.ledger.cpu_record`).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import pandas as pd
 
 from fedlib.claims.judge import Claim, judge
 from fedlib.data import load_dataset
-from fedlib.ledger.entries import Ledger
+from fedlib.ledger.cpu_record import CpuVerdicts, cpu_column, cpu_note
+from fedlib.ledger.entries import LedgerEntry, held_records
 from fedlib.ledger.priority import headlines
 from fedlib.paper_params import PaperParams
 from fedlib.runs.spec import RunSpec
@@ -53,11 +55,11 @@ def judged_headlines(notebook: str, params: PaperParams, records: Records, root:
     return judge([on_profile(claim, params) for claim in headline_claims(notebook)], bundle).table()
 
 
-def ledger_verdicts(params: Mapping[str, PaperParams], specs: Mapping[str, Sequence[RunSpec]], ledger: Ledger,
-                    root: str | None) -> dict[str, pd.DataFrame | str]:
+def ledger_verdicts(params: Mapping[str, PaperParams], specs: Mapping[str, Sequence[RunSpec]],
+                    entries: Sequence[LedgerEntry], root: str | None) -> dict[str, pd.DataFrame | str]:
     """Per notebook that declares headlines (`params` and `specs`: its parameters and its plan), `judged_headlines`
-    on the ledger's runs."""
-    return {name: judged_headlines(name, params[name], ledger.records(specs[name]), root) for name in params
+    on the runs of the ledger's `entries` (`Ledger.entries()`, read once by the caller)."""
+    return {name: judged_headlines(name, params[name], held_records(entries, specs[name]), root) for name in params
             if headlines(name)}
 
 
@@ -65,17 +67,19 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def verdicts_markdown(tables: Mapping[str, pd.DataFrame | str], profile: str) -> str:
+def verdicts_markdown(tables: Mapping[str, pd.DataFrame | str], profile: str, cpu: CpuVerdicts) -> str:
     """Markdown: per notebook, its headline claims judged on the ledger (claim, the paper's value, the value
-    measured here, verdict, criterion and evidence), or why they are not."""
-    lines = ["", f"## Headline claims judged on the ledger's runs ({profile} profile)", ""]
+    measured here, verdict, the cpu profile's verdict on the same claim from the record `cpu`, criterion and
+    evidence), or why they are not; above them, once, which cpu run the cpu verdicts come from."""
+    lines = ["", f"## Headline claims judged on the ledger's runs ({profile} profile)", "", *cpu_note(cpu, tables)]
     for notebook, table in tables.items():
         if isinstance(table, str):
             lines += [f"**{notebook}**: not judged from the ledger: {table}.", ""]
             continue
-        lines += [f"**{notebook}**", "", "| claim | paper | measured | verdict | criterion | evidence |",
-                  "|---|---|---|---|---|---|"]
+        lines += [f"**{notebook}**", "", "| claim | paper | measured | verdict | cpu verdict | criterion | evidence |",
+                  "|---|---|---|---|---|---|---|"]
         lines += [f"| {_cell(r.claim)} | {_cell(r.paper_value)} | {_cell(r.measured)} | {_cell(r.verdict)} | "
-                  f"{_cell(r.criterion)} | {_cell(r.evidence)} |" for r in table.itertuples()]
+                  f"{_cell(on_cpu)} | {_cell(r.criterion)} | {_cell(r.evidence)} |"
+                  for r, on_cpu in zip(table.itertuples(), cpu_column(notebook, list(table["claim"]), cpu))]
         lines.append("")
     return "\n".join(lines)
