@@ -92,3 +92,14 @@ def test_committed_notebook_matches_its_source(name):
     assert [c.source for c in committed.cells] == source, f"run `make notebooks` to rebuild {name}.ipynb"
     assert committed.metadata["kernelspec"]["name"] == "python3"
     assert any(c.get("outputs") for c in committed.cells if c.cell_type == "code"), "committed without outputs"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_outputs_hold_no_warnings(name):
+    """What a reader sees first: no warning text in a committed notebook's outputs (tqdm's "IProgress not found"
+    nag, for one, appeared in every notebook's second cell until fedlib.runs.runner silenced it on import)."""
+    committed = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    for i, cell in enumerate(c for c in committed.cells if c.cell_type == "code"):
+        for output in cell.get("outputs", []):
+            text = output.get("text", "") if output.get("output_type") == "stream" else ""
+            assert "Warning:" not in text, f"{name}.ipynb, code cell {i}: {text[:200]}"

@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
-from tqdm.auto import tqdm
+
+with warnings.catch_warnings():
+    # In a Jupyter kernel without ipywidgets, tqdm.auto warns on import ("IProgress not found") and draws text
+    # bars: the bars the notebooks here want (papermill keeps text in rendered outputs, not widget state).
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    from tqdm.auto import tqdm
 
 from fedlib.runs.execute import execute
 from fedlib.runs.pool import run_in_processes
