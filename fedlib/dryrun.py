@@ -15,8 +15,8 @@ For each notebook, the parameters are its parameters dataclass's defaults update
 3. runs each distinct (dataset, model, algorithm, uplink codec, downlink codec) combination of the notebook once,
    on the CPU, for one round of `steps` local steps per client, record tables included;
 4. prints per notebook the grid's runs, its local SGD steps at full size, and estimated times: on this CPU from
-   the rates step 3 measured (client-steps per second of each combination), and on a GPU at an assumed range of
-   client-steps per second (`GPU_RATES`).
+   the rates step 3 measured (client-steps per second of each combination), and on a GPU at the range of
+   client-steps per second whole runs measured on one H200 (`GPU_RATES`).
 
 Local SGD steps count client-steps: per run, rounds x clients per round x local steps per client per round, the
 last from the spec's `steps`, or its `epochs` over each client's share of the real training set (the fabricated
@@ -57,10 +57,10 @@ REAL_TRAIN_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000,
 # 50 samples (their real JSON would be gigabytes); test sets are small (each combination evaluates once).
 FABRICATED_TRAIN = {**REAL_TRAIN_SIZES, "femnist": 5_000, "shakespeare": 5_000}
 FABRICATED_TEST = 64
-# Assumed GPU throughput in client-steps per second (low, high): the range last measured for these papers' models
-# on one H100 at commit 11af890 (340-550 sequential, 840-3,030 with batched clients; `benchmarks/bench_gpu.py`),
-# not re-measured since: no GPU was lent to later work. Estimated GPU hours are steps / rate.
-GPU_RATES = (340.0, 3_030.0)
+# GPU throughput in client-steps per second (low, high) for the estimates: the range of whole runs (evaluation and
+# codecs included) the ledger's pieces measured on one H200 at commit a8e9184 (2026-11-27; evidence/leases/):
+# 584 for MUCSC's 5-step rounds, up to 3,877 for FedAQ's 40-round runs. Estimated GPU time is steps / rate.
+GPU_RATES = (584.0, 3_877.0)
 
 
 def notebook_names(folder: Path) -> tuple[str, ...]:
@@ -164,8 +164,8 @@ def fabricate_for(datasets: set[str], root: Path, train_size: int | None = None)
         fabricate(name, root, train_size or FABRICATED_TRAIN[name], FABRICATED_TEST)
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:,.1f} h"
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
 
 def print_priority(reports: Sequence[NotebookReport], rates: Rates, out: TextIO) -> None:
@@ -230,9 +230,9 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
             print(f"{notebook} ({profile}): {r.runs:,} runs, {r.steps:,} local SGD steps; "
                   f"{r.combinations} combinations ran one round of {steps} steps: {status} "
                   f"({time.perf_counter() - start:.0f} s)", file=out)
-            print(f"  estimated: {_hours(r.cpu_seconds)} on this CPU (rates measured now), "
-                  f"{_hours(r.steps / high)} - {_hours(r.steps / low)} on one GPU at {high:,.0f} - {low:,.0f} "
-                  f"client-steps/s (assumed)", file=out)
+            print(f"  estimated: {_duration(r.cpu_seconds)} on this CPU (rates measured now), "
+                  f"{_duration(r.steps / high)} - {_duration(r.steps / low)} on one GPU at {high:,.0f} - {low:,.0f} "
+                  "client-steps/s (whole runs measured on one H200)", file=out)
             for failure in r.failures:
                 print(f"  FAILED: {failure}", file=out)
             failed |= bool(r.failures)
