@@ -245,7 +245,8 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fedlib.dryrun", description=__doc__.split("\n")[0])
     parser.add_argument("--profile", default="full")
-    parser.add_argument("--only", action="append", help="a notebook (repeatable); default all")
+    parser.add_argument("--only", nargs="+", action="extend",
+                        help="notebooks: --only a b, or --only a --only b (default: all)")
     parser.add_argument("--steps", type=int, default=2, help="local steps per client in the one-round runs")
     parser.add_argument("--rate", type=float, default=None,
                         help="client-steps/s for the priority list's minutes where the ledger measured none")
@@ -257,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         folder = notebooks_folder(args.notebooks)
-        return dry_run(args.only or notebook_names(folder), args.profile, steps=args.steps, folder=folder,
+        return dry_run(list(dict.fromkeys(args.only)) if args.only else notebook_names(folder), args.profile, steps=args.steps, folder=folder,
                        rate=args.rate, ledger=args.ledger)
     except (FileNotFoundError, ValueError) as err:
         parser.error(str(err))

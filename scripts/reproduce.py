@@ -456,7 +456,8 @@ def fabricated_if_missing(names: set[str]) -> Iterator[str | None]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu", choices=PROFILES)
-    parser.add_argument("--only", nargs="*", help="notebook names (default: all in notebooks/)")
+    parser.add_argument("--only", nargs="+", action="extend",
+                        help="notebook names: --only a b, or --only a --only b (default: all in notebooks/)")
     parser.add_argument("--results", type=Path, default=ROOT / "results",
                         help="results folder (a relative path is taken from the current folder)")
     parser.add_argument("--executor", default="local", choices=["local", "ray"], help="how runs execute")
@@ -500,7 +501,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     available = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
-    names = args.only or available
+    names = list(dict.fromkeys(args.only)) if args.only else available
     try:
         unknown = sorted(set(names) - set(available))
         if unknown:

@@ -92,6 +92,10 @@ def test_the_notebooks_folder_is_given_or_found_or_named_as_missing(tmp_path, mo
     with pytest.raises(SystemExit):
         main(["--only", "taco"])
     assert "unknown notebook(s) ['taco'] in" in capsys.readouterr().err
+    for both in (["--only", "quickstart", "taco"], ["--only", "quickstart", "--only", "taco"]):  # one convention
+        with pytest.raises(SystemExit):
+            main(both)
+        assert "unknown notebook(s) ['taco'] in" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--notebooks", str(tmp_path)])
     assert f"--notebooks {tmp_path}: not a notebooks folder" in capsys.readouterr().err

@@ -334,3 +334,11 @@ def test_the_report_says_which_notebooks_rest_on_imported_runs(reproduce, tmp_pa
                      "rest on them."]
     report = reproduce.write_report(tmp_path, tmp_path / "quick", "header", [], lines).read_text()
     assert lines[0] in report
+
+
+def test_only_takes_names_after_it_and_repeated(reproduce):
+    """--only a b and --only a --only b name the same notebooks (a repeated --only used to keep only the last)."""
+    for argv in (["--only", "taco", "fedaq"], ["--only", "taco", "--only", "fedaq"], ["--only", "taco", "fedaq", "taco"]):
+        assert reproduce.parse_args(argv).only[:2] == ["taco", "fedaq"]
+    with pytest.raises(SystemExit):
+        reproduce.parse_args(["--only"])  # a name is required after it
