@@ -51,9 +51,10 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu")
-    parser.add_argument("--only", nargs="*", default=None, help="notebooks (default: every notebook)")
+    parser.add_argument("--only", nargs="+", action="extend",
+                        help="notebooks: --only a b, or --only a --only b (default: every notebook)")
     args = parser.parse_args()
-    names = args.only or notebook_names(NOTEBOOKS)
+    names = list(dict.fromkeys(args.only)) if args.only else notebook_names(NOTEBOOKS)
     print(f"profile {args.profile}, {os.cpu_count()} CPU cores, OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY', '(unset)')}", flush=True)
     runs, timed, total_wall, total_cpu = 0, 0, 0.0, 0.0
