@@ -30,8 +30,6 @@ $(STAMP): pyproject.toml
 
 # Test modules and notebooks run in parallel worker processes (at most 4); --dist loadscope keeps each
 # notebook's cells, and each test module, in one worker (nbval runs a notebook's cells in one kernel).
-# pyproject's testpaths list notebooks/ first: the longest units start first, so no worker idles at the end
-# while another finishes a notebook.
 # The workers keep every core busy, where a run with two torch threads (a CNN with threads "auto") would spin its
 # OpenMP threads for many times its arithmetic: passive waiting, the same results (README, "Speed").
 test: setup
