@@ -321,9 +321,10 @@ def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequen
         if info is None:
             print(f"reproduce: warning: {path} is not a readable stamp (empty or not JSON: an interrupted write?); "
                   f"its notebook is listed as unknown: render {path.parent.name} again", file=sys.stderr)
-            info = {"status": f"unknown: unreadable {path}", "seconds": float("nan"), "stamp": "unknown"}
+            info = {"status": f"unknown: unreadable {path}", "seconds": None, "stamp": "unknown"}
         when = "by this invocation" if path.parent.name in rendered else f"earlier: {info['stamp']}"
-        cells = [path.parent.name, info["status"], f"{float(info['seconds']) / 60:.1f}", when]
+        minutes = "-" if info["seconds"] is None else f"{float(info['seconds']) / 60:.1f}"
+        cells = [path.parent.name, info["status"], minutes, when]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     try:
         claims = collect_report(profile_dir)
