@@ -258,8 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         folder = notebooks_folder(args.notebooks)
-        return dry_run(list(dict.fromkeys(args.only)) if args.only else notebook_names(folder), args.profile, steps=args.steps, folder=folder,
-                       rate=args.rate, ledger=args.ledger)
+        names = list(dict.fromkeys(args.only)) if args.only else notebook_names(folder)
+        return dry_run(names, args.profile, steps=args.steps, folder=folder, rate=args.rate, ledger=args.ledger)
     except (FileNotFoundError, ValueError) as err:
         parser.error(str(err))
 
