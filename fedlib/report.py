@@ -28,7 +28,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -417,6 +417,12 @@ def _scale_line(folder: Path) -> str:
         raise ValueError(f"{path}: unreadable scale ({err}); judge the claims again (reproduce --claims-only)") from err
 
 
+def markdown_row(cells: Iterable[object]) -> str:
+    """One row of a markdown table: each cell as text, its pipes escaped and its line breaks spaces (either would
+    break the row)."""
+    return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
 def collect_report(results: Path) -> str:
     """Markdown with every `<results>/*/claims.csv`, one section per notebook, each with its scale beside the
     paper's."""
@@ -431,6 +437,6 @@ def collect_report(results: Path) -> str:
                   ""]
         parts += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         for _, row in df.iterrows():
-            parts.append("| " + " | ".join(str(row[c]).replace("|", "\\|") for c in COLUMNS) + " |")
+            parts.append(markdown_row(row[c] for c in COLUMNS))
         parts.append("")
     return "\n".join(parts)

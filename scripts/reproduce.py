@@ -78,7 +78,7 @@ from fedlib.ledger.priority import prioritized
 from fedlib.ledger.status import expected_results, stale_lines, stale_notes
 from fedlib.ledger.verdicts import ledger_verdicts, verdicts_markdown
 from fedlib.paper_params import PaperParams, ParameterError, check_names, params_class
-from fedlib.report import collect_report
+from fedlib.report import collect_report, markdown_row
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
 from fedlib.runs.archive import origin
 from fedlib.runs.entry import write_atomic
@@ -325,7 +325,7 @@ def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequen
         when = "by this invocation" if path.parent.name in rendered else f"earlier: {info['stamp']}"
         minutes = "-" if info["seconds"] is None else f"{float(info['seconds']) / 60:.1f}"
         cells = [path.parent.name, info["status"], minutes, when]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append(markdown_row(cells))
     try:
         claims = collect_report(profile_dir)
     except FileNotFoundError as err:

@@ -22,6 +22,7 @@ from fedlib.ledger.cpu_record import CpuVerdicts, cpu_column, cpu_note
 from fedlib.ledger.entries import LedgerEntry, held_records
 from fedlib.ledger.priority import headlines
 from fedlib.paper_params import PaperParams
+from fedlib.report import markdown_row
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import Records
 
@@ -63,10 +64,6 @@ def ledger_verdicts(params: Mapping[str, PaperParams], specs: Mapping[str, Seque
             if headlines(name)}
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def verdicts_markdown(tables: Mapping[str, pd.DataFrame | str], profile: str, cpu: CpuVerdicts) -> str:
     """Markdown: per notebook, its headline claims judged on the ledger (claim, the paper's value, the value
     measured here, verdict, the cpu profile's verdict on the same claim from the record `cpu`, criterion and
@@ -78,8 +75,7 @@ def verdicts_markdown(tables: Mapping[str, pd.DataFrame | str], profile: str, cp
             continue
         lines += [f"**{notebook}**", "", "| claim | paper | measured | verdict | cpu verdict | criterion | evidence |",
                   "|---|---|---|---|---|---|---|"]
-        lines += [f"| {_cell(r.claim)} | {_cell(r.paper_value)} | {_cell(r.measured)} | {_cell(r.verdict)} | "
-                  f"{_cell(on_cpu)} | {_cell(r.criterion)} | {_cell(r.evidence)} |"
+        lines += [markdown_row([r.claim, r.paper_value, r.measured, r.verdict, on_cpu, r.criterion, r.evidence])
                   for r, on_cpu in zip(table.itertuples(), cpu_column(notebook, list(table["claim"]), cpu))]
         lines.append("")
     return "\n".join(lines)
