@@ -152,13 +152,15 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
 
 @dataclass(frozen=True)
 class PaperParams:
-    """The parameters every notebook has; scripts/reproduce.py sets the first five."""
+    """The parameters every notebook has; scripts/reproduce.py sets the first six."""
 
     profile: str = param("quick", "the profile the notebook runs under (quick: these defaults)")
     results_root: str | None = param(None, "folder of the notebook's tables, figures and claims (None: none saved)")
     runs_root: str | None = param(None, "the run store's folder (None: results/runs)")
     runner: typing.Literal["local", "ray"] = param("local", "how runs execute: local processes or Ray tasks")
     ray_address: str | None = param(None, "an existing Ray cluster's address (None: a local Ray)")
+    ledger: str | None = param(None, "an evidence ledger folder to read the runs from, computing none: a run it "
+                                     "lacks is named where a table needs it (None: compute them into the run store)")
     data_root: str | None = param(None, "the datasets' folder (None: the data-root rule, fedlib.data.roots)")
     device: str = param("cpu", "torch device of the runs (auto: a CUDA GPU when there is one)")
 

@@ -44,6 +44,7 @@ results_root: "Optional[str]" = None  # folder of the notebook's tables, figures
 runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
 runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
 ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+ledger: "Optional[str]" = None  # an evidence ledger folder to read the runs from, computing none: a run it lacks is named where a table needs it (None: compute them into the run store)
 data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
 device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
 seeds: list[int] = [1]  # seeds; every cell of the grid runs on each
@@ -106,7 +107,7 @@ from fedlib.papers.fedaq import (BASELINE, PAPER_MODELS, PAPER_SETUP, PAPER_TABL
                                  energy_to_targets, equal_shards, experiments, layer_ranges, run_frames,
                                  trend_table)
 from fedlib.models import count_parameters
-from fedlib.runs import RunStore, run_specs
+from fedlib.notebook_runs import notebook_records
 from fedlib.paths import results_dir
 from theory import fedaq as th
 
@@ -254,8 +255,7 @@ print(alloc.round(4).to_string(index=False))
 
 # %%
 specs = experiments(params)
-records = run_specs(specs, store=RunStore.at(params.runs_root), executor=params.runner, ray_address=params.ray_address, root=params.data_root,
-                    progress=show_progress())
+records = notebook_records(specs, params, progress=show_progress())
 record, layer_record = records["rounds"], records["layers"]
 runs = run_frames(record)  # (mode, scheme, seed) -> that run's rounds, in round order
 last_rows = record[record["round"] == params.rounds]

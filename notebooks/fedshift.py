@@ -42,6 +42,7 @@ results_root: "Optional[str]" = None  # folder of the notebook's tables, figures
 runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
 runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
 ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+ledger: "Optional[str]" = None  # an evidence ledger folder to read the runs from, computing none: a run it lacks is named where a table needs it (None: compute them into the run store)
 data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
 device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
 seeds: list[int] = [0]  # seeds of every grid (Theorem 1: the first only)
@@ -101,7 +102,8 @@ from fedlib.codecs.base import Identity
 from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer, weight_quantizer
 from fedlib.data import label_counts
 from fedlib.papers import fedshift as fs
-from fedlib.runs import RunStore, build_run, run_specs
+from fedlib.notebook_runs import notebook_records
+from fedlib.runs import build_run
 from fedlib.claims.fedshift import (ShiftGains, Theory, bundle, claims as fedshift_claims, figure_algorithm, figure_runs,
                                     kmeans_gain, table1_of)
 from fedlib.paths import results_dir
@@ -158,8 +160,7 @@ setup
 # %%
 specs = fs.experiments(params)
 print(f"{len(specs)} runs")
-records = run_specs(specs, store=RunStore.at(params.runs_root), executor=params.runner, ray_address=params.ray_address, root=params.data_root,
-                    progress=show_progress())
+records = notebook_records(specs, params, progress=show_progress())
 runs = fs.run_table(records)
 curves_all, layer_record = records["rounds"], records["layers"]
 first_parity = next(s for s in specs if s.split.name == "parity" and s.get("labels")["method"] != "theorem1")

@@ -38,6 +38,7 @@ results_root: "Optional[str]" = None  # folder of the notebook's tables, figures
 runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
 runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
 ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+ledger: "Optional[str]" = None  # an evidence ledger folder to read the runs from, computing none: a run it lacks is named where a table needs it (None: compute them into the run store)
 data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
 device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
 seeds: list[int] = [0]  # seeds; each runs both specs in both loops

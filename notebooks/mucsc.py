@@ -45,6 +45,7 @@ results_root: "Optional[str]" = None  # folder of the notebook's tables, figures
 runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
 runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
 ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+ledger: "Optional[str]" = None  # an evidence ledger folder to read the runs from, computing none: a run it lacks is named where a table needs it (None: compute them into the run store)
 data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
 device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
 seeds: list[int] = [0]  # seeds of every grid
@@ -107,7 +108,7 @@ from fedlib.data import load_dataset
 from fedlib.models import build_model, count_parameters
 from fedlib.papers import mucsc as paper
 from fedlib.papers.mucsc import D_CIFAR, D_FEMNIST, LABELS, Setup, links, message_bits, table2, traffic_tables
-from fedlib.runs import RunStore, run_specs
+from fedlib.notebook_runs import notebook_records
 from fedlib.claims import mucsc as mucsc_claims
 from fedlib.paths import results_dir
 import theory.mucsc as th
@@ -135,7 +136,6 @@ out_dir = results_dir("mucsc", params.results_root)
 ds = load_dataset(params.dataset, root=params.data_root)
 d = count_parameters(build_model(params.model, ds.input_shape, ds.num_classes, **params.model_kwargs))
 setup = Setup(zu=params.zu, zd=params.zd, bm_levels=params.bm_levels, bm_frac=params.bm_frac)
-store = RunStore.at(params.runs_root, params.data_root)
 pd.DataFrame({"setting": ["dataset", "model (d)", "clients N / per round K", "partitions", "local work", "batch",
                           "lr", "MUCSC", "B-MUCSC", "STC / DGC / QSGD", "seeds", "rounds"],
               "this run": [params.dataset, f"{params.model} {params.model_kwargs} ({d:,})", f"{params.num_clients} / {params.clients_per_round}",
@@ -276,8 +276,7 @@ levels_tab.round(3)
 # it is the model the clients assembled from the sparse messages, which lags the server's own (see below).
 
 # %%
-records = run_specs(paper.experiments(params), store=store, executor=params.runner, ray_address=params.ray_address,
-                    root=params.data_root, progress=show_progress())
+records = notebook_records(paper.experiments(params), params, progress=show_progress())
 tables = paper.run_tables(params, records)  # every table derived from the runs (the ledger's verdicts build the same)
 main, runs = tables.main, tables.runs
 final = runs[runs["round"] == params.rounds].groupby(["partition", "label"])[["test_acc"]].mean().unstack(0)

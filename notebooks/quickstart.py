@@ -29,6 +29,7 @@ results_root: "Optional[str]" = None  # folder of the notebook's tables, figures
 runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
 runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
 ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+ledger: "Optional[str]" = None  # an evidence ledger folder to read the runs from, computing none: a run it lacks is named where a table needs it (None: compute them into the run store)
 data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
 device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
 dataset: str = "digits"  # dataset name (fedlib.data)
@@ -67,7 +68,8 @@ import seaborn as sns
 from fedlib.data import label_counts, load_dataset
 from fedlib.models import build_model, count_parameters
 from fedlib.papers.quickstart import experiments
-from fedlib.runs import RunStore, build_run, run_specs
+from fedlib.notebook_runs import notebook_records
+from fedlib.runs import build_run
 from fedlib.claims.quickstart import bundle as quickstart_bundle, claims as quickstart_claims
 from fedlib.paths import results_dir
 
@@ -113,8 +115,7 @@ plt.show()
 # %%
 print(f"model {params.model}: {count_parameters(build_model(params.model, ds.input_shape, ds.num_classes, **params.model_kwargs)):,} parameters; "
       f"{len(specs)} runs")
-records = run_specs(specs, store=RunStore.at(params.runs_root), executor=params.runner, ray_address=params.ray_address, root=params.data_root,
-                    progress=show_progress())
+records = notebook_records(specs, params, progress=show_progress())
 record = records["rounds"]
 record.to_csv(out / "rounds.csv", index=False)
 

@@ -41,6 +41,7 @@ results_root: "Optional[str]" = None  # folder of the notebook's tables, figures
 runs_root: "Optional[str]" = None  # the run store's folder (None: results/runs)
 runner: str = "local"  # how runs execute: local processes or Ray tasks (one of "local", "ray")
 ray_address: "Optional[str]" = None  # an existing Ray cluster's address (None: a local Ray)
+ledger: "Optional[str]" = None  # an evidence ledger folder to read the runs from, computing none: a run it lacks is named where a table needs it (None: compute them into the run store)
 data_root: "Optional[str]" = None  # the datasets' folder (None: the data-root rule, fedlib.data.roots)
 device: str = "cpu"  # torch device of the runs (auto: a CUDA GPU when there is one)
 seeds: list[int] = [0]  # seeds of the main, freeloader and overcorrection grids
@@ -127,7 +128,7 @@ from fedlib.claims.taco import bundle as taco_bundle
 from fedlib.claims.taco import claims as taco_claims
 from fedlib.paths import results_dir
 from fedlib.papers import taco as tp
-from fedlib.runs import RunStore, run_specs
+from fedlib.notebook_runs import notebook_records
 from theory import taco as th
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -163,14 +164,12 @@ print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {l
 # `clients`, TACO's `alpha`, `expelled`, `output`); each section reads its grid (`grid`).
 
 # %%
-store = RunStore.at(params.runs_root, params.data_root)
-records = run_specs(tp.experiments(params), store=store, executor=params.runner, ray_address=params.ray_address, root=params.data_root,
-                    progress=show_progress())
+records = notebook_records(tp.experiments(params), params, progress=show_progress())
 
 
 def grid(name: str) -> dict:
     """The record tables of one grid of runs (tp.GRIDS[name])."""
-    return tp.grid_records(records, tp.GRIDS[name](params), store)
+    return records.select(tp.GRIDS[name](params))
 
 
 # %% [markdown]

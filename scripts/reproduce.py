@@ -92,7 +92,7 @@ CPU_RECORD = ROOT / "evidence" / "cpu" / "verdicts.csv"  # the cpu profile's ver
 PROFILES = ["quick", *sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")} - {"quick"})]
 # Parameters that reproduce sets for every notebook: a -p of one of these would be silently replaced.
 RUNNER_OWNED = {"profile": "--profile", "results_root": "--results", "runs_root": "--results",
-                "runner": "--executor", "ray_address": "--ray-address"}
+                "runner": "--executor", "ray_address": "--ray-address", "ledger": "--from-ledger --ledger"}
 
 
 # The kernel logs one warning per start that it talks to papermill over local TCP without encryption; its own

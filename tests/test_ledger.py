@@ -24,7 +24,8 @@ from fedlib.ledger.entries import (BUDGET_BYTES, COMMIT_VAR, MANIFEST, PROVENANC
                                    git_commit, read_entry_archive)
 from fedlib.dryrun import NotebookReport, print_priority
 from fedlib.grids import combination
-from fedlib.ledger.piece import Observation, Rates, run_name, run_piece
+from fedlib.ledger.piece import Observation, Rates, run_piece
+from fedlib.runs.spec import run_name
 from fedlib.ledger.priority import REST, check_headlines, headlines, prioritized
 from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
 from fedlib.ledger.verdicts import headline_claims, judged_headlines, ledger_verdicts, verdicts_markdown

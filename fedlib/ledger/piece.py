@@ -32,7 +32,7 @@ from fedlib.ledger.priority import REST, Ranked
 from fedlib.runs.build import build_run
 from fedlib.runs.execute import execute
 from fedlib.runs.fingerprint import code_version, data_fingerprint, device_type
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.spec import RunSpec, run_name
 from fedlib.runs.store import RunStore
 
 
@@ -113,11 +113,6 @@ def calibrate(spec: RunSpec, root: str | Path | None, clock: Callable[[], float]
 
 def span(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
-
-
-def run_name(spec: RunSpec) -> str:
-    """A run by its labels and seed, as the claims tables name runs."""
-    return " ".join([*(f"{k}={v}" for k, v in spec.get("labels").items()), f"seed={spec.seed}"])
 
 
 def describe_run(ranked: Ranked) -> str:

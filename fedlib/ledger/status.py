@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedlib.ledger.entries import LedgerEntry, changed_since, definition_digests
-from fedlib.ledger.piece import run_name
 from fedlib.ledger.priority import REST, headlines, prioritized
 from fedlib.runs.fingerprint import code_version
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.spec import RunSpec, named_runs, run_name
 
 
 @dataclass(frozen=True)
@@ -31,8 +30,7 @@ class HeadlineStatus:
         """"all n runs computed" or "not testable: k of n runs computed (missing: ...)"; then, for each of its runs
         in `stale` (spec -> "computed at commit X; changed since: ..."), that note."""
         k, n = len(self.present), len(self.runs)
-        names = [run_name(s) for s in self.runs if s not in self.present]
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        shown = named_runs([s for s in self.runs if s not in self.present], shown=4)
         said = f"all {n} runs computed" if k == n else f"not testable: {k} of {n} runs computed (missing: {shown})"
         notes = [f"{run_name(s)} {stale[s]}" for s in self.present if stale and s in stale]
         return said + "".join(f"; {note}" for note in notes)

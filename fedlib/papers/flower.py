@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fedlib.paper_params import PaperParams, param
+from fedlib.paper_params import ParameterError, PaperParams, param
 from fedlib.papers.fedaq import SPLIT, downlink_resolution, link_components
 from fedlib.runs import RunSpec
 
@@ -40,6 +40,9 @@ class FlowerParams(PaperParams):
         self.require_range(0, self.num_clients - 1, "n_freeloaders")
         self.require_positive("dirichlet", "lr", "kappa", "fedaq_alpha")
         self.require_nonempty("seeds")
+        if self.ledger is not None:
+            raise ParameterError(f"FlowerParams.ledger: the Flower notebook compares two loops it runs itself, so no "
+                                 f"ledger can serve its runs (got {self.ledger!r}); leave ledger out")
 
 
 def experiments(p: FlowerParams) -> list[RunSpec]:

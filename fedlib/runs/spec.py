@@ -200,6 +200,18 @@ class RunSpec:
         return all(k in flat and flat[k] in {v.casefold() for v in values} for k, values in selection.items())
 
 
+def run_name(spec: RunSpec) -> str:
+    """A run by its labels and seed, as the claims tables and the ledger name runs. (A function, not a method:
+    every method of `RunSpec` is part of every store key.)"""
+    return " ".join([*(f"{k}={v}" for k, v in spec.get("labels").items()), f"seed={spec.seed}"])
+
+
+def named_runs(specs: Sequence[RunSpec], shown: int = 6) -> str:
+    """The first `shown` runs of `specs` by name (`run_name`), "; "-separated, then how many more."""
+    names = [run_name(s) for s in specs]
+    return "; ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 def parse_selection(text: str | None) -> dict[str, list[str]]:
     """"algorithm=fedavg,seed=0,seed=1" -> {"algorithm": ["fedavg"], "seed": ["0", "1"]} (values OR, keys AND)."""
     out: dict[str, list[str]] = {}

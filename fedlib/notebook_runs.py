@@ -1,0 +1,77 @@
+"""The runs a notebook reads: computed into the run store, or, with its `ledger` parameter, served from an evidence
+ledger (`fedlib.ledger`) with none computed.
+
+    records = notebook_records(specs, params)      # every notebook's run stage
+    records["rounds"]                              # tidy tables, as `run_specs` returns them
+    if records.complete(table_specs, "Table II"):  # a section reads its runs only when all are there; else it
+        ...                                        # shows which runs it lacks, and the notebook goes on
+
+Served from a ledger, the records hold the runs the ledger has; a run it lacks is named where a table needs it,
+never computed, and the claims read "not testable", naming it, as they do for any missing run. A table that has
+no run at all is absent from the records (`"rounds" not in records`).
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from fedlib.paper_params import PaperParams
+from fedlib.runs.runner import run_specs
+from fedlib.runs.spec import RunSpec, named_runs
+from fedlib.runs.store import RunStore
+
+class NotebookRecords(dict[str, pd.DataFrame]):
+    """Tidy records (table name -> frame, `fedlib.runs.runner.tidy`) of the runs `held` out of those asked for."""
+
+    def __init__(self, tables: Mapping[str, pd.DataFrame], asked: Iterable[RunSpec], keys: Mapping[RunSpec, str],
+                 source: str) -> None:
+        super().__init__(tables)
+        self.asked = tuple(dict.fromkeys(asked))
+        self.keys = dict(keys)  # each held run's spec -> the key its rows carry as `run`
+        self.held = frozenset(self.keys)
+        self.source = source
+
+    def select(self, specs: Iterable[RunSpec]) -> dict[str, pd.DataFrame]:
+        """Every table's rows of the held runs of `specs`."""
+        keys = {self.keys[s] for s in specs if s in self.keys}
+        return {name: frame[frame["run"].isin(keys)] for name, frame in self.items()}
+
+    def lacking(self, specs: Iterable[RunSpec]) -> list[RunSpec]:
+        """Those of `specs` whose runs these records do not hold, in order, each once."""
+        return [s for s in dict.fromkeys(specs) if s not in self.held]
+
+    def complete(self, specs: Iterable[RunSpec], what: str) -> bool:
+        """True when every run of `specs` is held; else False, after showing that `what` (a table, a figure) is
+        not shown and which of its runs `self.source` lacks."""
+        specs = list(dict.fromkeys(specs))
+        missing = self.lacking(specs)
+        if missing:
+            from IPython.display import Markdown, display
+
+            display(Markdown(f"**{what}: not shown.** {self.source} holds {len(specs) - len(missing)} of its "
+                             f"{len(specs)} runs; missing: {named_runs(missing)}."))
+        return not missing
+
+
+def notebook_records(specs: Sequence[RunSpec], params: PaperParams, *, progress: bool = True) -> NotebookRecords:
+    """The records of `specs`: computed into the run store where `params.ledger` is None (those not yet there;
+    `runs_root`, `runner`, `ray_address`, `data_root` as the parameters say), else read from that ledger, computing
+    none (each ledger entry verified as it is read; `fedlib.ledger.LedgerError` names a damaged one)."""
+    specs = list(dict.fromkeys(specs))
+    if params.ledger is None:
+        store = RunStore.at(params.runs_root, params.data_root)
+        tables = run_specs(specs, store=store, executor=params.runner, ray_address=params.ray_address,
+                           root=params.data_root, progress=progress)
+        return NotebookRecords(tables, specs, {s: store.key(s) for s in specs}, f"the run store ({store.root})")
+    from fedlib.ledger.entries import Ledger, held_records  # the ledger reads the run store's entries
+
+    entries = Ledger(params.ledger).entries()
+    keys = {e.spec: e.key for e in entries}
+    held = [s for s in specs if s in keys]
+    source = f"the ledger {params.ledger}"
+    missing = [s for s in specs if s not in keys]
+    print(f"{len(specs)} runs: {len(held)} from {source}, {len(missing)} not in it (none computed)"
+          + (f": {named_runs(missing)}" if missing else ""), file=sys.stderr, flush=True)
+    return NotebookRecords(held_records(entries, held), specs, {s: keys[s] for s in held}, source)
