@@ -3,12 +3,13 @@ ledger (`fedlib.ledger`) with none computed.
 
     records = notebook_records(specs, params)      # every notebook's run stage
     records["rounds"]                              # tidy tables, as `run_specs` returns them
+    records.table("rounds", ["round", "test_acc"])  # the same, or empty with these columns where no run is held
     if records.complete(table_specs, "Table II"):  # a section reads its runs only when all are there; else it
         ...                                        # shows which runs it lacks, and the notebook goes on
 
 Served from a ledger, the records hold the runs the ledger has; a run it lacks is named where a table needs it,
-never computed, and the claims read "not testable", naming it, as they do for any missing run. A table that has
-no run at all is absent from the records (`"rounds" not in records`).
+never computed, and the claims read "not testable", naming it, as they do for any missing run. A table of which no
+run is held is absent from the records (`"rounds" not in records`); `table` gives it empty, with named columns.
 """
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ class NotebookRecords(dict[str, pd.DataFrame]):
         """Every table's rows of the held runs of `specs`."""
         keys = {self.keys[s] for s in specs if s in self.keys}
         return {name: frame[frame["run"].isin(keys)] for name, frame in self.items()}
+
+    def table(self, name: str, columns: Sequence[str]) -> pd.DataFrame:
+        """Table `name` of the held runs; where no held run has it (the ledger holds none of them), an empty frame
+        with the asked runs' id columns (labels, seed, run) and `columns`, so that what reads it computes empty
+        (the claims judged on it name every run missing) rather than failing."""
+        if name in self:
+            return self[name]
+        ids = dict.fromkeys(k for s in self.asked for k in s.get("labels"))
+        return pd.DataFrame(columns=[*ids, "seed", "run", *columns])
 
     def lacking(self, specs: Iterable[RunSpec]) -> list[RunSpec]:
         """Those of `specs` whose runs these records do not hold, in order, each once."""

@@ -81,9 +81,11 @@ print(f"{params.dataset}: {len(ds.y_train)} train / {len(ds.y_test)} test, input
 # ## The runs, as data
 # The grid is a list of run specs (frozen, JSON-serializable: data, split, model, algorithm, local
 # training, rounds, seed), one per (seed, algorithm), built from this notebook's parameters by
-# `fedlib.papers.quickstart.experiments`. `run_specs` executes them and keeps every finished run in the
+# `fedlib.papers.quickstart.experiments`. `notebook_records` executes them and keeps every finished run in the
 # store under `results/runs/`: executing the notebook again recomputes nothing, an interrupted run
-# resumes from its checkpoint, and `runner="ray"` runs them as Ray tasks.
+# resumes from its checkpoint, and `runner="ray"` runs them as Ray tasks. With the `ledger` parameter the runs
+# are read from an evidence ledger instead, none computed: a table then shows the runs the ledger holds, and the
+# claims name those it lacks.
 #
 # ## The split
 # One Dirichlet(α) draw per seed (the partition stream of the master seed). With α = 0.1 most
@@ -116,14 +118,17 @@ plt.show()
 print(f"model {params.model}: {count_parameters(build_model(params.model, ds.input_shape, ds.num_classes, **params.model_kwargs)):,} parameters; "
       f"{len(specs)} runs")
 records = notebook_records(specs, params, progress=show_progress())
-record = records["rounds"]
+record = records.table("rounds", ["round", "test_acc", "diverged", "bits_up", "bits_up_extra"])
 record.to_csv(out / "rounds.csv", index=False)
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 4))
-sns.lineplot(data=record, x="round", y="test_acc", hue="algorithm", errorbar=("sd") if len(params.seeds) > 1 else None, ax=ax)
-ax.set(ylabel="test accuracy", title=f"{params.dataset}, Dirichlet(α={params.alpha}), {params.clients_per_round}/{params.num_clients} clients per round")
-plt.show()
+if records.held:  # served from a ledger (the `ledger` parameter), the curves of the runs it holds
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sns.lineplot(data=record, x="round", y="test_acc", hue="algorithm", errorbar=("sd") if len(params.seeds) > 1 else None, ax=ax)
+    ax.set(ylabel="test accuracy", title=f"{params.dataset}, Dirichlet(α={params.alpha}), {params.clients_per_round}/{params.num_clients} clients per round")
+    plt.show()
+else:
+    records.complete(specs, "The accuracy curves")
 
 # %% [markdown]
 # ## Summary

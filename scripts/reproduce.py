@@ -88,6 +88,7 @@ from fedlib.runs.selection import check_selection
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 LEDGER = ROOT / "evidence" / "gpu"
+LEDGER_DIGEST_LABEL = "Ledger digest (sha256 of its archives):"
 CPU_RECORD = ROOT / "evidence" / "cpu" / "verdicts.csv"  # the cpu profile's verdicts shown beside the ledger's
 PROFILES = ["quick", *sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")} - {"quick"})]
 # Parameters that reproduce sets for every notebook: a -p of one of these would be silently replaced.
@@ -157,7 +158,7 @@ class Plan:
         return {root: list(dict.fromkeys(specs)) for root, specs in groups.items()}
 
 
-def plan_runs(names: Sequence[str], parameters: Mapping[str, PaperParams], store: RunStore,
+def plan_runs(names: Sequence[str], parameters: Mapping[str, PaperParams],
               selection: Mapping[str, Sequence[str]]) -> Plan:
     notebooks = [NotebookPlan(name, parameters[name], notebook_specs(name, parameters[name])) for name in names]
     if selection:
@@ -312,9 +313,10 @@ def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple
 
 
 def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequence[str],
-                 imported: Sequence[str] = ()) -> Path:
+                 imported: Sequence[str] = (), tail: str = "") -> Path:
     """REPORT.md: every notebook of this profile with claims, marked rendered now or with its own earlier stamp;
-    `imported`: lines saying which notebooks' runs were imported from another machine (`imported_runs`)."""
+    `imported`: lines saying which notebooks' runs were imported from another machine (`imported_runs`); `tail`:
+    markdown after the claims."""
     lines = ["| notebook | status | minutes | rendered |", "|---|---|---|---|"]
     for path in sorted(profile_dir.glob("*/stamp.json")):
         info = read_stamp(path)
@@ -333,7 +335,7 @@ def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequen
     origins = "".join(f"\n\n{line}" for line in imported)
     report = results / "REPORT.md"
     write_atomic(report, f"# Reproduction report\n\nThis invocation: {header}.{origins}\n\n## Notebooks\n\n"
-                 + "\n".join(lines) + "\n\n" + claims + "\n")
+                 + "\n".join(lines) + "\n\n" + claims + "\n" + tail)
     return report
 
 
@@ -392,12 +394,15 @@ def shown(path: Path) -> Path:
 
 
 def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any], ledger_root: Path, results: Path,
-                write_expected: bool, cpu_record: Path, cpu_results: Path | None) -> int:
+                write_expected: bool, cpu_record: Path, cpu_results: Path | None, to_render: Sequence[str]) -> int:
     """`--from-ledger`: the ledger's entries against the plan of the profile (with the -p `overrides`), per headline
     claim, each judged claim beside the cpu profile's verdict from the record `cpu_record` (first written from the
-    cpu run's results folder `cpu_results` where given); stale entries named; REPORT.md (and with `write_expected`
-    notebooks/expected-results-<profile>.md) written. Computes no run."""
+    cpu run's results folder `cpu_results` where given); stale entries named; the notebooks `to_render` (each must
+    declare claims) rendered from the ledger into results/<profile>/ (their datasets must be on this machine);
+    REPORT.md written, and with `write_expected` notebooks/expected-results-<profile>.md (and, rendered,
+    notebooks/expected-claims-<profile>.md). Computes no run."""
     params = {name: notebook_parameters(name, profile, overrides, NOTEBOOKS) for name in names}
+    rendered = list(to_render)
     grids = {name: notebook_specs(name, params[name]) for name in names}
     try:
         entries = Ledger(ledger_root).entries()  # every archive read and verified once, for everything below
@@ -411,6 +416,17 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     except CpuRecordError as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
+    if rendered:
+        if set(rendered) - set(declared()):
+            print(f"reproduce: error: {', '.join(sorted(set(rendered) - set(declared())))} declares no claims and "
+                  "runs its own loops: no ledger serves it; leave it out of --only", file=sys.stderr)
+            return 2
+        missing = missing_datasets(plan_runs(rendered, params, {}))
+        if missing:
+            print("reproduce: the notebooks read datasets this machine does not have; nothing was rendered:\n"
+                  + "\n".join(missing.values()) + "\nGet them (README, \"Data\"), or judge the headline claims "
+                  "alone with --headlines-only (no dataset needed).", file=sys.stderr)
+            return 2
     with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
         notes = stale_notes(entries, lambda spec: root)
         verdicts = verdicts_markdown(ledger_verdicts(params, grids, entries, root), profile, cpu)
@@ -427,12 +443,40 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
         print(f"wrote {target}")
     results.mkdir(parents=True, exist_ok=True)
     stale_md = ("\n## Stale ledger entries\n\n" + "".join(f"- {line}\n" for line in stale)) if stale else ""
-    report = results / "REPORT.md"
-    write_atomic(report, f"# Reproduction report\n\nThis invocation: {stamp(profile, overrides, None)}, --from-ledger "
-                         f"{shown(ledger_root)} (no run computed, no notebook rendered).\n\n"
-                         + report_table.split("\n", 2)[2] + stale_md)
+    header = f"{stamp(profile, overrides, None)}, --from-ledger {shown(ledger_root)} (no run computed"
+    ledger_md = report_table.split("\n", 2)[2] + stale_md
+    if not rendered:
+        report = results / "REPORT.md"
+        write_atomic(report, f"# Reproduction report\n\nThis invocation: {header}, no notebook rendered).\n\n"
+                             + ledger_md)
+        print(f"wrote {report}")
+        return 0
+    injected = {"profile": profile, "results_root": str(results / profile), "runs_root": str(results / "runs"),
+                "runner": "local", "ray_address": None, "ledger": str(ledger_root)}
+    print(f"== render from the ledger: {len(rendered)} notebook(s)", flush=True)
+    statuses = [render(name, run_parameters(name, profile, overrides, injected), results / profile / name,
+                       f"{header})")[0] for name in rendered]
+    report = write_report(results, results / profile, f"{header})", rendered, tail="\n# The ledger\n" + ledger_md)
     print(f"wrote {report}")
-    return 0
+    if write_expected and all(status == "ok" for status in statuses):
+        target = NOTEBOOKS / f"expected-claims-{profile}.md"
+        write_atomic(target, rendered_claims(results / profile, rendered, Ledger(ledger_root), profile))
+        print(f"wrote {target}")
+    return 1 if any(status != "ok" for status in statuses) else 0
+
+
+def rendered_claims(profile_dir: Path, names: Sequence[str], ledger: Ledger, profile: str) -> str:
+    """Markdown: the claims tables of the notebooks `names` rendered from `ledger` into `profile_dir`, headed by the
+    ledger's digest (a test checks it against the committed ledger) and each notebook's stamp."""
+    stamps = [f"- {name}: {(read_stamp(profile_dir / name / 'stamp.json') or {}).get('stamp', 'unknown')}"
+              for name in names]
+    claims = collect_report(profile_dir).split("\n", 1)[1]  # the scale note stands in REPORT.md
+    return (f"# Every claim of the {profile} notebooks, rendered from the ledger\n\n"
+            f"Generated by `python scripts/reproduce.py --profile {profile} --from-ledger --write-expected` (each "
+            "notebook executed with its runs read from the ledger, none computed; theory and Monte Carlo cells "
+            f"run as always). {LEDGER_DIGEST_LABEL} `{ledger.digest()}`: rebuild this file whenever the ledger "
+            "changes (a test compares the digest with the committed ledger's).\n\n" + "\n".join(stamps) + "\n"
+            + claims)
 
 
 @contextlib.contextmanager
@@ -483,10 +527,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--recompute-stale", action="store_true",
                         help="with --piece: recompute first the ledger entries computed by code changed since")
     parser.add_argument("--from-ledger", action="store_true",
-                        help="compute nothing: say what the ledger holds of each headline claim, and which entries "
-                             "are stale, in REPORT.md")
+                        help="compute nothing: render the notebooks with their runs read from the ledger, and say "
+                             "what it holds of each headline claim and which entries are stale, in REPORT.md")
     parser.add_argument("--write-expected", action="store_true",
-                        help="with --from-ledger: also write notebooks/expected-results-<profile>.md")
+                        help="with --from-ledger: also write notebooks/expected-results-<profile>.md (and, the "
+                             "notebooks rendered, notebooks/expected-claims-<profile>.md)")
+    parser.add_argument("--headlines-only", action="store_true",
+                        help="with --from-ledger: judge the headline claims only, rendering no notebook (no "
+                             "dataset needed)")
     parser.add_argument("--cpu-record", type=Path, default=CPU_RECORD,
                         help="with --from-ledger: the record of the cpu profile's verdicts shown beside the ledger's "
                              "(default: evidence/cpu/verdicts.csv)")
@@ -525,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.recompute_stale and not args.piece:
             raise UsageError("--recompute-stale is for --piece")
         for given, option in ((args.write_expected, "--write-expected"), (args.cpu_results, "--cpu-results"),
-                              (args.cpu_record != CPU_RECORD, "--cpu-record")):
+                              (args.cpu_record != CPU_RECORD, "--cpu-record"), (args.headlines_only,
+                                                                                "--headlines-only")):
             if given and not args.from_ledger:
                 raise UsageError(f"{option} is for --from-ledger")
         if args.from_ledger:
@@ -535,7 +584,9 @@ def main(argv: list[str] | None = None) -> int:
                                  "profile's)")
             return from_ledger(names, args.profile, overrides, absolute(args.ledger), absolute(args.results),
                                args.write_expected, absolute(args.cpu_record),
-                               absolute(args.cpu_results) if args.cpu_results else None)
+                               absolute(args.cpu_results) if args.cpu_results else None,
+                               [] if args.headlines_only else names if args.only else
+                               [name for name in names if name in declared()])
         if args.dry_run:
             if overrides or selection or args.piece:
                 raise UsageError("--dry-run runs the profiles as they are: leave out -p, --select and --piece")
@@ -548,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
                     "runner": args.executor, "ray_address": args.ray_address}
         given = {name: run_parameters(name, args.profile, overrides, injected) for name in names}  # all checked
         parameters = {name: params_class(name).from_mapping(given[name], f"notebook '{name}'") for name in names}
-        plan = plan_runs(names, parameters, store, selection)
+        plan = plan_runs(names, parameters, selection)
         missing = missing_datasets(plan)
         if missing and args.piece:  # a piece computes what this machine can: the rest is left to another piece
             print("reproduce: this piece leaves out the runs of the datasets this machine cannot load:\n"

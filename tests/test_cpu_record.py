@@ -158,7 +158,7 @@ def test_the_cpu_verdict_stands_beside_each_judged_claim(tmp_path):
 def test_reproduce_writes_the_record_from_a_cpu_run_or_names_what_is_wrong(tmp_path, capsys):
     reproduce = load_reproduce()
     record = tmp_path / "verdicts.csv"
-    common = ["--profile", "gpu", "--only", "quickstart", "--from-ledger", "--ledger", str(tmp_path / "ledger"),
+    common = ["--profile", "gpu", "--only", "quickstart", "--from-ledger", "--headlines-only", "--ledger", str(tmp_path / "ledger"),
               "--results", str(tmp_path / "out"), "--cpu-record", str(record)]
     assert reproduce.main([*common, "--cpu-results", str(tmp_path / "nothing")]) == 2
     assert "nothing/cpu: not a folder" in capsys.readouterr().err and not record.exists()

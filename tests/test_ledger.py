@@ -358,7 +358,7 @@ def test_a_piece_leaves_out_the_runs_of_datasets_this_machine_cannot_load(reprod
     """The gpu profile's Fashion-MNIST runs are left out where the dataset is not installed (as here) and the
     runs on bundled data are still planned: a CPU piece computes FedShift's Theorem 1 runs (digits, device cpu)."""
     if not reproduce.missing_datasets(reproduce.plan_runs(["quickstart"], {"quickstart": notebook_parameters(
-            "quickstart", "gpu")}, RunStore(tmp_path / "runs"), {})):
+            "quickstart", "gpu")}, {})):
         pytest.skip("Fashion-MNIST is installed here")
     code = reproduce.main(["--profile", "gpu", "--only", "quickstart", "--piece", "--budget", "1m", "--ledger",
                            str(tmp_path / "ledger"), "--results", str(tmp_path / "results")])
@@ -400,3 +400,81 @@ def test_a_claims_module_without_a_builder_is_said_not_judged(monkeypatch):
     assert "**quickstart**: not judged from the ledger: `fedlib.claims.quickstart` builds no bundle" in \
         verdicts_markdown({"quickstart": judged_headlines("quickstart", TINY, records, None)}, "gpu",
                           committed_cpu_record())
+
+
+# ---- the notebooks rendered from the ledger (`reproduce --from-ledger`) -------------------------------------------
+TINY_OVERRIDES = ["-p", "rounds", "2", "-p", "num_clients", "4", "-p", "clients_per_round", "2", "-p", "batch_size",
+                  "64", "-p", "seeds", "[0, 1, 2]"]  # the quick profile made TINY
+
+
+def test_a_notebook_renders_from_the_ledger_computing_nothing_and_names_what_it_lacks(reproduce, filled, tmp_path,
+                                                                                     capsys):
+    """The piece -> ledger -> render -> claims flow: without FedProx's three runs the notebook still renders, its
+    curves and claims from the six runs held, Q2 naming what it lacks; no run is computed or stored."""
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    fedprox = [p for p, e in zip(ledger.paths(), ledger.entries()) if e.spec.get("labels")["algorithm"] == "FedProx"]
+    assert len(fedprox) == 3
+    for path in fedprox:
+        path.unlink()
+    results = tmp_path / "results"
+    code = reproduce.main(["--profile", "quick", "--only", "quickstart", "--from-ledger", "--ledger", str(ledger.root),
+                           "--results", str(results), *TINY_OVERRIDES])
+    assert code == 0, capsys.readouterr().err
+    assert not (results / "runs").exists()  # nothing computed, nothing stored
+    claims = pd.read_csv(results / "quick" / "quickstart" / "claims.csv").set_index("claim")
+    q1, q2 = (claims.loc[[c for c in claims.index if c.startswith(q)][0]] for q in ("Q1", "Q2"))
+    assert q1["verdict"] != "not testable at this scale" and "missing" not in q1["evidence"]
+    assert q2["verdict"].startswith("not testable") and "missing: algorithm=FedProx" in q2["evidence"]
+    rendered = (results / "quick" / "quickstart" / "quickstart.ipynb").read_text()
+    assert "6 from the ledger" in rendered and "3 not in it (none computed)" in rendered
+    report = (results / "REPORT.md").read_text()
+    assert "--from-ledger" in report and "## quickstart" in report and "# The ledger" in report
+    assert "| quickstart | Q2 | 3 of 6 | not testable: 3 of 6 runs computed" in report
+    text = reproduce.rendered_claims(results / "quick", ["quickstart"], ledger, "quick")
+    assert ledger.digest() in text and "Q2" in text and "missing: algorithm=FedProx" in text
+
+
+def test_from_the_ledger_a_notebook_without_claims_or_data_is_refused_before_anything_renders(reproduce, filled,
+                                                                                             tmp_path, capsys):
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    common = ["--from-ledger", "--ledger", str(ledger.root), "--results", str(tmp_path / "results")]
+    assert reproduce.main(["--profile", "quick", "--only", "flower", *common]) == 2
+    assert "flower declares no claims" in capsys.readouterr().err
+    if reproduce.missing_datasets(reproduce.plan_runs(["quickstart"], {"quickstart": notebook_parameters(
+            "quickstart", "gpu")}, {})):
+        assert reproduce.main(["--profile", "gpu", "--only", "quickstart", *common]) == 2
+        err = capsys.readouterr().err
+        assert "fashion_mnist (read by quickstart)" in err and "--headlines-only" in err
+    assert not (tmp_path / "results" / "quick").exists() and not (tmp_path / "results" / "gpu").exists()
+
+
+def test_a_ledger_digest_changes_with_any_entry(filled, tmp_path):
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    before = ledger.digest()
+    assert Ledger(filled[0] / "ledger").digest() == before  # the same archives in another folder
+    first = ledger.paths()[0]
+    first.write_bytes(first.read_bytes() + b"\0")
+    changed = ledger.digest()
+    ledger.paths()[1].unlink()
+    assert len({before, changed, ledger.digest()}) == 3
+
+
+def test_the_committed_rendered_claims_are_of_todays_ledger_and_agree_with_its_headline_judge():
+    """notebooks/expected-claims-gpu.md was rendered from the committed ledger (its digest), and every headline
+    claim there has the verdict the ledger's judge gives it today (the notebook's route and the judge's agree)."""
+    text = (ROOT / "notebooks" / "expected-claims-gpu.md").read_text()
+    reproduce = load_reproduce()
+    ledger = Ledger(ROOT / "evidence" / "gpu")
+    assert f"{reproduce.LEDGER_DIGEST_LABEL} `{ledger.digest()}`" in text, \
+        "rebuild it: python scripts/reproduce.py --profile gpu --from-ledger --write-expected"
+    params, grids = gpu_plan()
+    entries = ledger.entries()
+    with reproduce.fabricated_if_missing({e.spec.dataset for e in entries}) as root:
+        tables = ledger_verdicts(params, grids, entries, root)
+    checked = 0
+    for table in (t for t in tables.values() if not isinstance(t, str)):
+        for row in table.itertuples():
+            assert f"| {row.verdict} |" in next(line for line in text.splitlines()
+                                                 if line.startswith(f"| {row.claim} |")), row.claim
+            checked += 1
+    assert checked > 10

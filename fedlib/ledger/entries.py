@@ -144,6 +144,13 @@ class Ledger:
         """Every entry, verified (`LedgerError` for the first damaged one)."""
         return [read_entry_archive(path) for path in self.paths()]
 
+    def digest(self) -> str:
+        """sha256 over every archive's name and bytes: what a file rendered from this ledger names."""
+        h = hashlib.sha256()
+        for path in self.paths():
+            h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        return h.hexdigest()
+
     def size_bytes(self) -> int:
         return sum(path.stat().st_size for path in self.paths())
 
