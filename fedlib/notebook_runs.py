@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from fedlib.ledger.entries import Ledger, LedgerEntry, held_records
+from fedlib.ledger.status import stale_lines, stale_notes
 from fedlib.paper_params import PaperParams
 from fedlib.runs.runner import run_specs
 from fedlib.runs.spec import RunSpec, named_runs
@@ -75,9 +77,8 @@ def notebook_records(specs: Sequence[RunSpec], params: PaperParams, *, progress:
         tables = run_specs(specs, store=store, executor=params.runner, ray_address=params.ray_address,
                            root=params.data_root, progress=progress)
         return NotebookRecords(tables, specs, {s: store.key(s) for s in specs}, f"the run store ({store.root})")
-    from fedlib.ledger.entries import Ledger, held_records  # the ledger reads the run store's entries
-
     entries = Ledger(params.ledger).entries()
+    show_stale([e for e in entries if e.spec in set(specs)], params.data_root)
     keys = {e.spec: e.key for e in entries}
     held = [s for s in specs if s in keys]
     source = f"the ledger {params.ledger}"
@@ -85,3 +86,16 @@ def notebook_records(specs: Sequence[RunSpec], params: PaperParams, *, progress:
     print(f"{len(specs)} runs: {len(held)} from {source}, {len(missing)} not in it (none computed)"
           + (f": {named_runs(missing)}" if missing else ""), file=sys.stderr, flush=True)
     return NotebookRecords(held_records(entries, held), specs, {s: keys[s] for s in held}, source)
+
+
+def show_stale(entries: Sequence[LedgerEntry], root: str | None) -> None:
+    """Shows which of `entries` were computed by code that has changed since (`fedlib.ledger.status.stale_notes`,
+    today's code version read with the data under `root`): their numbers stand as computed then, said so."""
+    notes = stale_notes(entries, lambda _: root)
+    if notes:
+        from IPython.display import Markdown, display
+
+        count = f"{len(notes)} ledger {'entry was' if len(notes) == 1 else 'entries were'}"
+        display(Markdown(f"**{count} computed by code that has changed since**; the tables and claims below read "
+                         "them as they were computed:\n\n"
+                         + "\n".join(f"- {line}" for line in stale_lines(notes))))

@@ -410,12 +410,16 @@ TINY_OVERRIDES = ["-p", "rounds", "2", "-p", "num_clients", "4", "-p", "clients_
 def test_a_notebook_renders_from_the_ledger_computing_nothing_and_names_what_it_lacks(reproduce, filled, tmp_path,
                                                                                      capsys):
     """The piece -> ledger -> render -> claims flow: without FedProx's three runs the notebook still renders, its
-    curves and claims from the six runs held, Q2 naming what it lacks; no run is computed or stored."""
+    curves and claims from the six runs held, Q2 naming what it lacks, a stale entry said so; no run is computed
+    or stored."""
     ledger = copy_ledger(filled, tmp_path / "ledger")
     fedprox = [p for p, e in zip(ledger.paths(), ledger.entries()) if e.spec.get("labels")["algorithm"] == "FedProx"]
     assert len(fedprox) == 3
     for path in fedprox:
         path.unlink()
+    stale = ledger.entries()[0]
+    set_provenance(stale.path, commit="0123456789abcdef", code_version="0000000000000000",
+                   definitions=lambda d: {**d, "fedlib.federation.run_federation": "edited"})
     results = tmp_path / "results"
     code = reproduce.main(["--profile", "quick", "--only", "quickstart", "--from-ledger", "--ledger", str(ledger.root),
                            "--results", str(results), *TINY_OVERRIDES])
@@ -427,6 +431,9 @@ def test_a_notebook_renders_from_the_ledger_computing_nothing_and_names_what_it_
     assert q2["verdict"].startswith("not testable") and "missing: algorithm=FedProx" in q2["evidence"]
     rendered = (results / "quick" / "quickstart" / "quickstart.ipynb").read_text()
     assert "6 from the ledger" in rendered and "3 not in it (none computed)" in rendered
+    assert "1 ledger entry was computed by code that has changed since" in rendered
+    assert f"{run_name(stale.spec)} ({stale.path.name}): computed at commit 0123456789; changed since: " \
+           "fedlib.federation.run_federation" in rendered
     report = (results / "REPORT.md").read_text()
     assert "--from-ledger" in report and "## quickstart" in report and "# The ledger" in report
     assert "| quickstart | Q2 | 3 of 6 | not testable: 3 of 6 runs computed" in report
