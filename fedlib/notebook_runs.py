@@ -6,6 +6,7 @@ ledger (`fedlib.ledger`) with none computed.
     records.table("rounds", ["round", "test_acc"])  # the same, or empty with these columns where no run is held
     if records.complete(table_specs, "Table II"):  # a section reads its runs only when all are there; else it
         ...                                        # shows which runs it lacks, and the notebook goes on
+    if records.shown(figure_specs, "Fig. 3"):      # a section drawn from the runs held, naming those it lacks
 
 Served from a ledger, the records hold the runs the ledger has; a run it lacks is named where a table needs it,
 never computed, and the claims read "not testable", naming it, as they do for any missing run. A table of which no
@@ -60,11 +61,27 @@ class NotebookRecords(dict[str, pd.DataFrame]):
         specs = list(dict.fromkeys(specs))
         missing = self.lacking(specs)
         if missing:
-            from IPython.display import Markdown, display
-
-            display(Markdown(f"**{what}: not shown.** {self.source} holds {len(specs) - len(missing)} of its "
-                             f"{len(specs)} runs; missing: {named_runs(missing)}."))
+            _note(f"**{what}: not shown.** Of its {len(specs)} runs, {self.source} holds "
+                  f"{len(specs) - len(missing)}; missing: {named_runs(missing)}.")
         return not missing
+
+    def shown(self, specs: Iterable[RunSpec], what: str) -> bool:
+        """True when a run of `specs` is held, after showing, where some are not, that `what` is drawn from part of
+        its runs and which it lacks; False, as `complete` says, when none is."""
+        specs = list(dict.fromkeys(specs))
+        missing = self.lacking(specs)
+        if len(missing) == len(specs):
+            return self.complete(specs, what)
+        if missing:
+            _note(f"**{what}: from {len(specs) - len(missing)} of its {len(specs)} runs**; {self.source} lacks "
+                  f"{named_runs(missing)}.")
+        return True
+
+
+def _note(markdown: str) -> None:
+    from IPython.display import Markdown, display
+
+    display(Markdown(markdown))
 
 
 def notebook_records(specs: Sequence[RunSpec], params: PaperParams, *, progress: bool = True) -> NotebookRecords:
@@ -93,9 +110,6 @@ def show_stale(entries: Sequence[LedgerEntry], root: str | None) -> None:
     today's code version read with the data under `root`): their numbers stand as computed then, said so."""
     notes = stale_notes(entries, lambda _: root)
     if notes:
-        from IPython.display import Markdown, display
-
         count = f"{len(notes)} ledger {'entry was' if len(notes) == 1 else 'entries were'}"
-        display(Markdown(f"**{count} computed by code that has changed since**; the tables and claims below read "
-                         "them as they were computed:\n\n"
-                         + "\n".join(f"- {line}" for line in stale_lines(notes))))
+        _note(f"**{count} computed by code that has changed since**; the tables and claims below read them as "
+              "they were computed:\n\n" + "\n".join(f"- {line}" for line in stale_lines(notes)))
