@@ -102,6 +102,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
+from IPython.display import Markdown, display
 
 from fedlib.codecs import MUCSC
 from fedlib.data import load_dataset
@@ -111,6 +112,7 @@ from fedlib.papers.mucsc import D_CIFAR, D_FEMNIST, LABELS, Setup, links, messag
 from fedlib.notebook_runs import notebook_records
 from fedlib.claims import mucsc as mucsc_claims
 from fedlib.paths import results_dir
+from fedlib.runs.spec import named_runs
 import theory.mucsc as th
 
 torch.set_num_threads(params.threads)
@@ -130,7 +132,10 @@ out_dir = results_dir("mucsc", params.results_root)
 # (`Link(error_feedback=True)`); STC's downlink keeps the server's residual. QSGD and DGC send fp32 down.
 # The runs are data: `fedlib.papers.mucsc` turns this notebook's parameters into run specs (main grid, Z sweep,
 # level-search grid), `run_specs` computes the ones not yet in the store (`results/runs/`) and hands back tidy
-# records; executing the notebook again computes nothing.
+# records; executing the notebook again computes nothing. With `-p ledger <folder>` (an evidence ledger, such as
+# `evidence/gpu`) the runs are read from the ledger and none is computed: each table and figure is drawn from the runs
+# the ledger holds and names those it lacks, one with none of its runs says so, and the claims read "not testable",
+# naming the runs they lack.
 
 # %%
 ds = load_dataset(params.dataset, root=params.data_root)
@@ -279,20 +284,45 @@ levels_tab.round(3)
 records = notebook_records(paper.experiments(params), params, progress=show_progress())
 tables = paper.run_tables(params, records)  # every table derived from the runs (the ledger's verdicts build the same)
 main, runs = tables.main, tables.runs
+main_specs, sweep_specs = paper.main_grid(params), paper.z_sweep(params) + paper.level_grid(params)
+
+
+def shown(specs: list, what: str) -> bool:
+    """Whether the records hold a run of `specs` for `what` (a table, a figure) to show; says which runs it lacks."""
+    missing = records.lacking(specs)
+    held = len(set(specs)) - len(missing)
+    if held and missing:
+        display(Markdown(f"**{what}: from {held} of its {len(set(specs))} runs**; {records.source} lacks "
+                         f"{named_runs(missing)}."))
+    return bool(held) or records.complete(specs, what)
+
+
+def mark_empty(axes) -> None:
+    """Titles each panel of `axes` with nothing drawn (none of its runs held) so."""
+    for ax in np.ravel(axes):
+        if not ax.has_data():
+            ax.set_title(f"{ax.get_title()}\n(no run held)")
+
+
+main_shown = shown(main_specs, "Section 5 (the main grid's tables and figures)")
 final = runs[runs["round"] == params.rounds].groupby(["partition", "label"])[["test_acc"]].mean().unstack(0)
-final.round(4)
+if main_shown:
+    display(final.round(4))
 
 # %%
 quant, sparse = ["NC", "MUCSC", "QSGD", "SSGD"], ["NC", "B-MUCSC", "STC", "DGC"]
-fig, axes = plt.subplots(len(params.partitions), 2, figsize=(11, 3.6 * len(params.partitions)), squeeze=False)
-for i, part in enumerate(params.partitions):
-    for j, (group, title) in enumerate(((quant, "quantization"), (sparse, "sparsification"))):
-        sub = runs[(runs.partition == part) & runs.label.isin(group)]
-        sns.lineplot(data=sub, x="round", y="test_acc", hue="label", hue_order=[m for m in group if m in set(sub.label)],
-                     ax=axes[i, j], errorbar=None)
-        axes[i, j].set_title(f"{part}: {title} (Figs. 2-4 analogue)")
-plt.tight_layout()
-plt.show()
+if main_shown:
+    parts = [part for part in params.partitions if part in set(runs.partition)]  # those with a run held
+    fig, axes = plt.subplots(len(parts), 2, figsize=(11, 3.6 * len(parts)), squeeze=False)
+    for i, part in enumerate(parts):
+        for j, (group, title) in enumerate(((quant, "quantization"), (sparse, "sparsification"))):
+            sub = runs[(runs.partition == part) & runs.label.isin(group)]
+            sns.lineplot(data=sub, x="round", y="test_acc", hue="label", hue_order=[m for m in group if m in set(sub.label)],
+                         ax=axes[i, j], errorbar=None)
+            axes[i, j].set_title(f"{part}: {title} (Figs. 2-4 analogue)")
+    mark_empty(axes)
+    plt.tight_layout()
+    plt.show()
 
 # %% [markdown]
 # **The model the clients hold vs the server's (issue 13 finding b).** The accuracy above is the clients' model's.
@@ -301,19 +331,21 @@ plt.show()
 # loop reported the server's model for STC (0.9361 vs 0.9333 for the clients' on one cpu-profile run).
 
 # %%
-held = runs[runs["round"] == params.rounds][["run", "partition", "label", "seed", "test_acc"]].merge(main["server"][["run", "server_test_acc"]], on="run")
-held["server_minus_clients"] = held["server_test_acc"] - held["test_acc"]
-held.groupby(["partition", "label"])[["test_acc", "server_test_acc", "server_minus_clients"]].mean().round(4)
+server_vs_clients = runs[runs["round"] == params.rounds][["run", "partition", "label", "seed", "test_acc"]].merge(main["server"][["run", "server_test_acc"]], on="run")
+server_vs_clients["server_minus_clients"] = server_vs_clients["server_test_acc"] - server_vs_clients["test_acc"]
+if main_shown:
+    display(server_vs_clients.groupby(["partition", "label"])[["test_acc", "server_test_acc", "server_minus_clients"]].mean().round(4))
 
 # %% [markdown]
 # Accuracy against cumulative traffic, counted as the paper's Tables III–V do: one upload (mean over the
 # round's clients) plus one download per round.
 
 # %%
-grid = sns.relplot(data=runs, x="traffic_MB", y="test_acc", hue="label", col="partition", kind="line", errorbar=None,
-                   height=3.6, facet_kws={"sharex": False})
-grid.set(xscale="log", xlabel="cumulative traffic, MiB")
-plt.show()
+if main_shown:
+    grid = sns.relplot(data=runs, x="traffic_MB", y="test_acc", hue="label", col="partition", kind="line", errorbar=None,
+                       height=3.6, facet_kws={"sharex": False})
+    grid.set(xscale="log", xlabel="cumulative traffic, MiB")
+    plt.show()
 
 # %% [markdown]
 # ### Measured compression rates (Table II analogue, this model's d)
@@ -323,7 +355,8 @@ plt.show()
 
 # %%
 measured_rates = paper.measured_rates(runs, d, params.clients_per_round / params.num_clients)
-measured_rates.assign(method=measured_rates.method.map(LABELS)).round(2)
+if main_shown:
+    display(measured_rates.assign(method=measured_rates.method.map(LABELS)).round(2))
 
 # %% [markdown]
 # ### Traffic and time to a target accuracy (Tables III–VIII analogues)
@@ -336,7 +369,9 @@ measured_rates.assign(method=measured_rates.method.map(LABELS)).round(2)
 
 # %%
 to_target = tables.to_target  # targets are set by NC's accuracy: without NC the claims below are not testable
-to_target.assign(method=to_target["method"].map(LABELS)).drop(columns=["comm_pct_of_NC"], errors="ignore").round(3)
+nc_specs = [s for s in main_specs if s.get("labels")["method"] == "nc"]
+if shown(nc_specs, "Traffic and time to target (NC's runs set the targets)"):
+    display(to_target.assign(method=to_target["method"].map(LABELS)).drop(columns=["comm_pct_of_NC"], errors="ignore").round(3))
 
 # %% [markdown]
 # ## 6. Number of levels (Fig. 5), the Z_U split, and the level search in federated runs
@@ -351,19 +386,21 @@ to_target.assign(method=to_target["method"].map(LABELS)).drop(columns=["comm_pct
 part0 = params.partitions[0]
 sweep, level_runs, level_clients = tables.sweep, tables.level_runs, tables.level_clients
 z_final = sweep[sweep["round"] == params.rounds].groupby("setting", sort=False)["test_acc"].mean()
-fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
-sns.lineplot(data=sweep, x="round", y="test_acc", hue="setting", ax=axes[0], errorbar=None)
-axes[0].set_title(f"{part0}: MUCSC accuracy vs Z (Fig. 5 analogue)")
-sns.lineplot(data=level_runs, x="round", y="test_acc", hue="variant", ax=axes[1], errorbar=None)
-axes[1].set_title(f"{part0}: level search, Z = {params.zu}")
-sns.lineplot(data=level_clients, x="round", y="ratio", hue="variant", ax=axes[2])
-axes[2].set_title("uplink: J(levels used) / J(uniform levels)")
-plt.tight_layout()
-plt.show()
 level_final = level_runs[level_runs["round"] == params.rounds].pivot_table(index="seed", columns="variant", values="test_acc")
-print("final accuracy by Z:", z_final.round(4).to_dict())
-print("uplink J / J_uniform (median over clients and rounds):", level_clients.groupby("variant")["ratio"].median().round(3).to_dict())
-level_final.round(4)
+if shown(sweep_specs, "Fig. 5 and the level search"):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    sns.lineplot(data=sweep, x="round", y="test_acc", hue="setting", ax=axes[0], errorbar=None)
+    axes[0].set_title(f"{part0}: MUCSC accuracy vs Z (Fig. 5 analogue)")
+    sns.lineplot(data=level_runs, x="round", y="test_acc", hue="variant", ax=axes[1], errorbar=None)
+    axes[1].set_title(f"{part0}: level search, Z = {params.zu}")
+    sns.lineplot(data=level_clients, x="round", y="ratio", hue="variant", ax=axes[2])
+    axes[2].set_title("uplink: J(levels used) / J(uniform levels)")
+    mark_empty(axes)
+    plt.tight_layout()
+    plt.show()
+    print("final accuracy by Z:", z_final.round(4).to_dict())
+    print("uplink J / J_uniform (median over clients and rounds):", level_clients.groupby("variant")["ratio"].median().round(3).to_dict())
+    display(level_final.round(4))
 
 # %% [markdown]
 # ## 7. Theory

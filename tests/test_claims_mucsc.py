@@ -386,6 +386,23 @@ def test_a_partial_set_of_runs_reads_not_testable_naming_what_is_missing(tiny_ru
         assert len(judged) == len(headline_claims("mucsc")) and absent["evidence"].str.startswith("missing: ").all()
 
 
+def test_no_runs_at_all_give_the_notebooks_tables_empty_and_claims_naming_every_run(tiny_runs):
+    """A ledger holding none of the plan's runs (no table at all): every table derived, empty, with the columns the
+    notebook reads; the headline claims not testable, each naming its runs."""
+    _, records = tiny_runs
+    for name, columns in paper.RECORD_COLUMNS.items():  # the empty tables' columns are those the runs record
+        assert {c: str(records[name][c].dtype) for c in columns} == columns, name
+    tables, full = paper.run_tables(TINY, {}), paper.run_tables(TINY, records)
+    for field in ("runs", "sweep", "level_runs", "level_clients", "to_target"):
+        empty, held = getattr(tables, field), getattr(full, field)
+        assert empty.empty and set(empty.columns) <= set(held.columns), field
+    assert paper.measured_rates(tables.runs, 100, 0.5).empty
+    table = judge(headline_claims("mucsc"), bundle_from_runs(TINY, {}, 10)).table()
+    assert table["verdict"].str.startswith(report.NOT_TESTABLE).all()
+    assert table["evidence"].str.startswith("missing: ").all()
+    assert row(table, "C7 iid")["evidence"].startswith("missing: partition=iid method=nc (every seed)")
+
+
 def test_a_partition_without_nc_has_no_target_and_its_claims_name_nc(tiny_runs):
     """NC sets each partition's target: a partition whose NC runs the ledger lacks has no rows in `to_target`."""
     _, records = tiny_runs

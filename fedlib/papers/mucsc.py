@@ -485,14 +485,29 @@ def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
     return run
 
 
+# The record tables of MUCSC's runs and the columns (with their dtypes) that the tables below read: a table no run
+# of the records has (none held) is there empty with these, so every table is derived, empty, rather than failing.
+RECORD_COLUMNS: dict[str, dict[str, str]] = {
+    "rounds": {"round": "int64", "test_acc": "float64", "test_loss": "float64", "train_loss": "float64",
+               "diverged": "bool", "bits_down": "int64", "wall_s": "float64"},
+    "clients": {"round": "int64", "client": "int64", "bits_up": "int64"},
+    "comm": {"round": "int64", "up_s": "float64", "down_s": "float64", "comm_s": "float64"},
+    "layers": {"round": "int64", "client": "int64", "layer": "str", "key": "str", "value": "float64"},
+    "server": {"round": "int64", "server_test_acc": "float64"}}
+
+
 def grid_records(records: Records, specs: Sequence[RunSpec]) -> Records:
     """The rows of `records` (tidy tables: each run's labels and seed as columns) that belong to `specs`, matched on
     labels and seed, which name one run of the notebook's plan (`experiments`). Not on the store key: the ledger's
-    runs carry the keys of the machine that computed them."""
+    runs carry the keys of the machine that computed them. Every table of `RECORD_COLUMNS` is there, empty where
+    `records` lack it (they hold no run)."""
     ids = ["seed", *LABEL_COLUMNS]
+    columns = {"seed": "int64", **dict.fromkeys(LABEL_COLUMNS, "str"), "run": "str"}
+    empty = {name: pd.DataFrame({c: pd.Series(dtype=t) for c, t in {**columns, **cols}.items()})
+             for name, cols in RECORD_COLUMNS.items()}
     wanted = {(s.seed, *(s.get("labels")[c] for c in LABEL_COLUMNS)) for s in specs}
     return {name: frame[np.array([key in wanted for key in zip(*(frame[c] for c in ids))], dtype=bool)].reset_index(
-        drop=True) for name, frame in records.items()}
+        drop=True) for name, frame in {**empty, **records}.items()}
 
 
 @dataclass(frozen=True)
@@ -512,8 +527,9 @@ class RunTables:
 
 
 def run_tables(p: MucscParams, records: Records) -> RunTables:
-    """The tables of `RunTables` from `records` (tidy tables of any subset of `experiments(p)`'s runs, every table of
-    a run present: what `run_specs` or the ledger gives)."""
+    """The tables of `RunTables` from `records` (tidy tables of any subset of `experiments(p)`'s runs, none included,
+    every table of a run present: what `run_specs` or the ledger gives); a grid none of whose runs is held gives
+    empty tables."""
     main = grid_records(records, main_grid(p))
     runs = run_rounds(main)
     runs["label"] = runs["method"].map(LABELS)
