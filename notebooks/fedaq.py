@@ -96,19 +96,20 @@ import seaborn as sns
 import torch
 
 from fedlib import build_model, load_dataset
-from fedlib.claims.fedaq import (TABLE_OF_MODE, bundle as fedaq_bundle, claims as fedaq_claims, fixed_sweep,
-                                saving_tables)
+from fedlib.claims.fedaq import (TABLE_OF_MODE, adaquantfl_sweep, bundle_from_runs, claims as fedaq_claims,
+                                fixed_sweep, savings)
 from fedlib.codecs import make_codec
 from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
 from fedlib.contracts import link_rows
 from fedlib.energy import add_energy, payload_bits, saving
-from fedlib.papers.fedaq import (BASELINE, PAPER_MODELS, PAPER_SETUP, PAPER_TABLES, best_by_energy, downlink_resolution,
-                                 energy_to_targets, equal_shards, experiments, layer_ranges, run_frames,
-                                 trend_table)
+from fedlib.papers.fedaq import (BASELINE, MODES, PAPER_MODELS, PAPER_SETUP, PAPER_TABLES, beta_label, cell_specs,
+                                 downlink_resolution, energy_to_targets, equal_shards, experiments, layer_ranges,
+                                 run_frames, trend_table)
 from fedlib.models import count_parameters
 from fedlib.notebook_runs import notebook_records
 from fedlib.paths import results_dir
+from fedlib.runs.spec import named_runs
 from theory import fedaq as th
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -251,21 +252,39 @@ print(alloc.round(4).to_string(index=False))
 # paper gives no β for this mode), fixed-8, with an fp32 uplink not counted. The sweeps (α for joint FedAQ,
 # s0 for AdaQuantFL) come with them. The grid is data: `fedlib.papers.fedaq.experiments(params)` turns this
 # notebook's parameters into run specs, `run_specs` computes the ones not yet in the store (`runs_root`) and
-# hands back tidy records; executing the notebook again recomputes nothing.
+# hands back tidy records; executing the notebook again recomputes nothing. With `ledger` set, the runs come
+# from that evidence ledger and none is computed: a table or figure shows the runs the ledger holds, and says
+# which of its runs it lacks.
 
 # %%
 specs = experiments(params)
 records = notebook_records(specs, params, progress=show_progress())
-record, layer_record = records["rounds"], records["layers"]
-runs = run_frames(record)  # (mode, scheme, seed) -> that run's rounds, in round order
-last_rows = record[record["round"] == params.rounds]
-print(last_rows.groupby(["mode", "scheme"])[["test_acc", "cum_energy_mJ"]].mean().round(4).to_string())
-fa0 = runs[("joint", "fedaq", params.seeds[0])]
-paper_count = add_energy(payload_bits(fa0), params.e_up_pj, params.e_down_pj)
-side_share = 1 - paper_count["cum_energy_mJ"].iloc[-1] / fa0["cum_energy_mJ"].iloc[-1]
-print(f"{len(specs)} runs; side information is {100 * side_share:.2f}% of the joint FedAQ run's energy "
-      "(the paper's count leaves it out)")
-record.to_csv(out_dir / "rounds.csv", index=False)
+
+
+def some_held(wanted: list, what: str) -> bool:
+    """Whether `records` hold any run of `wanted` (`what` shows those); names the runs it lacks."""
+    lacking = records.lacking(wanted)
+    if len(lacking) == len(wanted):
+        return records.complete(wanted, what)  # shows that `what` is not shown, and why
+    if lacking:
+        print(f"{what}: {len(wanted) - len(lacking)} of its {len(wanted)} runs; not in {records.source}: "
+              f"{named_runs(lacking)}")
+    return True
+
+
+if "rounds" in records:  # a ledger may hold none of the runs (the line above names those it lacks)
+    record, layer_record = records["rounds"], records["layers"]
+    runs = run_frames(record)  # (mode, scheme, seed) -> that run's rounds, in round order
+    last_rows = record[record["round"] == params.rounds]
+    print(last_rows.groupby(["mode", "scheme"])[["test_acc", "cum_energy_mJ"]].mean().round(4).to_string())
+    record.to_csv(out_dir / "rounds.csv", index=False)
+first_fedaq = [s for s in cell_specs(specs, "joint", "fedaq") if s.seed == params.seeds[0]]  # Fig. 2, the theory
+if records.complete(first_fedaq, "The side information's share"):
+    fa0 = runs[("joint", "fedaq", params.seeds[0])]
+    paper_count = add_energy(payload_bits(fa0), params.e_up_pj, params.e_down_pj)
+    side_share = 1 - paper_count["cum_energy_mJ"].iloc[-1] / fa0["cum_energy_mJ"].iloc[-1]
+    print(f"{len(specs)} runs; side information is {100 * side_share:.2f}% of the joint FedAQ run's energy "
+          "(the paper's count leaves it out)")
 
 # %% [markdown]
 # ## Tables II–IV: energy to reach a target accuracy
@@ -275,13 +294,15 @@ record.to_csv(out_dir / "rounds.csv", index=False)
 # (mJ) and round are read at the first round that reaches the target; saving = (E_base − E_FedAQ)/E_base.
 
 # %%
-tables = saving_tables(runs, params)  # fedlib/claims/fedaq.py: every mode that has FedAQ and the paper's baseline
+tables = {}  # mode -> its Table II-IV analogue (fedlib/claims/fedaq.py: savings)
 paper_rows = pd.DataFrame([{"table": TABLE_OF_MODE[mode], "mode": mode, "paper row": row,
                             "paper target": t, "paper baseline mJ": b, "paper FedAQ mJ": p, "paper saving %": s}
                            for mode, rows_ in PAPER_TABLES.items() for row, (t, b, p, s) in rows_.items()])
-for mode, table in tables.items():
-    print(f"\n== Table {TABLE_OF_MODE[mode]} analogue ({mode}; baseline {BASELINE[mode]}) ==")
-    print(table.to_string(index=False))
+for mode in MODES:
+    if records.complete(cell_specs(specs, mode, "fedaq", BASELINE[mode]), f"Table {TABLE_OF_MODE[mode]} analogue"):
+        tables[mode] = savings(runs, params, mode, BASELINE[mode], "fedaq")
+        print(f"\n== Table {TABLE_OF_MODE[mode]} analogue ({mode}; baseline {BASELINE[mode]}) ==")
+        print(tables[mode].to_string(index=False))
 paper_rows
 
 # %% [markdown]
@@ -299,14 +320,17 @@ for mode, table in tables.items():
                          "our saving %": mid["saving_%"],
                          "our rounds (base/FedAQ)": f"{mid[f'{base}_round']:.0f}/{mid['fedaq_round']:.0f}"})
 side_by_side = pd.DataFrame(side_by_side)
-side_by_side.to_csv(out_dir / "tables_II_IV.csv", index=False)
-side_by_side
+if tables:  # else each table said above which runs it lacks
+    side_by_side.to_csv(out_dir / "tables_II_IV.csv", index=False)
+    display(side_by_side)
 
 # %% [markdown]
 # ## Figures 3–5 analogues: accuracy against energy and rounds, bit-lengths against rounds
 
 # %%
 def panel_row(mode: str, schemes: list[str], title: str) -> None:
+    if not some_held(cell_specs(specs, mode, *schemes), title):
+        return
     sub = record[(record["mode"] == mode) & record["scheme"].isin(schemes)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
     sns.lineplot(data=sub, x="cum_energy_mJ", y="test_acc", hue="scheme", ax=axes[0], errorbar=None)
@@ -324,18 +348,18 @@ def panel_row(mode: str, schemes: list[str], title: str) -> None:
 
 panel_row("joint", ["fixed8", "fedaq", "fp32"], "Fig. 3 analogue: joint uplink + downlink quantization")
 panel_row("up", ["fedaq", "adaquantfl", "fixed8"], "Fig. 4 analogue: uplink-only quantization")
-down_schemes = list(record.loc[record["mode"] == "down", "scheme"].unique())  # grid order
-panel_row("down", down_schemes, "Fig. 5 analogue: downlink-only")
+panel_row("down", [beta_label(m) for m in params.beta_down_mult] + ["fixed8"], "Fig. 5 analogue: downlink-only")
 
 # %% [markdown]
 # ## Figure 2 analogue: ranges of the uplink updates and of the downlink weights, per layer
 
 # %%
-fa, fa_layers = runs[("joint", "fedaq", params.seeds[0])], layer_record[layer_record["run"] == fa0["run"].iloc[0]]
-g = sns.relplot(data=layer_ranges(fa_layers), x="round", y="range", hue="layer", col="link", kind="line",
-                height=3.3, aspect=1.4, facet_kws={"sharey": False})
-g.set(yscale="log")
-plt.show()
+if records.complete(first_fedaq, "Fig. 2 analogue"):
+    fa, fa_layers = runs[("joint", "fedaq", params.seeds[0])], layer_record[layer_record["run"] == fa0["run"].iloc[0]]
+    g = sns.relplot(data=layer_ranges(fa_layers), x="round", y="range", hue="layer", col="link", kind="line",
+                    height=3.3, aspect=1.4, facet_kws={"sharey": False})
+    g.set(yscale="log")
+    plt.show()
 
 # %% [markdown]
 # ## Fixed-bit sweep: is 8 bits the best fixed width, and does FedAQ beat the best one?
@@ -346,11 +370,13 @@ plt.show()
 # compared with that width, seed by seed (the claims table).
 
 # %%
-sweep_targets, sweep, best_fixed_at = fixed_sweep(runs, record, params)  # fedlib/claims/fedaq.py
-sweep_wide = sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
-sweep_wide["final_acc"] = sweep.groupby("scheme")["final_acc"].mean()
-print(f"median energy (mJ) over seeds to each target, joint mode; best fixed width per target: {best_fixed_at}")
-sweep_wide
+fixed_specs = cell_specs(specs, "joint", *(f"fixed{b}" for b in params.fixed_bits))
+if some_held(fixed_specs, "The fixed-bit sweep"):
+    sweep_targets, sweep, best_fixed_at = fixed_sweep(runs, record, params)  # fedlib/claims/fedaq.py
+    sweep_wide = sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
+    sweep_wide["final_acc"] = sweep.groupby("scheme")["final_acc"].mean()
+    print(f"median energy (mJ) over seeds to each target, joint mode; best fixed width per target: {best_fixed_at}")
+    display(sweep_wide)
 
 # %% [markdown]
 # ## α sweep (joint FedAQ; the paper suggests α in 0.003–0.005) and AdaQuantFL's s0 sweep (uplink-only)
@@ -361,20 +387,19 @@ sweep_wide
 # against AdaQuantFL at every s0 tried, and the claims table compares FedAQ with the best one.
 
 # %%
-alpha_runs = {k: v for k, v in runs.items() if k[0] == "joint" and k[1].startswith("fedaq")}
-alpha_table = energy_to_targets(alpha_runs, "joint", sorted({k[1] for k in alpha_runs}), params.seeds,
-                                [sweep_targets[len(sweep_targets) // 2]])
-alpha_table = alpha_table.assign(alpha=alpha_table["run"].map(record.groupby("run")["alpha"].first())).groupby(
-    "alpha", as_index=False)[["final_acc", "energy_mJ", "mean_up_bits", "mean_down_bits"]].median()
-up_targets = [float(t) for t in tables["up"]["target_acc"]] if "up" in tables else []
-s0_schemes = sorted({k[1] for k in runs if k[0] == "up" and k[1].startswith("adaquantfl")})
-s0_sweep = energy_to_targets(runs, "up", s0_schemes + ["fedaq"], params.seeds, up_targets)
-s0_sweep["s0"] = s0_sweep["run"].map(record.groupby("run")["s0"].first())
-best_s0_at = {t: best_by_energy(s0_sweep[s0_sweep["target_acc"] == t], s0_schemes) for t in up_targets}
-print("alpha sweep (medians over seeds):")
-print(alpha_table.to_string(index=False))
-print(f"\nAdaQuantFL s0 sweep (uplink mode), best AdaQuantFL per target: {best_s0_at}")
-s0_sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
+alpha_specs = cell_specs(specs, "joint", "fedaq", sweeps=True)
+if records.complete(alpha_specs + fixed_specs, "The α sweep"):  # at the fixed-bit sweep's middle target
+    alpha_runs = {k: v for k, v in runs.items() if k[0] == "joint" and k[1].startswith("fedaq")}
+    alpha_table = energy_to_targets(alpha_runs, "joint", sorted({k[1] for k in alpha_runs}), params.seeds,
+                                    [sweep_targets[len(sweep_targets) // 2]])
+    alpha_table = alpha_table.assign(alpha=alpha_table["run"].map(record.groupby("run")["alpha"].first())).groupby(
+        "alpha", as_index=False)[["final_acc", "energy_mJ", "mean_up_bits", "mean_down_bits"]].median()
+    print("alpha sweep (medians over seeds):")
+    print(alpha_table.to_string(index=False))
+if records.complete(cell_specs(specs, "up", "fedaq", "adaquantfl", sweeps=True), "The AdaQuantFL s0 sweep"):
+    up_targets, s0_sweep, best_s0_at = adaquantfl_sweep(runs, record, params)  # fedlib/claims/fedaq.py
+    print(f"\nAdaQuantFL s0 sweep (uplink mode), best AdaQuantFL per target: {best_s0_at}")
+    display(s0_sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median"))
 
 # %% [markdown]
 # ## Theory against the runs
@@ -388,22 +413,23 @@ s0_sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", a
 # the energy it really needs (`energy_over_run`), which is why it is not the yardstick.
 
 # %%
-trend = trend_table(fa)  # the claims table reads the same on every seed
-sizes = records["layer_sizes"]
-dims = dict(sizes.loc[sizes["run"] == fa["run"].iloc[0], ["layer", "dim"]].to_numpy())
-entries, b_up, b_dn = th.entries_from_records(fa_layers, dims, params.num_clients)
-resolution = pd.DataFrame([
-    {"link": "uplink", "target": params.alpha, "median step": np.median(entries.R_up / th.bins(b_up)),
-     "clamped share": link_rows(fa_layers, "up", "clamped")["value"].mean()},
-    {"link": "downlink", "target": beta, "median step": np.median(entries.R_dn / th.bins(b_dn)),
-     "clamped share": link_rows(fa_layers, "down", "clamped")["value"].mean()}])
-resolution["median step/target"] = resolution["median step"] / resolution["target"]
-allocation_check = th.allocation_vs_fixed(entries, b_up, b_dn, params.e_up_pj, params.e_down_pj)
-print(trend.to_string(index=False))
-print()
-print(resolution.to_string(index=False))
-print()
-print(allocation_check.to_string(index=False))
+if records.complete(first_fedaq, "Trends, resolution and allocation on the FedAQ run"):
+    trend = trend_table(fa)  # the claims table reads the same on every seed
+    sizes = records["layer_sizes"]
+    dims = dict(sizes.loc[sizes["run"] == fa["run"].iloc[0], ["layer", "dim"]].to_numpy())
+    entries, b_up, b_dn = th.entries_from_records(fa_layers, dims, params.num_clients)
+    resolution = pd.DataFrame([
+        {"link": "uplink", "target": params.alpha, "median step": np.median(entries.R_up / th.bins(b_up)),
+         "clamped share": link_rows(fa_layers, "up", "clamped")["value"].mean()},
+        {"link": "downlink", "target": beta, "median step": np.median(entries.R_dn / th.bins(b_dn)),
+         "clamped share": link_rows(fa_layers, "down", "clamped")["value"].mean()}])
+    resolution["median step/target"] = resolution["median step"] / resolution["target"]
+    allocation_check = th.allocation_vs_fixed(entries, b_up, b_dn, params.e_up_pj, params.e_down_pj)
+    print(trend.to_string(index=False))
+    print()
+    print(resolution.to_string(index=False))
+    print()
+    print(allocation_check.to_string(index=False))
 
 # %% [markdown]
 # **Theorem 1 against a measured training curve.** The bound needs L, σ² and f(w₀) − f*, which are unknown for
@@ -492,8 +518,7 @@ quad.groupby(["n", "theorem", "scheme"])[["lhs", "uplink", "downlink", "initial_
 # seed with `fedlib.targets`: a run that never reaches the target counts as worse, not dropped.
 
 # %%
-claims = fedaq_claims(fedaq_bundle(params, record, num_classes=ds.num_classes, best_fixed_at=best_fixed_at,
-                                   best_s0_at=best_s0_at, s0_sweep=s0_sweep, alloc=alloc, mc=mc, curves=curves, quad=quad))
+claims = fedaq_claims(bundle_from_runs(params, records, ds.num_classes, alloc=alloc, mc=mc, curves=curves, quad=quad))
 claims.save(out_dir)
 print(f"total notebook time {time.perf_counter() - t_start:.0f} s; claims saved to {out_dir / 'claims.csv'}")
 claims_table = claims.table()

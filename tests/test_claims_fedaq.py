@@ -10,7 +10,8 @@ import pytest
 
 from fedlib import report
 from fedlib.claims import evidence as saved
-from fedlib.claims.fedaq import CLAIMS, bundle, claims, savings
+from fedlib.claims.fedaq import CLAIMS, bundle, bundle_from_runs, claims, savings
+from fedlib.claims.judge import missing_runs
 from fedlib.papers.fedaq import FedAQParams
 
 SEEDS = [1, 2, 3, 4, 5]  # five seeds: a sign test can decide the energy claims (three never can)
@@ -290,3 +291,65 @@ def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
     module, again = saved.load(tmp_path)
     assert module == "fedaq"
     pd.testing.assert_frame_equal(claims(again).table(), first.table())
+
+
+# ---- the bundle from the runs (`bundle_from_runs`: the notebook's and the ledger's route) on any subset of them ----
+
+def stored(rec: pd.DataFrame) -> pd.DataFrame:
+    """`record` with what the run store's records add: a run key per run, AdaQuantFL's s0 label."""
+    s0 = rec["scheme"].map({"adaquantfl": 3.0, "adaquantfl s0=1": 1.0, "adaquantfl s0=7": 7.0})
+    return rec.assign(run=rec["mode"] + "/" + rec["scheme"] + "/" + rec["seed"].astype(str), s0=s0)
+
+
+def theory_tables() -> dict[str, pd.DataFrame]:
+    """The tables the notebook computes on the CPU, without runs (`tables`)."""
+    return {k: v for k, v in tables().items() if k in ("alloc", "mc", "curves", "quad")}
+
+
+def test_the_bundle_from_runs_derives_the_sweeps_best_schemes_from_the_records():
+    b = bundle_from_runs(PARAMS, {"rounds": stored(record())}, 10, **theory_tables())
+    # fixed-bit targets: 0.9 and 1.0 x 0.9 (every width's best); every run reaches them at rounds 3 and 4, so the
+    # cheapest width per round, fixed 4-bit (1.5 mJ vs 1.8 and 2.0), is the best; AdaQuantFL's best s0 is 3 (2 mJ)
+    assert b.best_fixed_at == {0.81: "fixed4", 0.9: "fixed4"}
+    assert b.best_s0_at == {0.8: "adaquantfl"} and b.s0_tried == (1.0, 3.0, 7.0)
+    tab = claims(b).table()
+    assert row(tab, "8bit")["verdict"] == SMALL[report.AT_ODDS]  # fixed 4-bit is the best width here
+    assert row(tab, "best fixed")["measured"] == ("median mJ FedAQ vs best fixed: 0.81: 3 vs 4.5 (fixed4), "
+                                                  "0.9: 4 vs 6 (fixed4)")
+    assert row(tab, "s0")["verdict"] == report.REPRODUCED and row(tab, "eq22")["verdict"] == report.REPRODUCED
+
+
+def test_a_ledger_holding_only_the_joint_fedaq_and_fixed8_runs_judges_those_and_names_the_rest():
+    rec = stored(record())
+    held = rec[(rec["mode"] == "joint") & rec["scheme"].isin(["fedaq", "fixed8"])]
+    tab = claims(bundle_from_runs(PARAMS, {"rounds": held}, 10, **theory_tables())).table()
+    for key in ("joint", "rounds", "bits", "ranges", "eq22", "A1", "thm1", "thm2", "thm3"):
+        assert row(tab, key)["verdict"] == report.REPRODUCED, key
+    assert "missing: mode=up scheme=fedaq (every seed)" in row(tab, "up")["evidence"]
+    assert "missing: mode=joint scheme=fixed2 (every seed)" in row(tab, "8bit")["evidence"]
+    assert "mode=up scheme=adaquantfl s0=1 (every seed)" in row(tab, "s0")["evidence"]
+
+
+def test_no_runs_at_all_judge_every_run_claim_not_testable_naming_its_runs():
+    tab = claims(bundle_from_runs(PARAMS, {}, 10, **theory_tables())).table()
+    reads_runs = [c.id for c in CLAIMS if c.reads]
+    on_runs = tab[tab["claim"].str.split().str[0].isin(reads_runs)]
+    assert len(on_runs) == len(reads_runs) == 11
+    assert (on_runs["verdict"] == report.NOT_TESTABLE).all()
+    assert on_runs["evidence"].str.contains("missing: mode=").all()
+    assert row(tab, "joint")["evidence"].count("(every seed)") == 2  # FedAQ and fixed 8-bit, each named once
+    assert (tab.loc[~tab.index.isin(on_runs.index), "verdict"] == report.REPRODUCED).all()  # the theory's, judged
+
+
+def test_any_subset_of_the_runs_and_seeds_is_judged_without_error_naming_what_it_lacks():
+    rec = stored(record())
+    names = rec["run"].unique()
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        kept = rng.choice(names, size=rng.integers(1, len(names)), replace=False)
+        b = bundle_from_runs(PARAMS, {"rounds": rec[rec["run"].isin(kept)]}, 10, **theory_tables())
+        tab = claims(b).table()
+        for claim, (_, judged) in zip(CLAIMS, tab.iterrows()):
+            lacking = missing_runs(claim, b)
+            if lacking:
+                assert judged["verdict"] == report.NOT_TESTABLE and lacking[0] in judged["evidence"], claim.id

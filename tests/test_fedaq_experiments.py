@@ -13,7 +13,8 @@ from fedlib.codecs.uniform import FedAQQuantizer, UniformQuantizer
 from fedlib.contracts import SERVER, layer_table
 from fedlib.grids import notebook_parameters
 from fedlib.notebook_params import NOTEBOOKS
-from fedlib.papers.fedaq import FedAQParams, best_by_energy, energy_to_targets, experiments, grid, link_components
+from fedlib.papers.fedaq import (FedAQParams, best_by_energy, cell_specs, energy_to_targets, experiments, grid,
+                                 link_components)
 from fedlib.runs import RunSpec, RunStore, build_run, execute
 
 TINY = FedAQParams(seeds=[0, 1], dataset="digits", model="mlp", num_clients=3, rounds=2, local_epochs=0.2,
@@ -33,6 +34,19 @@ def test_grid_counts_labels_and_distinct_keys():
     assert ("joint", "fedaq α=0.005", 0) not in labels  # the sweep reuses the main run
     for spec in specs:
         assert RunSpec.from_json(spec.to_json()) == spec
+
+
+def test_cell_specs_pick_a_tables_runs_by_scheme_label_or_every_setting_of_a_sweep():
+    specs = experiments(TINY)
+    named = lambda picked: sorted((s.get("labels")["scheme"], s.seed) for s in picked)  # noqa: E731
+    assert named(cell_specs(specs, "down", "fedaq β×4", "fixed8")) == [("fedaq β×4", 0), ("fedaq β×4", 1),
+                                                                       ("fixed8", 0), ("fixed8", 1)]
+    assert named(cell_specs(specs, "joint", "fedaq")) == [("fedaq", 0), ("fedaq", 1)]  # not the alpha sweep's
+    assert named(cell_specs(specs, "joint", "fedaq", sweeps=True)) == [("fedaq", 0), ("fedaq", 1), ("fedaq α=0.02", 0),
+                                                                       ("fedaq α=0.02", 1)]
+    assert named(cell_specs(specs, "up", "adaquantfl", sweeps=True)) == [
+        ("adaquantfl", 0), ("adaquantfl", 1), ("adaquantfl s0=1", 0), ("adaquantfl s0=1", 1)]
+    assert cell_specs(specs, "up", "fedaq β×4") == []
 
 
 def test_notebook_defaults_and_profiles_build_grids():

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -247,6 +247,15 @@ HEADLINE_RUNS = (
 def experiments(p: FedAQParams) -> list[RunSpec]:
     """Every run the notebook reads, one per (seed, cell of `grid`); `p` are the notebook's parameters."""
     return [run_spec(p, cell, int(seed)) for seed in p.seeds for cell in grid(p)]
+
+
+def cell_specs(specs: Sequence[RunSpec], mode: str, *schemes: str, sweeps: bool = False) -> list[RunSpec]:
+    """Those of `specs` (`experiments`) in `mode` whose scheme label is one of `schemes` ("fixed8", "fedaq β×4",
+    "adaquantfl s0=1"), every seed of each: the runs a table or figure over those cells reads. `sweeps`: whose
+    scheme is one of `schemes`, at every setting its sweep tries ("fedaq" at every alpha and beta, "adaquantfl" at
+    every s0)."""
+    part = "options" if sweeps else "labels"
+    return [s for s in specs if s.get(part)["mode"] == mode and s.get(part)["scheme"] in schemes]
 
 
 # ------------------------------------------------------------------------------------------ the plan
