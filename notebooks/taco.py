@@ -179,7 +179,8 @@ def grid(name: str) -> dict:
 
 def shown(specs: list, what: str) -> bool:
     """Whether the records hold a run of `specs` for `what` (a table, a figure) to show; says which runs it lacks."""
-    held, missing = len(set(specs)) - len(records.lacking(specs)), records.lacking(specs)
+    missing = records.lacking(specs)
+    held = len(set(specs)) - len(missing)
     if held and missing:
         display(Markdown(f"**{what}: from {held} of its {len(set(specs))} runs**; {records.source} lacks "
                          f"{named_runs(missing)}."))
