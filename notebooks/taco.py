@@ -300,7 +300,8 @@ if shown(grid_specs["oscillation"], "The oscillation study"):
 # %%
 PAPER_I = {"FedAvg": (0.323, 0.441), "FoolsGold": (0.323, 0.441), "FedProx": (0.399, 0.511),
            "Scaffold": (0.348, 0.462), "STEM": (0.455, 0.543), "FedACG": (0.401, 0.513)}
-table1 = tp.timing_table(grid("timing"))  # noise_%: spread between repeats, the margin C4's gaps must exceed
+# noise_%: spread between repeats, the margin C4's gaps must exceed; repeats: the runs each row is measured on
+table1 = tp.timing_table(grid("timing"))
 table1["paper_FMNIST_s"] = [PAPER_I.get(a, (np.nan,))[0] for a in table1.index]
 table1["paper_FMNIST_vs_fedavg_%"] = 100 * (table1["paper_FMNIST_s"] / 0.323 - 1)
 if shown(grid_specs["timing"], "Table I"):
