@@ -129,6 +129,7 @@ from fedlib.claims.taco import claims as taco_claims
 from fedlib.paths import results_dir
 from fedlib.papers import taco as tp
 from fedlib.notebook_runs import notebook_records
+from fedlib.runs.spec import named_runs
 from theory import taco as th
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -161,15 +162,29 @@ print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {l
 # ## The runs, as data
 # Every run is a spec built from these parameters by `fedlib.papers.taco.experiments`; `run_specs` computes
 # those not yet in the run store (`runs_root`; `runner="ray"`: Ray tasks) and returns tidy tables (`rounds`,
-# `clients`, TACO's `alpha`, `expelled`, `output`); each section reads its grid (`grid`).
+# `clients`, TACO's `alpha`, `expelled`, `output`); each section reads its grid (`grid`). With `ledger` set, the
+# runs come from that evidence ledger, none computed: a section shows what the runs it holds give and names those
+# it lacks (`shown`), and the claims it cannot judge read "not testable", naming them.
 
 # %%
 records = notebook_records(tp.experiments(params), params, progress=show_progress())
+grid_specs = {name: make(params) for name, make in tp.GRIDS.items()}
 
 
 def grid(name: str) -> dict:
-    """The record tables of one grid of runs (tp.GRIDS[name])."""
-    return records.select(tp.GRIDS[name](params))
+    """The record tables of one grid of runs (tp.GRIDS[name]) that the records hold; every table is there, empty
+    where none of the grid's runs is held."""
+    return tp.grid_tables(records.select(grid_specs[name]), grid_specs[name])
+
+
+def shown(specs: list, what: str) -> bool:
+    """Whether the records hold a run of `specs` for `what` (a table, a figure) to show; says which runs it lacks."""
+    missing = records.lacking(specs)
+    held = len(set(specs)) - len(missing)
+    if held and missing:
+        display(Markdown(f"**{what}: from {held} of its {len(set(specs))} runs**; {records.source} lacks "
+                         f"{named_runs(missing)}."))
+    return bool(held) or records.complete(specs, what)
 
 
 # %% [markdown]
@@ -179,16 +194,18 @@ def grid(name: str) -> dict:
 main = grid("main")
 curves = main["rounds"].copy()
 print(f"{curves['run'].nunique()} main runs, {time.perf_counter() - t_start:.0f} s so far")
+main_shown = shown(grid_specs["main"], "The main runs (Figs. 2a and 2c, Tables III and V)")
 
 # %%
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
-sns.lineplot(curves, x="round", y="test_acc", hue="algorithm", ax=ax[0])
-ax[0].axhline(params.target_acc, ls=":", c="grey")
-ax[0].set_title("test accuracy (Fig. 2a analogue)")
-curves["cum_train_s"] = curves.groupby(["algorithm", "seed"])["train_s"].cumsum()
-sns.lineplot(curves, x="cum_train_s", y="test_acc", hue="algorithm", ax=ax[1], legend=False)
-ax[1].set(title="accuracy vs cumulative client time (Fig. 2c analogue)", xlabel="client training time (s)")
-plt.show()
+if main_shown:
+    fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
+    sns.lineplot(curves, x="round", y="test_acc", hue="algorithm", ax=ax[0])
+    ax[0].axhline(params.target_acc, ls=":", c="grey")
+    ax[0].set_title("test accuracy (Fig. 2a analogue)")
+    curves["cum_train_s"] = curves.groupby(["algorithm", "seed"])["train_s"].cumsum()
+    sns.lineplot(curves, x="cum_train_s", y="test_acc", hue="algorithm", ax=ax[1], legend=False)
+    ax[1].set(title="accuracy vs cumulative client time (Fig. 2c analogue)", xlabel="client training time (s)")
+    plt.show()
 
 # %% [markdown]
 # ### Table V (round-to-accuracy) and Table III / Fig. 4 (client time), measured beside the paper's FMNIST column
@@ -218,11 +235,12 @@ table5["paper_FMNIST_acc"] = [PAPER_V_FMNIST[a][0] for a in table5.index]
 table5["paper_FMNIST_rounds(70%)"] = [PAPER_V_FMNIST[a][1] for a in table5.index]
 table5["paper_III_round_s"] = [PAPER_III[a] for a in table5.index]
 table5["paper_III_vs_fedavg_%"] = [100 * (PAPER_III[a] / 4.50 - 1) for a in table5.index]
-table5.to_csv(out_dir / "table5_table3.csv")
-taco_final = tp.output_accuracy(main.get("output", pd.DataFrame()))
-print(f"TACO final accuracy on w_T: {taco_final['w'].mean():.2f}, on the output model z_T (Eq. 15): "
-      f"{taco_final['z'].mean():.2f} (per round the table uses {params.taco_output}_t)")
-table5
+taco_final = tp.output_accuracy(main["output"])
+if main_shown:
+    table5.to_csv(out_dir / "table5_table3.csv")
+    print(f"TACO final accuracy on w_T: {taco_final['w'].mean():.2f}, on the output model z_T (Eq. 15): "
+          f"{taco_final['z'].mean():.2f} (per round the table uses {params.taco_output}_t)")
+    display(table5)
 
 # %% [markdown]
 # ### Finding (a): does Eq. 9's tailored aggregation oscillate?
@@ -246,18 +264,19 @@ Markdown(f"This run (profile `{params.profile}`): {params.oscillation_dataset}, 
 # %%
 osc = grid("oscillation")
 osc_curves, per_seed_osc = osc["rounds"], tp.oscillation_rows(osc, params.oscillation_rounds)
-osc_table = per_seed_osc.groupby("algorithm", sort=False).mean(numeric_only=True).drop(columns="seed")
-osc_table["paper_FMNIST_acc"] = [PAPER_V_FMNIST.get(a, (np.nan,))[0] for a in osc_table.index]
-osc_table.to_csv(out_dir / "oscillation.csv")
-fig, ax = plt.subplots(1, 2, figsize=(12, 3.8))
-sns.lineplot(osc_curves, x="round", y="test_acc", hue="algorithm", ax=ax[0], errorbar=None)
-ax[0].set_title(f"{params.oscillation_dataset}, K = {params.oscillation_steps}, η_l = {params.oscillation_lr}: test accuracy of w_t")
-taco_alpha = osc["alpha"][(osc["alpha"]["algorithm"] == "TACO") & (osc["alpha"]["seed"] == params.oscillation_seeds[0])]
-if len(taco_alpha):
-    sns.heatmap(taco_alpha.pivot(index="client", columns="round", values="alpha"), cmap="viridis", ax=ax[1])
-    ax[1].set_title("TACO: α_i^t per client (Eq. 7); 0 = weight 0 in Eq. 9")
-plt.show()
-osc_table
+if shown(grid_specs["oscillation"], "The oscillation study"):
+    osc_table = per_seed_osc.groupby("algorithm", sort=False).mean(numeric_only=True).drop(columns="seed")
+    osc_table["paper_FMNIST_acc"] = [PAPER_V_FMNIST.get(a, (np.nan,))[0] for a in osc_table.index]
+    osc_table.to_csv(out_dir / "oscillation.csv")
+    fig, ax = plt.subplots(1, 2, figsize=(12, 3.8))
+    sns.lineplot(osc_curves, x="round", y="test_acc", hue="algorithm", ax=ax[0], errorbar=None)
+    ax[0].set_title(f"{params.oscillation_dataset}, K = {params.oscillation_steps}, η_l = {params.oscillation_lr}: test accuracy of w_t")
+    taco_alpha = osc["alpha"][(osc["alpha"]["algorithm"] == "TACO") & (osc["alpha"]["seed"] == params.oscillation_seeds[0])]
+    if len(taco_alpha):
+        sns.heatmap(taco_alpha.pivot(index="client", columns="round", values="alpha"), cmap="viridis", ax=ax[1])
+        ax[1].set_title("TACO: α_i^t per client (Eq. 7); 0 = weight 0 in Eq. 9")
+    plt.show()
+    display(osc_table)
 
 # %% [markdown]
 # Where TACO zig-zags, its α has lag-2 correlation far above lag-1: the weights flip between two states.
@@ -281,11 +300,13 @@ osc_table
 # %%
 PAPER_I = {"FedAvg": (0.323, 0.441), "FoolsGold": (0.323, 0.441), "FedProx": (0.399, 0.511),
            "Scaffold": (0.348, 0.462), "STEM": (0.455, 0.543), "FedACG": (0.401, 0.513)}
-table1 = tp.timing_table(grid("timing"))  # noise_%: spread between repeats, the margin C4's gaps must exceed
+# noise_%: spread between repeats, the margin C4's gaps must exceed; repeats: the runs each row is measured on
+table1 = tp.timing_table(grid("timing"))
 table1["paper_FMNIST_s"] = [PAPER_I.get(a, (np.nan,))[0] for a in table1.index]
 table1["paper_FMNIST_vs_fedavg_%"] = 100 * (table1["paper_FMNIST_s"] / 0.323 - 1)
-table1.to_csv(out_dir / "table1.csv")
-table1
+if shown(grid_specs["timing"], "Table I"):
+    table1.to_csv(out_dir / "table1.csv")
+    display(table1)
 
 # %% [markdown]
 # ## Table II: mean α per client group, with 8 of 20 clients replaced by freeloaders
@@ -301,15 +322,18 @@ PAPER_II = pd.DataFrame({"MNIST": ["0.23±0.02", "0.27±0.03", "0.41±0.02", "0.
 freeloading = grid("freeloaders")
 alphas = tp.observed_alphas(freeloading)
 table2 = tp.alpha_by_group(alphas).join(PAPER_II.add_prefix("paper_"))
-table2.to_csv(out_dir / "table2.csv")
-display(table2)
 table2_seeds = tp.alpha_by_seed(alphas)
-display(table2_seeds)
-fig, ax = plt.subplots(figsize=(6.5, 3.5))
-sns.lineplot(alphas, x="round", y="alpha", hue="group", hue_order=list(PAPER_II.index), ax=ax)
-ax.axhline(params.kappa, ls=":", c="grey")
-ax.set_title("α_i^t per group (8 freeloaders; band: clients and seeds); dotted: κ")
-plt.show()
+expulsion_runs = {mode: [s for s in grid_specs["freeloaders"] if s.get("labels")["expulsion"] == mode]
+                  for mode in ("off", "live")}
+if shown(expulsion_runs["off"], "Table II"):
+    table2.to_csv(out_dir / "table2.csv")
+    display(table2)
+    display(table2_seeds)
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    sns.lineplot(alphas, x="round", y="alpha", hue="group", hue_order=list(PAPER_II.index), ax=ax)
+    ax.axhline(params.kappa, ls=":", c="grey")
+    ax.set_title("α_i^t per group (8 freeloaders; band: clients and seeds); dotted: κ")
+    plt.show()
 
 # %% [markdown]
 # ## Table VIII: freeloader detection, κ × λ (TPR / FPR)
@@ -326,17 +350,19 @@ PAPER_VIII = {0.4: ("100/25", "100/12.5", "100/0"), 0.5: ("100/6.25", "100/0", "
 lam_default = tp.expel_after(params)
 live = tp.live_expelled(freeloading)
 live_det = tp.live_detection(live)
-print(f"live runs (kappa={params.kappa}, lambda={lam_default}), per seed:")
-expelled_rounds = live.groupby("seed")["expelled_round"].agg(lambda r: sorted(r.dropna().astype(int)))
-display(live_det.assign(expelled_rounds=expelled_rounds))
 lambdas = tp.replay_lambdas(params)
 table8_seeds = tp.replayed_detection(alphas, params.kappa_grid, lambdas)
-table8 = table8_seeds.groupby(["kappa", "lambda"], sort=False)[["TPR_%", "FPR_%"]].mean().reset_index()
-paper8 = {(k, label): PAPER_VIII.get(k, ("-",) * 3)[j] if j < 3 else "-"
-          for k in params.kappa_grid for j, label in enumerate(lambdas)}
-table8["paper_TPR/FPR_%"] = [paper8[cell] for cell in zip(table8["kappa"], table8["lambda"])]
-table8.to_csv(out_dir / "table8.csv", index=False)
-table8.pivot(index="kappa", columns="lambda", values=["TPR_%", "FPR_%", "paper_TPR/FPR_%"])
+if shown(expulsion_runs["live"], "Table VIII's live runs"):
+    print(f"live runs (kappa={params.kappa}, lambda={lam_default}), per seed:")
+    expelled_rounds = live.groupby("seed")["expelled_round"].agg(lambda r: sorted(r.dropna().astype(int)))
+    display(live_det.assign(expelled_rounds=expelled_rounds))
+if shown(expulsion_runs["off"], "Table VIII's replays"):
+    table8 = table8_seeds.groupby(["kappa", "lambda"], sort=False)[["TPR_%", "FPR_%"]].mean().reset_index()
+    paper8 = {(k, label): PAPER_VIII.get(k, ("-",) * 3)[j] if j < 3 else "-"
+              for k in params.kappa_grid for j, label in enumerate(lambdas)}
+    table8["paper_TPR/FPR_%"] = [paper8[cell] for cell in zip(table8["kappa"], table8["lambda"])]
+    table8.to_csv(out_dir / "table8.csv", index=False)
+    display(table8.pivot(index="kappa", columns="lambda", values=["TPR_%", "FPR_%", "paper_TPR/FPR_%"]))
 
 # %% [markdown]
 # ## Table VI: ablation (tailored correction × tailored aggregation)
@@ -349,8 +375,9 @@ PAPER_VI = {"neither": "89.98 / 92.93 / 78.42 / 78.88", "agg only": "91.30 / 93.
             "corr only": "95.16 / 95.91 / 83.52 / 83.69", "both": "95.22 / 96.10 / 83.64 / 83.80"}
 table6 = tp.ablation_table(grid("ablation")["rounds"])
 table6["paper (FEMNIST .2/.5, adult .1/.5)"] = [PAPER_VI[v] for v in table6.index]
-table6.to_csv(out_dir / "table6.csv")
-table6
+if shown(grid_specs["ablation"], "Table VI"):
+    table6.to_csv(out_dir / "table6.csv")
+    display(table6)
 
 # %%
 # Table VII: scalability, `scal_clients` clients on a Dirichlet split
@@ -358,8 +385,9 @@ PAPER_VII = {"FedAvg": 88.14, "FedProx": 89.54, "FoolsGold": 89.66, "Scaffold": 
              "FedACG": 87.90, "TACO": 92.86}
 table7 = tp.scalability_table(grid("scalability")["rounds"])
 table7["paper_FEMNIST_100clients"] = [PAPER_VII[a] for a in table7.index]
-table7.to_csv(out_dir / "table7.csv")
-table7
+if shown(grid_specs["scalability"], "Table VII"):
+    table7.to_csv(out_dir / "table7.csv")
+    display(table7)
 
 # %% [markdown]
 # ## Fig. 6: tailored coefficients plugged into FedProx and SCAFFOLD
@@ -368,21 +396,23 @@ table7
 
 # %%
 fig6 = tp.plugin_table(grid("plugin")["rounds"])
-fig6.to_csv(out_dir / "fig6.csv")
-fig6
+if shown(grid_specs["plugin"], "Fig. 6"):
+    fig6.to_csv(out_dir / "fig6.csv")
+    display(fig6)
 
 # %% [markdown]
 # ## Fig. 7: sensitivity to γ (the paper: best near 1/K; too large fails)
 
 # %%
 fig7 = tp.gamma_table(grid("gamma")["rounds"])
-fig7.to_csv(out_dir / "fig7.csv", index=False)
-fig, ax = plt.subplots(figsize=(6, 3.5))
-sns.lineplot(fig7.assign(gamma_plot=fig7["gamma"].clip(lower=1e-3)), x="gamma_plot", y="final_acc", hue="K",
-             marker="o", ax=ax)
-ax.set(xscale="log", xlabel="γ (0 drawn at 1e-3)", title="final accuracy vs γ")
-plt.show()
-fig7
+if shown(grid_specs["gamma"], "Fig. 7"):
+    fig7.to_csv(out_dir / "fig7.csv", index=False)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    sns.lineplot(fig7.assign(gamma_plot=fig7["gamma"].clip(lower=1e-3)), x="gamma_plot", y="final_acc", hue="K",
+                 marker="o", ax=ax)
+    ax.set(xscale="log", xlabel="γ (0 drawn at 1e-3)", title="final accuracy vs γ")
+    plt.show()
+    display(fig7)
 
 # %% [markdown]
 # ## Over-correction on real data: a uniform correction diverges, TACO's tailored one does not
@@ -392,15 +422,16 @@ fig7
 
 # %%
 oc_curves = grid("overcorrection")["rounds"]
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.5))
-sns.lineplot(oc_curves, x="round", y="test_loss", hue="correction", ax=ax[0])
-ax[0].set_yscale("log")
-ax[0].set_title(f"test loss, γ = {params.overcorrection_gamma}")
-sns.lineplot(oc_curves, x="round", y="alpha_mean", hue="correction", ax=ax[1], legend=False)
-ax[1].set_title("mean α (uniform: computed, not used)")
-plt.show()
 oc_summary = tp.overcorrection_table(oc_curves)
-oc_summary
+if shown(grid_specs["overcorrection"], "The over-correction runs"):
+    fig, ax = plt.subplots(1, 2, figsize=(11, 3.5))
+    sns.lineplot(oc_curves, x="round", y="test_loss", hue="correction", ax=ax[0])
+    ax[0].set_yscale("log")
+    ax[0].set_title(f"test loss, γ = {params.overcorrection_gamma}")
+    sns.lineplot(oc_curves, x="round", y="alpha_mean", hue="correction", ax=ax[1], legend=False)
+    ax[1].set_title("mean α (uniform: computed, not used)")
+    plt.show()
+    display(oc_summary)
 
 # %% [markdown]
 # ## Theory (theory/taco.py)

@@ -18,7 +18,7 @@ from fedlib.grids import notebook_parameters
 from fedlib.ledger.verdicts import headline_claims, judged_headlines
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import Detection, TacoParams
-from fedlib.runs import RunStore, run_specs
+from fedlib.notebook_runs import NotebookRecords, notebook_records
 
 ALGORITHMS = ["FedAvg", "FedProx", "FoolsGold", "Scaffold", "STEM", "FedACG", "TACO"]
 OSCILLATION = ["TACO", "FedAvg", tp.UNIFORM_AGGREGATION, tp.PREVIOUS_WEIGHTS]
@@ -109,7 +109,8 @@ def values() -> dict[str, Any]:
     return dict(
         taco_final=pd.DataFrame({"w": [80.0, 81.0, 82.0], "z": [80.5, 81.0, 82.0]}, index=pd.Index(SEEDS, name="seed")),
         table1=by_algorithm("vs_fedavg_%", {"FedAvg": 0.0, "FedProx": 10.0, "FoolsGold": 0.5, "Scaffold": 8.0,
-                                            "STEM": 100.0, "FedACG": 12.0, "TACO": 5.0}).assign(**{"noise_%": NOISE}),
+                                            "STEM": 100.0, "FedACG": 12.0, "TACO": 5.0}).assign(**{"noise_%": NOISE,
+                                                                                                   "repeats": 3}),
         table2=pd.DataFrame({"mean": [0.21, 0.31, 0.41, 0.91]}, index=["A", "B", "C", "Freeloaders"]),
         table2_seeds=alpha_seeds(),
         live_detection=live(),
@@ -272,6 +273,16 @@ def test_c4_needs_gaps_above_the_noise_between_timing_repeats():
     assert verdict("C4 ", {"timing_repeats": 1}) == report.NOT_TESTABLE
 
 
+def test_c4_from_part_of_the_timing_runs_is_not_testable_naming_them():
+    """A ledger holding one repeat of FedProx's timing runs and none of FoolsGold's: the gaps cannot be read."""
+    t1 = values()["table1"].drop("FoolsGold")
+    t1.loc["FedProx", "repeats"] = 1
+    c4 = row(judged(table1=t1), "C4 ")
+    assert c4["verdict"] == report.NOT_TESTABLE
+    assert c4["evidence"] == ("missing: algorithm=FedProx (1 of 3 timing repeats), algorithm=FoolsGold (0 of 3 "
+                                  "timing repeats)")
+
+
 def test_c5_the_order_must_hold_on_every_seed():
     order_fails_on_seed_1 = alpha_seeds([[0.2, 0.3, 0.4, 0.9], [0.3, 0.2, 0.4, 0.9], [0.2, 0.3, 0.4, 0.9]])
     assert verdict("C5 ", table2_seeds=order_fails_on_seed_1) == report.PARTLY  # freeloaders still highest
@@ -429,10 +440,10 @@ FIELDS = ("taco_final", "table1", "table2", "table2_seeds", "live_detection", "t
 
 
 @pytest.fixture(scope="module")
-def tiny_runs(tmp_path_factory) -> tuple[dict[str, pd.DataFrame], RunStore]:
+def tiny_runs(tmp_path_factory) -> NotebookRecords:
     """Every run of the TINY plan (about 30 runs of 2-3 rounds on digits), as the notebook gets them."""
-    store = RunStore(tmp_path_factory.mktemp("taco-runs"))
-    return run_specs(tp.experiments(TINY), store=store, progress=False), store
+    runs_root = str(tmp_path_factory.mktemp("taco-runs"))
+    return notebook_records(tp.experiments(TINY), replace(TINY, runs_root=runs_root), progress=False)
 
 
 def elsewhere(records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -440,16 +451,17 @@ def elsewhere(records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return {name: frame.assign(run="ledger-" + frame["run"]) for name, frame in records.items()}
 
 
-def notebook_grid(records: dict[str, pd.DataFrame], store: RunStore, name: str) -> dict[str, pd.DataFrame]:
+def notebook_grid(records: NotebookRecords, name: str) -> dict[str, pd.DataFrame]:
     """A grid's records as the notebook selects them (`grid`: by store key), keyed as `elsewhere`."""
-    return elsewhere(tp.grid_records(records, tp.GRIDS[name](TINY), store))
+    specs = tp.GRIDS[name](TINY)
+    return elsewhere(tp.grid_tables(records.select(specs), specs))
 
 
 def test_runs_alone_give_each_grid_the_notebook_reads(tiny_runs):
-    records, store = tiny_runs
+    records = tiny_runs
     grids = tp.grids_of_runs(TINY, elsewhere(records))
     for name in tp.GRIDS:
-        expected = notebook_grid(records, store, name)
+        expected = notebook_grid(records, name)
         assert expected["rounds"]["run"].nunique() == len(set(tp.GRIDS[name](TINY))), name
         for table, frame in expected.items():  # besides the grid's label columns, added where a table lacks them
             ours = grids[name][table]
@@ -461,9 +473,9 @@ def test_runs_alone_give_each_grid_the_notebook_reads(tiny_runs):
 
 
 def test_the_bundle_from_runs_holds_the_notebooks_tables(tiny_runs):
-    records, store = tiny_runs
+    records = tiny_runs
     b = bundle_from_runs(TINY, elsewhere(records), 10)
-    grid = {name: notebook_grid(records, store, name) for name in tp.GRIDS}
+    grid = {name: notebook_grid(records, name) for name in tp.GRIDS}
     alphas = tp.observed_alphas(grid["freeloaders"])
     notebook = dict(  # the notebook's cells, on the grids it selects
         taco_final=tp.output_accuracy(grid["main"]["output"]), table1=tp.timing_table(grid["timing"]),
@@ -484,7 +496,7 @@ def test_the_bundle_from_runs_holds_the_notebooks_tables(tiny_runs):
 
 
 def test_headline_claims_from_the_runs_alone(tiny_runs):
-    records, store = tiny_runs
+    records = tiny_runs
     table = judged_headlines("taco", TINY, elsewhere(records), None)
     table.index = table["claim"].str.split().str[0]
     assert list(table.index) == ["C1", "C2", "C3", "C5", "C6", "C7"]
@@ -494,7 +506,7 @@ def test_headline_claims_from_the_runs_alone(tiny_runs):
     assert "missing: algorithm=FedProx" in table.loc["C2", "evidence"]
     assert (table.loc[["C5", "C6"], "measured"] != "-").all()
     assert table.loc[["C5", "C6"], "verdict"].isin([report.REPRODUCED, report.PARTLY, report.NOT_REPRODUCED]).all()
-    pooled = tp.alpha_by_group(tp.observed_alphas(notebook_grid(records, store, "freeloaders")))["mean"]
+    pooled = tp.alpha_by_group(tp.observed_alphas(notebook_grid(records, "freeloaders")))["mean"]
     pooled_text = ", ".join(f"{g} {v:.2f}" for g, v in pooled.items())
     assert table.loc["C5", "measured"].startswith(f"pooled mean α {pooled_text}")
 
@@ -517,7 +529,7 @@ def drop_runs(records: dict[str, pd.DataFrame], keep: Any) -> dict[str, pd.DataF
      {"C2": "algorithm=TACO (every seed)", "C7": "variant=neither (every seed)"}),
 ])
 def test_a_partial_set_of_runs_is_judged_not_testable_naming_the_missing(tiny_runs, left_out, missing):
-    records, _ = tiny_runs
+    records = tiny_runs
     partial = drop_runs(elsewhere(records), lambda r: not left_out(r))
     table = judged_headlines("taco", TINY, partial, None).set_index("claim")
     table.index = table.index.str.split().str[0]
@@ -534,7 +546,7 @@ def test_no_runs_at_all_still_build_a_bundle_judged_not_testable():
 
 
 def test_runs_two_specs_of_the_plan_would_record_alike_belong_to_no_grid(tiny_runs):
-    records, _ = tiny_runs
+    records = tiny_runs
     # scalability runs as long, as wide and with as many local steps as the main runs: the main runs on seed 0 (the
     # scalability grid's seed) of the algorithms Table VII also runs (FedAvg, TACO) could be either, so neither grid
     # takes them; the main runs on seed 1 are the main grid's
@@ -547,7 +559,7 @@ def test_runs_two_specs_of_the_plan_would_record_alike_belong_to_no_grid(tiny_ru
 
 
 def test_any_subset_of_the_runs_is_judged_without_error(tiny_runs):
-    records, _ = tiny_runs
+    records = tiny_runs
     runs = records["rounds"]["run"].unique()
     rng = np.random.default_rng(0)
     for _ in range(5):
@@ -559,6 +571,30 @@ def test_any_subset_of_the_runs_is_judged_without_error(tiny_runs):
             lacking = missing_runs(claim, b)
             if lacking:
                 assert judged_row["verdict"] == report.NOT_TESTABLE and lacking[0] in judged_row["evidence"]
+
+
+def test_the_notebooks_grids_of_a_partial_ledger_are_those_the_ledger_route_gives(tiny_runs):
+    """The notebook's grids (`grid`: `tp.grid_tables` over `select`) of records holding a third of the plan, as a
+    ledger serves them: each grid's held runs only, every table there with the grid's columns (empty where it holds
+    none), and the same rows `tp.grids_of_runs` gives `bundle_from_runs`; with no run held, every table empty."""
+    specs = tp.experiments(TINY)
+    keys = {s: tiny_runs.keys[s] for s in specs[::3]}
+    partial = NotebookRecords({name: frame[frame["run"].isin(set(keys.values()))] for name, frame in tiny_runs.items()},
+                              specs, keys, "a test ledger")
+    ledger_route = tp.grids_of_runs(TINY, partial)
+    nothing = NotebookRecords({}, specs, {}, "an empty ledger")
+    for name, make in tp.GRIDS.items():
+        grid_specs = make(TINY)
+        ours = tp.grid_tables(partial.select(grid_specs), grid_specs)
+        assert set(tp.RECORD_COLUMNS) <= set(ours), name
+        assert set(ours["rounds"]["run"]) == {keys[s] for s in grid_specs if s in keys}, name
+        for table, frame in ours.items():
+            pd.testing.assert_frame_equal(ledger_route[name][table][frame.columns], frame, obj=f"{name} {table}")
+        empty = tp.grid_tables(nothing.select(grid_specs), grid_specs)
+        assert set(empty) == set(tp.RECORD_COLUMNS) and all(frame.empty for frame in empty.values()), name
+        labels = {k for s in grid_specs for k in s.get("labels")}
+        assert {*labels, "seed", "run", *tp.RECORD_COLUMNS["rounds"]} <= set(empty["rounds"]), name
+    assert any(0 < len(set(make(TINY)) & set(keys)) < len(set(make(TINY))) for make in tp.GRIDS.values())  # partly held
 
 
 @pytest.mark.parametrize("profile", ["quick", "cpu", "gpu", "full"])

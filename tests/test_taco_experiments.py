@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from fedlib.notebook_runs import notebook_records
 from fedlib.papers import taco as tp
 from fedlib.runs import RunSpec, RunStore, execute, run_specs
 
@@ -92,10 +93,10 @@ def test_run_specs_gives_the_columns_the_notebook_reads(quick, tmp_path):
     params = _tiny(quick, algorithms=["FedAvg", "TACO"], seeds=[0], extra_seeds=[0])
     specs = tp.main_grid(params) + tp.timing_grid(params)
     store = RunStore(tmp_path)
-    records = run_specs(specs, store=store, progress=False)
-    main = tp.grid_records(records, tp.main_grid(params), store)
+    records = notebook_records(specs, replace(params, runs_root=str(tmp_path)), progress=False)
+    main = records.select(tp.main_grid(params))
     assert set(main["rounds"]["algorithm"]) == {"FedAvg", "TACO"} and main["rounds"]["run"].nunique() == 2
-    timed = tp.grid_records(records, tp.timing_grid(params), store)
+    timed = records.select(tp.timing_grid(params))
     for run, rounds in timed["rounds"].groupby("run"):
         clients = timed["clients"][timed["clients"]["run"] == run]
         assert tp.time_per_100_updates(rounds, clients) > 0

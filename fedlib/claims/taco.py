@@ -173,11 +173,17 @@ def _c2(b: TacoBundle) -> Finding:
 
 
 def _c4(b: TacoBundle) -> Finding:
-    ov = b.table1["vs_fedavg_%"]
-    why = missing(["FedAvg", "STEM", "TACO"], ov.index)
+    """The timing order, once every algorithm's `timing_repeats` runs are there (a ledger may hold part of them)."""
+    p, ov = b.params, b.table1["vs_fedavg_%"]
+    held = b.table1["repeats"].reindex(list(p.algorithms)).fillna(0).astype(int)
+    short = [f"algorithm={a} ({n} of {p.timing_repeats} timing repeats)" for a, n in held.items() if n < p.timing_repeats]
+    if short:
+        return Finding("-", report.not_testable(f"every timing run present ({p.timing_repeats} repeats of each "
+                                                f"algorithm)", f"missing: {', '.join(short)}"))
     measured = (f"per 100 updates vs FedAvg: STEM {ov.get('STEM', np.nan):+.1f}%, TACO {ov.get('TACO', np.nan):+.1f}%, "
                 f"FedProx {ov.get('FedProx', np.nan):+.1f}%")
-    return Finding(measured, report.not_testable(why) if why else _timing_order(ov, b.table1.get("noise_%"), b.params))
+    why = missing(["FedAvg", "STEM", "TACO"], ov.index)
+    return Finding(measured, report.not_testable(why) if why else _timing_order(ov, b.table1.get("noise_%"), p))
 
 
 def _timing_order(overhead: pd.Series, noise: pd.Series | None, p: tp.TacoParams) -> Judgement:

@@ -41,7 +41,7 @@ from fedlib.paper_params import Executor, PaperParams, ParameterError, Threads, 
 from fedlib.params import Params
 from fedlib.registry import ALGORITHMS as ALGORITHM_CLASSES
 from fedlib.registry import CLIENT_BEHAVIORS, COLLECTORS, EXPERIMENTS, SPLITS
-from fedlib.runs import Records, RunPlan, RunSpec, RunStore
+from fedlib.runs import Records, RunPlan, RunSpec
 from fedlib.ledger.priority import Headline
 from fedlib.seeding import Seeds
 
@@ -211,7 +211,7 @@ def replayed_detection(alphas: pd.DataFrame, kappas: Sequence[float], lambdas: M
                 det = detection_rates(offline_expulsion(traces, kappa, lam), free, traces.shape[1])
                 rows.append({"seed": seed, "kappa": kappa, "lambda": label, "TPR_%": 100 * det.tpr,
                              "FPR_%": 100 * det.fpr})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["seed", "kappa", "lambda", "TPR_%", "FPR_%"])
 
 
 def time_per_100_updates(rounds: pd.DataFrame, clients: pd.DataFrame) -> float:
@@ -585,12 +585,6 @@ def experiments(p: TacoParams) -> list[RunSpec]:
     return list(dict.fromkeys(spec for grid in GRIDS.values() for spec in grid(p)))
 
 
-def grid_records(records: Records, specs: Sequence[RunSpec], store: RunStore) -> Records:
-    """The rows of `records` (tidy tables from `run_specs`) that belong to `specs`, selected by store key."""
-    keys = {store.key(s) for s in specs}
-    return {name: frame[frame["run"].isin(keys)] for name, frame in records.items()}
-
-
 # The record tables of TACO's runs and the columns each always has (a grid none of whose runs is held gets them
 # empty, so every table below is computed, empty, rather than failing)
 RECORD_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -599,13 +593,21 @@ RECORD_COLUMNS: dict[str, tuple[str, ...]] = {
     "expelled": ("client", "freeloader", "expelled", "expelled_round"), "output": ("output", "test_acc")}
 
 
+def grid_tables(tables: Records, specs: Sequence[RunSpec]) -> Records:
+    """A grid's record tables (`tables`: the rows of the held runs of `specs`, as `NotebookRecords.select` gives
+    them) with every table of `RECORD_COLUMNS`, each with the grid's label columns and its own (NaN where a table
+    lacks one; empty where no run of the grid is held)."""
+    labels = sorted({k for s in specs for k in s.get("labels")})
+    return {table: _with_columns(tables.get(table), [*labels, "seed", "run", *columns])
+            for table, columns in {**{t: () for t in tables}, **RECORD_COLUMNS}.items()}
+
+
 def grids_of_runs(p: TacoParams, records: Records) -> dict[str, Records]:
-    """Each grid's record tables (`GRIDS`, as `grid_records` selects them) from tidy records of the plan's runs
-    whatever their store keys (the ledger's, computed on another machine): a run belongs to the grids of the one
-    spec of the plan with its labels and seed, its recorded number of rounds, of clients and local steps (several
-    grids label their runs alike: the main, scalability and oscillation runs by algorithm alone). A run whose
-    signature two distinct specs of the plan share is in no grid: the claims that read it name it missing. Every
-    table of `RECORD_COLUMNS` is there, with the grid's label columns, empty where none of the grid's runs is."""
+    """Each grid's record tables (`GRIDS`, as `grid_tables` has them) from tidy records of the plan's runs whatever
+    their store keys (the ledger's, computed on another machine): a run belongs to the grids of the one spec of the
+    plan with its labels and seed, its recorded number of rounds, of clients and local steps (several grids label
+    their runs alike: the main, scalability and oscillation runs by algorithm alone). A run whose signature two
+    distinct specs of the plan share is in no grid: the claims that read it name it missing."""
     grids = {name: grid(p) for name, grid in GRIDS.items()}
     names = sorted({k for specs in grids.values() for s in specs for k in s.get("labels")})
     specs_of: dict[tuple, set[RunSpec]] = {}
@@ -617,18 +619,15 @@ def grids_of_runs(p: TacoParams, records: Records) -> dict[str, Records]:
     for name, specs in grids.items():
         members = set(specs)
         keys = {run for run, spec in spec_of_run.items() if spec in members}
-        labels = sorted({k for s in specs for k in s.get("labels")})
-        out[name] = {table: _with_columns(records.get(table), [*labels, "seed", "run", *columns], keys)
-                     for table, columns in {**{t: () for t in records}, **RECORD_COLUMNS}.items()}
+        out[name] = grid_tables({table: frame[frame["run"].isin(keys)] for table, frame in records.items()}, specs)
     return out
 
 
-def _with_columns(frame: pd.DataFrame | None, columns: Sequence[str], runs: set[str]) -> pd.DataFrame:
-    """The rows of `frame` of `runs`, with every one of `columns` (NaN where it lacks one)."""
+def _with_columns(frame: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
+    """`frame` with every one of `columns` (NaN where it lacks one; None: an empty frame)."""
     frame = pd.DataFrame(columns=["run"]) if frame is None else frame
-    rows = frame[frame["run"].isin(runs)]
-    absent = [c for c in columns if c not in rows]
-    return rows.assign(**{c: np.nan for c in absent}) if absent else rows
+    absent = [c for c in columns if c not in frame]
+    return frame.assign(**{c: np.nan for c in absent}) if absent else frame
 
 
 def _label_value(value: Any) -> Any:
@@ -756,7 +755,8 @@ def output_accuracy(outputs: pd.DataFrame) -> pd.DataFrame:
 
 def timing_table(timed: Records) -> pd.DataFrame:
     """Table I measured, per algorithm of the timing grid's records: the fastest repeat's seconds per 100 local
-    updates (`time_per_100_updates`), the spread between repeats ("noise_%") and the overhead over FedAvg's."""
+    updates (`time_per_100_updates`), the spread between repeats ("noise_%"), the overhead over FedAvg's and the
+    number of repeats it is measured on."""
     clients = timed["clients"]
     timing = pd.DataFrame([{"algorithm": key[0], "s_per_100_updates": time_per_100_updates(
         r, clients[clients["run"] == key[1]])} for key, r in timed["rounds"].groupby(["algorithm", "run"], sort=False)],
@@ -765,6 +765,7 @@ def timing_table(timed: Records) -> pd.DataFrame:
     table = repeats.min().to_frame()
     table["noise_%"] = 100 * (repeats.max() / repeats.min() - 1)  # the margin C4's gaps must exceed
     table["vs_fedavg_%"] = 100 * (table["s_per_100_updates"] / table["s_per_100_updates"].get("FedAvg", np.nan) - 1)
+    table["repeats"] = repeats.size()
     return table
 
 
