@@ -104,8 +104,9 @@ from fedlib.data import label_counts
 from fedlib.papers import fedshift as fs
 from fedlib.notebook_runs import notebook_records
 from fedlib.runs import build_run
+from fedlib.runs.spec import named_runs
 from fedlib.claims.fedshift import (ShiftGains, Theory, bundle, claims as fedshift_claims, figure_algorithm, figure_runs,
-                                    kmeans_gain, table1_of)
+                                    figure_specs, kmeans_gain, table1_of)
 from fedlib.paths import results_dir
 from theory import fedshift as th
 
@@ -156,13 +157,17 @@ setup
 # as Ray tasks. Each run records per round the test accuracy of the (shifted) global model, FedShift's per-layer
 # statistics (the inputs of Theorem 2), Fig. 9's divergences and, for FedShift runs, the accuracy of the aggregate
 # before the shift; per client its upload's quantization error; and Fig. 8's prediction histogram.
+#
+# With `ledger` set, the runs come from that evidence ledger and none is computed: each table below shows the
+# runs it holds and names those it lacks, a figure that needs runs the ledger lacks is not drawn, and the claims
+# that read them read "not testable", naming them.
 
 # %%
 specs = fs.experiments(params)
 print(f"{len(specs)} runs")
 records = notebook_records(specs, params, progress=show_progress())
 runs = fs.run_table(records)
-curves_all, layer_record = records["rounds"], records["layers"]
+curves_all, layer_record = fs.record_table(records, "rounds"), fs.record_table(records, "layers")
 first_parity = next(s for s in specs if s.split.name == "parity" and s.get("labels")["method"] != "theorem1")
 counts = label_counts(build_run(first_parity, params.data_root).data.client_indices, ds.y_train.numpy(), ds.num_classes)
 fig, ax = plt.subplots(figsize=(7, 4))
@@ -266,43 +271,46 @@ plt.show()
 # The paper's cells (CIFAR-10, 800 rounds, 3 seeds) are shown beside ours where the bit width matches.
 
 # %%
-
-
 grid = table1_of(runs, params)  # Table I's runs as the claims read them (fedlib/claims/fedshift.py)
 grid.to_csv(out_dir / "table1_runs.csv", index=False)
-t1 = fs.summarize(grid, ["quantizer", "algorithm", "bits", "shift"])
-t1 = t1.merge(th.PAPER_TABLE1.assign(quantizer="kmeans"), on=["quantizer", "algorithm", "bits", "shift"], how="left")
-fs.beside_paper(t1, ["quantizer", "algorithm"])
+records.complete(fs.table1_specs(params), "Table I's missing cells")
+if len(grid):
+    t1 = fs.summarize(grid, ["quantizer", "algorithm", "bits", "shift"])
+    t1 = t1.merge(th.PAPER_TABLE1.assign(quantizer="kmeans"), on=["quantizer", "algorithm", "bits", "shift"], how="left")
+    display(fs.beside_paper(t1, ["quantizer", "algorithm"]))
 
 # %%
 gains = ShiftGains.of(grid)  # FedShift minus its baseline on the same seed (fedlib/claims/fedshift.py)
-paper_gains = th.PAPER_TABLE1.pivot_table(index=["algorithm", "bits"], columns="shift", values="paper_acc")
-paper_gains = (paper_gains[True] - paper_gains[False]).unstack("bits")
-print("FedShift - baseline, points (ours; the 32 column is the shift-only ablation at full precision):")
-display(gains.by_bits.round(2))
-print("paper (Table I, K-means):")
-display(paper_gains.round(1))
-print(f"mean gain over {len(gains.quantized)} quantized (quantizer, algorithm, bits, seed) runs: {gains.mean:+.2f} ± "
-      f"{gains.se:.2f} (SE); cells with a positive mean gain: {(gains.cells > 0).mean():.0%}")
+if records.complete(fs.table1_specs(params), "FedShift's gains"):
+    paper_gains = th.PAPER_TABLE1.pivot_table(index=["algorithm", "bits"], columns="shift", values="paper_acc")
+    paper_gains = (paper_gains[True] - paper_gains[False]).unstack("bits")
+    print("FedShift - baseline, points (ours; the 32 column is the shift-only ablation at full precision):")
+    display(gains.by_bits.round(2))
+    print("paper (Table I, K-means):")
+    display(paper_gains.round(1))
+    print(f"mean gain over {len(gains.quantized)} quantized (quantizer, algorithm, bits, seed) runs: {gains.mean:+.2f} ± "
+          f"{gains.se:.2f} (SE); cells with a positive mean gain: {(gains.cells > 0).mean():.0%}")
 
 # %% [markdown]
 # ## Figure 7 analogue: training curves (SMA), baseline vs FedShift, with FedShift's pre-shift model
 
 # %%
-r = curves_all[curves_all["run"].isin(grid.loc[grid["bits"] < 32, "run"])].sort_values(["run", "round"])
-r = r.assign(cell=r["quantizer"] + " 32+" + r["bits"].astype(int).astype(str))
-
-
-def smooth(col: str) -> pd.Series:
+def smooth(r: pd.DataFrame, col: str) -> pd.Series:
     return r.groupby("run")[col].transform(lambda v: 100 * v.rolling(params.sma_window, min_periods=1).mean())
 
 
-curves = pd.concat([r.assign(acc=smooth("test_acc"), model=r["shift"].map(fs.MODEL_NAMES)),
-                    r.assign(acc=smooth("pre_shift_acc"), model="FedShift, before shift")[r["shift"]]])
-g = sns.relplot(curves, x="round", y="acc", hue="model", row="method", col="cell", kind="line", height=2.2, aspect=1.4,
-                errorbar=None, facet_kws={"margin_titles": True})
-g.set_axis_labels("round", f"test acc % (SMA {params.sma_window})")
-plt.show()
+records.complete([s for s in fs.table1_specs(params) if s.get("labels")["bits"] < 32], "Figure 7's missing curves")
+r = curves_all[curves_all["run"].isin(grid.loc[grid["bits"] < 32, "run"])].sort_values(["run", "round"])
+if len(r):
+    r = r.assign(cell=r["quantizer"] + " 32+" + r["bits"].astype(int).astype(str))
+    curves = [r.assign(acc=smooth(r, "test_acc"), model=r["shift"].map(fs.MODEL_NAMES))]
+    if r["shift"].any():  # FedShift's runs also record the aggregate's accuracy before the shift
+        shifted = r[r["shift"]]
+        curves.append(shifted.assign(acc=smooth(shifted, "pre_shift_acc"), model="FedShift, before shift"))
+    g = sns.relplot(pd.concat(curves), x="round", y="acc", hue="model", row="method", col="cell", kind="line", height=2.2,
+                    aspect=1.4, errorbar=None, facet_kws={"margin_titles": True})
+    g.set_axis_labels("round", f"test acc % (SMA {params.sma_window})")
+    plt.show()
 
 # %% [markdown]
 # ## Figure 8 analogue: predicted-label distribution
@@ -317,12 +325,15 @@ low, ref = min(params.bits_list), figure_algorithm(params.algorithms)
 fig_runs = figure_runs(grid, params)
 hist = fs.figure_predictions(records, fig_runs)
 lb_seeds = fs.label_bias(hist, ds.num_classes)
-display(lb := fs.label_bias_means(lb_seeds))
-fig, ax = plt.subplots(figsize=(8, 3.5))
-sns.barplot(hist, x="label", y="fraction", hue="model", errorbar=None, ax=ax)
-ax.axhline(1 / ds.num_classes, color="k", ls=":")
-ax.set_title(f"{ref} {params.quantizers[0]} 32+{low}: predicted labels on the test set (odd labels = inferior clients)")
-plt.show()
+lb = fs.label_bias_means(lb_seeds)
+records.complete(figure_specs(params), "Figure 8's missing bars")
+if len(hist):
+    display(lb)
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    sns.barplot(hist, x="label", y="fraction", hue="model", errorbar=None, ax=ax)
+    ax.axhline(1 / ds.num_classes, color="k", ls=":")
+    ax.set_title(f"{ref} {params.quantizers[0]} 32+{low}: predicted labels on the test set (odd labels = inferior clients)")
+    plt.show()
 
 # %% [markdown]
 # ## Figure 9 analogue: layer-wise divergence, and Theorem 2 on every round
@@ -332,11 +343,13 @@ plt.show()
 
 # %%
 div = fs.divergence_rows(records, fig_runs)
-g = sns.relplot(div, x="round", y="value", hue="model", row="what", col="layer", kind="line", height=2.6, aspect=1.4,
-                errorbar=None, facet_kws={"sharey": False, "margin_titles": True})
-plt.show()
 div_summary = fs.divergence_summary(div)
-div_summary
+records.complete(figure_specs(params), "Figure 9's missing curves")
+if len(div):
+    g = sns.relplot(div, x="round", y="value", hue="model", row="what", col="layer", kind="line", height=2.6,
+                    aspect=1.4, errorbar=None, facet_kws={"sharey": False, "margin_titles": True})
+    plt.show()
+    display(div_summary)
 
 # %% [markdown]
 # **Theorem 2** (appendix Eq. 30): for the same round's client updates, D_FA² − D_FS² =
@@ -346,36 +359,43 @@ div_summary
 # round; we evaluate both forms on every (round, layer) of every FedShift run of this notebook.
 
 # %%
-shift_rounds = curves_all[curves_all["shift"]]
+shift_specs = [s for s in specs if s.get("labels")["shift"]]  # every FedShift run, Theorem 1's included
+records.complete(shift_specs, "Theorem 2's checks of the missing FedShift runs")
+shift_rounds = curves_all[curves_all["shift"].astype(bool)]
 dfa2 = layer_record[(layer_record["key"] == "shift/dfa2") & layer_record["value"].notna()]
 no_record = sorted(set(shift_rounds["run"]) - set(dfa2["run"]))
 if no_record:  # a run that diverged before its first shift records no finite quantity
     print(f"{len(no_record)} FedShift run(s) recorded no finite Theorem 2 quantity (diverged): {no_record}")
-t2 = pd.concat([th.check_theorem2(r, layer_record[layer_record["run"] == key]).assign(run=key)
-                for key, r in shift_rounds.groupby("run") if key not in no_record], ignore_index=True)
+checks = [th.check_theorem2(r, layer_record[layer_record["run"] == key]).assign(run=key)
+          for key, r in shift_rounds.groupby("run") if key not in no_record]
+t2 = pd.concat(checks, ignore_index=True) if checks else pd.DataFrame()
 t2.to_csv(out_dir / "theorem2_checks.csv", index=False)
-display(t2.groupby("layer")[["rel_err_corrected", "rel_err_printed"]].agg(["median", "max"]))
-t2.head(6)[["run", "round", "layer", "measured", "corrected", "printed", "rel_err_corrected", "rel_err_printed"]]
+if len(t2):
+    display(t2.groupby("layer")[["rel_err_corrected", "rel_err_printed"]].agg(["median", "max"]))
+    display(t2.head(6)[["run", "round", "layer", "measured", "corrected", "printed", "rel_err_corrected",
+                        "rel_err_printed"]])
 
 # %%
 # NBVAL_CHECK_OUTPUT
-decidable = t2[t2["eq31_decidable"]]
-print(f"(round, layer) checks: {len(t2)}")
-print(f"corrected Eq. 30 holds (rel. error <= 1e-4) in all of them: {bool(t2['holds_corrected'].all())}")
-print(f"printed Eq. 12 holds in all of them: {bool(t2['holds_printed'].all())}")
-print(f"Eq. 31 predicts D_FS < D_FA exactly when observed (where the sign is above float noise): "
-      f"{bool((decidable['eq31_predicts_shorter'] == decidable['observed_shorter']).all())}")
+if len(t2):
+    decidable = t2[t2["eq31_decidable"]]
+    print(f"(round, layer) checks: {len(t2)}")
+    print(f"corrected Eq. 30 holds (rel. error <= 1e-4) in all of them: {bool(t2['holds_corrected'].all())}")
+    print(f"printed Eq. 12 holds in all of them: {bool(t2['holds_printed'].all())}")
+    print(f"Eq. 31 predicts D_FS < D_FA exactly when observed (where the sign is above float noise): "
+          f"{bool((decidable['eq31_predicts_shorter'] == decidable['observed_shorter']).all())}")
 
 # %% [markdown]
 # How large is the shift? Its length per layer is c·|m^{t+1}|·√P; we compare it with the length of the
 # round's own update D_FA. A shift much shorter than the update cannot change training much.
 
 # %%
-print(f"printed Eq. 12 holds in {int(t2['holds_printed'].sum())} of {len(t2)} (round, layer); "
-      f"Eq. 31 decidable in {len(decidable)}; the shift shortened the step (D_FS < D_FA) in "
-      f"{decidable['observed_shorter'].mean():.0%} of those")
-t2["shift_over_update"] = t2["coef"] * t2["m_agg"].abs() * np.sqrt(t2["P"]) / np.sqrt(t2["dfa2"])
-t2.groupby("layer")["shift_over_update"].describe(percentiles=[0.5, 0.9])[["mean", "50%", "90%", "max"]]
+if len(t2):
+    print(f"printed Eq. 12 holds in {int(t2['holds_printed'].sum())} of {len(t2)} (round, layer); "
+          f"Eq. 31 decidable in {len(decidable)}; the shift shortened the step (D_FS < D_FA) in "
+          f"{decidable['observed_shorter'].mean():.0%} of those")
+    t2["shift_over_update"] = t2["coef"] * t2["m_agg"].abs() * np.sqrt(t2["P"]) / np.sqrt(t2["dfa2"])
+    display(t2.groupby("layer")["shift_over_update"].describe(percentiles=[0.5, 0.9])[["mean", "50%", "90%", "max"]])
 
 # %% [markdown]
 # ## Table II analogue: Dirichlet splits × quantizer × bit width (FedAvg)
@@ -383,12 +403,13 @@ t2.groupby("layer")["shift_over_update"].describe(percentiles=[0.5, 0.9])[["mean
 # %%
 grid2 = fs.table2_runs(runs)
 grid2.to_csv(out_dir / "table2_runs.csv", index=False)
+records.complete(fs.table2_specs(params), "Table II's missing cells")
 if len(grid2):
     t2s = fs.summarize(grid2, ["quantizer", "alpha", "bits", "shift"]).merge(th.PAPER_TABLE2, how="left", on=["quantizer", "alpha", "bits", "shift"])
     display(fs.beside_paper(t2s, ["quantizer", "alpha"]))
     print("mean |upload mean bias| per quantizer (uniform shifts layer means, K-means does not):")
     display(grid2.groupby(["quantizer", "bits"])["upload_mean_bias"].mean().unstack("bits"))
-else:
+elif not params.table2_alphas:
     print(f"Table II is not in this profile (table2_alphas = {list(params.table2_alphas)})")
 
 # %% [markdown]
@@ -416,15 +437,21 @@ variants = {f"FedAvg {q0} 32+{low} baseline": dict(base, shift=False, scope="lay
             f"FedAvg {q0} 32+{low} random selection, FedShift": dict(base, shift=True, scope="layer", selection="random"),
             "FedAvg 32+32 baseline": dict(fp32, shift=False), "FedAvg 32+32 shift only": dict(fp32, shift=True)}
 ablation = pd.DataFrame({name: pick(**labels).agg(["mean", "std", "count"]) for name, labels in variants.items()}).T
-ablation
+records.complete(fs.ablation_specs(params) + [s for s in fs.table1_specs(params) if s.get("labels")["bits"] == 32],
+                 "The ablations' missing runs")
+if (ablation["count"] > 0).any():
+    display(ablation[ablation["count"] > 0])  # the variants with runs
 
 # %%
-traj = layer_record[layer_record["run"].isin(fig_runs) & layer_record["shift"] & (layer_record["key"] == "shift/m_agg")]
-fig, ax = plt.subplots(figsize=(7, 3.2))
-sns.lineplot(traj.rename(columns={"value": "layer mean"}), x="round", y="layer mean", hue="layer", errorbar=None, ax=ax)
-ax.axhline(0, color="k", lw=0.8)
-ax.set_title(f"FedShift {ref} 32+{low}: per-layer mean of the aggregate before each shift")
-plt.show()
+if records.complete([s for s in figure_specs(params) if s.get("labels")["shift"]], "The layer means' trajectory"):
+    traj = layer_record[layer_record["run"].isin(fig_runs) & layer_record["shift"]
+                        & (layer_record["key"] == "shift/m_agg")]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    sns.lineplot(traj.rename(columns={"value": "layer mean"}), x="round", y="layer mean", hue="layer", errorbar=None,
+                 ax=ax)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_title(f"FedShift {ref} 32+{low}: per-layer mean of the aggregate before each shift")
+    plt.show()
 
 # %% [markdown]
 # ## The authors' K-means: early-stopped, random start (issue 13 g)
@@ -455,12 +482,14 @@ print(f"median MSE ratio over the {len(fits)} fits: {fits['MSE ratio'].median():
 # %%
 ks = fs.kmeans_setting_runs(runs, params.kmeans_reference_bits)
 km_gain = kmeans_gain(ks)  # the shift's gain per (method, seed), one column per K-means setting
+records.complete(fs.kmeans_setting_specs(params), "The K-means-setting grid's missing cells")
 if len(ks):
     display(ks.groupby(["method", "kmeans", "shift"])[["acc", "upload_mse", "lloyd_iters"]].mean().unstack("shift").round(4))
+elif params.kmeans_reference_bits is None:
+    print(f"the K-means-setting grid is off in this profile (kmeans_reference_bits = {params.kmeans_reference_bits})")
+if km_gain.notna().to_numpy().any():  # a pair with and without the shift
     print("shift gain (points) per method and seed:")
     display(km_gain.round(2))
-else:
-    print(f"the K-means-setting grid is off in this profile (kmeans_reference_bits = {params.kmeans_reference_bits})")
 
 # %% [markdown]
 # ## Theory
@@ -531,7 +560,11 @@ plt.show()
 # NBVAL_CHECK_OUTPUT
 t1_rounds = curves_all[curves_all["method"] == "theorem1"]
 t1_est, t1_checks = th.theorem1_report(t1_rounds, local_steps=params.theorem1_local_steps, mu_=params.theorem1_lam, num_params=640)
-print(t1_est.to_string(index=False, float_format=lambda v: f"{v:.3g}") if len(t1_est) else "theorem1_rounds = 0: no run")
+records.complete(fs.theorem1_specs(params), "Theorem 1's missing runs")
+if len(t1_est):
+    print(t1_est.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+elif not params.theorem1_rounds:
+    print("theorem1_rounds = 0: no run")
 
 # %%
 if t1_checks:
@@ -632,7 +665,9 @@ plt.show()
 # %%
 theory = Theory(threshold_ratio=th.threshold_ratio(), theorem2=t2, assumed=vals,
                 bound_at_1e6=th.theorem1_bound(1e6, *vals.values()), limit=str(f1["limit_second_term_main"]),
-                mean_star=m_star, quadratic=quad, theorem1_runs=t1_est, theorem1_checks=t1_checks)
+                mean_star=m_star, quadratic=quad, theorem1_runs=t1_est, theorem1_checks=t1_checks,
+                theorem2_missing=named_runs(records.lacking(shift_specs)),
+                theorem1_missing=named_runs(records.lacking(fs.theorem1_specs(params))))
 evidence = bundle(params, curves_all, table1=grid, table2=grid2, kmeans=ks, label_bias=lb,
                   label_bias_seeds=lb_seeds,
                   test_labels=ds.y_test.numpy(), divergence=div_summary, table3=table3, theory=theory,

@@ -469,3 +469,46 @@ def test_a_partial_ledger_reads_not_testable_naming_the_runs_it_lacks(lost, clai
 def test_any_part_of_the_plan_is_judged_without_an_exception(keep, judged):
     t = headlines(ledger_records(lambda spec: keep(spec.get("labels"))))
     assert list(t.index[~t["verdict"].str.startswith("not testable")]) == judged
+
+
+# ---- the notebook's claims from a partial ledger (its `ledger` parameter): every claim judged, none raising -------
+
+def notebook_claims(records: dict[str, pd.DataFrame], **theory_changes) -> pd.DataFrame:
+    """Every claim judged as the notebook judges a ledger's runs: its tables from `records` (`bundle_from_runs`
+    derives them as the notebook does), with Table III, the test labels and the theory it computes on the CPU."""
+    b = replace(bundle_from_runs(LEDGER, records, 10), test_labels=np.arange(1000) % 10,
+                table3=evidence()["table3"], theory=theory(**theory_changes))
+    t = claims(b).table()
+    return t.set_index(t["claim"].str.split(" ").str[0])
+
+
+def test_no_run_held_leaves_empty_tables_with_their_columns():
+    runs = fs.run_table({})
+    assert runs.empty and {*fs.LABELS, "seed", "run", "acc", "upload_mse"} <= set(runs.columns)
+    assert fs.record_table({}, "layers").empty and "key" in fs.record_table({}, "layers")
+    t = notebook_claims({})
+    for claim in ("C1", "C3", "C5a", "C6", "C7", "G1"):
+        assert t.loc[claim, "verdict"] == NT and "missing: " in t.loc[claim, "evidence"], claim
+    assert t.loc["C8a", "verdict"] == report.AGREES  # the claims on no run are judged as ever
+
+
+def test_the_figure_baselines_alone_judge_c5a_and_name_what_the_others_lack():
+    """The gpu ledger's case: Fig. 8's baselines on every seed and Theorem 1's runs, no FedShift run of Table I."""
+    figure = claims_module.figure_specs(LEDGER)
+    assert len(figure) == 2 * 3 and set(figure) <= set(fs.experiments(LEDGER))
+    held = [s for s in figure if not s.get("labels")["shift"]] + fs.theorem1_specs(LEDGER)
+    lacking = "method=fedavg quantizer=kmeans bits=4 shift=True split=parity"
+    t = notebook_claims(ledger_records(lambda spec: spec in held), theorem2_missing=lacking)
+    assert t.loc["C5a", "measured"] == "share of predictions in inferior classes 0.600 vs 0.500 of the labels"
+    assert "missing" not in t.loc["C5a", "evidence"]  # its rule judged it (fabricated seeds all alike: no spread)
+    for claim in ("C5b", "C6"):
+        assert t.loc[claim, "verdict"] == NT and "fedavg quantizer=kmeans bits=4 shift=True" in t.loc[claim, "evidence"]
+    for claim in ("C9a", "C9b"):  # Theorem 2 on the held FedShift runs only: not the claim's every run
+        assert t.loc[claim, "verdict"] == NT and t.loc[claim, "evidence"] == f"missing: {lacking}"
+    assert t.loc["C9d", "verdict"] == R  # Theorem 1's runs are all there
+
+
+def test_a_theorem1_run_missing_makes_c9d_not_testable_naming_it():
+    t = notebook_claims(ledger_records(), theorem1_missing="method=theorem1 shift=True seed=0")
+    assert t.loc["C9d", "verdict"] == NT and t.loc["C9d", "evidence"] == "missing: method=theorem1 shift=True seed=0"
+    assert t.loc["C9a", "verdict"] == R

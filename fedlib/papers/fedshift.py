@@ -658,19 +658,29 @@ def plan(spec: RunSpec, run: RunPlan) -> RunPlan:
 
 
 LABELS = ["method", "quantizer", "bits", "shift", "split", "alpha", "kmeans", "scope", "selection"]
+RECORD_COLUMNS = {"rounds": ["round", "test_acc"], "layers": ["round", "client", "layer", "key", "value"],
+                  "predictions": ["label", "fraction"]}  # the columns of its record tables that the notebook reads
+
+
+def record_table(records: Mapping[str, pd.DataFrame], name: str) -> pd.DataFrame:
+    """`records[name]` ("rounds", "layers" or "predictions"), or no rows, with the runs' labels, seed, key and the
+    table's `RECORD_COLUMNS`, where the records hold no run that writes it (a ledger that lacks them)."""
+    if name in records:
+        return records[name]
+    return pd.DataFrame(columns=[*LABELS, "seed", "run", *RECORD_COLUMNS[name]])
 
 
 def run_table(records: Mapping[str, pd.DataFrame], last: int = 3) -> pd.DataFrame:
     """One row per Table I/II-style run: its labels, seed, run key, `acc` (test accuracy in %, mean of the last
     `last` rounds, which damps round-to-round noise) and `upload_mean_bias` / `upload_mse` / `lloyd_iters` (means
     over its quantized uploads and layers, |mean_bias| for the bias; NaN for fp32 runs). No rows where `records`
-    hold no such run (e.g. Theorem 1's runs only)."""
-    rounds = records["rounds"]
+    hold no such run (e.g. Theorem 1's runs only, or none)."""
+    rounds = record_table(records, "rounds")
     rounds = rounds[rounds["method"] != "theorem1"]
     keys = [*LABELS, "seed", "run"]
     acc = (rounds.sort_values("round").groupby("run")["test_acc"].apply(lambda s: 100 * s.dropna().tail(last).mean())
            .rename("acc"))
-    layers = records.get("layers", pd.DataFrame(columns=["run", "round", "client", "key", "value"]))
+    layers = record_table(records, "layers")
     uploads = layers[layers["client"] != SERVER]
     per_upload = uploads.assign(value=uploads["value"].abs()).groupby(["run", "round", "client", "key"])["value"].mean()
     stats = (per_upload.groupby(level=["run", "key"]).mean().unstack("key")
@@ -707,7 +717,7 @@ MODEL_NAMES = {False: "baseline", True: "FedShift"}  # a run's `shift` label as 
 
 def figure_predictions(records: Mapping[str, pd.DataFrame], keys: pd.Series) -> pd.DataFrame:
     """Fig. 8: the "predictions" rows of the runs `keys` (run keys), with `model` (`MODEL_NAMES`)."""
-    predictions = records.get("predictions", pd.DataFrame(columns=["run", "shift", "seed", "label", "fraction"]))
+    predictions = record_table(records, "predictions")
     hist = predictions[predictions["run"].isin(keys)]
     return hist.assign(model=hist["shift"].map(MODEL_NAMES))
 
@@ -720,7 +730,7 @@ def label_bias_means(per_seed: pd.DataFrame) -> pd.DataFrame:
 def divergence_rows(records: Mapping[str, pd.DataFrame], keys: pd.Series) -> pd.DataFrame:
     """Fig. 9: the divergence rows ("div/" keys) of the layer table of the runs `keys` (run keys), with `what`
     (global / drift) and `model` (`MODEL_NAMES`)."""
-    layers = records.get("layers", pd.DataFrame(columns=["run", "shift", "layer", "key", "value"]))
+    layers = record_table(records, "layers")
     div = layers[layers["run"].isin(keys) & layers["key"].str.startswith("div/")]
     return div.assign(what=div["key"].str.removeprefix("div/"), model=div["shift"].map(MODEL_NAMES))
 
