@@ -109,7 +109,6 @@ from fedlib.papers.fedaq import (BASELINE, MODES, PAPER_MODELS, PAPER_SETUP, PAP
 from fedlib.models import count_parameters
 from fedlib.notebook_runs import notebook_records
 from fedlib.paths import results_dir
-from fedlib.runs.spec import named_runs
 from theory import fedaq as th
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -261,17 +260,6 @@ specs = experiments(params)
 records = notebook_records(specs, params, progress=show_progress())
 
 
-def some_held(wanted: list, what: str) -> bool:
-    """Whether `records` hold any run of `wanted` (`what` shows those); names the runs it lacks."""
-    lacking = records.lacking(wanted)
-    if len(lacking) == len(wanted):
-        return records.complete(wanted, what)  # shows that `what` is not shown, and why
-    if lacking:
-        print(f"{what}: {len(wanted) - len(lacking)} of its {len(wanted)} runs; not in {records.source}: "
-              f"{named_runs(lacking)}")
-    return True
-
-
 if "rounds" in records:  # a ledger may hold none of the runs (the line above names those it lacks)
     record, layer_record = records["rounds"], records["layers"]
     runs = run_frames(record)  # (mode, scheme, seed) -> that run's rounds, in round order
@@ -329,7 +317,7 @@ if tables:  # else each table said above which runs it lacks
 
 # %%
 def panel_row(mode: str, schemes: list[str], title: str) -> None:
-    if not some_held(cell_specs(specs, mode, *schemes), title):
+    if not records.shown(cell_specs(specs, mode, *schemes), title):
         return
     sub = record[(record["mode"] == mode) & record["scheme"].isin(schemes)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
@@ -371,7 +359,7 @@ if records.complete(first_fedaq, "Fig. 2 analogue"):
 
 # %%
 fixed_specs = cell_specs(specs, "joint", *(f"fixed{b}" for b in params.fixed_bits))
-if some_held(fixed_specs, "The fixed-bit sweep"):
+if records.shown(fixed_specs, "The fixed-bit sweep"):
     sweep_targets, sweep, best_fixed_at = fixed_sweep(runs, record, params)  # fedlib/claims/fedaq.py
     sweep_wide = sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
     sweep_wide["final_acc"] = sweep.groupby("scheme")["final_acc"].mean()

@@ -102,7 +102,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
-from IPython.display import Markdown, display
+from IPython.display import display
 
 from fedlib.codecs import MUCSC
 from fedlib.data import load_dataset
@@ -112,7 +112,6 @@ from fedlib.papers.mucsc import D_CIFAR, D_FEMNIST, LABELS, Setup, links, messag
 from fedlib.notebook_runs import notebook_records
 from fedlib.claims import mucsc as mucsc_claims
 from fedlib.paths import results_dir
-from fedlib.runs.spec import named_runs
 import theory.mucsc as th
 
 torch.set_num_threads(params.threads)
@@ -287,16 +286,6 @@ main, runs = tables.main, tables.runs
 main_specs, sweep_specs = paper.main_grid(params), paper.z_sweep(params) + paper.level_grid(params)
 
 
-def shown(specs: list, what: str) -> bool:
-    """Whether the records hold a run of `specs` for `what` (a table, a figure) to show; says which runs it lacks."""
-    missing = records.lacking(specs)
-    held = len(set(specs)) - len(missing)
-    if held and missing:
-        display(Markdown(f"**{what}: from {held} of its {len(set(specs))} runs**; {records.source} lacks "
-                         f"{named_runs(missing)}."))
-    return bool(held) or records.complete(specs, what)
-
-
 def mark_empty(axes) -> None:
     """Titles each panel of `axes` with nothing drawn (none of its runs held) so."""
     for ax in np.ravel(axes):
@@ -304,7 +293,7 @@ def mark_empty(axes) -> None:
             ax.set_title(f"{ax.get_title()}\n(no run held)")
 
 
-main_shown = shown(main_specs, "Section 5 (the main grid's tables and figures)")
+main_shown = records.shown(main_specs, "Section 5 (the main grid's tables and figures)")
 final = runs[runs["round"] == params.rounds].groupby(["partition", "label"])[["test_acc"]].mean().unstack(0)
 if main_shown:
     display(final.round(4))
@@ -370,7 +359,7 @@ if main_shown:
 # %%
 to_target = tables.to_target  # targets are set by NC's accuracy: without NC the claims below are not testable
 nc_specs = [s for s in main_specs if s.get("labels")["method"] == "nc"]
-if shown(nc_specs, "Traffic and time to target (NC's runs set the targets)"):
+if records.shown(nc_specs, "Traffic and time to target (NC's runs set the targets)"):
     display(to_target.assign(method=to_target["method"].map(LABELS)).drop(columns=["comm_pct_of_NC"], errors="ignore").round(3))
 
 # %% [markdown]
@@ -387,7 +376,7 @@ part0 = params.partitions[0]
 sweep, level_runs, level_clients = tables.sweep, tables.level_runs, tables.level_clients
 z_final = sweep[sweep["round"] == params.rounds].groupby("setting", sort=False)["test_acc"].mean()
 level_final = level_runs[level_runs["round"] == params.rounds].pivot_table(index="seed", columns="variant", values="test_acc")
-if shown(sweep_specs, "Fig. 5 and the level search"):
+if records.shown(sweep_specs, "Fig. 5 and the level search"):
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
     sns.lineplot(data=sweep, x="round", y="test_acc", hue="setting", ax=axes[0], errorbar=None)
     axes[0].set_title(f"{part0}: MUCSC accuracy vs Z (Fig. 5 analogue)")

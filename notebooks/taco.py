@@ -129,7 +129,6 @@ from fedlib.claims.taco import claims as taco_claims
 from fedlib.paths import results_dir
 from fedlib.papers import taco as tp
 from fedlib.notebook_runs import notebook_records
-from fedlib.runs.spec import named_runs
 from theory import taco as th
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -177,16 +176,6 @@ def grid(name: str) -> dict:
     return tp.grid_tables(records.select(grid_specs[name]), grid_specs[name])
 
 
-def shown(specs: list, what: str) -> bool:
-    """Whether the records hold a run of `specs` for `what` (a table, a figure) to show; says which runs it lacks."""
-    missing = records.lacking(specs)
-    held = len(set(specs)) - len(missing)
-    if held and missing:
-        display(Markdown(f"**{what}: from {held} of its {len(set(specs))} runs**; {records.source} lacks "
-                         f"{named_runs(missing)}."))
-    return bool(held) or records.complete(specs, what)
-
-
 # %% [markdown]
 # ## Runs: all seven algorithms on the three-group split (Tables III and V)
 
@@ -194,7 +183,7 @@ def shown(specs: list, what: str) -> bool:
 main = grid("main")
 curves = main["rounds"].copy()
 print(f"{curves['run'].nunique()} main runs, {time.perf_counter() - t_start:.0f} s so far")
-main_shown = shown(grid_specs["main"], "The main runs (Figs. 2a and 2c, Tables III and V)")
+main_shown = records.shown(grid_specs["main"], "The main runs (Figs. 2a and 2c, Tables III and V)")
 
 # %%
 if main_shown:
@@ -264,7 +253,7 @@ Markdown(f"This run (profile `{params.profile}`): {params.oscillation_dataset}, 
 # %%
 osc = grid("oscillation")
 osc_curves, per_seed_osc = osc["rounds"], tp.oscillation_rows(osc, params.oscillation_rounds)
-if shown(grid_specs["oscillation"], "The oscillation study"):
+if records.shown(grid_specs["oscillation"], "The oscillation study"):
     osc_table = per_seed_osc.groupby("algorithm", sort=False).mean(numeric_only=True).drop(columns="seed")
     osc_table["paper_FMNIST_acc"] = [PAPER_V_FMNIST.get(a, (np.nan,))[0] for a in osc_table.index]
     osc_table.to_csv(out_dir / "oscillation.csv")
@@ -304,7 +293,7 @@ PAPER_I = {"FedAvg": (0.323, 0.441), "FoolsGold": (0.323, 0.441), "FedProx": (0.
 table1 = tp.timing_table(grid("timing"))
 table1["paper_FMNIST_s"] = [PAPER_I.get(a, (np.nan,))[0] for a in table1.index]
 table1["paper_FMNIST_vs_fedavg_%"] = 100 * (table1["paper_FMNIST_s"] / 0.323 - 1)
-if shown(grid_specs["timing"], "Table I"):
+if records.shown(grid_specs["timing"], "Table I"):
     table1.to_csv(out_dir / "table1.csv")
     display(table1)
 
@@ -325,7 +314,7 @@ table2 = tp.alpha_by_group(alphas).join(PAPER_II.add_prefix("paper_"))
 table2_seeds = tp.alpha_by_seed(alphas)
 expulsion_runs = {mode: [s for s in grid_specs["freeloaders"] if s.get("labels")["expulsion"] == mode]
                   for mode in ("off", "live")}
-if shown(expulsion_runs["off"], "Table II"):
+if records.shown(expulsion_runs["off"], "Table II"):
     table2.to_csv(out_dir / "table2.csv")
     display(table2)
     display(table2_seeds)
@@ -352,11 +341,11 @@ live = tp.live_expelled(freeloading)
 live_det = tp.live_detection(live)
 lambdas = tp.replay_lambdas(params)
 table8_seeds = tp.replayed_detection(alphas, params.kappa_grid, lambdas)
-if shown(expulsion_runs["live"], "Table VIII's live runs"):
+if records.shown(expulsion_runs["live"], "Table VIII's live runs"):
     print(f"live runs (kappa={params.kappa}, lambda={lam_default}), per seed:")
     expelled_rounds = live.groupby("seed")["expelled_round"].agg(lambda r: sorted(r.dropna().astype(int)))
     display(live_det.assign(expelled_rounds=expelled_rounds))
-if shown(expulsion_runs["off"], "Table VIII's replays"):
+if records.shown(expulsion_runs["off"], "Table VIII's replays"):
     table8 = table8_seeds.groupby(["kappa", "lambda"], sort=False)[["TPR_%", "FPR_%"]].mean().reset_index()
     paper8 = {(k, label): PAPER_VIII.get(k, ("-",) * 3)[j] if j < 3 else "-"
               for k in params.kappa_grid for j, label in enumerate(lambdas)}
@@ -375,7 +364,7 @@ PAPER_VI = {"neither": "89.98 / 92.93 / 78.42 / 78.88", "agg only": "91.30 / 93.
             "corr only": "95.16 / 95.91 / 83.52 / 83.69", "both": "95.22 / 96.10 / 83.64 / 83.80"}
 table6 = tp.ablation_table(grid("ablation")["rounds"])
 table6["paper (FEMNIST .2/.5, adult .1/.5)"] = [PAPER_VI[v] for v in table6.index]
-if shown(grid_specs["ablation"], "Table VI"):
+if records.shown(grid_specs["ablation"], "Table VI"):
     table6.to_csv(out_dir / "table6.csv")
     display(table6)
 
@@ -385,7 +374,7 @@ PAPER_VII = {"FedAvg": 88.14, "FedProx": 89.54, "FoolsGold": 89.66, "Scaffold": 
              "FedACG": 87.90, "TACO": 92.86}
 table7 = tp.scalability_table(grid("scalability")["rounds"])
 table7["paper_FEMNIST_100clients"] = [PAPER_VII[a] for a in table7.index]
-if shown(grid_specs["scalability"], "Table VII"):
+if records.shown(grid_specs["scalability"], "Table VII"):
     table7.to_csv(out_dir / "table7.csv")
     display(table7)
 
@@ -396,7 +385,7 @@ if shown(grid_specs["scalability"], "Table VII"):
 
 # %%
 fig6 = tp.plugin_table(grid("plugin")["rounds"])
-if shown(grid_specs["plugin"], "Fig. 6"):
+if records.shown(grid_specs["plugin"], "Fig. 6"):
     fig6.to_csv(out_dir / "fig6.csv")
     display(fig6)
 
@@ -405,7 +394,7 @@ if shown(grid_specs["plugin"], "Fig. 6"):
 
 # %%
 fig7 = tp.gamma_table(grid("gamma")["rounds"])
-if shown(grid_specs["gamma"], "Fig. 7"):
+if records.shown(grid_specs["gamma"], "Fig. 7"):
     fig7.to_csv(out_dir / "fig7.csv", index=False)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     sns.lineplot(fig7.assign(gamma_plot=fig7["gamma"].clip(lower=1e-3)), x="gamma_plot", y="final_acc", hue="K",
@@ -423,7 +412,7 @@ if shown(grid_specs["gamma"], "Fig. 7"):
 # %%
 oc_curves = grid("overcorrection")["rounds"]
 oc_summary = tp.overcorrection_table(oc_curves)
-if shown(grid_specs["overcorrection"], "The over-correction runs"):
+if records.shown(grid_specs["overcorrection"], "The over-correction runs"):
     fig, ax = plt.subplots(1, 2, figsize=(11, 3.5))
     sns.lineplot(oc_curves, x="round", y="test_loss", hue="correction", ax=ax[0])
     ax[0].set_yscale("log")
