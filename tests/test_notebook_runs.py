@@ -57,3 +57,13 @@ def test_served_from_a_ledger_nothing_is_computed(tmp_path, capsys):
     records = notebook_records(SPECS, params, progress=False)
     assert records.held == frozenset() and "rounds" not in records and not (tmp_path / "runs").exists()
     assert "6 runs: 0 from the ledger" in capsys.readouterr().err
+
+
+def test_the_flower_notebook_refuses_a_ledger():
+    """Its result is the parity of two loops it runs itself: no ledger can stand in for them."""
+    from fedlib.paper_params import ParameterError
+    from fedlib.papers.flower import FlowerParams
+
+    with pytest.raises(ParameterError, match="FlowerParams.ledger: .* leave ledger out"):
+        FlowerParams(ledger="evidence/gpu")
+    assert FlowerParams().ledger is None
