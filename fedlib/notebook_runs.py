@@ -34,8 +34,11 @@ class NotebookRecords(dict[str, pd.DataFrame]):
         super().__init__(tables)
         self.asked = tuple(dict.fromkeys(asked))
         self.keys = dict(keys)  # each held run's spec -> the key its rows carry as `run`
-        self.held = frozenset(self.keys)
         self.source = source
+
+    @property
+    def held(self) -> frozenset[RunSpec]:
+        return frozenset(self.keys)
 
     def select(self, specs: Iterable[RunSpec]) -> dict[str, pd.DataFrame]:
         """Every table's rows of the held runs of `specs`."""
@@ -94,8 +97,9 @@ def notebook_records(specs: Sequence[RunSpec], params: PaperParams, *, progress:
         tables = run_specs(specs, store=store, executor=params.runner, ray_address=params.ray_address,
                            root=params.data_root, progress=progress)
         return NotebookRecords(tables, specs, {s: store.key(s) for s in specs}, f"the run store ({store.root})")
-    entries = Ledger(params.ledger).entries()
-    show_stale([e for e in entries if e.spec in set(specs)], params.data_root)
+    asked = set(specs)
+    entries = [e for e in Ledger(params.ledger).entries() if e.spec in asked]
+    show_stale(entries, params.data_root)
     keys = {e.spec: e.key for e in entries}
     held = [s for s in specs if s in keys]
     source = f"the ledger {params.ledger}"

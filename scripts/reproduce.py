@@ -402,7 +402,6 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     REPORT.md written, and with `write_expected` notebooks/expected-results-<profile>.md (and, rendered,
     notebooks/expected-claims-<profile>.md). Computes no run."""
     params = {name: notebook_parameters(name, profile, overrides, NOTEBOOKS) for name in names}
-    rendered = list(to_render)
     grids = {name: notebook_specs(name, params[name]) for name in names}
     try:
         entries = Ledger(ledger_root).entries()  # every archive read and verified once, for everything below
@@ -416,12 +415,12 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     except CpuRecordError as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
-    if rendered:
-        if set(rendered) - set(declared()):
-            print(f"reproduce: error: {', '.join(sorted(set(rendered) - set(declared())))} declares no claims and "
+    if to_render:
+        if set(to_render) - set(declared()):
+            print(f"reproduce: error: {', '.join(sorted(set(to_render) - set(declared())))} declares no claims and "
                   "runs its own loops: no ledger serves it; leave it out of --only", file=sys.stderr)
             return 2
-        missing = missing_datasets(plan_runs(rendered, params, {}))
+        missing = missing_datasets(plan_runs(to_render, params, {}))
         if missing:
             print("reproduce: the notebooks read datasets this machine does not have; nothing was rendered:\n"
                   + "\n".join(missing.values()) + "\nGet them (README, \"Data\"), or judge the headline claims "
@@ -443,24 +442,25 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
         print(f"wrote {target}")
     results.mkdir(parents=True, exist_ok=True)
     stale_md = ("\n## Stale ledger entries\n\n" + "".join(f"- {line}\n" for line in stale)) if stale else ""
-    header = f"{stamp(profile, overrides, None)}, --from-ledger {shown(ledger_root)} (no run computed"
+    made = f"{stamp(profile, overrides, None)}, --from-ledger {shown(ledger_root)}"
     ledger_md = report_table.split("\n", 2)[2] + stale_md
-    if not rendered:
+    if not to_render:
         report = results / "REPORT.md"
-        write_atomic(report, f"# Reproduction report\n\nThis invocation: {header}, no notebook rendered).\n\n"
-                             + ledger_md)
+        write_atomic(report, f"# Reproduction report\n\nThis invocation: {made} (no run computed, no notebook "
+                             "rendered).\n\n" + ledger_md)
         print(f"wrote {report}")
         return 0
     injected = {"profile": profile, "results_root": str(results / profile), "runs_root": str(results / "runs"),
                 "runner": "local", "ray_address": None, "ledger": str(ledger_root)}
-    print(f"== render from the ledger: {len(rendered)} notebook(s)", flush=True)
-    statuses = [render(name, run_parameters(name, profile, overrides, injected), results / profile / name,
-                       f"{header})")[0] for name in rendered]
-    report = write_report(results, results / profile, f"{header})", rendered, tail="\n# The ledger\n" + ledger_md)
+    note = f"{made} (no run computed)"
+    print(f"== render from the ledger: {len(to_render)} notebook(s)", flush=True)
+    statuses = [render(name, run_parameters(name, profile, overrides, injected), results / profile / name, note)[0]
+                for name in to_render]
+    report = write_report(results, results / profile, note, to_render, tail="\n# The ledger\n" + ledger_md)
     print(f"wrote {report}")
     if write_expected and all(status == "ok" for status in statuses):
         target = NOTEBOOKS / f"expected-claims-{profile}.md"
-        write_atomic(target, rendered_claims(results / profile, rendered, Ledger(ledger_root), profile))
+        write_atomic(target, rendered_claims(results / profile, to_render, Ledger(ledger_root), profile))
         print(f"wrote {target}")
     return 1 if any(status != "ok" for status in statuses) else 0
 
