@@ -344,14 +344,18 @@ def test_the_dry_runs_priority_list_gives_minutes_only_where_a_rate_exists():
     assert "minutes unknown" in out.getvalue() and "9 headline run(s) without a measured rate" in out.getvalue()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine a device 'auto' run is a GPU run")
-def test_a_run_meant_for_a_gpu_is_not_started_without_one(tmp_path):
-    ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "device": "auto"}))
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine both runs are GPU runs")
+def test_a_run_pinned_to_a_gpu_waits_for_one_and_an_auto_run_computes_here(tmp_path):
+    ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "device": "cuda"}))
     out = io.StringIO()
     report = run_piece(ranked, Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 600, rate=1e3, out=out)
     assert report.added == []
-    assert [why for _, why in report.skipped] == ["needs a GPU (device auto); this machine has none"] * 9
-    assert "not started: quickstart [Q1] algorithm=FedAvg seed=0: needs a GPU (device auto)" in out.getvalue()
+    assert [why for _, why in report.skipped] == ["needs a GPU (device cuda); this machine has none"] * 9
+    assert "not started: quickstart [Q1] algorithm=FedAvg seed=0: needs a GPU (device cuda)" in out.getvalue()
+    auto = tiny_ranked(TINY.__class__(**{**vars(TINY), "device": "auto"}))[:1]
+    report = run_piece(auto, Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 600, rate=1e3, out=out)
+    assert len(report.added) == 1 and report.skipped == []
+    assert Ledger(tmp_path / "ledger").entries()[0].provenance["device"] == "cpu"
 
 
 def test_a_piece_leaves_out_the_runs_of_datasets_this_machine_cannot_load(reproduce, tmp_path, capsys):

@@ -11,8 +11,8 @@ run store (`fedlib.runs.execute`: a run interrupted mid-way resumes from its che
 it, and restarts otherwise) and is exported into the ledger with its provenance at once, so a piece killed at its
 time limit keeps every run it finished.
 
-A run meant for a GPU (device "auto" or "cuda") is not started on a machine without one: the ledger of a gpu profile
-holds GPU runs. `recompute_stale` puts first the runs whose ledger entry was computed by other code than today's for that spec.
+A run pinned to a GPU (device "cuda") is not started on a machine without one; a run on device "auto" (the gpu profile's)
+runs on whatever this machine has, and its provenance says which: a CPU fills the ledger too, only slower. `recompute_stale` puts first the runs whose ledger entry was computed by other code than today's for that spec.
 """
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
     mine = Rates(None)
     for r in todo:
         root = roots.get(r.notebook)
-        if r.spec.device != "cpu" and not torch.cuda.is_available():
+        if device_type(r.spec.device) == "cuda" and not torch.cuda.is_available():
             report.skipped.append((r, f"needs a GPU (device {r.spec.device}); this machine has none"))
             print(f"[piece] not started: {describe_run(r)}: needs a GPU (device {r.spec.device})", file=out, flush=True)
             continue
