@@ -15,7 +15,7 @@ BUDGET ?= 10m
 # Thread counts are chosen per run by fedlib (threads="auto", measured by `make bench`): do not pin
 # OMP_NUM_THREADS here, it would override that choice for every process.
 
-.PHONY: setup test reproduce gpu-piece gpu-carry bench bench-gpu lab notebooks clean
+.PHONY: setup test reproduce gpu-piece ledger-piece ledger-expected gpu-carry bench bench-gpu lab notebooks clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,19 @@ reproduce: setup
 # BUDGET; RATE=<client-steps/s> for runs of which no rate is measured yet, STALE=1 to recompute stale entries first.
 gpu-piece: setup
 	$(PY) scripts/reproduce.py --profile gpu --piece --budget $(BUDGET) $(if $(RATE),--rate $(RATE)) $(if $(STALE),--recompute-stale)
+
+# The same piece in the background at the lowest CPU priority, on any machine (a CPU computes the gpu profile's runs
+# too, slower; each finished run goes into the ledger at once): `make ledger-piece BUDGET=3h`, its log in PIECE_LOG.
+# Fashion-MNIST must be readable (Debian's dataset-fashion-mnist, data/fashion_mnist/, or FEDLIB_DATA).
+PIECE_LOG ?= results/ledger-piece.log
+ledger-piece: setup
+	mkdir -p $(dir $(PIECE_LOG))
+	nohup nice -n 19 $(PY) scripts/reproduce.py --profile gpu --piece --budget $(BUDGET) $(if $(RATE),--rate $(RATE)) > $(PIECE_LOG) 2>&1 &
+	@echo "a ledger piece runs in the background (budget $(BUDGET), nice 19); follow it with: tail -f $(PIECE_LOG)"
+
+# After a piece: notebooks/expected-results-gpu.md rebuilt from the ledger by the headline judge (no dataset needed).
+ledger-expected: setup
+	$(PY) scripts/reproduce.py --profile gpu --from-ledger --headlines-only --write-expected
 
 # What a bare GPU machine (torch, numpy, pandas, sympy, seaborn; no network) needs for a piece, in .gpu-carry/,
 # and the command to run there.
