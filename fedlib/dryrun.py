@@ -190,8 +190,8 @@ def print_priority(reports: Sequence[NotebookReport], rates: Rates, out: TextIO)
           file=out)
     if unknown:
         print(f"  {unknown} headline run(s) without a measured rate (none in the ledger for their combination or "
-              "experiment) and no --rate given: their minutes are not estimated. A piece times the first two rounds "
-              "of such a run before deciding whether it fits.", file=out)
+              "experiment) and no --rate given: their minutes are not estimated. A piece starts such a run and stops it "
+              "only if its own pace cannot finish it in the budget.", file=out)
 
 
 def device_type_of(spec: RunSpec) -> str:

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from fedlib.ledger.entries import Ledger, LedgerEntry, held_records
+from fedlib.ledger.entries import Ledger, LedgerEntry, NotALedgerError, held_records
 from fedlib.ledger.status import stale_lines, stale_notes
-from fedlib.paper_params import PaperParams
+from fedlib.paper_params import PaperParams, ParameterError
 from fedlib.runs.runner import run_specs
 from fedlib.runs.spec import RunSpec, named_runs
 from fedlib.runs.store import RunStore
@@ -90,7 +90,8 @@ def _note(markdown: str) -> None:
 def notebook_records(specs: Sequence[RunSpec], params: PaperParams, *, progress: bool = True) -> NotebookRecords:
     """The records of `specs`: computed into the run store where `params.ledger` is None (those not yet there;
     `runs_root`, `runner`, `ray_address`, `data_root` as the parameters say), else read from that ledger, computing
-    none (each ledger entry verified as it is read; `fedlib.ledger.LedgerError` names a damaged one)."""
+    none (each ledger entry verified as it is read; `fedlib.ledger.LedgerError` names a damaged one; a `ledger`
+    that is no ledger folder, `Ledger.require`, is a `ParameterError`)."""
     specs = list(dict.fromkeys(specs))
     if params.ledger is None:
         store = RunStore.at(params.runs_root, params.data_root)
@@ -98,7 +99,10 @@ def notebook_records(specs: Sequence[RunSpec], params: PaperParams, *, progress:
                            root=params.data_root, progress=progress)
         return NotebookRecords(tables, specs, {s: store.key(s) for s in specs}, f"the run store ({store.root})")
     asked = set(specs)
-    entries = [e for e in Ledger(params.ledger).entries() if e.spec in asked]
+    try:
+        entries = [e for e in Ledger(params.ledger).entries() if e.spec in asked]
+    except NotALedgerError as err:
+        raise ParameterError(f"{type(params).__name__}.ledger: {err}") from None
     show_stale(entries, params.data_root)
     keys = {e.spec: e.key for e in entries}
     held = [s for s in specs if s in keys]

@@ -32,11 +32,15 @@ to the judge or a rule, no run is computed and no notebook executed.
 
 `--piece --budget 10m` computes the next runs of the profile that the ledger (`--ledger`, default evidence/gpu/)
 lacks, in the priority order the paper modules declare (`HEADLINE_RUNS`), starting a run only when its estimate at
-the measured client-steps/s fits in what is left of the budget, and exports each finished run into the ledger
-(`fedlib.ledger`); `--rate` states a rate for runs of which nothing is measured yet; `--recompute-stale` recomputes
-first the entries computed by other code than today's. `--from-ledger` computes nothing: it reads the ledger and
-says per headline claim how many of its runs it holds ("not testable: k of n runs computed", naming the missing
-ones) and which entries were computed by code that has changed since, in REPORT.md; `--write-expected` also writes
+the measured client-steps/s fits in what is left of the budget (a run of which no rate is known is started, and
+stopped only when its own pace cannot finish it: `fedlib.ledger.piece`), and exports each finished run into the
+ledger (`fedlib.ledger`); `--rate` states a rate for runs of which nothing is measured yet; `--recompute-stale`
+recomputes first the entries computed by other code than today's. `--ledger` must name a ledger folder (a piece
+creates a missing one inside an existing folder); anything else is refused before anything is done. `--from-ledger`
+computes nothing: it reads the ledger (whole, partial or empty; datasets this machine lacks are fabricated as
+stand-ins, said so, to build today's code version of each run) and says per headline claim how many of its runs
+it holds ("not testable: k of n runs computed", naming the missing ones) and which entries were computed by code
+that has changed since, in REPORT.md; `--write-expected` also writes
 notebooks/expected-results-<profile>.md. Beside each claim judged on the ledger stands the cpu profile's verdict on
 it, from the committed record evidence/cpu/verdicts.csv (`--cpu-record`), which `--cpu-results DIR` first rewrites
 from DIR, the `--results` folder of a `reproduce --profile cpu` run (`fedlib.ledger.cpu_record`). `--dry-run` prints the priority order with each run's local SGD steps
@@ -53,6 +57,7 @@ import contextlib
 import datetime
 import importlib
 import json
+import math
 import os
 import platform
 import sys
@@ -72,7 +77,7 @@ from fedlib.dryrun import dry_run, fabricate_for
 from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
                           profile_values, read_yaml)
 from fedlib.ledger.cpu_record import CpuRecordError, read_cpu_results, read_record, write_record
-from fedlib.ledger.entries import Ledger, LedgerError, git_commit
+from fedlib.ledger.entries import Ledger, LedgerError, NotALedgerError, git_commit
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
 from fedlib.ledger.status import expected_results, stale_lines, stale_notes
@@ -375,17 +380,45 @@ def claims_only(names: Sequence[str], results: Path, profile: str) -> int:
     return 1 if any(s != "ok" for s in statuses) else 0
 
 
+BUDGET_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
 def duration(text: str) -> float:
-    """"10m", "600s", "1.5h" or "600" (seconds) as seconds."""
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
-    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1.0)
+    """--budget's "600s", "10m" or "1.5h" as seconds; a UsageError, in one line, for anything else: no unit,
+    another unit, a number that is not positive and finite, nothing."""
+    shape = "give a positive number and a unit: 600s, 10m or 1.5h"
+    unit = text[-1:] if text[-1:] in BUDGET_UNITS else ""
     try:
-        seconds = float(number) * unit
+        value = float(text[:len(text) - len(unit)])
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: give e.g. 10m, 600s or 1.5h") from None
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"a budget must be positive, got {text!r}")
+        raise UsageError(f"--budget {text!r} is not a duration; {shape}") from None
+    seconds = value * BUDGET_UNITS.get(unit, 1.0)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise UsageError(f"--budget {text!r} is not a positive, finite duration; {shape}")
+    if not unit:
+        raise UsageError(f"--budget {text!r} has no unit; {shape}")
     return seconds
+
+
+def budget_joined(argv: Sequence[str]) -> list[str]:
+    """`argv` with "--budget VALUE" as "--budget=VALUE": argparse reads a VALUE such as -5m as an option (and says
+    only "expected one argument"); joined, `duration` refuses it by name."""
+    joined: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        joined.append(arg if arg != "--budget" else f"--budget={next(args, '')}")
+    return joined
+
+
+def ledger_option(path: Path, *, creatable: bool = False) -> Ledger:
+    """The ledger folder --ledger names, checked before anything is done (`Ledger.require`; `creatable`: a piece's,
+    which it creates where it is missing)."""
+    ledger = Ledger(absolute(path))
+    try:
+        ledger.require(creatable=creatable)
+    except NotALedgerError as err:
+        raise UsageError(f"--ledger: {err}") from None
+    return ledger
 
 
 def shown(path: Path) -> Path:
@@ -408,13 +441,6 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     except LedgerError as err:
         print(f"reproduce: error: damaged ledger entry, refused: {err}", file=sys.stderr)
         return 2
-    try:
-        if cpu_results is not None:
-            print(f"wrote {write_record(read_cpu_results(cpu_results), cpu_record)}")
-        cpu = read_record(cpu_record, str(shown(cpu_record)))
-    except CpuRecordError as err:
-        print(f"reproduce: error: {err}", file=sys.stderr)
-        return 2
     if to_render:
         if set(to_render) - set(declared()):
             print(f"reproduce: error: {', '.join(sorted(set(to_render) - set(declared())))} declares no claims and "
@@ -426,7 +452,19 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
                   + "\n".join(missing.values()) + "\nGet them (README, \"Data\"), or judge the headline claims "
                   "alone with --headlines-only (no dataset needed).", file=sys.stderr)
             return 2
-    with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
+    try:
+        if cpu_results is not None:
+            print(f"wrote {write_record(read_cpu_results(cpu_results), cpu_record)}")
+        cpu = read_record(cpu_record, str(shown(cpu_record)))
+    except CpuRecordError as err:
+        print(f"reproduce: error: {err}", file=sys.stderr)
+        return 2
+    datasets = set(plan_runs(names, params, {}).datasets)  # every one the plan reads, not only the ledger's
+    lacking = unloadable(datasets)
+    stand_ins = (f"Datasets this machine lacks ({', '.join(lacking)}) were fabricated as stand-ins (random files in "
+                 "their formats): they only build each run for today's code version and give the class counts; "
+                 "every number here is read from the ledger.") if lacking else ""
+    with fabricated_if_missing(datasets) as root:
         notes = stale_notes(entries, lambda spec: root)
         verdicts = verdicts_markdown(ledger_verdicts(params, grids, entries, root), profile, cpu)
     table = expected_results(grids, entries, str(shown(ledger_root)), profile) + verdicts
@@ -436,6 +474,8 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     print(report_table)
     print("Entries computed by code changed since:" + "".join(f"\n  {line}" for line in stale) if stale
           else "No entry was computed by code that has changed since.")
+    if stand_ins:
+        print(stand_ins)
     if write_expected:
         target = NOTEBOOKS / f"expected-results-{profile}.md"
         write_atomic(target, table)
@@ -443,7 +483,7 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     results.mkdir(parents=True, exist_ok=True)
     stale_md = ("\n## Stale ledger entries\n\n" + "".join(f"- {line}\n" for line in stale)) if stale else ""
     made = f"{stamp(profile, overrides, None)}, --from-ledger {shown(ledger_root)}"
-    ledger_md = report_table.split("\n", 2)[2] + stale_md
+    ledger_md = report_table.split("\n", 2)[2] + stale_md + (f"\n{stand_ins}\n" if stand_ins else "")
     if not to_render:
         report = results / "REPORT.md"
         write_atomic(report, f"# Reproduction report\n\nThis invocation: {made} (no run computed, no notebook "
@@ -479,18 +519,23 @@ def rendered_claims(profile_dir: Path, names: Sequence[str], ledger: Ledger, pro
             + claims)
 
 
+def unloadable(names: set[str]) -> list[str]:
+    """Those of `names` whose files are not on this machine (under the data-root rule), sorted."""
+    missing = []
+    for name in sorted(names):
+        try:
+            load_dataset(name, root=data_root(None))
+        except FileNotFoundError:
+            missing.append(name)
+    return missing
+
+
 @contextlib.contextmanager
 def fabricated_if_missing(names: set[str]) -> Iterator[str | None]:
     """None (the data-root rule) when every dataset in `names` is on this machine, else a temporary root with
     fabricated files of every one (`fedlib.data.fabricate`): today's code version of a spec needs its run built,
     not its real data."""
-    missing = set()
-    for name in names:
-        try:
-            load_dataset(name, root=data_root(None))
-        except FileNotFoundError:
-            missing.add(name)
-    if not missing:
+    if not unloadable(names):
         yield None
         return
     with tempfile.TemporaryDirectory(prefix="fedlib-ledger-data-") as tmp:
@@ -519,10 +564,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--piece", action="store_true",
                         help="compute the next runs the ledger lacks, in priority order, within --budget; export "
                              "each finished run into the ledger")
-    parser.add_argument("--budget", type=duration, default=None, help="a piece's time budget: 10m, 600s, 1.5h")
+    parser.add_argument("--budget", default=None, help="a piece's time budget: 600s, 10m or 1.5h")
     parser.add_argument("--rate", type=float, default=None,
-                        help="client-steps/s to estimate runs of which no rate is measured yet (else two rounds of "
-                             "the run is timed first)")
+                        help="client-steps/s to estimate runs of which no rate is measured yet (else such a run is "
+                             "started and watched as it runs)")
     parser.add_argument("--ledger", type=Path, default=LEDGER, help="the ledger folder (default: evidence/gpu)")
     parser.add_argument("--recompute-stale", action="store_true",
                         help="with --piece: recompute first the ledger entries computed by code changed since")
@@ -544,7 +589,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a parameter in every selected notebook (VALUE is read as strict YAML 1.2: "
                              "1e6 a number; 010, 1:5, anchors and aliases refused)")
-    return parser.parse_args(argv)
+    return parser.parse_args(budget_joined(sys.argv[1:] if argv is None else argv))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -570,6 +615,7 @@ def main(argv: list[str] | None = None) -> int:
             return claims_only(judged, absolute(args.results), args.profile)
         if args.piece != (args.budget is not None):
             raise UsageError("--piece needs --budget (e.g. --budget 10m), and --budget is for --piece")
+        budget = duration(args.budget) if args.piece else None
         if args.recompute_stale and not args.piece:
             raise UsageError("--recompute-stale is for --piece")
         for given, option in ((args.write_expected, "--write-expected"), (args.cpu_results, "--cpu-results"),
@@ -582,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError("--from-ledger reads the ledger against the profile's plan: leave out --select, "
                                  "--dry-run and --piece (and -p with --write-expected: the committed file is the "
                                  "profile's)")
-            return from_ledger(names, args.profile, overrides, absolute(args.ledger), absolute(args.results),
+            return from_ledger(names, args.profile, overrides, ledger_option(args.ledger).root, absolute(args.results),
                                args.write_expected, absolute(args.cpu_record),
                                absolute(args.cpu_results) if args.cpu_results else None,
                                [] if args.headlines_only else names if args.only else
@@ -590,7 +636,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             if overrides or selection or args.piece:
                 raise UsageError("--dry-run runs the profiles as they are: leave out -p, --select and --piece")
-            return dry_run(names, args.profile, rate=args.rate, ledger=absolute(args.ledger))
+            return dry_run(names, args.profile, rate=args.rate, ledger=ledger_option(args.ledger).root)
+        ledger = ledger_option(args.ledger, creatable=True) if args.piece else None
         if os.environ.get(ENV_VAR):  # the kernels run in notebooks/: a relative FEDLIB_DATA would move with them
             os.environ[ENV_VAR] = str(absolute(os.environ[ENV_VAR]))
         results = absolute(args.results)
@@ -619,8 +666,8 @@ def main(argv: list[str] | None = None) -> int:
     print_plan(plan, args.profile)
     if args.piece:
         try:
-            run_piece(prioritized({nb.name: nb.specs for nb in plan.notebooks}), Ledger(absolute(args.ledger)), store,
-                      args.budget, roots={nb.name: nb.params.data_root for nb in plan.notebooks}, rate=args.rate,
+            run_piece(prioritized({nb.name: nb.specs for nb in plan.notebooks}), ledger, store,
+                      budget, roots={nb.name: nb.params.data_root for nb in plan.notebooks}, rate=args.rate,
                       recompute_stale=args.recompute_stale)
         except (LedgerError, ValueError) as err:
             print(f"reproduce: error: {err}", file=sys.stderr)

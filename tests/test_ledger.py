@@ -9,6 +9,7 @@ import itertools
 import json
 import shutil
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -44,7 +45,7 @@ def tiny_ranked(params: QuickstartParams = TINY):
 
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory):
-    """One piece over the tiny profile with room for all of it (no rate given: one round is timed first)."""
+    """One piece over the tiny profile with room for all of it (no rate given: the first run starts unestimated)."""
     tmp = tmp_path_factory.mktemp("filled")
     out = io.StringIO()
     report = run_piece(tiny_ranked(), Ledger(tmp / "ledger"), RunStore(tmp / "runs"), 600, out=out)
@@ -60,7 +61,8 @@ def test_piece_fills_the_ledger_and_the_claims_read_it(filled):
     tmp, report, printed = filled
     ranked = tiny_ranked()
     assert [r.spec for r, *_ in report.added] == [r.spec for r in ranked] and report.left == []
-    assert "its first rounds, timed, give" in printed and "client-steps/s measured in this piece" in printed
+    assert "started, its pace measured as it runs" in printed and "client-steps/s measured in this piece" in printed
+    assert f"created the ledger folder {tmp / 'ledger'}" in printed
     assert set(report.rates) == {"cpu"} and report.rates["cpu"] > 0
     ledger, store = Ledger(tmp / "ledger"), RunStore(tmp / "runs")
     entries = ledger.entries()
@@ -112,8 +114,8 @@ def test_two_pieces_in_a_row_compute_no_run_twice(tmp_path, monkeypatch):
     real = piece_module.execute
     monkeypatch.setattr(piece_module, "execute", lambda spec, *a, **k: executed.append(spec) or real(spec, *a, **k))
     ledger, store = Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs")
-    # A clock advancing 10 s per reading: the first run takes 10 s; the second piece's budget fits no second run
-    # once the first run's rate (about 5 client-steps/s: 10 s a run) is measured.
+    # A clock advancing 10 s per reading: the first run takes 30 s (three readings: its start, its one checkpoint,
+    # its end); the first piece's budget fits no second run once that rate is measured.
     first = run_piece(tiny_ranked(), ledger, store, 35, rate=1e3, clock=itertools.count(0.0, 10.0).__next__,
                       out=io.StringIO())
     assert len(first.added) == 1 and len(first.left) == 8 and len(first.skipped) == 8
@@ -290,11 +292,27 @@ def reproduce():
     return load_reproduce()
 
 
-def test_reproduce_reads_budgets_and_refuses_what_a_piece_cannot_use(reproduce, capsys):
-    assert [reproduce.duration(t) for t in ("10m", "90s", "1.5h", "600")] == [600, 90, 5400, 600]
-    for bad in ("ten", "0m", "-5s"):
-        with pytest.raises(argparse.ArgumentTypeError, match="duration|positive"):
-            reproduce.duration(bad)
+@pytest.mark.parametrize("budget, seconds", [("10m", 600), ("90s", 90), ("1.5h", 5400), ("0.5m", 30)])
+def test_reproduce_reads_budgets(reproduce, budget, seconds):
+    assert reproduce.duration(budget) == seconds
+
+
+@pytest.mark.parametrize("budget, said", [
+    ("-5m", "'-5m' is not a positive, finite duration"), ("0m", "'0m' is not a positive, finite duration"),
+    ("0", "'0' is not a positive, finite duration"), ("600", "'600' has no unit"),
+    ("10x", "'10x' is not a duration"), ("10min", "'10min' is not a duration"), ("ten", "'ten' is not a duration"),
+    ("nan", "'nan' is not a positive, finite duration"), ("nanm", "'nanm' is not a positive, finite duration"),
+    ("inf", "'inf' is not a positive, finite duration"), ("-infs", "'-infs' is not a positive, finite duration"),
+    ("1e308h", "'1e308h' is not a positive, finite duration"), ("", "'' is not a duration")])
+def test_reproduce_refuses_every_other_budget_in_one_line(reproduce, capsys, tmp_path, budget, said):
+    code = reproduce.main(["--profile", "gpu", "--piece", "--budget", budget, "--ledger", str(tmp_path / "ledger")])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"reproduce: error: --budget {said}; give a positive number and a unit: 600s, 10m or " \
+                                "1.5h\n"
+    assert not (tmp_path / "ledger").exists()
+
+
+def test_reproduce_refuses_a_piece_without_a_budget_or_beside_from_ledger(reproduce, capsys):
     assert reproduce.main(["--profile", "gpu", "--piece"]) == 2
     assert "--piece needs --budget" in capsys.readouterr().err
     assert reproduce.main(["--profile", "gpu", "--from-ledger", "--piece", "--budget", "1m"]) == 2
@@ -308,20 +326,37 @@ def test_reproduce_from_a_damaged_ledger_names_the_file(reproduce, filled, tmp_p
     assert code == 2 and ledger.paths()[0].name in capsys.readouterr().err
 
 
+def test_from_a_partial_ledger_the_headlines_are_judged_without_the_datasets_on_labelled_stand_ins(reproduce, tmp_path,
+                                                                                                capsys):
+    """A ledger of FedShift's two Theorem 1 runs (digits) alone: the judge of its headlines reads the class count of
+    Fashion-MNIST, a dataset of the plan that none of these entries reads; where this machine lacks it, it is
+    fabricated, and the output and REPORT.md say so."""
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    for entry in Ledger(ROOT / "evidence" / "gpu").entries():
+        if entry.spec.dataset == "digits":
+            shutil.copy(entry.path, ledger)
+    code = reproduce.main(["--profile", "gpu", "--only", "fedshift", "--from-ledger", "--headlines-only", "--ledger",
+                           str(ledger), "--results", str(tmp_path / "results")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "The ledger holds 2 entries" in captured.out and "**fedshift**\n" in captured.out
+    label = "Datasets this machine lacks (fashion_mnist) were fabricated as stand-ins (random files in their formats)"
+    lacking = reproduce.unloadable({"fashion_mnist"}) == ["fashion_mnist"]
+    assert (label in captured.out) == lacking and (label in (tmp_path / "results" / "REPORT.md").read_text()) == lacking
+
+
 def test_rates_prefer_the_same_combination_then_the_paper_then_the_stated_rate():
     fedavg, scaffold, fedprox = (next(s for s in experiments(TINY) if s.get("labels")["algorithm"] == a)
                                  for a in ("FedAvg", "SCAFFOLD", "FedProx"))
     seen = [Observation(combination(fedavg), "quickstart", "cpu", 600, 2.0),  # 300/s
             Observation(combination(scaffold), "quickstart", "cpu", 100, 1.0),  # 100/s
-            Observation(combination(fedavg), "quickstart", "cuda", 9_000, 1.0),  # another device: never mixed in
-            Observation(combination(fedavg), "quickstart", "cpu", 1_000, 1.0, calibrated=True)]  # a whole run wins
+            Observation(combination(fedavg), "quickstart", "cuda", 9_000, 1.0)]  # another device: never mixed in
     rates = Rates(50.0, seen)
     assert rates.rate(fedavg) == (300.0, "measured on 1 run(s) of this combination (cpu)")
     assert rates.rate(fedprox) == (700 / 3, "measured on 2 run(s) of experiment quickstart (cpu)")
     assert rates.rate(fedavg, "cuda")[0] == 9_000.0
     assert rates.rate(fedprox.with_(experiment="taco")) == (50.0, "given (--rate)")
-    assert Rates(None, seen[3:]).rate(fedprox) == \
-        (1_000.0, "first rounds timed on 1 run(s) of experiment quickstart (cpu)")
     assert rates.measured() == {"cpu": 700 / 3, "cuda": 9_000.0}
     assert Rates(None).rate(fedavg) is None
     with pytest.raises(ValueError, match="--rate"):
@@ -371,16 +406,63 @@ def test_a_piece_leaves_out_the_runs_of_datasets_this_machine_cannot_load(reprod
     assert "[piece] 0 runs in the plan" in captured.out
 
 
-def test_calibration_times_the_second_round_and_charges_the_start_up_once(monkeypatch):
-    """Two rounds took 3 s and 1 s (their own wall_s) in 10 s in all; the second ran 2 clients x 10 steps: a steady
-    20 client-steps/s, 10 - 2 x 1 = 8 s of start-up, so a 400-step run is observed as 8 + 400 / 20 = 28 s."""
-    class Result:
-        rounds = pd.DataFrame({"round": [1, 2], "wall_s": [3.0, 1.0]})
-        clients = pd.DataFrame({"round": [1, 1, 2, 2], "steps": [10, 10, 10, 10]})
+def test_a_run_is_stopped_only_when_its_fastest_pace_cannot_finish_and_not_in_its_grace():
+    """100 rounds, checkpoints every 2, 600 s budget (grace: its first 60 s). A busy moment (2 rounds in 50 s: 96
+    rounds left at 25 s would take 2,400 s) inside the grace does not stop the run; the fast rounds after it set its
+    pace. A run whose every checkpoint is slow is stopped once the grace has passed, naming its pace."""
+    readings = iter([0.0, 1.0, 51.0, *(51.0 + 0.1 * k for k in range(1, 50))])
+    watch = piece_module.Watch(100, 600.0, readings.__next__)
+    for done in range(2, 100, 2):
+        watch(done)
+    assert watch.fastest == pytest.approx(0.05)
+    slow = piece_module.Watch(100, 600.0, itertools.count(0.0, 30.0).__next__)  # 15 s a round
+    slow(2)  # at 30 s: the timing starts
+    with pytest.raises(piece_module.Stop, match=r"after round 4 of 100, the rounds left take at least 24.0 min at its "
+                                                r"fastest pace so far \(15.00 s a round\), 9.0 min left"):
+        slow(4)  # at 60 s: the grace has passed
 
-    monkeypatch.setattr(piece_module, "run_federation", lambda *a, **k: Result())
-    obs = piece_module.calibrate(experiments(TINY)[0], None, iter([0.0, 10.0]).__next__, 400)
-    assert (obs.steps, obs.seconds, obs.device) == (400, 28.0, "cpu")
+
+def at_checkpoints(monkeypatch, seconds) -> Callable[[], float]:
+    """A clock that stands still but for `seconds` (one value per watched checkpoint, then 0.1 s each)."""
+    now = [0.0]
+    steps = iter(seconds)
+    real = piece_module.Watch.__call__
+
+    def watched(self, done: int) -> None:
+        now[0] += next(steps, 0.1)
+        real(self, done)
+
+    monkeypatch.setattr(piece_module.Watch, "__call__", watched)
+    return lambda: now[0]
+
+
+def test_a_busy_moment_when_a_run_starts_does_not_block_the_piece(tmp_path, monkeypatch):
+    """No rate known: the run starts, and a busy moment at its first checkpoints (a timing of them alone would
+    estimate it at over 40 min of a 10 min budget) does not stop it."""
+    ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "rounds": 100}))[:1]
+    clock = at_checkpoints(monkeypatch, [1.0, 50.0])
+    out = io.StringIO()
+    report = run_piece(ranked, Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 600, clock=clock, out=out)
+    assert [r.spec for r, *_ in report.added] == [ranked[0].spec] and report.skipped == [], out.getvalue()
+
+
+def test_a_run_that_cannot_finish_is_stopped_keeping_its_checkpoint_and_a_later_piece_resumes_it(tmp_path,
+                                                                                               monkeypatch):
+    ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "rounds": 100}))[:1]
+    ledger, store = Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs")
+    out = io.StringIO()
+    report = run_piece(ranked, ledger, store, 600, clock=at_checkpoints(monkeypatch, itertools.repeat(30.0)), out=out)
+    assert report.added == [] and [r.spec for r, _ in report.skipped] == [ranked[0].spec]
+    assert "[piece] stopped: quickstart [Q1] algorithm=FedAvg seed=0: after round 4 of 100" in out.getvalue()
+    checkpoint = store.checkpoint(ranked[0].spec, 1).path
+    assert checkpoint.exists() and ledger.paths() == []
+    monkeypatch.undo()
+    resumed = []
+    real = piece_module.Watch.__call__
+    monkeypatch.setattr(piece_module.Watch, "__call__", lambda self, done: resumed.append(done) or real(self, done))
+    again = run_piece(ranked, ledger, store, 600, out=io.StringIO())
+    assert len(again.added) == 1 and resumed[0] == 6  # from the checkpoint at round 4, not from the start
+    assert not checkpoint.exists()
 
 
 def test_the_commit_a_copy_is_sent_with_wins_over_the_git_it_carries(monkeypatch):

@@ -2,13 +2,17 @@
 it lacks; served from a ledger, nothing is computed (the whole flow: tests/test_ledger.py)."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
 from fedlib import notebook_runs
 from fedlib.notebook_runs import NotebookRecords, notebook_records
+from fedlib.paper_params import ParameterError
 from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs.spec import named_runs, run_name
+from fedlib.runs.store import MARKER
 
 TINY = QuickstartParams(rounds=2, num_clients=4, clients_per_round=2, batch_size=64, seeds=(0, 1), device="cpu")
 SPECS = experiments(TINY)  # 6 runs: FedAvg, FedProx, SCAFFOLD x 2 seeds
@@ -52,6 +56,7 @@ def test_select_and_table_give_the_rows_of_held_runs_or_empty_named_columns():
 
 def test_served_from_a_ledger_nothing_is_computed(tmp_path, capsys):
     """An empty ledger folder: every run named missing, none computed, no store written."""
+    (tmp_path / "ledger").mkdir()
     params = QuickstartParams(**{**TINY.__dict__, "ledger": str(tmp_path / "ledger"),
                                  "runs_root": str(tmp_path / "runs")})
     records = notebook_records(SPECS, params, progress=False)
@@ -59,9 +64,25 @@ def test_served_from_a_ledger_nothing_is_computed(tmp_path, capsys):
     assert "6 runs: 0 from the ledger" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("given, said", [("missing", "no such folder"), ("file", "a file, not a folder"),
+                                         ("runs", "it is a run store"), ("results", "it holds 'REPORT.md'")])
+def test_a_ledger_parameter_that_is_no_ledger_is_refused_naming_the_parameter_and_the_path(tmp_path, given, said):
+    """Nothing is computed or created in its stead (tests/test_ledger_folder.py: what a ledger is)."""
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    (tmp_path / "results" / "REPORT.md").write_text("# Reproduction report\n")
+    (tmp_path / "results" / "runs" / MARKER).write_text("{}")
+    path = tmp_path / ("results/runs" if given == "runs" else given)
+    before = sorted(tmp_path.rglob("*"))
+    params = QuickstartParams(**{**TINY.__dict__, "ledger": str(path), "runs_root": str(tmp_path / "store")})
+    with pytest.raises(ParameterError, match=f"^QuickstartParams.ledger: {re.escape(str(path))} is not a ledger: "
+                                             f"{re.escape(said)}"):
+        notebook_records(SPECS, params, progress=False)
+    assert sorted(tmp_path.rglob("*")) == before
+
+
 def test_the_flower_notebook_refuses_a_ledger():
     """Its result is the parity of two loops it runs itself: no ledger can stand in for them."""
-    from fedlib.paper_params import ParameterError
     from fedlib.papers.flower import FlowerParams
 
     with pytest.raises(ParameterError, match="FlowerParams.ledger: .* leave ledger out"):

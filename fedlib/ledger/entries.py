@@ -42,7 +42,7 @@ from fedlib.runs.entry import (MANIFEST, DamagedEntryError, Records, describe, r
 from fedlib.runs.fingerprint import code_roots, hashed_packages, reached_definitions
 from fedlib.runs.runner import tidy_runs
 from fedlib.runs.spec import RunSpec
-from fedlib.runs.store import RunStore
+from fedlib.runs.store import MARKER, TEMP_PREFIX, RunStore
 
 PROVENANCE = "provenance.json"
 SUFFIX = ".tar.gz"
@@ -50,6 +50,16 @@ SUFFIX = ".tar.gz"
 # a measured entry to the profile's runs against it; a piece prints the ledger's size against it).
 BUDGET_BYTES = 40 * 2**20
 COMMIT_VAR = "FEDLIB_COMMIT"  # the commit of a copy sent to another machine (scripts/gpu_lease.sh sets it)
+README, INDEX = "README.md", "INDEX.tsv"  # what a ledger folder may hold beside its archives
+CLAIMS = ".claims"  # the pieces' claims on the runs they compute (`fedlib.ledger.claims`)
+
+
+class NotALedgerError(ValueError):
+    """A path given as a ledger that is none: nothing is read from it or written into it."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path} is not a ledger: {problem}")
 
 
 class LedgerError(ValueError):
@@ -132,13 +142,54 @@ def provenance(spec: RunSpec, store: RunStore, root: str | Path | None, wall_s: 
 
 
 class Ledger:
-    """The ledger folder `root` (created with its first entry)."""
+    """The ledger folder `root`: its entries' archives, and beside them only its README.md, its INDEX.tsv, the
+    pieces' claims and the temporaries of entries being written; an empty folder is an empty ledger. Every read
+    checks the folder first (`require`); a piece creates a missing one (`create`)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
+    def strangers(self) -> list[Path]:
+        """What the folder holds that no ledger does."""
+        own = {README, INDEX, CLAIMS}
+        return sorted(p for p in self.root.iterdir() if p.name not in own and not p.name.startswith(TEMP_PREFIX)
+                      and not (p.name.endswith(SUFFIX) and p.is_file()))
+
+    def require(self, *, creatable: bool = False) -> None:
+        """Raise `NotALedgerError` unless `root` is a ledger folder, or, `creatable`, a missing folder in an
+        existing one (a piece creates it)."""
+        what = "give a ledger folder such as evidence/gpu"
+        if not self.root.exists():
+            if creatable and self.root.parent.is_dir():
+                return
+            raise NotALedgerError(self.root, f"no such folder; {what}" + (
+                f" (a piece creates a missing ledger folder only in an existing folder, and {self.root.parent} is "
+                "none)" if creatable else ""))
+        if not self.root.is_dir():
+            raise NotALedgerError(self.root, f"a file, not a folder; {what}")
+        if (self.root / MARKER).exists():
+            raise NotALedgerError(self.root, f"it is a run store (it has {MARKER}); {what}")
+        strangers = self.strangers()
+        if strangers:
+            more = f" and {len(strangers) - 1} more" if len(strangers) > 1 else ""
+            raise NotALedgerError(self.root, f"it holds {strangers[0].name!r}{more}, and a ledger holds only "
+                                             f"<experiment>-<spec key>-<data>{SUFFIX} archives, {README} and "
+                                             f"{INDEX}; {what}")
+
+    def create(self) -> bool:
+        """Make the ledger folder where it is missing and its parent exists (True: made now); `NotALedgerError`
+        where the path is no ledger, or its parent is missing."""
+        self.require(creatable=True)
+        try:
+            self.root.mkdir()
+        except FileExistsError:
+            return False
+        return True
+
     def paths(self) -> list[Path]:
-        return sorted(self.root.glob(f"*{SUFFIX}")) if self.root.is_dir() else []
+        """The entries' archives (`NotALedgerError` where the folder is no ledger)."""
+        self.require()
+        return sorted(self.root.glob(f"*{SUFFIX}"))
 
     def entries(self) -> list[LedgerEntry]:
         """Every entry, verified (`LedgerError` for the first damaged one)."""
@@ -160,12 +211,11 @@ class Ledger:
 
     def add(self, store: RunStore, spec: RunSpec, prov: Mapping[str, Any]) -> Path:
         """Export `spec`'s store entry with `prov` as its provenance into the ledger (replacing an entry of the same
-        spec and data, e.g. a stale one recomputed); written whole or not at all."""
+        spec and data, e.g. a stale one recomputed); written whole or not at all. The folder must exist (`create`)."""
         folder = store.folder(spec)
         verify_entry(folder)
-        self.root.mkdir(parents=True, exist_ok=True)
         target = self.root / entry_name(spec, prov["data"])
-        with tempfile.TemporaryDirectory(dir=self.root, prefix=".writing-") as tmp:
+        with tempfile.TemporaryDirectory(dir=self.root, prefix=TEMP_PREFIX) as tmp:
             copy = Path(tmp) / folder.name
             shutil.copytree(folder, copy)
             manifest = read_manifest(copy)

@@ -2,20 +2,30 @@
 
 `run_piece` skips every run the ledger holds (same spec and data fingerprint), then takes the others in priority
 order (`fedlib.ledger.priority`). Before each it estimates the run's minutes from its local SGD steps
-(`fedlib.grids.client_steps`) and a client-steps/s rate, and starts it only when the estimate fits in what is left
-of the budget; a run that does not fit is skipped (named, with its estimate) and the next one is tried. The rate is,
-first found: one measured on earlier runs of the same (dataset, model, algorithm, codecs) combination on this kind
-of device (this piece's finished runs and the ledger's entries), then of the same experiment, then the `rate` given
-(stated by the user), and else one measured now on the run's first two rounds (`calibrate`). A finished run goes into the
-run store (`fedlib.runs.execute`: a run interrupted mid-way resumes from its checkpoint if the store travels with
+(`fedlib.grids.client_steps`) and a client-steps/s rate: first found, one measured on earlier whole runs of the same
+(dataset, model, algorithm, codecs) combination on this kind of device (this piece's finished runs and the ledger's
+entries), then of the same experiment, then the `rate` given (stated by the user). A run whose estimate does not
+fit in what is left of the budget is skipped (named, with its estimate) and the next one is tried; a run of which
+no rate is known is started. A started run is watched at about `WATCH_POINTS` checkpoints (`Watch`): it is stopped
+only when the rounds it has left cannot finish in the time left even at the fastest pace it has kept between two
+checkpoints, and not before it has run a tenth of the time left at its start, so a busy moment of the machine, which
+slows some rounds, does not stop it. A stopped run's checkpoint stays in the run store. A finished run goes into
+the run store (`fedlib.runs.execute`: a run interrupted mid-way resumes from its checkpoint if the store travels with
 it, and restarts otherwise) and is exported into the ledger with its provenance at once, so a piece killed at its
 time limit keeps every run it finished.
 
-A run pinned to a GPU (device "cuda") is not started on a machine without one; a run on device "auto" (the gpu profile's)
-runs on whatever this machine has, and its provenance says which: a CPU fills the ledger too, only slower. `recompute_stale` puts first the runs whose ledger entry was computed by other code than today's for that spec.
+Pieces running at once on one ledger never compute a run twice: each claims a run before starting it
+(`fedlib.ledger.claims`), leaves a run another live piece claims, and, once it holds the claim, skips a run whose
+entry another piece wrote meanwhile. A missing ledger folder is created where its parent folder exists.
+
+A run pinned to a GPU (device "cuda") is not started on a machine without one; a run on device "auto" (the gpu
+profile's) runs on whatever this machine has, and its provenance says which: a CPU fills the ledger too, only
+slower. `recompute_stale` puts first the runs whose ledger entry was computed by other code than today's for that
+spec.
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,12 +35,12 @@ from typing import TextIO
 
 import torch
 
-from fedlib.federation import run_federation
 from fedlib.grids import client_steps, combination
-from fedlib.ledger.entries import BUDGET_BYTES, Ledger, LedgerEntry, provenance
+from fedlib.ledger.claims import Claims
+from fedlib.ledger.entries import BUDGET_BYTES, Ledger, LedgerEntry, entry_name, provenance, read_entry_archive
 from fedlib.ledger.priority import REST, Ranked
 from fedlib.runs.build import build_run
-from fedlib.runs.execute import execute
+from fedlib.runs.execute import Stop, execute
 from fedlib.runs.fingerprint import code_version, data_fingerprint, device_type
 from fedlib.runs.spec import RunSpec, run_name
 from fedlib.runs.store import RunStore
@@ -38,15 +48,13 @@ from fedlib.runs.store import RunStore
 
 @dataclass(frozen=True)
 class Observation:
-    """Client-steps a run took, and its seconds, on a kind of device; `calibrated`: estimated from its first rounds
-    (`calibrate`), not measured on the whole run."""
+    """Client-steps a whole run took, and its seconds, on a kind of device."""
 
     combination: tuple[str, ...]
     experiment: str
     device: str
     steps: int
     seconds: float
-    calibrated: bool = False
 
 
 def observed(entry: LedgerEntry) -> Observation | None:
@@ -60,7 +68,7 @@ def observed(entry: LedgerEntry) -> Observation | None:
 
 class Rates:
     """Client-steps/s for a spec: measured on whole runs (same combination, then same experiment, on the same device
-    kind), else the stated `given` rate, else estimated from a run's first rounds (`calibrate`), else None."""
+    kind), else the stated `given` rate, else None."""
 
     def __init__(self, given: float | None, seen: Sequence[Observation] = ()) -> None:
         if given is not None and not given > 0:
@@ -77,38 +85,48 @@ class Rates:
         device = device or device_type(spec.device)
         levels = (("this combination", lambda o: o.combination == combination(spec)),
                   (f"experiment {spec.experiment}", lambda o: o.experiment == spec.experiment))
-        for calibrated in (False, True):
-            if calibrated and self.given is not None:
-                return self.given, "given (--rate)"
-            for what, same in levels:
-                found = [o for o in self.seen if o.device == device and o.calibrated == calibrated and same(o)]
-                if found:
-                    how = "first rounds timed" if calibrated else "measured"
-                    return (sum(o.steps for o in found) / sum(o.seconds for o in found),
-                            f"{how} on {len(found)} run(s) of {what} ({device})")
-        return None
+        for what, same in levels:
+            found = [o for o in self.seen if o.device == device and same(o)]
+            if found:
+                return (sum(o.steps for o in found) / sum(o.seconds for o in found),
+                        f"measured on {len(found)} run(s) of {what} ({device})")
+        return (self.given, "given (--rate)") if self.given is not None else None
 
     def measured(self) -> dict[str, float]:
         """Device kind -> client-steps/s over the whole runs observed on it."""
-        devices = sorted({o.device for o in self.seen if not o.calibrated})
-        return {d: sum(o.steps for o in self.seen if o.device == d and not o.calibrated)
-                / sum(o.seconds for o in self.seen if o.device == d and not o.calibrated) for d in devices}
+        devices = sorted({o.device for o in self.seen})
+        return {d: sum(o.steps for o in self.seen if o.device == d)
+                / sum(o.seconds for o in self.seen if o.device == d) for d in devices}
 
 
-def calibrate(spec: RunSpec, root: str | Path | None, clock: Callable[[], float], steps: int) -> Observation:
-    """The first two rounds of `spec`'s run (one if it has one), timed, as an observation of the whole run of
-    `steps` client-steps: its start-up (building the run, and what the first round takes beyond a steady one: CUDA,
-    kernels, compilation) plus `steps` at the last round's client-steps per second (its own `wall_s`)."""
-    began = clock()
-    plan = build_run(spec.with_(rounds=min(2, spec.rounds)), root)
-    result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
-    total = clock() - began
-    last = result.rounds.iloc[-1]
-    steady = float(result.clients.loc[result.clients["round"] == last["round"], "steps"].sum()) / max(
-        float(last["wall_s"]), 1e-9)
-    startup = max(total - len(result.rounds) * float(last["wall_s"]), 0.0)
-    return Observation(combination(spec), spec.experiment, device_type(spec.device), steps, startup + steps / steady,
-                       calibrated=True)
+WATCH_POINTS = 40  # a started run is watched at about this many checkpoints (a run of fewer rounds: at each)
+GRACE = 0.1  # the share of the time left at its start that a run runs before its pace may stop it
+
+
+class Watch:
+    """A started run's pace, measured as it goes (`fedlib.runs.execute`'s watch): called with the rounds done at
+    each checkpoint, it raises `Stop` when the `rounds` left cannot finish by `deadline` (a `clock` reading) even
+    at the fastest pace the run has kept between two checkpoints. The first checkpoint only starts the timing
+    (what precedes it includes the run's start-up), and nothing stops the run before it has had `GRACE` of the
+    time left at its start: a busy moment of the machine slows some rounds, not the fastest, and passes."""
+
+    def __init__(self, rounds: int, deadline: float, clock: Callable[[], float]) -> None:
+        self.rounds, self.deadline, self.clock = rounds, deadline, clock
+        began = clock()
+        self.grace_until = began + GRACE * max(deadline - began, 0.0)
+        self.last: tuple[int, float] | None = None  # rounds done, clock reading at the last checkpoint
+        self.fastest = math.inf  # seconds per round
+
+    def __call__(self, done: int) -> None:
+        now = self.clock()
+        if self.last is not None and done > self.last[0]:
+            self.fastest = min(self.fastest, (now - self.last[1]) / (done - self.last[0]))
+            need, left = (self.rounds - done) * self.fastest, self.deadline - now
+            if need > left and now >= self.grace_until:
+                raise Stop(f"after round {done} of {self.rounds}, the rounds left take at least {span(need)} at its "
+                           f"fastest pace so far ({self.fastest:.2f} s a round), {span(max(left, 0))} left; its "
+                           "checkpoint stays in the run store")
+        self.last = (done, now)
 
 
 def span(seconds: float) -> str:
@@ -139,8 +157,10 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
     """Compute the next runs of `ranked` (priority order) within `budget_s` seconds into `store` and `ledger`;
     `roots`: each notebook's data root (None: the data-root rule). See the module docstring."""
     out = sys.stdout if out is None else out
-    start = clock()
+    deadline = clock() + budget_s
     roots = roots or {}
+    if ledger.create():
+        print(f"[piece] created the ledger folder {ledger.root}", file=out, flush=True)
     entries = ledger.entries()  # every entry verified: a damaged one stops the piece, naming its file
     data = {r.spec: data_fingerprint(r.spec.dataset, roots.get(r.notebook)) for r in ranked}
     held = {r.spec: held_by(entries, r.spec, data[r.spec]) for r in ranked}
@@ -153,36 +173,59 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
     print(f"[piece] {len(ranked)} runs in the plan, {sum(e is not None for e in held.values())} "
           f"held by the ledger ({ledger.root}), {len(todo)} to compute; budget {budget_s / 60:.1f} min",
           file=out, flush=True)
+    names = {r.spec: entry_name(r.spec, data[r.spec]) for r in todo}
     rates = Rates(rate, [o for e in entries if (o := observed(e)) is not None])
     report = PieceReport()
     mine = Rates(None)
+    claims = Claims(ledger.root)
+
+    def skip(r: Ranked, why: str, said: str) -> None:
+        report.skipped.append((r, why))
+        print(f"[piece] {said}: {describe_run(r)}: {why}", file=out, flush=True)
+
+    def written_meanwhile(r: Ranked) -> bool:
+        """Whether another piece wrote the run's entry since the ledger was read: any, where it held none; else
+        one computed by today's code."""
+        path = ledger.root / names[r.spec]
+        return path.exists() and (held[r.spec] is None or read_entry_archive(path).provenance.get("code_version")
+                                  == code_version(r.spec, roots.get(r.notebook)))
+
     for r in todo:
         root = roots.get(r.notebook)
         if device_type(r.spec.device) == "cuda" and not torch.cuda.is_available():
-            report.skipped.append((r, f"needs a GPU (device {r.spec.device}); this machine has none"))
-            print(f"[piece] not started: {describe_run(r)}: needs a GPU (device {r.spec.device})", file=out, flush=True)
+            skip(r, f"needs a GPU (device {r.spec.device}); this machine has none", "not started")
             continue
         steps = client_steps(r.spec, build_run(r.spec, root))
-        found = rates.rate(r.spec)
-        if found is None:
-            obs = calibrate(r.spec, root, clock, steps)
-            rates.add(obs)
-            found = rates.rate(r.spec)
-            assert found is not None  # the calibration is an observation of this combination
-            print(f"[piece] no measured or given rate for {describe_run(r)}: its first rounds, timed, give "
-                  f"{obs.steps / obs.seconds:,.0f} client-steps/s over the whole run", file=out, flush=True)
-        estimate, left = steps / found[0], budget_s - (clock() - start)
-        if estimate > left:
-            why = (f"{steps:,} client-steps, {span(estimate)} at {found[0]:,.0f} client-steps/s ({found[1]}); "
-                   f"{span(max(left, 0))} left")
-            report.skipped.append((r, why))
-            print(f"[piece] not started (cannot finish): {describe_run(r)}: {why}", file=out, flush=True)
+        found, left = rates.rate(r.spec), deadline - clock()
+        if found is not None and steps / found[0] > left:
+            skip(r, f"{steps:,} client-steps, {span(steps / found[0])} at {found[0]:,.0f} client-steps/s "
+                    f"({found[1]}); {span(max(left, 0))} left", "not started (cannot finish)")
             continue
-        began = clock()
-        records = execute(r.spec, store, root=root, progress=False)
-        seconds = max(clock() - began, 1e-9)
-        done = int(records["clients"]["steps"].sum())
-        path = ledger.add(store, r.spec, provenance(r.spec, store, root, seconds, done))
+        holder = claims.claim(names[r.spec])
+        if holder is not None:
+            skip(r, f"another piece is computing it ({holder})", "not started (claimed)")
+            continue
+        try:
+            if written_meanwhile(r):
+                skip(r, "another piece wrote its ledger entry since this piece read the ledger",
+                     "not started (computed meanwhile)")
+                continue
+            if found is None:
+                print(f"[piece] no measured or given rate for {describe_run(r)}: started, its pace measured as it "
+                      "runs", file=out, flush=True)
+            began = clock()
+            try:
+                records = execute(r.spec, store, root=root, progress=False,
+                                  checkpoint_every=max(1, r.spec.rounds // WATCH_POINTS),
+                                  watch=Watch(r.spec.rounds, deadline, clock))
+            except Stop as stop:
+                skip(r, str(stop), "stopped")
+                continue
+            seconds = max(clock() - began, 1e-9)
+            done = int(records["clients"]["steps"].sum())
+            path = ledger.add(store, r.spec, provenance(r.spec, store, root, seconds, done))
+        finally:
+            claims.release(names[r.spec])
         obs = Observation(combination(r.spec), r.spec.experiment, device_type(r.spec.device), done, seconds)
         rates.add(obs)
         mine.add(obs)

@@ -75,15 +75,21 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _is_stale(path: Path) -> bool:
-    """A temporary whose writer is gone: a dead process of this host, or another host's older than an hour."""
-    host, _, pid = path.name[len(TEMP_PREFIX):].rpartition("-")[0].rpartition("-")
+def writer_gone(host: str, pid: str, path: Path, foreign_age_s: float = FOREIGN_TEMP_AGE_S) -> bool:
+    """Whether the process `pid` of `host` that wrote `path` is gone: a dead process of this host, or, on another
+    host (whose processes cannot be asked), `path` older than `foreign_age_s`."""
     if host == socket.gethostname() and pid.isdigit():
         return not _pid_alive(int(pid))
     try:
-        return time.time() - path.lstat().st_mtime > FOREIGN_TEMP_AGE_S
+        return time.time() - path.lstat().st_mtime > foreign_age_s
     except FileNotFoundError:
         return False
+
+
+def _is_stale(path: Path) -> bool:
+    """A temporary whose writer is gone: a dead process of this host, or another host's older than an hour."""
+    host, _, pid = path.name[len(TEMP_PREFIX):].rpartition("-")[0].rpartition("-")
+    return writer_gone(host, pid, path)
 
 
 def _remove(path: Path) -> None:
@@ -126,7 +132,7 @@ class FileCheckpoint:
         if saved.get("spec") != json.dumps(self.spec.to_json(), sort_keys=True):
             raise ValueError(f"checkpoint {self.path} was written for another spec than this run's (or before "
                              "checkpoints named their spec): it is not resumed; delete it to restart that run")
-        done = _rounds_done(saved["state"])
+        done = rounds_done(saved["state"])
         if done is None or not 0 <= done < self.spec.rounds:
             raise ValueError(f"checkpoint {self.path} holds {done} finished rounds of a {self.spec.rounds}-round "
                              "run: it is not resumed; delete it to restart that run")
@@ -150,7 +156,7 @@ class FileCheckpoint:
             raise
 
 
-def _rounds_done(state: Any) -> int | None:
+def rounds_done(state: Any) -> int | None:
     """How many rounds a checkpointed federation state has finished (its server side's history rows), None if
     unreadable."""
     try:
