@@ -1,7 +1,8 @@
 """Paper-scale evidence that accumulates: a committed ledger of runs (`evidence/gpu/`), filled piece by piece.
 
 `priority` orders a profile's runs by the headline claims each paper declares; `piece` computes the next ones
-within a time budget and exports them; `entries` writes and verifies the ledger's entries; `status` tells, from the
+within a time budget and exports them; `entries` writes and verifies the ledger's entries, each against its line in
+the committed index that `index` reads and writes (`python -m fedlib.ledger index`: `cli`); `status` tells, from the
 ledger alone, how much of each headline's evidence exists; `verdicts` judges the headline claims on the ledger's
 runs, beside the cpu profile's verdicts that `cpu_record` keeps.
 """
