@@ -346,22 +346,28 @@ def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequen
 
 def judge_again(name: str, out_dir: Path, note: str) -> str:
     """Judge notebook `name`'s claims again from the evidence saved in out_dir; rewrite claims.csv and stamp.json,
-    saying whether the evidence still hashes as it did when the notebook rendered it."""
+    saying whether the evidence still hashes as it did when the notebook rendered it. A stamp.json missing, emptied
+    or without the evidence's hash fails the notebook, naming the file (claims.csv is left as it was): the evidence
+    cannot be checked against its rendering, and the stamp written then keeps failing until it is rendered again."""
     start = time.perf_counter()
     stamp_file = out_dir / "stamp.json"
-    earlier = read_stamp(stamp_file) or {}
+    earlier = read_stamp(stamp_file)
+    unproven = (f"{stamp_file} is missing" if not stamp_file.exists() else
+                f"{stamp_file} is unreadable (empty or not a stamp)" if earlier is None else
+                f"{stamp_file} records no hash of the evidence" if earlier.get("evidence_sha256") is None else None)
+    earlier = earlier or {}
     rendered, saved = earlier.get("rendered", earlier.get("stamp", "unknown")), earlier.get("evidence_sha256")
     found = evidence.digest(out_dir)
-    drift = ("" if saved is not None and saved == found else
-             "; THE EVIDENCE CHANGED since it was rendered (its hash differs)" if saved is not None else
-             "; no evidence hash was recorded when it was rendered")
+    drift = "; THE EVIDENCE CHANGED since it was rendered (its hash differs)" if saved not in (None, found) else ""
     try:
         module, bundle = evidence.load(out_dir)
         if module != name or name not in declared():
             raise EvidenceError(f"{out_dir / evidence.FOLDER}: evidence of {module!r}, not {name!r}; "
                                 f"render {name} again")
-        importlib.import_module(f"fedlib.claims.{module}").claims(bundle).save(out_dir)  # module: checked above
-        status = "ok"
+        if unproven is None:
+            importlib.import_module(f"fedlib.claims.{module}").claims(bundle).save(out_dir)  # module: checked above
+        status = "ok" if unproven is None else (f"FAILED: {unproven}: the evidence cannot be checked against its "
+                                                f"rendering; render {name} again")
     except EvidenceError as err:
         status = f"FAILED: {err}"
     write_stamp(out_dir, status, time.perf_counter() - start,

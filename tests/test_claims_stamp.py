@@ -48,3 +48,26 @@ def test_a_re_judge_keeps_the_rendering_stamp_and_says_when_the_evidence_changed
     stamp = json.loads((tmp_path / "stamp.json").read_text())
     assert "THE EVIDENCE CHANGED since it was rendered" in stamp["stamp"]
     assert stamp["stamp"].count("claims judged again") == 1
+
+
+def test_a_re_judge_without_a_readable_stamp_fails_naming_it(tmp_path):
+    """A stamp.json deleted, emptied or stripped of the evidence's hash would hide that the evidence changed since it
+    was rendered: the notebook fails, the file named, its claims table left as it was, and it keeps failing."""
+    reproduce = load_reproduce()
+    _rendered(tmp_path)
+    reproduce.write_stamp(tmp_path, "ok", 3.0, "profile `cpu`, commit `abc1234`")
+    claims = (tmp_path / "claims.csv").read_text()
+    records = tmp_path / "evidence" / "records" / "runs.csv"
+    records.write_text(records.read_text().replace("0.86", "0.66"))
+    stamp = tmp_path / "stamp.json"
+    without_hash = {k: v for k, v in json.loads(stamp.read_text()).items() if k != "evidence_sha256"}
+    for broken, said in ((lambda: stamp.write_text(""), "is unreadable (empty or not a stamp)"),
+                         (stamp.unlink, "is missing"),
+                         (lambda: stamp.write_text(json.dumps(without_hash)), "records no hash of the evidence")):
+        broken()
+        for _ in range(2):  # the stamp written on failure fails again
+            assert reproduce.judge_again("quickstart", tmp_path, "re-judge") == \
+                f"FAILED: {stamp} {said}: the evidence cannot be checked against its rendering; render quickstart again"
+            said = "records no hash of the evidence"
+        assert json.loads(stamp.read_text())["status"].startswith("FAILED")
+        assert (tmp_path / "claims.csv").read_text() == claims

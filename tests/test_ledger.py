@@ -92,6 +92,7 @@ def test_a_missing_run_reads_not_testable_k_of_n(filled, tmp_path):
     ledger = copy_ledger(filled, tmp_path / "ledger")
     scaffold2 = next(e for e in ledger.entries() if e.spec.get("labels")["algorithm"] == "SCAFFOLD" and e.spec.seed == 2)
     scaffold2.path.unlink()
+    assert ledger.reindex()[0] == [f"removed {scaffold2.path.name}"]  # an entry removed: its line goes too
     grids = {"quickstart": experiments(TINY)}
     q1, q2 = headline_status(grids, {e.spec for e in ledger.entries()})
     assert q1.verdict_input() == "not testable: 5 of 6 runs computed (missing: algorithm=SCAFFOLD seed=2)"
@@ -178,6 +179,9 @@ def test_an_entry_of_other_code_is_used_said_stale_and_recomputed_on_request(fil
     old = ledger.entries()[3]
     set_provenance(old.path, commit="0123456789abcdef", code_version="0000000000000000",
                    definitions=lambda d: {**d, "fedlib.federation.run_federation": "edited"})
+    with pytest.raises(LedgerError, match=f"{old.path.name}: SHA-256"):  # edited: refused until vouched for
+        ledger.entries()
+    assert ledger.reindex()[0] == [f"changed {old.path.name}: commit, archive_sha256"]
     entry = read_entry_archive(old.path)
     assert changed_since(entry, {**entry.provenance["definitions"], "fedlib.federation.run_federation": "x"}) == \
         ["fedlib.federation.run_federation"]
@@ -503,9 +507,11 @@ def test_a_notebook_renders_from_the_ledger_computing_nothing_and_names_what_it_
     assert len(fedprox) == 3
     for path in fedprox:
         path.unlink()
+    ledger.reindex()
     stale = ledger.entries()[0]
     set_provenance(stale.path, commit="0123456789abcdef", code_version="0000000000000000",
                    definitions=lambda d: {**d, "fedlib.federation.run_federation": "edited"})
+    ledger.reindex()
     results = tmp_path / "results"
     code = reproduce.main(["--profile", "quick", "--only", "quickstart", "--from-ledger", "--ledger", str(ledger.root),
                            "--results", str(results), *TINY_OVERRIDES])

@@ -14,8 +14,15 @@ the manifest like every other file:
 An entry matches a run by its spec and data fingerprint (the file's name), never by the store key: the key also
 covers the code and the machine, which differ between the GPU that computed a run and the CPU that judges it.
 When today's code for the spec differs from the entry's `code_version`, the entry is still used, and `changed_since`
-names the definitions that changed (from the per-definition digests in `definitions`). Every read verifies the
-whole entry; a damaged one raises `LedgerError` naming the archive and the member.
+names the definitions that changed (from the per-definition digests in `definitions`).
+
+An entry proves its origin by its line in the ledger's index (`fedlib.ledger.index`, committed and reviewed like
+code): every read (`Ledger.entries`, whatever serves the ledger: `--from-ledger`, `--headlines-only`, a notebook's
+`ledger` parameter, a piece) checks each archive's SHA-256 against its line, then verifies the whole entry, its
+provenance's device and torch against the manifest's context (what its run was keyed under), and that no two entries
+hold one run (one spec, whatever the data fingerprint). Any problem refuses the whole ledger, every problem named on
+its own line with its archive: a ledger with one entry that cannot prove its origin serves nothing, since leaving
+out that entry alone would change what the rest decides (a claim missing a run, or a forged run beside the genuine).
 """
 from __future__ import annotations
 
@@ -35,10 +42,12 @@ from typing import Any
 import torch
 
 import fedlib
+from fedlib.ledger.index import (INDEX, IndexLine, MalformedIndexError, is_one_line, locked, read_index,
+                                 write_index)
 from fedlib.paths import checkout
 from fedlib.runs.archive import ArchiveError, export_entries, unpack
-from fedlib.runs.entry import (MANIFEST, DamagedEntryError, Records, describe, read_manifest, verify_entry,
-                               verify_keyed_entry, write_atomic)
+from fedlib.runs.entry import (MANIFEST, SPEC, DamagedEntryError, Records, describe, file_sha256, read_manifest,
+                               verify_entry, verify_keyed_entry, write_atomic)
 from fedlib.runs.fingerprint import code_roots, hashed_packages, reached_definitions
 from fedlib.runs.runner import tidy_runs
 from fedlib.runs.spec import RunSpec
@@ -49,6 +58,8 @@ SUFFIX = ".tar.gz"
 # What the whole gpu profile's ledger may take in the repository: a few tens of MB (tests/test_ledger.py extrapolates
 # a measured entry to the profile's runs against it; a piece prints the ledger's size against it).
 BUDGET_BYTES = 40 * 2**20
+INDEX_COMMAND = "python -m fedlib.ledger index"  # writes or checks a ledger's index (`fedlib.ledger.cli`)
+CPU_NAME = "CPU "  # how `device_name` begins for a CPU (a provenance naming a GPU on a CPU-keyed run is refused)
 COMMIT_VAR = "FEDLIB_COMMIT"  # the commit of a copy sent to another machine (scripts/gpu_lease.sh sets it)
 README, INDEX = "README.md", "INDEX.tsv"  # what a ledger folder may hold beside its archives
 CLAIMS = ".claims"  # the pieces' claims on the runs they compute (`fedlib.ledger.claims`)
@@ -63,7 +74,7 @@ class NotALedgerError(ValueError):
 
 
 class LedgerError(ValueError):
-    """A ledger entry that cannot be used: "<archive>: <problem>"."""
+    """A ledger entry, or a ledger, that cannot be used: "<archive or index>: <problem>"."""
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = Path(path)
@@ -77,6 +88,7 @@ class LedgerEntry:
     spec: RunSpec
     records: Records
     provenance: Mapping[str, Any]
+    spec_sha256: str  # of its spec.json, as its manifest lists it (verified)
 
     @property
     def data(self) -> str:
@@ -88,7 +100,19 @@ class LedgerEntry:
 
 
 def entry_name(spec: RunSpec, data: str) -> str:
-    return f"{spec.experiment}-{spec.key()}-{data}{SUFFIX}"
+    return f"{run_prefix(spec)}{data}{SUFFIX}"
+
+
+def run_prefix(spec: RunSpec) -> str:
+    """What the names of every entry of `spec`'s run begin with, whatever its data fingerprint."""
+    return f"{spec.experiment}-{spec.key()}-"
+
+
+def index_line(entry: LedgerEntry, archive_sha256: str) -> IndexLine:
+    """The entry's line in the ledger's index (`fedlib.ledger.index`); ValueError for a value a line cannot hold."""
+    prov = entry.provenance
+    return IndexLine(entry.path.name, entry.spec.experiment, entry.spec.key(), entry.spec_sha256,
+                     str(prov.get("device")), str(prov.get("device_name")), entry.commit, archive_sha256)
 
 
 def definition_digests(spec: RunSpec, root: str | Path | None = None) -> dict[str, str]:
@@ -126,7 +150,7 @@ def git_commit() -> tuple[str, bool | None]:
 def device_name(device: str) -> str:
     if device == "cuda" and torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
-    return f"CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
+    return f"{CPU_NAME}{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
 def provenance(spec: RunSpec, store: RunStore, root: str | Path | None, wall_s: float,
@@ -192,8 +216,70 @@ class Ledger:
         return sorted(self.root.glob(f"*{SUFFIX}"))
 
     def entries(self) -> list[LedgerEntry]:
-        """Every entry, verified (`LedgerError` for the first damaged one)."""
-        return [read_entry_archive(path) for path in self.paths()]
+        """Every entry, each proving its origin (`check`); else `LedgerError` naming every problem, and nothing
+        served."""
+        entries, problems = self.check()
+        if problems:
+            raise LedgerError(self.root, f"refused whole, {len(problems)} problem(s); nothing in it is served while "
+                                         "an entry cannot prove its origin:\n" + "\n".join(map(str, problems)))
+        return entries
+
+    def check(self) -> tuple[list[LedgerEntry], list[LedgerError]]:
+        """(the entries that prove their origin, a `LedgerError` per problem): each archive against its line in the
+        index (listed, same SHA-256, same columns), each index line against an archive, each entry verified
+        (`read_entry_archive`), and no two entries of one run (see the module docstring)."""
+        if not self.root.is_dir():
+            return [], []
+        with locked(self.root, shared=True):
+            try:
+                index = read_index(self.root)
+            except MalformedIndexError as err:
+                return [], [LedgerError(err.path, err.problem)]
+            paths = self.paths()
+            problems = [LedgerError(self.root / name, f"listed in {INDEX} but missing: restore it (git checkout), or "
+                                                      f"write the index again ({INDEX_COMMAND} --write)")
+                        for name in sorted(set(index or {}) - {path.name for path in paths})]
+            vouched = []
+            for path in paths:
+                line, found = (index or {}).get(path.name), file_sha256(path)
+                if line is None:
+                    problems.append(LedgerError(path, f"not in {self.root / INDEX}: no archive is served that the "
+                                                      f"index does not vouch for; review it, then {INDEX_COMMAND} "
+                                                      "--write and commit the index"))
+                elif line.archive_sha256 != found:
+                    problems.append(LedgerError(path, f"SHA-256 {found[:16]}... differs from its line in {INDEX} "
+                                                      f"({line.archive_sha256[:16]}...): its bytes changed since it "
+                                                      "was indexed; restore it (git checkout) or recompute its run"))
+                else:
+                    vouched.append((path, line))
+            entries, unread = read_entries([path for path, _ in vouched])
+        problems += unread
+        lines = {path: line for path, line in vouched}
+        for entry in entries:
+            differ = lines[entry.path].differing(index_line(entry, lines[entry.path].archive_sha256))
+            if differ:
+                problems.append(LedgerError(entry.path, f"its {', '.join(differ)} differ from its line in {INDEX}"))
+        refused = {problem.path for problem in problems}
+        return [entry for entry in entries if entry.path not in refused], problems
+
+    def reindex(self) -> tuple[list[str], list[LedgerError]]:
+        """Index every archive there is (`python -m fedlib.ledger index --write`: the user vouches for them) when
+        each reads as verified and no two hold one run; return (one line per change to the index, the problems:
+        where there is one, the index is left as it was)."""
+        with locked(self.root):
+            entries, problems = read_entries(self.paths())
+            if problems:
+                return [], problems
+            try:
+                before = read_index(self.root) or {}
+            except MalformedIndexError:
+                before = {}
+            after = {entry.path.name: index_line(entry, file_sha256(entry.path)) for entry in entries}
+            write_index(self.root, after.values())
+        return ([f"added {name}" for name in sorted(set(after) - set(before))]
+                + [f"changed {name}: {', '.join(after[name].differing(before[name]))}"
+                   for name in sorted(set(after) & set(before)) if after[name] != before[name]]
+                + [f"removed {name}" for name in sorted(set(before) - set(after))]), []
 
     def digest(self) -> str:
         """sha256 over every archive's name and bytes: what a file rendered from this ledger names."""
@@ -210,8 +296,11 @@ class Ledger:
         return held_records(self.entries(), specs)
 
     def add(self, store: RunStore, spec: RunSpec, prov: Mapping[str, Any]) -> Path:
-        """Export `spec`'s store entry with `prov` as its provenance into the ledger (replacing an entry of the same
-        spec and data, e.g. a stale one recomputed); written whole or not at all. The folder must exist (`create`)."""
+        """Export `spec`'s store entry with `prov` as its provenance into the ledger with its line in the index,
+        both written whole or not at all, one writer at a time (`fedlib.ledger.index.locked`); the folder must exist
+        (`create`). It replaces an entry of the same spec and data (a stale one recomputed: its index line changes
+        with it); `LedgerError` naming both where the ledger holds the run under another data fingerprint (a ledger
+        holds one entry per run)."""
         folder = store.folder(spec)
         verify_entry(folder)
         target = self.root / entry_name(spec, prov["data"])
@@ -225,8 +314,41 @@ class Ledger:
             write_atomic(copy / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
             archive = Path(tmp) / target.name
             export_entries(store, [copy], archive)
-            os.replace(archive, target)
+            line = index_line(read_entry_archive(archive), file_sha256(archive))
+            with locked(self.root):
+                other = [p.name for p in self.paths() if p.name.startswith(run_prefix(spec)) and p != target]
+                if other:
+                    raise LedgerError(target, f"the ledger holds this run already as {other[0]} (other data): a "
+                                              "ledger holds one entry per run; remove that one first (git rm) to "
+                                              "replace it")
+                try:
+                    lines = read_index(self.root) or {}
+                except MalformedIndexError as err:
+                    raise LedgerError(err.path, err.problem) from err
+                os.replace(archive, target)
+                write_index(self.root, {**lines, target.name: line}.values())
         return target
+
+
+def read_entries(paths: Sequence[Path]) -> tuple[list[LedgerEntry], list[LedgerError]]:
+    """(the entries of the archives `paths` that read as verified, a `LedgerError` per one that does not and per two
+    that hold one run, naming both)."""
+    entries, problems = [], []
+    for path in paths:
+        try:
+            entries.append(read_entry_archive(path))
+        except LedgerError as err:
+            problems.append(err)
+    first: dict[RunSpec, LedgerEntry] = {}
+    refused = {problem.path for problem in problems}
+    for entry in entries:
+        earlier = first.setdefault(entry.spec, entry)
+        if earlier is not entry:
+            problems.append(LedgerError(entry.path, f"holds the same run as {earlier.path.name} (data "
+                                                    f"{entry.data} and {earlier.data}): a ledger holds one entry per "
+                                                    "run; remove the one the claims must not rest on"))
+            refused |= {entry.path, earlier.path}
+    return [entry for entry in entries if entry.path not in refused], problems
 
 
 def held_records(entries: Sequence[LedgerEntry], specs: Sequence[RunSpec]) -> Records:
@@ -237,7 +359,8 @@ def held_records(entries: Sequence[LedgerEntry], specs: Sequence[RunSpec]) -> Re
 
 
 def read_entry_archive(path: Path) -> LedgerEntry:
-    """The verified entry in the archive `path`; `LedgerError` naming the archive (and the member) if damaged."""
+    """The verified entry in the archive `path`; `LedgerError` naming the archive (and the member) if damaged, or if
+    its provenance's data, device or torch differ from the manifest's context (what its run was keyed under)."""
     with tempfile.TemporaryDirectory(prefix="fedlib-ledger-") as tmp:
         try:
             unpack(path, Path(tmp))
@@ -253,16 +376,27 @@ def read_entry_archive(path: Path) -> LedgerEntry:
             if PROVENANCE not in manifest["files"]:
                 raise DamagedEntryError(folder / MANIFEST, f"lists no {PROVENANCE}")
             prov = json.loads((folder / PROVENANCE).read_text())
+            context = json.loads(manifest["context"])
             key = folder.name
         except DamagedEntryError as damage:
             raise LedgerError(path, f"damaged member {damage.path.relative_to(tmp)}: {damage.problem}") from damage
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise LedgerError(path, f"{PROVENANCE} is not JSON ({err})") from err
+            raise LedgerError(path, f"{PROVENANCE} or the manifest's context is not JSON ({err})") from err
     spec = RunSpec.from_json(spec_json)
-    data = json.loads(manifest.get("context", "{}")).get("data")
-    if not isinstance(prov, dict) or prov.get("data") != data:
-        raise LedgerError(path, f"{PROVENANCE} names data {prov.get('data') if isinstance(prov, dict) else None}, "
-                                f"the manifest's context {data}")
-    if path.name != entry_name(spec, data):
-        raise LedgerError(path, f"holds the run {entry_name(spec, data)}: filed under another name")
-    return LedgerEntry(path, key, spec, records, prov)
+    if not isinstance(prov, dict) or not isinstance(context, dict):
+        raise LedgerError(path, f"{PROVENANCE} and the manifest's context must be JSON objects")
+    for field in ("data", "device", "torch"):
+        if prov.get(field) != context.get(field):
+            raise LedgerError(path, f"{PROVENANCE} names {field} {prov.get(field)}, the manifest's context (what its "
+                                    f"run was keyed under) {context.get(field)}: a provenance that does not describe "
+                                    "its run")
+    for field in ("device_name", "commit"):  # what the index shows of it: one line of text each
+        if not is_one_line(prov.get(field)):
+            raise LedgerError(path, f"{PROVENANCE} names {field} {prov.get(field)!r}: not one line of text")
+    named_cpu = prov["device_name"].startswith(CPU_NAME)
+    if prov["device"] in ("cpu", "cuda") and named_cpu != (prov["device"] == "cpu"):  # other kinds: not told by name
+        raise LedgerError(path, f"{PROVENANCE} names device {prov['device']} and the device {prov.get('device_name')}: "
+                                "a provenance that does not describe its run")
+    if path.name != entry_name(spec, context["data"]):
+        raise LedgerError(path, f"holds the run {entry_name(spec, context['data'])}: filed under another name")
+    return LedgerEntry(path, key, spec, records, prov, manifest["files"][SPEC]["sha256"])

@@ -1,0 +1,62 @@
+"""`python -m fedlib.ledger index --check|--write [--ledger DIR]`: a ledger's archives against its index.
+
+    python -m fedlib.ledger index --check       # every problem, one line each naming the archive
+    python -m fedlib.ledger index --write       # index the archives there (after reviewing them)
+
+`--check` reads the ledger as everything that serves it does (`Ledger.check`). `--write` is the explicit act of
+vouching for the archives in the folder: each is read and verified, and the index is rewritten to list exactly
+them, each change printed (added, changed, removed) for the review of `git diff INDEX.tsv`; where an archive is
+damaged or two hold one run, nothing is written. The ledger is `--ledger` (default: the checkout's evidence/gpu/).
+
+Exit status: 0 when every entry proves its origin (or the index was written), 1 otherwise, 2 on a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from fedlib.ledger.entries import Ledger
+from fedlib.paths import checkout
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m fedlib.ledger", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    index = commands.add_parser("index", help="check the archives against the index, or write the index")
+    action = index.add_mutually_exclusive_group(required=True)
+    action.add_argument("--check", action="store_true", help="name every archive that cannot prove its origin")
+    action.add_argument("--write", action="store_true", help="index every archive there (you vouch for them)")
+    index.add_argument("--ledger", type=Path, default=None, help="the ledger folder (default: evidence/gpu/)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    root = args.ledger
+    if root is None:
+        found = checkout()
+        if found is None:
+            print("python -m fedlib.ledger: error: no fedlib checkout here to find evidence/gpu/ in: give --ledger",
+                  file=sys.stderr)
+            return 2
+        root = found / "evidence" / "gpu"
+    if not root.is_dir():
+        print(f"python -m fedlib.ledger: error: --ledger {root} is not a folder", file=sys.stderr)
+        return 2
+    ledger = Ledger(root)
+    if args.check:
+        entries, problems = ledger.check()
+        for problem in problems:
+            print(problem)
+        print(f"{root}: {len(entries)} entries prove their origin" + (f", {len(problems)} problem(s)" if problems
+                                                                       else ""))
+        return 1 if problems else 0
+    changes, problems = ledger.reindex()
+    for line in problems or changes:
+        print(line)
+    print(f"{root}: nothing written: mend the problems above first" if problems else
+          f"wrote {root / 'INDEX.tsv'}: {len(ledger.paths())} entries ({len(changes)} change(s)); review the archives "
+          "and `git diff` it before committing")
+    return 1 if problems else 0
