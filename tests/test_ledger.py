@@ -340,6 +340,7 @@ def test_from_a_partial_ledger_the_headlines_are_judged_without_the_datasets_on_
     for entry in Ledger(ROOT / "evidence" / "gpu").entries():
         if entry.spec.dataset == "digits":
             shutil.copy(entry.path, ledger)
+    assert Ledger(ledger).reindex()[1] == []  # the user vouches for the two copied entries
     code = reproduce.main(["--profile", "gpu", "--only", "fedshift", "--from-ledger", "--headlines-only", "--ledger",
                            str(ledger), "--results", str(tmp_path / "results")])
     captured = capsys.readouterr()

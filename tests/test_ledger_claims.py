@@ -17,7 +17,7 @@ from test_ledger import tiny_ranked
 
 from fedlib.ledger import piece as piece_module
 from fedlib.ledger.claims import FOREIGN_CLAIM_AGE_S, Claims, Holder
-from fedlib.ledger.entries import Ledger, entry_name
+from fedlib.ledger.entries import INDEX, Ledger, entry_name
 from fedlib.ledger.piece import run_piece
 from fedlib.runs.fingerprint import data_fingerprint
 from fedlib.runs.store import RunStore
@@ -127,6 +127,7 @@ def test_a_run_whose_entry_another_piece_wrote_meanwhile_is_not_computed_again(t
 
     def finished_first(self: Claims, run: str):  # another piece exports the run after this one read the ledger
         shutil.copy(elsewhere.paths()[0], self.folder.parent)
+        shutil.copy(elsewhere.root / INDEX, self.folder.parent)  # with its index line, as a piece writes it
         return real(self, run)
 
     monkeypatch.setattr(Claims, "claim", finished_first)

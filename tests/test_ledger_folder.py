@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from test_reproduce import load_reproduce
 
-from fedlib.ledger.entries import CLAIMS, INDEX, README, Ledger, NotALedgerError
+from fedlib.ledger.entries import CLAIMS, README, Ledger, NotALedgerError
+from fedlib.ledger.index import write_index
 from fedlib.runs.store import MARKER, TEMP_PREFIX
 
 ENTRY = "quickstart-0123456789abcdef01234567-0123456789abcdef.tar.gz"
@@ -27,7 +28,7 @@ def a_ledger(root: Path) -> Path:
     root.mkdir()
     (root / ENTRY).write_bytes(b"")
     (root / README).write_text("# A ledger\n")
-    (root / INDEX).write_text("name\n")
+    write_index(root, [])
     (root / CLAIMS).mkdir()
     (root / CLAIMS / "quickstart-x.claim").write_text("{}")
     (root / f"{TEMP_PREFIX}abc").mkdir()

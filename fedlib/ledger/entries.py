@@ -61,7 +61,11 @@ BUDGET_BYTES = 40 * 2**20
 INDEX_COMMAND = "python -m fedlib.ledger index"  # writes or checks a ledger's index (`fedlib.ledger.cli`)
 CPU_NAME = "CPU "  # how `device_name` begins for a CPU (a provenance naming a GPU on a CPU-keyed run is refused)
 COMMIT_VAR = "FEDLIB_COMMIT"  # the commit of a copy sent to another machine (scripts/gpu_lease.sh sets it)
-README, INDEX = "README.md", "INDEX.tsv"  # what a ledger folder may hold beside its archives
+README = "README.md"
+# Reviewed records about the entries beside them: what was corrected after a machine wrote them, and the digests
+# as recorded (scripts/recompute_recorded_digests.py).
+CORRECTIONS, RECORDED_DEFINITIONS = "CORRECTIONS.md", "recorded-definitions.json"
+RECORDS = (README, INDEX, CORRECTIONS, RECORDED_DEFINITIONS)  # what a ledger folder may hold beside its archives
 CLAIMS = ".claims"  # the pieces' claims on the runs they compute (`fedlib.ledger.claims`)
 
 
@@ -166,8 +170,8 @@ def provenance(spec: RunSpec, store: RunStore, root: str | Path | None, wall_s: 
 
 
 class Ledger:
-    """The ledger folder `root`: its entries' archives, and beside them only its README.md, its INDEX.tsv, the
-    pieces' claims and the temporaries of entries being written; an empty folder is an empty ledger. Every read
+    """The ledger folder `root`: its entries' archives, and beside them only its `RECORDS` (README, index,
+    corrections), the pieces' claims and the temporaries of entries being written; an empty folder is an empty ledger. Every read
     checks the folder first (`require`); a piece creates a missing one (`create`)."""
 
     def __init__(self, root: str | Path) -> None:
@@ -175,8 +179,9 @@ class Ledger:
 
     def strangers(self) -> list[Path]:
         """What the folder holds that no ledger does."""
-        own = {README, INDEX, CLAIMS}
-        return sorted(p for p in self.root.iterdir() if p.name not in own and not p.name.startswith(TEMP_PREFIX)
+        own = {*RECORDS, CLAIMS}
+        being_written = (TEMP_PREFIX, *(f".{record}." for record in RECORDS))  # an entry, or a record (`write_atomic`)
+        return sorted(p for p in self.root.iterdir() if p.name not in own and not p.name.startswith(being_written)
                       and not (p.name.endswith(SUFFIX) and p.is_file()))
 
     def require(self, *, creatable: bool = False) -> None:
@@ -197,8 +202,8 @@ class Ledger:
         if strangers:
             more = f" and {len(strangers) - 1} more" if len(strangers) > 1 else ""
             raise NotALedgerError(self.root, f"it holds {strangers[0].name!r}{more}, and a ledger holds only "
-                                             f"<experiment>-<spec key>-<data>{SUFFIX} archives, {README} and "
-                                             f"{INDEX}; {what}")
+                                             f"<experiment>-<spec key>-<data>{SUFFIX} archives and "
+                                             f"{', '.join(RECORDS)}; {what}")
 
     def create(self) -> bool:
         """Make the ledger folder where it is missing and its parent exists (True: made now); `NotALedgerError`
@@ -228,8 +233,7 @@ class Ledger:
         """(the entries that prove their origin, a `LedgerError` per problem): each archive against its line in the
         index (listed, same SHA-256, same columns), each index line against an archive, each entry verified
         (`read_entry_archive`), and no two entries of one run (see the module docstring)."""
-        if not self.root.is_dir():
-            return [], []
+        self.require()
         with locked(self.root, shared=True):
             try:
                 index = read_index(self.root)
