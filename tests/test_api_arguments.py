@@ -105,6 +105,23 @@ def test_a_local_training_argument_is_checked_where_it_enters(kwargs, message):
         LocalTraining(**kwargs)
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("lr", float("nan"), r"local: lr must be a finite number in \(0, .*\], got nan \(a LocalTraining field set after it "
+                         r"was built is checked when the run starts\)"),
+    ("lr", "0.1", r"local: lr must be a real number, got '0.1'"),
+    ("batch_size", 0, r"local: batch_size must be >= 1, got 0"),
+    ("momentum", 1.5, r"local: momentum must be a finite number in \[0, 1\), got 1.5"),
+    ("epochs", 3.0, r"local: LocalTraining takes epochs or steps, not both"),
+])
+def test_a_local_training_field_set_after_construction_is_checked_when_the_run_starts(ds, data, field, value,
+                                                                                       message):
+    """`local.lr = nan` after LocalTraining(...) trained (every loss NaN, the run flagged diverged)."""
+    local = LocalTraining(lr=0.05, batch_size=16, steps=2)
+    setattr(local, field, value)
+    with pytest.raises(ValueError, match=message):
+        _run(ds, data, local=local)
+
+
 def test_a_schedule_step_size_that_overflows_float32_is_named(ds, data):
     with pytest.raises(ValueError, match=r"schedule returned 1e\+308 at round 0, step 0; a step size is a number in"):
         _run(ds, data, local=LocalTraining(lr=lambda r, k: 1e308, batch_size=16, steps=2))
