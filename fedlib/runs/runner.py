@@ -11,10 +11,11 @@ spec becomes a run is `fedlib.runs.build`; running one into the store is `fedlib
 """
 from __future__ import annotations
 
+import reprlib
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +31,7 @@ from fedlib.runs.pool import run_in_processes
 from fedlib.runs.ray_runner import run_on_ray
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import Records, RunStore
+from fedlib.validate import instance
 
 EXECUTORS = ("local", "ray")
 
@@ -42,7 +44,8 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     `workers` > 1 runs the local executor's specs in that many worker processes (`fedlib.runs.pool`)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
-    specs = list(dict.fromkeys(specs))  # duplicates run once
+    instance("run_specs store", store, RunStore, "e.g. RunStore.at() (results/runs) or RunStore('a/folder')")
+    specs = list(dict.fromkeys(_run_specs(specs)))  # duplicates run once
     store = store.reading(root)  # keys cover the data files under the root the runs read
     todo = [s for s in specs if not store.has(s)]
     print(f"{len(specs)} runs: {len(specs) - len(todo)} from the store ({store.root}), {len(todo)} to compute"
@@ -63,6 +66,19 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     if todo:
         print(f"computed {len(todo)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return tidy(specs, store)
+
+
+def _run_specs(specs: object) -> list[RunSpec]:
+    """`specs` as a list, each a RunSpec; else a ValueError naming the argument (or the element) and what it takes."""
+    if isinstance(specs, (RunSpec, str, bytes, Mapping)) or not isinstance(specs, Iterable):
+        got = "one RunSpec: pass [spec]" if isinstance(specs, RunSpec) else \
+            f"{reprlib.repr(specs)} ({type(specs).__name__})"
+        raise ValueError(f"run_specs specs must be a list of RunSpec, got {got}")
+    specs = list(specs)
+    for i, spec in enumerate(specs):
+        instance(f"run_specs specs[{i}]", spec, RunSpec, "build specs with RunSpec.make(...) or a paper's "
+                 "experiments(params); a spec's JSON with RunSpec.from_json(data)")
+    return specs
 
 
 def tidy(specs: Sequence[RunSpec], store: RunStore) -> Records:

@@ -43,6 +43,7 @@ from fedlib.paths import results_root
 from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_atomic, write_entry
 from fedlib.runs.fingerprint import key_context
 from fedlib.runs.spec import RunSpec
+from fedlib.validate import instance
 
 TEMP_PREFIX = ".writing-"  # + host-pid-random: a save or checkpoint being written
 DAMAGED = ".damaged"  # where damaged entries are moved
@@ -164,6 +165,9 @@ class RunStore:
     def __init__(self, root: str | Path, code: str | None = None, data_root: str | Path | None = None) -> None:
         """`data_root`: where runs read their datasets (None: the data-root rule, `fedlib.data.roots`).
         `code` replaces everything but the spec in the key (code, data, environment), for tests."""
+        instance("RunStore root", root, (str, os.PathLike), "a folder, e.g. RunStore('results/runs')")
+        instance("RunStore data_root", data_root, (str, os.PathLike, type(None)), "a folder of datasets")
+        instance("RunStore code", code, (str, type(None)))
         self.root = Path(root)
         self.code = code
         self.data_root = None if data_root is None or str(data_root) == "" else data_root
