@@ -71,7 +71,7 @@ def test_a_selected_value_holding_a_comma_is_double_quoted():
     for text, problem in (("setting=Z_U=4, Z_D=4, descent", "got ' descent' in"),
                           ('setting="Z_U=4, Z_D=4', "has a double quote that is not closed"),
                           ('setting=Z_U="4"', "quote the whole value or none of it")):
-        with pytest.raises(ValueError, match=rf"^--select .*{re.escape(problem)}.*double-quoted: key=\"a, b\""):
+        with pytest.raises(SelectionError, match=rf"^--select .*{re.escape(problem)}.*double-quoted: key=\"a, b\""):
             parse_selection(text)
     with pytest.raises(SelectionError, match=re.escape('setting="Z_U=4, Z_D=4" matches no run (did you mean '
                                                        '\'"Z_U=4, Z_D=4, descent"\'?); values of setting: Z_U=4, '

@@ -95,6 +95,10 @@ def test_export_select_is_strict_like_reproduce(store, tmp_path, capsys):
     assert "--select: algorithm=nosuch matches no run" in err and "fedavg" in err and not archive.exists()
     assert run(store, "export", str(archive), "--select", "algoritm=fedavg") == 2
     assert "did you mean 'algorithm'" in capsys.readouterr().err
+    for unreadable in ("fedavg", 'cell="s1'):  # were a ValueError traceback
+        assert run(store, "export", str(archive), "--select", unreadable) == 2
+        assert capsys.readouterr().err.startswith("python -m fedlib.runs export: error: --select ")
+    assert run(store, "export", str(archive), "--select", 'cell="s1"') == 0  # a quoted value without a comma too
 
 
 def test_options_go_before_or_after_the_command(store):

@@ -7,11 +7,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 
-from fedlib.runs.spec import RunSpec, selection_value
-
-
-class SelectionError(ValueError):
-    """A `--select` that names a key or value no run has; the message lists the valid ones."""
+from fedlib.runs.spec import RunSpec, SelectionError, selection_value
 
 
 def check_selection(selection: Mapping[str, Sequence[str]], specs: Sequence[RunSpec]) -> None:

@@ -213,6 +213,10 @@ def named_runs(specs: Sequence[RunSpec], shown: int = 6) -> str:
     return "; ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
+class SelectionError(ValueError):
+    """A `--select` that cannot be read or names a key or value no run has; the message says which and what to do."""
+
+
 _SELECTION_PAIR = re.compile(r'(?:[^,"]|"[^"]*")+')  # a key=value pair: up to a comma outside double quotes
 _QUOTING = 'a value holding a comma is double-quoted: key="a, b"'
 
@@ -222,18 +226,18 @@ def parse_selection(text: str | None) -> dict[str, list[str]]:
     A value holding a comma is double-quoted (`selection_value`): 'setting="Z_U=4, Z_D=4, descent",seed=0'."""
     text = text or ""
     if text.count('"') % 2:
-        raise ValueError(f"--select {text!r} has a double quote that is not closed; {_QUOTING}")
+        raise SelectionError(f"--select {text!r} has a double quote that is not closed; {_QUOTING}")
     out: dict[str, list[str]] = {}
     for part in _SELECTION_PAIR.findall(text):
         if not part.strip():
             continue
         if "=" not in part:
-            raise ValueError(f"--select takes key=value pairs separated by commas, got {part!r} in {text!r}; "
+            raise SelectionError(f"--select takes key=value pairs separated by commas, got {part!r} in {text!r}; "
                              f"{_QUOTING}")
         key, value = (s.strip() for s in part.split("=", 1))
         quoted = len(value) >= 2 and value[0] == value[-1] == '"' and '"' not in value[1:-1]
         if '"' in value and not quoted:
-            raise ValueError(f"--select {key}={value}: quote the whole value or none of it; {_QUOTING}")
+            raise SelectionError(f"--select {key}={value}: quote the whole value or none of it; {_QUOTING}")
         out.setdefault(key, []).append(value[1:-1] if quoted else value)
     return out
 
