@@ -26,6 +26,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="IProgress not found")
     from tqdm.auto import tqdm
 
+from fedlib.runs.archive import origin
 from fedlib.runs.execute import execute
 from fedlib.runs.pool import run_in_processes
 from fedlib.runs.ray_runner import run_on_ray
@@ -48,8 +49,8 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     specs = list(dict.fromkeys(_run_specs(specs)))  # duplicates run once
     store = store.reading(root)  # keys cover the data files under the root the runs read
     todo = [s for s in specs if not store.has(s)]
-    print(f"{len(specs)} runs: {len(specs) - len(todo)} from the store ({store.root}), {len(todo)} to compute"
-          + (f" ({executor})" if todo else ""), file=sys.stderr, flush=True)
+    print(f"{len(specs)} runs: {len(specs) - len(todo)} from the store ({store.root}{_imported(specs, todo, store)}), "
+          f"{len(todo)} to compute" + (f" ({executor})" if todo else ""), file=sys.stderr, flush=True)
     start = time.perf_counter()
     if todo and executor == "local":
         with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
@@ -66,6 +67,14 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     if todo:
         print(f"computed {len(todo)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return tidy(specs, store)
+
+
+def _imported(specs: Sequence[RunSpec], todo: Sequence[RunSpec], store: RunStore) -> str:
+    """"; N of them imported from <archives>" for the stored specs whose entries came from an archive, else ""."""
+    computing = set(todo)
+    archives = [found.get("archive") for s in specs if s not in computing
+                and (found := origin(store.folder(s))) is not None]
+    return f"; {len(archives)} of them imported from {', '.join(sorted(set(map(str, archives))))}" if archives else ""
 
 
 def _run_specs(specs: object) -> list[RunSpec]:

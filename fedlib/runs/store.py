@@ -22,6 +22,16 @@ the first entry. Temporaries of processes that died are removed when a store is 
 carries its spec and its key and is refused for any other, or when it holds as many rounds as the spec runs or
 more. Nothing read from the store is executed: records are CSV, checkpoints load with
 `torch.load(weights_only=True)`.
+
+What the store can and cannot prove. The manifest proves an entry is whole and unchanged since its manifest was
+written (damage, truncation, a partial copy, an edit without rehashing); `verify` and `import` also prove that its
+spec and recorded context hash to its folder's name (no entry filed under another spec's or environment's key).
+The key covers the spec and the context, not the records, and nothing is signed: whoever can write a store or an
+archive can replace a record CSV and rehash the manifest, and no check here can tell those records from computed
+ones. An imported entry carries its origin (`fedlib.runs.archive.origin`: the archive's name and when), which `ls`,
+`run_specs` and REPORT.md show; it marks honest imports, not hostile edits (it is a manifest field, removable like
+any other). Records are as trustworthy as whoever could write the store: to be sure of one, delete its entry and
+compute it again.
 """
 from __future__ import annotations
 
