@@ -44,8 +44,8 @@ def test_adult_loads_a9a_pair_and_standardizes(tmp_path):
     ("+1 3:1 5", "'5' is not <index>:<value>"),
     ("+1 0:1", "feature index 0 is outside [1, 123]"),
     ("+1 124:1", "feature index 124 is outside [1, 123]"),
-    ("+1 x:1", "'x:1' is not <index>:<value>"),
-    ("+1 \u0663:1", "'\u0663:1' is not <index>:<value>"),  # an Arabic-Indic 3, which int() reads as 3
+    ("+1 x:1", "feature index 'x' is not a number in the ASCII digits 0-9"),
+    ("+1 \u0663:1", "feature index '\u0663' is not a number in the ASCII digits 0-9"),  # Arabic-Indic 3: int() reads 3
     ("+1 7:1 3:1", "feature index 3 follows 7"),
     ("+1 7:1 7:1", "feature index 7 follows 7"),
     ("+1 7:0.5", "feature 7 has value '0.5'"),

@@ -89,8 +89,11 @@ def read_a9a(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         previous = 0
         for token in tokens:
             index, sep, value = token.partition(":")
-            if not (sep and is_decimal(index) and value):
+            if not (sep and index and value):
                 raise DatasetFileError(path, f"line {number}: {token!r} is not <index>:<value> (a truncated line?)")
+            if not is_decimal(index):
+                raise DatasetFileError(path, f"line {number}: feature index {index!r} is not a number in the ASCII "
+                                             "digits 0-9")
             if not 1 <= int(index) <= A9A_FEATURES:
                 raise DatasetFileError(path, f"line {number}: feature index {index} is outside [1, {A9A_FEATURES}]")
             if int(index) <= previous:
