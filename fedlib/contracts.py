@@ -46,6 +46,12 @@ class LocalTraining:
     augment: str | None = None  # a train-time augmentation of fedlib.augment ("crop_flip", "flip_gray")
 
     def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Check (and normalise) every field; a ValueError names the first wrong one. Run at construction and again
+        when a run opens (`fedlib.federation.open_federation`), so a field set after construction (`local.lr =
+        nan`) is refused too, once per run."""
         if self.epochs is not None and self.steps is not None:
             raise ValueError(f"LocalTraining takes epochs or steps, not both (got epochs={self.epochs!r}, "
                              f"steps={self.steps!r})")

@@ -512,6 +512,12 @@ def _check_components(model_fn: Callable[[], nn.Module], data: FederatedData, al
     instance("algorithm", algorithm, Algorithm, "an algorithm object, e.g. FedAvg() or "
              f"fedlib.algorithms.make_algorithm({algorithm!r})" if isinstance(algorithm, str) else "e.g. FedAvg()")
     instance("local", local, (LocalTraining, type(None)), "LocalTraining(lr=..., batch_size=..., epochs=...)")
+    if local is not None:
+        try:
+            local.check()
+        except ValueError as err:
+            raise ValueError(f"local: {err} (a LocalTraining field set after it was built is checked when the run "
+                             "starts)") from None
     for name, link in (("uplink", uplink), ("downlink", downlink)):
         instance(name, link, (Link, type(None)), f"Link(codec={link!r})" if isinstance(link, str) else "e.g. Link()")
     if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Sequence) or not all(callable(h) for h in hooks):

@@ -119,14 +119,19 @@ def profile_values(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> 
     """The values `notebooks/profiles/<notebook>/<profile>.yaml` sets (quick.yaml: only `profile: quick`, the
     dataclass's defaults being the quick profile; tests/test_paper_params.py checks that).
 
-    Raises FileNotFoundError for a missing profile file, `UnknownParameterError` for a name the notebook does
-    not declare and `ParameterError` for a value its parameters dataclass rejects."""
+    Raises FileNotFoundError for a missing profile file, ValueError for one that sets nothing (empty, only
+    comments, `{}`: it would run the defaults under the profile's name), `UnknownParameterError` for a name the
+    notebook does not declare and `ParameterError` for a value its parameters dataclass rejects."""
     path = profile_path(notebook, profile, notebooks)
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: notebook {notebook!r} has no {profile!r} profile")
-    values = read_yaml(path.read_text(), str(path)) or {}
+    values = read_yaml(path.read_text(), str(path))
     if not isinstance(values, dict):
-        raise ValueError(f"{path}: a profile is a mapping of parameter names to values, got {type(values).__name__}")
+        found = "nothing (an empty file)" if values is None else f"{values!r} ({type(values).__name__})"
+        raise ValueError(f"{path}: a profile is a mapping of parameter names to values, got {found}: write at least "
+                         f"`profile: {profile}` and the values it changes")
+    if not values:
+        raise ValueError(f"{path}: sets no parameter: write at least `profile: {profile}` and the values it changes")
     params_class(notebook).from_mapping(values, f"notebook '{notebook}', {path}")
     return values
 

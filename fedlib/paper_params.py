@@ -12,8 +12,10 @@ Every paper's class lives in `fedlib.papers.<notebook>` (`params_class` finds it
 against its field's annotation (`int`, `float`, `str`, `bool`, `X | None`, `Literal[...]`, `tuple[X, ...]`,
 `Mapping[K, V]`, `Any`): YAML lists become tuples and dicts `FrozenMap`s, so an instance is hashable; an int is a
 valid float and is kept an int (a run spec tells 5 from 5.0, and its store key with it); numpy numbers become
-Python's. A paper's own checks (ranges, choices, lengths that must agree) go in its `__post_init__`, after
-`super().__post_init__()`. A field's one-line doc is its `metadata["doc"]` (`param` sets it).
+Python's. A count of rounds, steps or clients (a field with `rounds`, `steps` or `clients` in its name, typed
+`int`) is at most `MAX_COUNT`. A paper's own checks (ranges, choices, lengths that must agree) go in its
+`__post_init__`, after `super().__post_init__()`. A field's one-line doc is its `metadata["doc"]` (`param` sets
+it).
 """
 from __future__ import annotations
 
@@ -29,6 +31,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound="PaperParams")
+# The most rounds, steps or clients a parameter may ask for (a field with one of COUNTED in its name): five times
+# the largest any profile sets (mucsc's full toy_steps, 20,000; the longest federated run is 1,250 rounds), so a
+# typo such as 100000000000000000000 rounds is an error before any planning, not a run that never ends.
+MAX_COUNT = 100_000
+COUNTED = frozenset({"rounds", "steps", "clients"})
 Executor = typing.Literal["sequential", "vmap", "graph", "auto"]  # how a round's clients train (fedlib.federation)
 Threads = int | typing.Literal["auto"]  # torch threads per run
 
@@ -171,6 +178,10 @@ class PaperParams:
             object.__setattr__(self, f.name, coerce(getattr(self, f.name), hints[f.name], where))
         self._check_device()
         self._check_seeds_distinct()
+        self._require([n for n in self.names() if COUNTED & set(n.split("_"))],
+                      lambda v: not isinstance(v, int) or v <= MAX_COUNT,
+                      f"must be at most {MAX_COUNT:,}, the bound on a count of rounds, steps or clients "
+                      "(fedlib.paper_params.MAX_COUNT)")
 
     def _check_seeds_distinct(self) -> None:
         """A list of seeds (a field named `seeds` or `*_seeds`) names each seed once: a repeated seed is the same

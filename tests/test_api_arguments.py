@@ -12,6 +12,7 @@ from fedlib.data import load_dataset
 from fedlib.data import partition as part
 from fedlib.federation import run_federation
 from fedlib.models import build_model
+from fedlib.runs import RunStore, run_specs
 from fedlib.validate import counts, instance, int_array, rng
 
 
@@ -105,6 +106,23 @@ def test_a_local_training_argument_is_checked_where_it_enters(kwargs, message):
         LocalTraining(**kwargs)
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("lr", float("nan"), r"local: lr must be a finite number in \(0, .*\], got nan \(a LocalTraining field set "
+                         r"after it was built is checked when the run starts\)"),
+    ("lr", "0.1", r"local: lr must be a real number, got '0.1'"),
+    ("batch_size", 0, r"local: batch_size must be >= 1, got 0"),
+    ("momentum", 1.5, r"local: momentum must be a finite number in \[0, 1\), got 1.5"),
+    ("epochs", 3.0, r"local: LocalTraining takes epochs or steps, not both"),
+])
+def test_a_local_training_field_set_after_construction_is_checked_when_the_run_starts(ds, data, field, value,
+                                                                                       message):
+    """`local.lr = nan` after LocalTraining(...) trained (every loss NaN, the run flagged diverged)."""
+    local = LocalTraining(lr=0.05, batch_size=16, steps=2)
+    setattr(local, field, value)
+    with pytest.raises(ValueError, match=message):
+        _run(ds, data, local=local)
+
+
 def test_a_schedule_step_size_that_overflows_float32_is_named(ds, data):
     with pytest.raises(ValueError, match=r"schedule returned 1e\+308 at round 0, step 0; a step size is a number in"):
         _run(ds, data, local=LocalTraining(lr=lambda r, k: 1e308, batch_size=16, steps=2))
@@ -189,3 +207,31 @@ def test_run_spec_make_refuses_rounds_and_seeds_it_would_convert(rounds, seed, m
         RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {}), ("fedavg", {}), rounds, seed)
     assert RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {}), ("fedavg", {}),
                         np.int64(3), np.int64(1)).seed == 1
+
+
+STORE_TRIES = [  # (a call with a careless argument, the message: it names the argument and what it takes)
+    (lambda store, spec: run_specs([spec.to_json()], store=store),
+     r"^run_specs specs\[0\] must be a RunSpec, got a dict; .*RunSpec.from_json\(data\)"),
+    (lambda store, spec: run_specs([spec, "fedavg"], store=store),
+     r"^run_specs specs\[1\] must be a RunSpec, got 'fedavg'"),
+    (lambda store, spec: run_specs(spec, store=store), r"^run_specs specs must be a list of RunSpec, got one RunSpec: "
+                                                       r"pass \[spec\]"),
+    (lambda store, spec: run_specs(3, store=store), r"^run_specs specs must be a list of RunSpec, got 3 \(int\)"),
+    (lambda store, spec: run_specs([spec], store=str(store.root)), r"^run_specs store must be a RunStore, got '.*' "
+                                                                   r"\(str\); e.g. RunStore.at\(\)"),
+    (lambda store, spec: RunStore(5), r"^RunStore root must be a str or a PathLike, got 5 \(int\); a folder"),
+    (lambda store, spec: RunStore(store.root, data_root=3), r"^RunStore data_root must be a str or a PathLike or None, "
+                                                            r"got 3 \(int\)"),
+]
+
+
+@pytest.mark.parametrize("call, message", STORE_TRIES, ids=[m[1:40] for _, m in STORE_TRIES])
+def test_a_run_store_argument_is_checked_where_it_enters(tmp_path, call, message):
+    """run_specs([dict]) raised "unhashable type: 'dict'", RunStore(5) a TypeError from pathlib."""
+    from fedlib.runs import RunSpec
+
+    store = RunStore(tmp_path / "runs", code="test")
+    spec = RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {}), ("fedavg", {}), 1, 0)
+    with pytest.raises(ValueError, match=message):
+        call(store, spec)
+    assert not store.root.exists()  # refused before anything ran or was written

@@ -489,7 +489,8 @@ def test_idx_files_of_the_wrong_rank_are_named(tmp_path):
         load_dataset("mnist", root=tmp_path)
     write_idx_set(folder, gz=False)
     (folder / "t10k-images-idx3-ubyte").write_bytes(idx_bytes(np.zeros((12, 14, 14), np.uint8)))
-    with pytest.raises(DatasetFileError, match=r"t10k-images-idx3-ubyte: test images are \(14, 14\)"):
+    with pytest.raises(DatasetFileError, match=r"t10k-images-idx3-ubyte: images are 14 x 14; MNIST and Fashion-MNIST "
+                                               r"images are 28 x 28"):
         load_dataset("mnist", root=tmp_path)
 
 
@@ -570,7 +571,7 @@ def set_user(user: str, **record) -> Callable[[dict], dict]:
     (lambda s: {"users": s["users"]}, "keys 'users' and 'user_data' (found ['users'])"),
     (lambda s: [s], "(found list)"),
     (set_user("u2", y=[3, 4]), "user 'u2' has 1 samples but 2 labels"),
-    (set_user("u1", x=[[0.0] * 784, [0.0] * 10]), "user 'u1': 'x' is not a rectangular numeric array"),
+    (set_user("u1", x=[[0.0] * 784, [0.0] * 10]), "user 'u1': 'x': not a rectangular numeric array"),
     (set_user("u2", x=[[0.0] * 10]), "user 'u2' has 10 features per sample, earlier users have 784"),
     (lambda s: {**s, "user_data": {u: {"x": [], "y": []} for u in s["users"]}}, "no user with samples"),
 ])
@@ -581,6 +582,72 @@ def test_bad_femnist_json_is_named(tmp_path, edit, problem):
     with pytest.raises(DatasetFileError) as err:
         load_dataset("femnist", root=tmp_path)
     assert str(path) in str(err.value) and problem in str(err.value)
+
+
+def set_value(user: str, key: str, index: tuple[int, ...], value: object) -> Callable[[dict], dict]:
+    def edit(shard: dict) -> dict:
+        *outer, last = index
+        target = shard["user_data"][user][key]
+        for i in outer:
+            target = target[i]
+        target[last] = value
+        return shard
+    return edit
+
+
+@pytest.mark.parametrize("edit,problem", [
+    (set_value("u1", "y", (0,), True), "user 'u1': labels[0] is True (bool), not a number"),
+    (set_value("u1", "y", (1,), "2"), "user 'u1': labels[1] is '2' (str), not a number"),
+    (set_value("u2", "x", (0, 5), True), "user 'u2': 'x'[0, 5] is True (bool), not a number"),
+    (set_value("u1", "x", (1, 783), "0.5"), "user 'u1': 'x'[1, 783] is '0.5' (str), not a number"),
+    (set_value("u1", "x", (0, 0), None), "user 'u1': 'x'[0, 0] is None (NoneType), not a number"),
+    (lambda s: {**s, "users": 5}, "'users' must be a list of user names (strings), got 5"),
+    (lambda s: {**s, "users": [["u1"]]}, "'users' must be a list of user names (strings), got [['u1']]"),
+    (lambda s: {**s, "user_data": []}, "'user_data' must be an object mapping each user to its samples, got a list"),
+    (set_user("u2", y=3), "user 'u2': labels must be a flat list, one per sample (got shape ())"),
+], ids=["true-label", "string-label", "true-pixel", "string-pixel", "null-pixel", "users-a-number",
+        "users-not-names", "user-data-a-list", "labels-a-number"])
+def test_femnist_values_that_are_not_numbers_are_named_not_converted(tmp_path, edit, problem):
+    """numpy reads `true` as 1 and "0.5" as 0.5 (and a malformed shard raised a TypeError or AttributeError):
+    each is a DatasetFileError naming the file, the user and the sample."""
+    from fedlib.data import DatasetFileError
+
+    path = write_femnist(tmp_path, edit(good_shard()))
+    with pytest.raises(DatasetFileError) as err:
+        load_dataset("femnist", root=tmp_path)
+    assert str(err.value).startswith(f"{path}: {problem}")
+
+
+def test_a_cifar_label_that_is_a_boolean_is_named_not_converted(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    path = tmp_path / "batch"
+    path.write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), np.uint8), b"labels": [3, True]}))
+    with pytest.raises(DatasetFileError, match=rf"^{path}: 'labels'\[1\] is True \(bool\), not a number"):
+        read_cifar_batch(path)
+
+
+def test_idx_images_of_another_size_than_28x28_are_named(tmp_path):
+    """32 x 32 images in MNIST's files loaded as a 32 x 32 dataset: now an error naming the file."""
+    from fedlib.data import DatasetFileError
+
+    folder = tmp_path / "mnist"
+    write_idx_set(folder, gz=False)
+    rng = np.random.default_rng(0)
+    for stem, n in (("train-images-idx3-ubyte", 30), ("t10k-images-idx3-ubyte", 12)):
+        (folder / stem).write_bytes(idx_bytes(rng.integers(0, 256, (n, 32, 32), dtype=np.uint8)))
+    with pytest.raises(DatasetFileError, match=rf"^{folder}/train-images-idx3-ubyte: images are 32 x 32; MNIST and "
+                                               r"Fashion-MNIST images are 28 x 28"):
+        load_dataset("mnist", root=tmp_path)
+
+
+def test_a_csv_digit_of_another_script_is_named_with_its_line(tmp_path):
+    from fedlib.data import DatasetFileError
+
+    path = tmp_path / "t.csv.gz"
+    path.write_bytes(gzip.compress("1,2,3\n4,5,\u0663\n".encode(), mtime=0))  # U+0663: ARABIC-INDIC DIGIT THREE
+    with pytest.raises(DatasetFileError, match=rf"^{path}: line 2: '\u0663' \(U\+0663\) is not an ASCII digit"):
+        read_csv_gz(path)
 
 
 def test_femnist_samples_that_are_not_28x28_are_named(tmp_path):

@@ -6,6 +6,7 @@ components that keep client-side memory or read the record (TACO's freeloaders, 
 policy). One run goes through Flower's simulation engine (Ray, 2 workers)."""
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -309,6 +310,25 @@ def test_the_app_refuses_a_missing_spec_and_a_relative_out_folder(tmp_path):
                                        "give an absolute folder")):
         with pytest.raises(ValueError, match=error):
             run_app(grid, run_config, folder)
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("{not json", "is not a readable JSON file (Expecting property name"),
+    ("", "is not a readable JSON file (Expecting value"),
+    ("[1, 2]", "is not a run spec (a run spec is a JSON object, this file holds a list"),
+    ('{"experiment": "quickstart"}', "is not a run spec (run spec JSON has keys ['experiment']"),
+    ('{"experiment": "q", "dataset": "d", "split": 1, "model": 1, "algorithm": 1, "uplink": 1, "downlink": 1, '
+     '"rounds": 1, "seed": 0, "local": {}, "loop": {}, "options": {}, "labels": {}, "device": "cpu"}',
+     "is not a run spec (TypeError: 'int' object is not subscriptable"),
+], ids=["invalid-json", "empty", "a-list", "a-partial-spec", "numbers-for-components"])
+def test_the_app_names_a_spec_file_that_is_not_a_run_spec(tmp_path, content, problem):
+    """Invalid JSON was a JSONDecodeError naming no file."""
+    from fedlib.flower.app import run_app
+
+    path = tmp_path / "spec.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=rf"^run config 'spec': {path} {re.escape(problem)}.*json.dumps\(spec.to_json"):
+        run_app(InProcessGrid(client_app, 5), {"spec": "spec.json"}, tmp_path)
 
 
 def test_flowers_size_mod_accepts_every_fedlib_message():

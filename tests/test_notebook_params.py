@@ -103,6 +103,13 @@ def test_notebook_check_rejects_a_wrong_value_naming_it():
         check_notebook_parameters("quickstart", namespace)
 
 
+def test_notebook_check_rejects_a_count_beyond_the_bound_naming_it():
+    """papermill reads `-p rounds 100000000000000000000` as that integer: the check cell stops it."""
+    namespace = {**parameters_namespace("quickstart"), "rounds": 10**20}
+    with pytest.raises(ValueError, match=r"^notebook 'quickstart': QuickstartParams.rounds must be at most 100,000"):
+        check_notebook_parameters("quickstart", namespace)
+
+
 def test_plain_papermill_run_with_a_typo_fails_in_the_check_cell(tmp_path):
     """`papermill nb.ipynb out.ipynb -p lrr 0.1` only warns; the notebook's check cell stops the run."""
     nb = jupytext.read(NOTEBOOKS / "quickstart.py")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import re
 import typing
 
 import nbformat
@@ -15,8 +16,8 @@ from papermill.translators import PythonTranslator
 from fedlib.grids import notebook_parameters, profile_values
 from fedlib.notebook_params import (NOTEBOOKS, generated_parameters_cell, parameters_cell_source, parameters_source,
                                     write_parameters_cell)
-from fedlib.paper_params import (FrozenMap, ParameterError, PaperParams, UnknownParameterError, param,
-                                 params_class)
+from fedlib.paper_params import (COUNTED, MAX_COUNT, FrozenMap, ParameterError, PaperParams, UnknownParameterError,
+                                 param, params_class)
 from fedlib.papers.fedshift import FedShiftParams
 from fedlib.papers.mucsc import MucscParams
 from fedlib.papers.quickstart import QuickstartParams
@@ -127,6 +128,25 @@ def test_a_profile_with_a_typo_or_a_wrong_value_is_an_error_naming_the_file(tmp_
         profile_values("quickstart", "cpu", tmp_path)
 
 
+@pytest.mark.parametrize("text, problem", [
+    ("", "got nothing (an empty file)"),
+    ("# the cpu profile\n\n", "got nothing (an empty file)"),
+    ("{}\n", "sets no parameter"),
+    ("false\n", "got False (bool)"),  # `or {}` read these three as an empty profile
+    ("0\n", "got 0 (int)"),
+], ids=["empty", "only-comments", "empty-mapping", "false", "zero"])
+def test_a_profile_that_sets_nothing_is_an_error_naming_the_file(tmp_path, text, problem):
+    """An empty profile ran the notebook's defaults under the profile's name, silently."""
+    folder = tmp_path / "profiles" / "quickstart"
+    folder.mkdir(parents=True)
+    path = folder / "cpu.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=rf"^{path}: .*{re.escape(problem)}.*write at least `profile: cpu`"):
+        profile_values("quickstart", "cpu", tmp_path)
+    with pytest.raises(ValueError, match=rf"^{path}: "):
+        notebook_parameters("quickstart", "cpu", {"rounds": 3}, tmp_path)
+
+
 @pytest.mark.parametrize("values, problem", [
     ({"lr": "0.05"}, "QuickstartParams.lr must be a finite number, got '0.05'"),
     ({"lr": float("nan")}, "QuickstartParams.lr must be a finite number, got nan"),
@@ -181,6 +201,33 @@ def test_papers_check_their_own_rules():
     assert FedShiftParams(kmeans_reference_bits=None).kmeans_reference_bits is None  # None: the grid is off
     with pytest.raises(ParameterError, match="FedShiftParams.kmeans_init must be one of 'quantile', .*, got 'kmeans'"):
         FedShiftParams(kmeans_init="kmeans")
+
+
+@pytest.mark.parametrize("name, value, problem", [
+    ("rounds", 10**20, "QuickstartParams.rounds must be at most 100,000"),
+    ("rounds", 1e20, "QuickstartParams.rounds must be an integer, got 1e+20"),
+    ("num_clients", 100_001, "QuickstartParams.num_clients must be at most 100,000"),
+    ("toy_steps", 10**12, "MucscParams.toy_steps must be at most 100,000"),
+    ("gamma_steps", [10, 10**9], "TacoParams.gamma_steps must be at most 100,000"),
+])
+def test_a_count_of_rounds_steps_or_clients_is_an_integer_within_a_bound(name, value, problem):
+    """`-p rounds 100000000000000000000` planned and started a run that never ends."""
+    notebook = {"toy_steps": "mucsc", "gamma_steps": "taco"}.get(name, "quickstart")
+    with pytest.raises(ParameterError, match=rf"^notebook '{notebook}'.*: {re.escape(problem)}"):
+        notebook_parameters(notebook, "quick", {name: value})
+    assert getattr(notebook_parameters(notebook, "quick", {name: MAX_COUNT if name != "gamma_steps" else [MAX_COUNT]}),
+                   name) in (MAX_COUNT, (MAX_COUNT,))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_count_of_rounds_steps_or_clients_is_typed_an_integer(name):
+    """So a value that is not an integer (1e3, 2.5, "10") is refused by its type, and the bound applies."""
+    cls = params_class(name)
+    hints = typing.get_type_hints(cls)
+    counted = [f.name for f in dataclasses.fields(cls) if COUNTED & set(f.name.split("_"))]
+    assert counted
+    for field in counted:
+        assert hints[field] in (int, int | None, tuple[int, ...]), f"{cls.__name__}.{field} is {hints[field]}"
 
 
 def test_values_are_converted_to_frozen_python_values():

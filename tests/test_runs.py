@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +56,27 @@ def test_selection():
     assert not tiny_spec(1, "fedavg").matches(sel) and not tiny_spec(0, "fedprox").matches(sel)
     with pytest.raises(ValueError, match="key=value"):
         parse_selection("fedavg")
+
+
+def test_a_selected_value_holding_a_comma_is_double_quoted():
+    """Grids label runs "Z_U=4, Z_D=4, descent" (mucsc) and "TACO, uniform aggregation" (taco): such a value was not
+    expressible (split at its commas into pieces that were errors or other keys)."""
+    from fedlib.runs.selection import SelectionError, check_selection
+
+    runs = [tiny_spec(0, "fedavg", setting="Z_U=4, Z_D=4, descent"), tiny_spec(0, "fedavg", setting="Z_U=4")]
+    sel = parse_selection('setting="Z_U=4, Z_D=4, descent",seed=0')
+    assert sel == {"setting": ["Z_U=4, Z_D=4, descent"], "seed": ["0"]}
+    check_selection(sel, runs)
+    assert [s.matches(sel) for s in runs] == [True, False]
+    for text, problem in (("setting=Z_U=4, Z_D=4, descent", "got ' descent' in"),
+                          ('setting="Z_U=4, Z_D=4', "has a double quote that is not closed"),
+                          ('setting=Z_U="4"', "quote the whole value or none of it")):
+        with pytest.raises(SelectionError, match=rf"^--select .*{re.escape(problem)}.*double-quoted: key=\"a, b\""):
+            parse_selection(text)
+    with pytest.raises(SelectionError, match=re.escape('setting="Z_U=4, Z_D=4" matches no run (did you mean '
+                                                       '\'"Z_U=4, Z_D=4, descent"\'?); values of setting: Z_U=4, '
+                                                       '"Z_U=4, Z_D=4, descent"')):
+        check_selection({"setting": ["Z_U=4, Z_D=4"]}, runs)
 
 
 def test_store_computes_each_spec_once(tmp_path, capsys):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -95,6 +96,10 @@ def test_export_select_is_strict_like_reproduce(store, tmp_path, capsys):
     assert "--select: algorithm=nosuch matches no run" in err and "fedavg" in err and not archive.exists()
     assert run(store, "export", str(archive), "--select", "algoritm=fedavg") == 2
     assert "did you mean 'algorithm'" in capsys.readouterr().err
+    for unreadable in ("fedavg", 'cell="s1'):  # were a ValueError traceback
+        assert run(store, "export", str(archive), "--select", unreadable) == 2
+        assert capsys.readouterr().err.startswith("python -m fedlib.runs export: error: --select ")
+    assert run(store, "export", str(archive), "--select", 'cell="s1"') == 0  # a quoted value without a comma too
 
 
 def test_options_go_before_or_after_the_command(store):
@@ -299,3 +304,25 @@ def test_an_imported_entry_keeps_its_origin_and_stays_intact(store, tmp_path):
     assert origin(other.folder(spec(0)))["archive"] == "grid.tar"
     assert origin(store.folder(spec(0))) is None  # computed here
     assert other.has(spec(0)) and main(["verify", "--root", str(other.root)]) == 0
+
+
+def test_ls_and_run_specs_say_which_entries_were_imported(store, tmp_path, capsys):
+    """An imported entry kept its origin, but `ls` and run_specs served it like one computed here."""
+    from fedlib.runs import run_specs
+
+    archive = tmp_path / "grid.tar"
+    assert run(store, "export", str(archive), "--select", "seed=0") == 0
+    other = RunStore(tmp_path / "other")
+    import_entries(other, archive)
+    other.save(spec(1, "scaffold"), records())  # computed here
+    capsys.readouterr()
+    assert run(other, "ls") == 0
+    lines = capsys.readouterr().out.splitlines()
+    imported = [line for line in lines if store.key(spec(0)) in line]
+    assert len(imported) == 1 and re.search(r"  imported from grid\.tar at \d{4}-\d\d-\d\dT", imported[0])
+    assert not any("imported" in line for line in lines if other.key(spec(1, "scaffold")) in line)
+    assert lines[-1].startswith(f"2 entries in {other.root}, 1 imported from archives (the store checks each entry's "
+                                "files and key, not that its records came from running its spec)")
+    run_specs([spec(0), spec(1, "scaffold")], store=other, progress=False)
+    assert f"2 runs: 2 from the store ({other.root}; 1 of them imported from grid.tar), 0 to compute" in \
+        capsys.readouterr().err

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -43,7 +44,8 @@ def test_adult_loads_a9a_pair_and_standardizes(tmp_path):
     ("+1 3:1 5", "'5' is not <index>:<value>"),
     ("+1 0:1", "feature index 0 is outside [1, 123]"),
     ("+1 124:1", "feature index 124 is outside [1, 123]"),
-    ("+1 x:1", "'x:1' is not <index>:<value>"),
+    ("+1 x:1", "feature index 'x' is not a number in the ASCII digits 0-9"),
+    ("+1 \u0663:1", "feature index '\u0663' is not a number in the ASCII digits 0-9"),  # Arabic-Indic 3: int() reads 3
     ("+1 7:1 3:1", "feature index 3 follows 7"),
     ("+1 7:1 7:1", "feature index 7 follows 7"),
     ("+1 7:0.5", "feature 7 has value '0.5'"),
@@ -125,6 +127,10 @@ def test_adult_uci_dataset_from_fabricated_files(tmp_path):
     (", ".join(ROW) + ", <=50K, 7", "16 fields"),
     (", ".join(["abc", *ROW[1:]]) + ", <=50K", "age 'abc' is not a non-negative integer"),
     (", ".join(["-3", *ROW[1:]]) + ", <=50K", "age '-3' is not a non-negative integer"),
+    (", ".join(["\u0663\u0669", *ROW[1:]]) + ", <=50K", "age '\u0663\u0669' is not a non-negative integer"),  # Arabic-Indic 39
+    (", ".join(["3\u00b2", *ROW[1:]]) + ", <=50K", "age '3\u00b2' is not a non-negative integer"),  # a superscript two
+    (", ".join(["9" * 19, *ROW[1:]]) + ", <=50K", f"age '{'9' * 19}' is not a non-negative integer (ASCII digits, at "
+                                                  "most 18)"),
     (", ".join([ROW[0], "Astronaut", *ROW[2:]]) + ", <=50K", "unknown workclass 'Astronaut'"),
     (", ".join(ROW) + ", 50K", "label '50K' is not <=50K or >50K"),
 ])
@@ -203,6 +209,17 @@ def test_shakespeare_rejects_broken_samples(tmp_path, record, problem):
     with pytest.raises(DatasetFileError) as err:
         read_leaf_shakespeare([path])
     assert str(path) in str(err.value) and "'R'" in str(err.value) and problem in str(err.value)
+
+
+@pytest.mark.parametrize("shard,problem", [
+    ({"users": 5, "user_data": {}}, "'users' must be a list of user names (strings), got 5"),
+    ({"users": ["A"], "user_data": ["A"]}, "'user_data' must be an object mapping each user to its samples"),
+], ids=["users-a-number", "user-data-a-list"])
+def test_a_shakespeare_shard_of_the_wrong_shape_is_named_not_a_traceback(tmp_path, shard, problem):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(shard))
+    with pytest.raises(DatasetFileError, match=rf"^{path}: {re.escape(problem)}"):
+        read_leaf_shakespeare([path])
 
 
 def test_shakespeare_rejects_truncated_empty_and_userless_files(tmp_path):

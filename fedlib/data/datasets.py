@@ -44,6 +44,7 @@ from fedlib.registry import DATASETS
 FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
 _IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
               "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_IDX_IMAGE = (28, 28)  # the IDX datasets' image size (H, W)
 # Where `download=True` fetches each dataset's files (URL = base + file name), over https only.
 _URLS = {
     "mnist": "https://ossci-datasets.s3.amazonaws.com/mnist/",
@@ -206,10 +207,13 @@ def _idx_dirs(name: str, root: Path) -> list[Path]:
 
 
 def _idx_split(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """One split's N x H x W images and N labels, from its two IDX files, checked against each other."""
+    """One split's N x 28 x 28 images and N labels, from its two IDX files, checked against each other."""
     images, labels = read_idx(images_path), read_idx(labels_path)
     if images.ndim != 3:
         raise DatasetFileError(images_path, f"images have shape {images.shape}, expected N x H x W")
+    if images.shape[1:] != _IDX_IMAGE:
+        raise DatasetFileError(images_path, f"images are {images.shape[1]} x {images.shape[2]}; MNIST and "
+                                            f"Fashion-MNIST images are {_IDX_IMAGE[0]} x {_IDX_IMAGE[1]}")
     if labels.ndim != 1:
         raise DatasetFileError(labels_path, f"labels have shape {labels.shape}, expected N")
     if len(images) != len(labels):
@@ -225,9 +229,6 @@ def _load_idx_dataset(name: str, root: Path) -> _Raw:
     train_images, train_labels, test_images, test_labels = _idx_files(name, root)
     xtr, ytr = _idx_split(train_images, train_labels)
     xte, yte = _idx_split(test_images, test_labels)
-    if xtr.shape[1:] != xte.shape[1:]:
-        raise DatasetFileError(test_images, f"test images are {xte.shape[1:]}, train images ({train_images}) "
-                                            f"are {xtr.shape[1:]}")
     return _Raw(xtr[:, None], ytr, xte[:, None], yte, 10)
 
 

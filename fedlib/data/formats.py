@@ -6,25 +6,28 @@ files live (that is `datasets.py`'s job). A file that is corrupt, truncated or i
 raises `DatasetFileError` naming the file and what is wrong; no reader ever runs code found in a
 file (CIFAR pickles go through `SafeCifarUnpickler`).
 
-Values are checked, never coerced: labels must be integers in the format's range (`check_labels`),
-pixels of 8-bit formats integers in [0, 255] (`check_pixels`: a 300 is an error, not a 44), features
-finite (`check_finite`). Gzipped files are decompressed as a stream up to a size cap per format, so a
-small file that would expand to gigabytes is refused after reading at most the cap. Formats that expand
-internally are capped against the file's own size before their arrays are built: a CIFAR pickle holds its
-pixels uncompressed (a batch of N images is at least N x 3072 bytes; memo references repeating one row are
-refused), an SVHN .mat may decompress to at most `MAT_MAX_EXPANSION` times its size (photos compress a few
-times at most).
+Values are checked, never coerced: every value read as a number must be one (`check_numbers`: a JSON `true`
+or a string "0.5" is an error naming where it sits, not a 1 or a 0.5; a CSV of integers holds ASCII digits
+only, not "٣"), labels must be integers in the format's range (`check_labels`), pixels of 8-bit formats
+integers in [0, 255] (`check_pixels`: a 300 is an error, not a 44), features finite (`check_finite`).
+Gzipped files are decompressed as a stream up to a size cap per format, so a small file that would expand
+to gigabytes is refused after reading at most the cap. Formats that expand internally are capped against the
+file's own size before their arrays are built: a CIFAR pickle holds its pixels uncompressed (a batch of N
+images is at least N x 3072 bytes; memo references repeating one row are refused), an SVHN .mat may
+decompress to at most `MAT_MAX_EXPANSION` times its size (photos compress a few times at most).
 """
 from __future__ import annotations
 
 import contextlib
 import gzip
 import io
+import itertools
 import json
 import math
 import pickle
+import reprlib
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -93,14 +96,39 @@ def check_finite(path: str | Path, x: np.ndarray, what: str = "features") -> np.
     return x
 
 
-def _integers(path: str | Path, values: Any, what: str) -> np.ndarray:
-    """`values` as int64 if they are all integer numbers (3.0 is, 3.7 is not)."""
+def _leaves(values: Any, ndim: int) -> Iterator[Any]:
+    """The scalars of nested lists `ndim` deep, in row-major order."""
+    leaves: Iterable[Any] = [values] if ndim == 0 else values
+    for _ in range(ndim - 1):
+        leaves = itertools.chain.from_iterable(leaves)
+    return iter(leaves)
+
+
+def _is_number_type(kind: type) -> bool:
+    return kind in (int, float) or issubclass(kind, (np.integer, np.floating))  # bool and numpy's bool_ are not
+
+
+def check_numbers(path: str | Path, values: Any, what: str) -> np.ndarray:
+    """`values` (an array, or lists as JSON or a pickle hold them) as a numeric array. numpy would convert what a
+    careless or hostile file holds instead of numbers (a boolean `true` to 1, a string "0.5" to 0.5 when a dtype
+    is asked for): each is a `DatasetFileError` naming the file and where the value sits."""
     try:
         arr = np.asarray(values)
-    except (TypeError, ValueError) as err:
-        raise DatasetFileError(path, f"{what} are not a numeric array ({err})") from err
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise DatasetFileError(path, f"{what} are {arr.dtype}, not numbers")
+    except (TypeError, ValueError) as err:  # ragged lists
+        raise DatasetFileError(path, f"{what}: not a rectangular numeric array ({err})") from err
+    if isinstance(values, np.ndarray) or all(map(_is_number_type, set(map(type, _leaves(values, arr.ndim))))):
+        if arr.dtype.kind not in "iuf":
+            raise DatasetFileError(path, f"{what} are {arr.dtype}, not numbers")
+        return arr
+    flat, value = next((i, v) for i, v in enumerate(_leaves(values, arr.ndim)) if not _is_number_type(type(v)))
+    at = f"[{', '.join(str(int(i)) for i in np.unravel_index(flat, arr.shape))}]" if arr.ndim else ""
+    raise DatasetFileError(path, f"{what}{at} is {reprlib.repr(value)} ({type(value).__name__}), not a number "
+                                 "(a boolean or a string is not read as one)")
+
+
+def _integers(path: str | Path, values: Any, what: str) -> np.ndarray:
+    """`values` as int64 if they are all integer numbers (3.0 is, 3.7 is not)."""
+    arr = check_numbers(path, values, what)
     if np.issubdtype(arr.dtype, np.floating):
         check_finite(path, arr, what)
         fractional = arr != np.round(arr)
@@ -121,10 +149,9 @@ def check_labels(path: str | Path, labels: Any, num_classes: int, first: int = 0
 
 def check_pixels(path: str | Path, pixels: Any) -> np.ndarray:
     """8-bit pixels as uint8, checked to be integers in [0, 255] (never wrapped)."""
-    x = np.asarray(pixels)
-    if x.dtype == np.uint8:
-        return x
-    x = _integers(path, x, "pixels")
+    if isinstance(pixels, np.ndarray) and pixels.dtype == np.uint8:
+        return pixels
+    x = _integers(path, pixels, "pixels")
     outside = (x < 0) | (x > 255)
     if outside.any():
         raise DatasetFileError(path, f"pixels of an 8-bit image format must lie in [0, 255]; found "
@@ -315,11 +342,18 @@ def _load_json(path: Path) -> Any:
 
 
 def load_leaf_shard(path: Path) -> dict:
-    """A LEAF JSON shard: an object with keys 'users' and 'user_data' (else a DatasetFileError naming the file)."""
+    """A LEAF JSON shard: an object with 'users' (a list of names) and 'user_data' (an object), else a
+    DatasetFileError naming the file."""
     shard = _load_json(path)
     if not isinstance(shard, dict) or not {"users", "user_data"} <= set(shard):
         found = sorted(shard) if isinstance(shard, dict) else type(shard).__name__
         raise DatasetFileError(path, f"a LEAF shard is an object with keys 'users' and 'user_data' (found {found})")
+    users, user_data = shard["users"], shard["user_data"]
+    if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
+        raise DatasetFileError(path, f"'users' must be a list of user names (strings), got {reprlib.repr(users)}")
+    if not isinstance(user_data, dict):
+        raise DatasetFileError(path, f"'user_data' must be an object mapping each user to its samples, got a "
+                                     f"{type(user_data).__name__}")
     return shard
 
 
@@ -344,13 +378,14 @@ def _leaf_user(path: Path, shard: dict, user: str) -> tuple[np.ndarray, np.ndarr
     missing = [k for k in ("x", "y") if k not in record]
     if missing:
         raise DatasetFileError(path, f"user '{user}' lacks {missing}")
-    try:
-        x = np.asarray(record["x"], dtype=np.float32)
-    except (TypeError, ValueError, OverflowError) as err:
-        raise DatasetFileError(path, f"user '{user}': 'x' is not a rectangular numeric array ({err})") from err
+    with np.errstate(over="ignore"):  # a value beyond float32 becomes inf, which check_finite names
+        x = check_numbers(path, record["x"], f"user '{user}': 'x'").astype(np.float32)
     check_finite(path, x, f"user '{user}': 'x'")
     y = _integers(path, record["y"], f"user '{user}': labels")
-    if y.ndim != 1 or len(x) != len(y):
+    if y.ndim != 1:
+        raise DatasetFileError(path, f"user '{user}': labels must be a flat list, one per sample (got shape "
+                                     f"{y.shape})")
+    if len(x) != len(y):
         raise DatasetFileError(path, f"user '{user}' has {len(x)} samples but {y.size} labels")
     return x, y
 
@@ -388,7 +423,18 @@ def read_csv_gz(path: str | Path) -> np.ndarray:
     data = _read_bytes(Path(path), CSV_MAX_BYTES)
     if not data.strip():
         raise DatasetFileError(path, "empty CSV")
+    if not data.isascii():
+        raise _not_ascii(path, data)
     try:
         return np.loadtxt(io.BytesIO(data), delimiter=",", dtype=np.uint8, ndmin=2)
     except ValueError as err:
         raise DatasetFileError(path, f"not a CSV of integers 0-255 ({err})") from err
+
+
+def _not_ascii(path: str | Path, data: bytes) -> DatasetFileError:
+    """The error for a CSV of integers holding a non-ASCII character (an Arabic-Indic digit, a superscript, a
+    byte of another encoding), naming its line."""
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    number, odd = next((n, c) for n, line in enumerate(lines, start=1) for c in line if not c.isascii())
+    return DatasetFileError(path, f"line {number}: {odd!r} (U+{ord(odd):04X}) is not an ASCII digit; a CSV of "
+                                  "integers 0-255 holds only the digits 0-9 and commas")

@@ -55,6 +55,13 @@ ATTRIBUTES = ("age", "workclass", "fnlwgt", "education", "education-num", "marit
               "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country")
 UCI_LABELS = {"<=50K": 0, ">50K": 1}
 _A9A_LABELS = {"-1": 0, "+1": 1, "1": 1}
+MAX_DIGITS = 18  # a continuous attribute is read as int64 (below 9.2e18); fnlwgt, the largest, has 7 digits
+
+
+def is_decimal(text: str) -> bool:
+    """`text` is a non-negative integer in the ASCII digits 0-9 (`str.isdigit` also takes other scripts' digits,
+    "٣" for 3, and superscripts, which `int` refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 def _lines(path: Path) -> list[tuple[int, str]]:
@@ -82,8 +89,11 @@ def read_a9a(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         previous = 0
         for token in tokens:
             index, sep, value = token.partition(":")
-            if not (sep and index.isdigit() and value):
+            if not (sep and index and value):
                 raise DatasetFileError(path, f"line {number}: {token!r} is not <index>:<value> (a truncated line?)")
+            if not is_decimal(index):
+                raise DatasetFileError(path, f"line {number}: feature index {index!r} is not a number in the ASCII "
+                                             "digits 0-9")
             if not 1 <= int(index) <= A9A_FEATURES:
                 raise DatasetFileError(path, f"line {number}: feature index {index} is outside [1, {A9A_FEATURES}]")
             if int(index) <= previous:
@@ -113,8 +123,9 @@ def read_adult_uci(path: str | Path) -> tuple[list[list[str]], np.ndarray]:
                                          f"{len(ATTRIBUTES) + 1} (14 attributes and the label)")
         *attributes, label = fields
         for name, value in zip(ATTRIBUTES, attributes):
-            if name in CONTINUOUS_BINS and not value.isdigit():
-                raise DatasetFileError(path, f"line {number}: {name} {value!r} is not a non-negative integer")
+            if name in CONTINUOUS_BINS and not (is_decimal(value) and len(value) <= MAX_DIGITS):
+                raise DatasetFileError(path, f"line {number}: {name} {value!r} is not a non-negative integer "
+                                             f"(ASCII digits, at most {MAX_DIGITS})")
             if name in CATEGORIES and value != "?" and value not in CATEGORIES[name]:
                 raise DatasetFileError(path, f"line {number}: unknown {name} {value!r} (adult.names lists "
                                              f"{len(CATEGORIES[name])} categories and '?')")

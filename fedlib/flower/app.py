@@ -13,7 +13,7 @@ names a ServerApp and this ClientApp, and the spec, in its run config:
     data-root = ""              # fedlib's data root ("" for the default, FEDLIB_DATA or data/)
 
 A relative `spec` is read from the app's folder (`server_app_for(folder)`; `server_app` reads it from the
-ServerApp's working folder). Each SuperNode's node config must say which fedlib client it is: `partition-id`
+ServerApp's working folder); a spec file that is missing, not JSON or not a run spec is an error naming it. Each SuperNode's node config must say which fedlib client it is: `partition-id`
 (0 .. clients - 1), as the simulation runtime sets it and `flower-supernode --node-config "partition-id=3
 num-partitions=10"` does.
 """
@@ -42,11 +42,22 @@ def spec_from_config(run_config: dict, app_folder: Path | None = None) -> RunSpe
     path = Path(str(run_config["spec"])).expanduser()
     path = app_folder / path if app_folder is not None and not path.is_absolute() else path
     try:
-        return RunSpec.from_json(json.loads(path.read_text()))
+        data = json.loads(path.read_text())
     except FileNotFoundError:
         raise ValueError(f"run config 'spec': no file {path.resolve()}"
                          + ("" if app_folder is not None else " (a relative path is read from the ServerApp's "
                                                                "working folder: give an absolute one)")) from None
+    except (OSError, ValueError) as err:  # a folder, an unreadable file, invalid JSON or UTF-8 (ValueErrors)
+        raise ValueError(f"run config 'spec': {path.resolve()} is not a readable JSON file ({err}); write a run spec "
+                         f"there with json.dumps(spec.to_json())") from None
+    try:
+        if not isinstance(data, dict):
+            raise ValueError(f"a run spec is a JSON object, this file holds a {type(data).__name__}")
+        return RunSpec.from_json(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        reason = f"{type(err).__name__}: {err}" if isinstance(err, (KeyError, TypeError, AttributeError)) else str(err)
+        raise ValueError(f"run config 'spec': {path.resolve()} is not a run spec ({reason}); write one there with "
+                         f"json.dumps(spec.to_json())") from None
 
 
 def out_folder(run_config: dict) -> Path | None:

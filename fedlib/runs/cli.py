@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fedlib.runs.archive import ArchiveError, export_entries, import_entries
+from fedlib.runs.archive import ArchiveError, export_entries, import_entries, origin
 from fedlib.runs.entry import SPEC, DamagedEntryError, read_manifest, verify_entry, verify_keyed_entry
 from fedlib.runs.fingerprint import code_version
 from fedlib.runs.selection import SelectionError, check_selection
@@ -151,10 +151,14 @@ def _command(args: argparse.Namespace, store: RunStore) -> int:
     store.require_store()
     if args.command == "ls":
         rows = list_entries(store)
+        origins = {row["key"]: origin(store.root / row["key"]) for row in rows}
         for row in rows:
-            print("  ".join(f"{v}" for v in row.values()))
+            found = origins[row["key"]]
+            print("  ".join(f"{v}" for v in row.values())
+                  + (f"  imported from {found.get('archive')} at {found.get('imported')}" if found else ""))
         _print_strangers(store)
-        print(f"{len(rows)} entries in {store.root}")
+        print(f"{len(rows)} entries in {store.root}, {sum(map(bool, origins.values()))} imported from archives "
+              "(the store checks each entry's files and key, not that its records came from running its spec)")
     elif args.command == "verify":
         intact, damaged = verify_all(store)
         for key, why in damaged.items():

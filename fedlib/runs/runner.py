@@ -11,10 +11,11 @@ spec becomes a run is `fedlib.runs.build`; running one into the store is `fedlib
 """
 from __future__ import annotations
 
+import reprlib
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -25,11 +26,13 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="IProgress not found")
     from tqdm.auto import tqdm
 
+from fedlib.runs.archive import origin
 from fedlib.runs.execute import execute
 from fedlib.runs.pool import run_in_processes
 from fedlib.runs.ray_runner import run_on_ray
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import Records, RunStore
+from fedlib.validate import instance
 
 EXECUTORS = ("local", "ray")
 
@@ -42,11 +45,12 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     `workers` > 1 runs the local executor's specs in that many worker processes (`fedlib.runs.pool`)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
-    specs = list(dict.fromkeys(specs))  # duplicates run once
+    instance("run_specs store", store, RunStore, "e.g. RunStore.at() (results/runs) or RunStore('a/folder')")
+    specs = list(dict.fromkeys(_run_specs(specs)))  # duplicates run once
     store = store.reading(root)  # keys cover the data files under the root the runs read
     todo = [s for s in specs if not store.has(s)]
-    print(f"{len(specs)} runs: {len(specs) - len(todo)} from the store ({store.root}), {len(todo)} to compute"
-          + (f" ({executor})" if todo else ""), file=sys.stderr, flush=True)
+    print(f"{len(specs)} runs: {len(specs) - len(todo)} from the store ({store.root}{_imported(specs, todo, store)}), "
+          f"{len(todo)} to compute" + (f" ({executor})" if todo else ""), file=sys.stderr, flush=True)
     start = time.perf_counter()
     if todo and executor == "local":
         with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
@@ -63,6 +67,27 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     if todo:
         print(f"computed {len(todo)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return tidy(specs, store)
+
+
+def _imported(specs: Sequence[RunSpec], todo: Sequence[RunSpec], store: RunStore) -> str:
+    """"; N of them imported from <archives>" for the stored specs whose entries came from an archive, else ""."""
+    computing = set(todo)
+    archives = [found.get("archive") for s in specs if s not in computing
+                and (found := origin(store.folder(s))) is not None]
+    return f"; {len(archives)} of them imported from {', '.join(sorted(set(map(str, archives))))}" if archives else ""
+
+
+def _run_specs(specs: object) -> list[RunSpec]:
+    """`specs` as a list, each a RunSpec; else a ValueError naming the argument (or the element) and what it takes."""
+    if isinstance(specs, (RunSpec, str, bytes, Mapping)) or not isinstance(specs, Iterable):
+        got = "one RunSpec: pass [spec]" if isinstance(specs, RunSpec) else \
+            f"{reprlib.repr(specs)} ({type(specs).__name__})"
+        raise ValueError(f"run_specs specs must be a list of RunSpec, got {got}")
+    specs = list(specs)
+    for i, spec in enumerate(specs):
+        instance(f"run_specs specs[{i}]", spec, RunSpec, "build specs with RunSpec.make(...) or a paper's "
+                 "experiments(params); a spec's JSON with RunSpec.from_json(data)")
+    return specs
 
 
 def tidy(specs: Sequence[RunSpec], store: RunStore) -> Records:

@@ -1,16 +1,13 @@
 """`--select key=value,...` checked against the runs it selects from, the same way in every command
 (`reproduce --select`, `python -m fedlib.runs export --select`): a key or value that matches no run is an error
-listing the valid ones, never an empty selection that passes silently."""
+listing the valid ones (a value holding a comma double-quoted, as `--select` takes it), never an empty selection
+that passes silently."""
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
 
-from fedlib.runs.spec import RunSpec
-
-
-class SelectionError(ValueError):
-    """A `--select` that names a key or value no run has; the message lists the valid ones."""
+from fedlib.runs.spec import RunSpec, SelectionError, selection_value
 
 
 def check_selection(selection: Mapping[str, Sequence[str]], specs: Sequence[RunSpec]) -> None:
@@ -30,10 +27,11 @@ def check_selection(selection: Mapping[str, Sequence[str]], specs: Sequence[RunS
         for value in values:
             if value.casefold() not in valid:
                 close = difflib.get_close_matches(value.casefold(), valid, n=1)
-                shown = sorted(known[key])
+                shown = [selection_value(v) for v in sorted(known[key])]
                 listing = ", ".join(shown[:40]) + (f", ... ({len(shown)} in all)" if len(shown) > 40 else "")
-                problems.append(f"{key}={value} matches no run" + (f" (did you mean {valid[close[0]]!r}?)" if close
-                                else "") + f"; values of {key}: {listing}")
+                problems.append(f"{key}={selection_value(value)} matches no run" + (
+                    f" (did you mean {selection_value(valid[close[0]])!r}?)" if close else "")
+                    + f"; values of {key}: {listing}")
     if problems:
         raise SelectionError("--select: " + "; ".join(problems))
     if not any(spec.matches(selection) for spec in specs):

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import numbers
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -212,14 +213,35 @@ def named_runs(specs: Sequence[RunSpec], shown: int = 6) -> str:
     return "; ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
+class SelectionError(ValueError):
+    """A `--select` that cannot be read or names a key or value no run has; the message says which and what to do."""
+
+
+_SELECTION_PAIR = re.compile(r'(?:[^,"]|"[^"]*")+')  # a key=value pair: up to a comma outside double quotes
+_QUOTING = 'a value holding a comma is double-quoted: key="a, b"'
+
+
 def parse_selection(text: str | None) -> dict[str, list[str]]:
-    """"algorithm=fedavg,seed=0,seed=1" -> {"algorithm": ["fedavg"], "seed": ["0", "1"]} (values OR, keys AND)."""
+    """"algorithm=fedavg,seed=0,seed=1" -> {"algorithm": ["fedavg"], "seed": ["0", "1"]} (values OR, keys AND).
+    A value holding a comma is double-quoted (`selection_value`): 'setting="Z_U=4, Z_D=4, descent",seed=0'."""
+    text = text or ""
+    if text.count('"') % 2:
+        raise SelectionError(f"--select {text!r} has a double quote that is not closed; {_QUOTING}")
     out: dict[str, list[str]] = {}
-    for part in (text or "").split(","):
+    for part in _SELECTION_PAIR.findall(text):
         if not part.strip():
             continue
         if "=" not in part:
-            raise ValueError(f"--select takes key=value pairs separated by commas, got {part!r} in {text!r}")
+            raise SelectionError(f"--select takes key=value pairs separated by commas, got {part!r} in {text!r}; "
+                             f"{_QUOTING}")
         key, value = (s.strip() for s in part.split("=", 1))
-        out.setdefault(key, []).append(value)
+        quoted = len(value) >= 2 and value[0] == value[-1] == '"' and '"' not in value[1:-1]
+        if '"' in value and not quoted:
+            raise SelectionError(f"--select {key}={value}: quote the whole value or none of it; {_QUOTING}")
+        out.setdefault(key, []).append(value[1:-1] if quoted else value)
     return out
+
+
+def selection_value(value: str) -> str:
+    """`value` as `--select` takes it (`parse_selection`): double-quoted if it holds a comma."""
+    return f'"{value}"' if "," in value else value

@@ -22,6 +22,16 @@ the first entry. Temporaries of processes that died are removed when a store is 
 carries its spec and its key and is refused for any other, or when it holds as many rounds as the spec runs or
 more. Nothing read from the store is executed: records are CSV, checkpoints load with
 `torch.load(weights_only=True)`.
+
+What the store can and cannot prove. The manifest proves an entry is whole and unchanged since its manifest was
+written (damage, truncation, a partial copy, an edit without rehashing); `verify` and `import` also prove that its
+spec and recorded context hash to its folder's name (no entry filed under another spec's or environment's key).
+The key covers the spec and the context, not the records, and nothing is signed: whoever can write a store or an
+archive can replace a record CSV and rehash the manifest, and no check here can tell those records from computed
+ones. An imported entry carries its origin (`fedlib.runs.archive.origin`: the archive's name and when), which `ls`,
+`run_specs` and REPORT.md show; it marks honest imports, not hostile edits (it is a manifest field, removable like
+any other). Records are as trustworthy as whoever could write the store: to be sure of one, delete its entry and
+compute it again.
 """
 from __future__ import annotations
 
@@ -43,6 +53,7 @@ from fedlib.paths import results_root
 from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_atomic, write_entry
 from fedlib.runs.fingerprint import key_context
 from fedlib.runs.spec import RunSpec
+from fedlib.validate import instance
 
 TEMP_PREFIX = ".writing-"  # + host-pid-random: a save or checkpoint being written
 DAMAGED = ".damaged"  # where damaged entries are moved
@@ -170,6 +181,9 @@ class RunStore:
     def __init__(self, root: str | Path, code: str | None = None, data_root: str | Path | None = None) -> None:
         """`data_root`: where runs read their datasets (None: the data-root rule, `fedlib.data.roots`).
         `code` replaces everything but the spec in the key (code, data, environment), for tests."""
+        instance("RunStore root", root, (str, os.PathLike), "a folder, e.g. RunStore('results/runs')")
+        instance("RunStore data_root", data_root, (str, os.PathLike, type(None)), "a folder of datasets")
+        instance("RunStore code", code, (str, type(None)))
         self.root = Path(root)
         self.code = code
         self.data_root = None if data_root is None or str(data_root) == "" else data_root
