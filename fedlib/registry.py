@@ -13,8 +13,9 @@ conformance battery (tests/test_conformance.py) to run.
 
 `load_components(modules)` imports every fedlib module that registers components (the algorithms, codecs,
 models, datasets, splits and every paper in `fedlib.papers`) and then the user's own `modules` (a run spec's
-`imports`): `build_run` calls it, so a name means the same component in this process, in the process pool's
-workers, on Ray workers and in Flower's client and server apps.
+`imports`), each only if the user allowed it or imported it already (`fedlib.trust`: a spec read from a file, a
+store or a ledger runs nothing by naming a module): `build_run` calls it, so a name means the same component in
+this process, in the process pool's workers, on Ray workers and in Flower's client and server apps.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
+
+from fedlib.trust import require_allowed
 
 T = TypeVar("T")
 
@@ -102,11 +105,13 @@ def fedlib_component_modules() -> list[str]:
               if not m.name.startswith("_"))]
 
 
-def load_components(modules: Iterable[str] = ()) -> None:
-    """Import fedlib's component modules, then the user's `modules` (each registers what it defines)."""
+def load_components(modules: Iterable[str] = (), spec: str = "a run spec") -> None:
+    """Import fedlib's component modules, then the user's `modules` (each registers what it defines), each only if
+    allowed (`fedlib.trust.require_allowed`; `spec` names the spec that imports them in the error)."""
     for name in fedlib_component_modules():
         importlib.import_module(name)
     for name in modules:
+        require_allowed(name, spec)
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as err:

@@ -89,6 +89,7 @@ from fedlib.runs.archive import origin
 from fedlib.runs.entry import write_atomic
 from fedlib.runs.pool import default_workers, worker_cap
 from fedlib.runs.selection import check_selection
+from fedlib.trust import allow_imports, module_option
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -592,6 +593,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cpu-results", type=Path, default=None,
                         help="with --from-ledger: first (re)write --cpu-record from this --results folder of a "
                              "`reproduce --profile cpu` run (its cpu/<notebook>/claims.csv and stamp.json)")
+    parser.add_argument("--allow-import", type=module_option, action="append", default=[], metavar="MOD",
+                        help="allow run specs to import module MOD (repeatable; also FEDLIB_ALLOW_IMPORTS=MOD,...): a "
+                             "spec's imports, and a ledger entry's, run only when allowed")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a parameter in every selected notebook (VALUE is read as strict YAML 1.2: "
                              "1e6 a number; 010, 1:5, anchors and aliases refused)")
@@ -603,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     available = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
     names = list(dict.fromkeys(args.only)) if args.only else available
     try:
+        allow_imports(*args.allow_import)  # kept in the environment: the notebooks' kernels and workers inherit it
         unknown = sorted(set(names) - set(available))
         if unknown:
             raise UsageError(f"unknown notebook(s) {unknown}; available: {available}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fedlib.trust import ALLOW_VAR
+
 
 @pytest.fixture(autouse=True, scope="session")
 def one_thread():
@@ -12,3 +14,9 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def no_allowed_imports(monkeypatch):
+    """Every test starts with no module allowed (`fedlib.trust`), and what it allows is gone after it."""
+    monkeypatch.setenv(ALLOW_VAR, "")  # (restored after the test, whatever it sets)

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from fedlib.runs import RunSpec, RunStore, run_specs
+from fedlib.trust import ALLOW_VAR
 
 USER_MODULE = textwrap.dedent('''
     from fedlib.algorithms import FedAvg
@@ -40,12 +41,14 @@ USER_MODULE = textwrap.dedent('''
 
 @pytest.fixture
 def user_module(tmp_path, monkeypatch):
-    """`user_components.py` in a folder of its own, importable here and in every process started from here."""
+    """`user_components.py` in a folder of its own, importable and allowed (`fedlib.trust`) here and in every
+    process started from here."""
     folder = tmp_path / "user"
     folder.mkdir()
     (folder / "user_components.py").write_text(USER_MODULE)
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.setenv("PYTHONPATH", str(folder))  # Ray's workers and Flower's actors inherit the environment
+    monkeypatch.setenv(ALLOW_VAR, "user_components")
     return "user_components"
 
 

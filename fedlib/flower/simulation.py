@@ -18,6 +18,7 @@ from fedlib.flower.grid import InProcessGrid
 from fedlib.flower.strategy import FedlibStrategy
 from fedlib.runs import RunSpec
 from fedlib.runs.entry import Records
+from fedlib.trust import allow_imports, worker_allowance
 
 
 @contextlib.contextmanager
@@ -66,6 +67,7 @@ def run_in_simulation(specs: Sequence[RunSpec], root: str | Path | None = None, 
     on_gpu = any(s.fed.server.device.type == "cuda" for s in strategies)  # client apps train where the server does
     config = backend_config or {"client_resources": {"num_cpus": 1, "num_gpus": 1.0 / workers if on_gpu else 0.0},
                                 "init_args": {"num_cpus": workers, "include_dashboard": False, "log_to_driver": False}}
+    allow_imports(*worker_allowance(m for s in specs for m in s.imports))  # Flower's Ray actors inherit it
     with _flower_log(logging.WARNING if quiet else logging.NOTSET):
         run_simulation(server_app, client_app, num_supernodes=sizes.pop(), backend_config=config)
     done = [s for s in strategies if len(s.fed.server.history) == s.spec.rounds]

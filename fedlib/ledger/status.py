@@ -17,6 +17,7 @@ from fedlib.ledger.entries import LedgerEntry, changed_since, definition_digests
 from fedlib.ledger.priority import REST, headlines, prioritized
 from fedlib.runs.fingerprint import code_version
 from fedlib.runs.spec import RunSpec, named_runs, run_name
+from fedlib.trust import ImportNotAllowedError
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,17 @@ def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[L
 def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str | Path | None]
                 ) -> list[tuple[LedgerEntry, str]]:
     """(entry, "computed at commit X; changed since: <definitions>") for every entry whose code version differs
-    from today's for its spec (`root_of(spec)`: where its run is built from, for today's code version)."""
+    from today's for its spec (`root_of(spec)`: where its run is built from, for today's code version), and
+    (entry, "its spec imports X (not allowed): ...") for one whose spec imports a module that is not allowed."""
     notes = []
     for entry in entries:
         root = root_of(entry.spec)
-        if entry.provenance.get("code_version") != code_version(entry.spec, root):
+        try:
+            today = code_version(entry.spec, root)
+        except ImportNotAllowedError as err:  # told only by importing it: never done unasked
+            notes.append((entry, err.skipped("not imported, so not compared with today's code")))
+            continue
+        if entry.provenance.get("code_version") != today:
             changed = changed_since(entry, definition_digests(entry.spec, root))
             notes.append((entry, f"computed at commit {entry.commit[:10]}; changed since: "
                                  + (", ".join(changed) or "definitions not recorded")))

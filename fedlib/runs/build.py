@@ -1,10 +1,10 @@
 """Build one run from its spec: `build_run(spec)` is everything `run_federation` needs (a `RunPlan`).
 
-`build_run` first loads the components (`fedlib.registry.load_components`: fedlib's and the spec's `imports`),
-then does the common part (dataset through the data-root rule, split, model, algorithm, local training, links
-from registered codecs or a codec policy, loop options), then builds the spec's named components in this order:
-lr_schedule (returns the `lr` of LocalTraining: a float or a schedule), the uplink's codec policy if it names
-one (returns the uplink `Link`), sampler, client_behavior, hooks,
+`build_run` first loads the components (`fedlib.registry.load_components`: fedlib's and the spec's `imports`, these
+only where the user allowed them: `fedlib.trust`), then does the common part (dataset through the data-root rule,
+split, model, algorithm, local training, links from registered codecs or a codec policy, loop options), then builds
+the spec's named components in this order: lr_schedule (returns the `lr` of LocalTraining: a float or a schedule),
+the uplink's codec policy if it names one (returns the uplink `Link`), sampler, client_behavior, hooks,
 collectors (return `Callable[[RunResult], Records]`). Each is a factory `factory(run, **args)` taking the
 `RunPlan` being built and the spec's arguments:
 
@@ -40,7 +40,7 @@ from fedlib.models import build_model
 from fedlib.registry import (CLIENT_BEHAVIORS, CODEC_POLICIES, CODECS, COLLECTORS, EXPERIMENTS, HOOKS, LR_SCHEDULES,
                              SAMPLERS, SPLITS, Registry, load_components)
 from fedlib.runs.entry import Records
-from fedlib.runs.spec import Component, RunSpec
+from fedlib.runs.spec import Component, RunSpec, run_name
 from fedlib.seeding import Seeds
 
 
@@ -141,7 +141,7 @@ def make_uplink(run: RunPlan) -> Link:
 
 
 def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
-    load_components(spec.imports)
+    load_components(spec.imports, f"run spec {spec.experiment!r} ({run_name(spec)})")
     experiment = experiment_plan(spec.experiment)
     ds = load_dataset(spec.dataset, root=data_root(root))
     data = build_split(spec, ds)

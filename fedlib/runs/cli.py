@@ -1,6 +1,6 @@
 """`python -m fedlib.runs ls|verify|gc|export|import`: look after a run store (default: results/runs/).
 
-    python -m fedlib.runs ls [--root X]                   # every entry: key, experiment, seed, rounds, labels
+    python -m fedlib.runs ls [--root X]                   # every entry: key, experiment, seed, rounds, labels, imports
     python -m fedlib.runs verify                          # check every entry; damaged ones move to .damaged/
     python -m fedlib.runs gc [--delete]                   # list (or delete) entries whose code version is gone
     python -m fedlib.runs export grid.tar.gz [--select seed=0,algorithm=fedavg]
@@ -11,6 +11,10 @@ A run store is a folder marked by its `.fedlib-run-store` file (written with its
 and `gc` refuse a folder without it (a mistyped --root, or one level too high, touches nothing), and look only
 at entry folders (named by their key): anything else there is listed as left alone. `gc` deletes only intact
 entries (exactly the files their manifest lists) whose code version is gone, and only with --delete.
+
+None of them imports a module a store or an archive names: `ls`, `verify` and `import` read bytes only, and `gc`
+tells an entry's code version only where its spec's `imports` are allowed (`--allow-import MOD`, repeatable, or
+FEDLIB_ALLOW_IMPORTS: `fedlib.trust`); an entry whose spec imports another module is kept, saying so.
 
 Exit status: 0 when all is well, 1 when an entry was damaged or an archive entry rejected, 2 on a usage error
 (not a store, no such archive, a --select that matches no run).
@@ -31,6 +35,7 @@ from fedlib.runs.fingerprint import code_version
 from fedlib.runs.selection import SelectionError, check_selection
 from fedlib.runs.spec import RunSpec, parse_selection
 from fedlib.runs.store import DamagedEntryWarning, NotAStoreError, RunStore
+from fedlib.trust import ImportNotAllowedError, allow_imports, module_option
 
 
 def _spec(folder: Path) -> RunSpec | None:
@@ -41,7 +46,8 @@ def _spec(folder: Path) -> RunSpec | None:
 
 
 def list_entries(store: RunStore) -> list[dict[str, Any]]:
-    """One row per entry: key, experiment, dataset, algorithm, seed, rounds, labels (unverified: see verify)."""
+    """One row per entry: key, experiment, dataset, algorithm, seed, rounds, labels, the modules its spec imports
+    (unverified: see verify; none imported)."""
     rows = []
     for folder in store.entries():
         spec = _spec(folder)
@@ -54,7 +60,8 @@ def list_entries(store: RunStore) -> list[dict[str, Any]]:
             row["experiment"] = "(unreadable spec.json)"
         else:
             row.update(experiment=spec.experiment, dataset=spec.dataset, algorithm=spec.algorithm.name,
-                       seed=spec.seed, labels=",".join(f"{k}={v}" for k, v in spec.get("labels").items()))
+                       seed=spec.seed, labels=",".join(f"{k}={v}" for k, v in spec.get("labels").items()),
+                       imports="imports=" + (",".join(spec.imports) or "none"))
         rows.append(row)
     return rows
 
@@ -79,7 +86,7 @@ def stale_entries(store: RunStore) -> tuple[dict[Path, str], dict[str, str]]:
     """({entry no current key reaches: why}, {key: why kept}). Stale: an intact entry (exactly the files its
     manifest lists, as written) whose recorded code version differs from the code now. Kept: anything that
     cannot be shown to be an entry this store wrote (no manifest, a file added or changed) or whose code
-    version cannot be told."""
+    version cannot be told, or whose spec imports a module that is not allowed (never imported to tell it)."""
     stale, kept = {}, {}
     for folder in store.entries():
         try:
@@ -91,6 +98,9 @@ def stale_entries(store: RunStore) -> tuple[dict[Path, str], dict[str, str]]:
         try:
             recorded = json.loads(manifest.get("context", ""))["code"]
             current = code_version(spec) if spec is not None else None
+        except ImportNotAllowedError as err:
+            kept[folder.name] = err.skipped("not imported, so its code version is not compared")
+            continue
         except (ValueError, KeyError, TypeError, ImportError) as err:
             kept[folder.name] = f"cannot tell its code version ({type(err).__name__}: {err})"
             continue
@@ -112,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", type=Path, default=None, help=root_help)
     anywhere = argparse.ArgumentParser(add_help=False)  # --root after the command too, without resetting it
     anywhere.add_argument("--root", type=Path, default=argparse.SUPPRESS, help=root_help)
+    allow_help = "allow run specs to import module MOD (repeatable; gc tells an entry's code version by importing it)"
+    parser.add_argument("--allow-import", type=module_option, action="append", default=[], metavar="MOD",
+                        help=allow_help)
+    anywhere.add_argument("--allow-import", type=module_option, action="append", dest="allow_import_after",
+                          default=argparse.SUPPRESS, metavar="MOD", help=allow_help)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("ls", parents=[anywhere], help="list entries with their labels")
     commands.add_parser("verify", parents=[anywhere], help="verify every entry against its manifest")
@@ -132,6 +147,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        allow_imports(*args.allow_import, *getattr(args, "allow_import_after", []))
+    except ValueError as err:  # a FEDLIB_ALLOW_IMPORTS naming no module
+        print(f"python -m fedlib.runs {args.command}: error: {err}", file=sys.stderr)
+        return 2
     store = RunStore.at(args.root)
     try:
         return _command(args, store)

@@ -7,8 +7,13 @@ An entry folder holds one CSV per record table, `spec.json`, and `manifest.json`
 
 A table without rows also lists its columns' "dtypes" (a header-only CSV carries none), so it reads back typed.
 
+A ledger's entry adds `provenance.json` (`fedlib.ledger.entries`). Nothing else belongs in an entry: a file of
+another kind (a `.py`, say, which Python could import from a store inside the working folder) is refused even
+when the manifest lists it.
+
 `write_entry` writes all of them into a folder (the store then renames that folder into place);
-`verify_entry` checks that the folder holds exactly the listed files with their sizes and checksums;
+`verify_entry` checks that the folder holds exactly the listed files, each of a kind an entry holds, with their
+sizes and checksums;
 `read_entry` verifies and reads the tables back. Anything wrong raises `DamagedEntryError` naming the file.
 """
 from __future__ import annotations
@@ -29,6 +34,8 @@ Records = dict[str, pd.DataFrame]  # table name -> frame ("rounds", "clients", .
 
 MANIFEST = "manifest.json"
 SPEC = "spec.json"
+PROVENANCE = "provenance.json"  # a ledger entry's (fedlib.ledger.entries)
+TABLE_SUFFIX = ".csv"  # a record table's file: <table name>.csv
 # Floats read back bit for bit: pandas 3 does so by default (and deprecates the option), pandas 2 needs it.
 _EXACT_FLOATS: dict[str, Any] = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
 
@@ -82,7 +89,7 @@ def write_entry(folder: Path, key: str, context: str, spec_json: dict[str, Any],
     `context` is what the key hashes besides the spec (`fedlib.runs.fingerprint.key_context`)."""
     files: dict[str, dict[str, Any]] = {}
     for name, frame in records.items():
-        path = folder / f"{name}.csv"
+        path = folder / f"{name}{TABLE_SUFFIX}"
         frame.to_csv(path, index=False)
         files[path.name] = describe(path, frame)
     spec_path = folder / SPEC
@@ -114,6 +121,11 @@ def verify_entry(folder: Path) -> dict[str, Any]:
     listed = manifest["files"]
     if SPEC not in listed or "rounds.csv" not in listed:
         raise DamagedEntryError(folder / MANIFEST, f"lists {sorted(listed)}; an entry has spec.json and rounds.csv")
+    foreign = sorted(name for name in listed if name not in (SPEC, PROVENANCE) and not name.endswith(TABLE_SUFFIX))
+    if foreign:
+        raise DamagedEntryError(folder / foreign[0], f"not a file a run store entry holds (record tables as "
+                                                     f"*{TABLE_SUFFIX}, {SPEC}, {PROVENANCE}): refused, though the "
+                                                     "manifest lists it")
     present = {p.name for p in folder.iterdir()} - {MANIFEST}
     unlisted = sorted(present - set(listed))
     if unlisted:
@@ -159,8 +171,8 @@ def read_entry(folder: Path) -> tuple[dict[str, Any], Records]:
         spec_json = json.loads((folder / SPEC).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DamagedEntryError(folder / SPEC, f"not JSON ({err})") from err
-    tables = {name[:-len(".csv")]: _read_table(folder / name, expected)
-              for name, expected in sorted(manifest["files"].items()) if name.endswith(".csv")}
+    tables = {name[:-len(TABLE_SUFFIX)]: _read_table(folder / name, expected)
+              for name, expected in sorted(manifest["files"].items()) if name.endswith(TABLE_SUFFIX)}
     return spec_json, tables
 
 

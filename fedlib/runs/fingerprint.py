@@ -50,8 +50,9 @@ from fedlib.runs.spec import RunSpec
 
 PACKAGE = "fedlib"
 RECENT_NS = 2_000_000_000  # files modified this recently are not trusted to the (size, mtime) cache
-# The file finders of every dataset (for the data fingerprint, not code a run executes): never followed.
-NOT_FOLLOWED = frozenset({("fedlib.data.datasets", "_FILES")})
+# Never followed: the file finders of every dataset (for the data fingerprint, not code a run executes) and the
+# gate on what a spec may import (`fedlib.trust`: it decides whether a run starts, not what it computes).
+NOT_FOLLOWED = frozenset({("fedlib.data.datasets", "_FILES"), ("fedlib.trust", "require_allowed")})
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), torch.Tensor, np.ndarray, np.generic, torch.device,
            torch.dtype, torch.Generator, Path)
 

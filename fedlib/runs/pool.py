@@ -8,7 +8,7 @@ launch-bound, so a few at once keep the device busy. A worker's failure is raise
 spec, after the other workers' runs have been filed. Workers are capped at `worker_cap` (a process per run
 beyond a few per core only costs start-up time and memory), with a message when the request was larger. Each
 worker reports the key context it computed its run with, and the caller checks it before using the records
-(`RunStore.check_context`).
+(`RunStore.check_context`). Each worker may import what the caller may (`fedlib.trust.worker_allowance`).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from fedlib.runs.execute import execute
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import RunStore
+from fedlib.trust import allow_imports, worker_allowance
 
 
 def default_workers(device: str = "cpu") -> int:
@@ -39,8 +40,11 @@ def worker_cap(runs: int) -> int:
     return max(1, min(runs, (os.cpu_count() or 1) * WORKERS_PER_CORE))
 
 
-def _execute(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int) -> str:
-    """Run one spec in this worker; return the key context it was filed under here."""
+def _execute(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int,
+             allowance: tuple[str, ...]) -> str:
+    """Run one spec in this worker, allowed to import what the caller may (`allowance`); return the key context
+    it was filed under here."""
+    allow_imports(*allowance)
     spec, store = RunSpec.from_json(spec_json), RunStore(store_root, code).reading(root)
     execute(spec, store, root=root, checkpoint_every=checkpoint_every)
     return store.context(spec)
@@ -58,9 +62,11 @@ def run_in_processes(specs: Sequence[RunSpec], store: RunStore, *, workers: int,
     context = multiprocessing.get_context("spawn")  # no fork of a process that already holds torch's threads
     root_text = None if root is None else str(Path(root).resolve())
     store = store.reading(root_text)
+    allowance = worker_allowance(m for spec in specs for m in spec.imports)
     with ProcessPoolExecutor(max_workers=min(workers, cap), mp_context=context) as pool:
         futures: dict[Future, RunSpec] = {
-            pool.submit(_execute, spec.to_json(), str(store.root.resolve()), store.code, root_text, checkpoint_every): spec
+            pool.submit(_execute, spec.to_json(), str(store.root.resolve()), store.code, root_text, checkpoint_every,
+                        allowance): spec
             for spec in specs}
         pending = set(futures)
         try:

@@ -7,7 +7,8 @@ returns its records as CSV text and the key context it computed them with; the d
 against its own (`RunStore.check_context`: a worker with other CPU kernels or threads is refused, never
 filed under this machine's key) and files them in its store, so workers need no shared disk; a task
 interrupted on a worker resumes from that worker's checkpoint when rerun there. A run whose key names a
-thread count asks Ray for that many CPUs and runs with that many threads (Ray would give it one).
+thread count asks Ray for that many CPUs and runs with that many threads (Ray would give it one). Each task
+may import what the driver may (`fedlib.trust.worker_allowance`).
 `ray.init` is given `INIT_TIMEOUT_S` to connect (tried in a child process first: Ray itself waits minutes on
 an address that accepts connections but is no Ray).
 """
@@ -26,13 +27,15 @@ import pandas as pd
 from fedlib.runs.execute import execute
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import Records, RunStore
+from fedlib.trust import allow_imports, worker_allowance
 
 DEFAULT_GPU_FRACTION = 0.25
 INIT_TIMEOUT_S = 60.0
 
 
-def _run_task(spec_json: dict, store_root: str, code: str | None, root: str | None,
-              checkpoint_every: int) -> tuple[str, dict[str, str]]:
+def _run_task(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int,
+              allowance: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    allow_imports(*allowance)
     spec, store = RunSpec.from_json(spec_json), RunStore(store_root, code).reading(root)
     records = execute(spec, store, root=root, checkpoint_every=checkpoint_every)
     return store.context(spec), {name: frame.to_csv(index=False) for name, frame in records.items()}
@@ -95,6 +98,7 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
     has_gpus = ray.cluster_resources().get("GPU", 0) > 0
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     refs = {}
+    allowance = worker_allowance(m for spec in specs for m in spec.imports)
     for spec in specs:
         gpus = gpus_per_run if gpus_per_run is not None else (
             DEFAULT_GPU_FRACTION if has_gpus and spec.device != "cpu" else 0.0)
@@ -102,7 +106,7 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
         task = ray.remote(num_cpus=min(threads, cpus), num_gpus=gpus,
                           runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}})(_run_task)
         refs[task.remote(spec.to_json(), str(store.root.resolve()), store.code,
-                         None if root is None else str(root), checkpoint_every)] = spec
+                         None if root is None else str(root), checkpoint_every, allowance)] = spec
     pending = list(refs)
     while pending:
         done, pending = ray.wait(pending, num_returns=1)

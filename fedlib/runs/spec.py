@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from fedlib.trust import module_name
 from fedlib.validate import count
 
 Frozen = tuple  # a frozen mapping: tuple of (key, value) pairs sorted by key
@@ -102,7 +103,9 @@ class RunSpec:
     lr_schedule: Component | None = None  # the local learning rate, when it is a schedule (local then has no lr)
     hooks: tuple[Component, ...] = ()
     collectors: tuple[Component, ...] = ()
-    imports: tuple[str, ...] = ()  # the user's modules that register components the spec names
+    # the user's modules that register components the spec names; building the spec imports each only where the
+    # user allowed it or imported it already (`fedlib.trust`): a spec read from a file, store or ledger runs nothing
+    imports: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:
@@ -116,8 +119,11 @@ class RunSpec:
         if self.lr_schedule is not None and "lr" in self.get("local"):
             raise ValueError(f"RunSpec names lr_schedule {self.lr_schedule.name!r} and local['lr']: the schedule is "
                              "the learning rate, so leave lr out of local")
-        if not isinstance(self.imports, tuple) or not all(isinstance(m, str) and m for m in self.imports):
-            raise ValueError(f"RunSpec imports must be a tuple of module names, got {self.imports!r}")
+        if not isinstance(self.imports, tuple):
+            raise ValueError(f"RunSpec imports must be a tuple of module names, e.g. ('my_components',), got "
+                             f"{self.imports!r}")
+        for module in self.imports:
+            module_name(module, "RunSpec imports")
 
     @staticmethod
     def make(experiment: str, dataset: str, split: tuple[str, Mapping[str, Any]], model: tuple[str, Mapping[str, Any]],
@@ -132,6 +138,10 @@ class RunSpec:
         """Build a spec from plain dicts (the readable way; `RunSpec(...)` takes the frozen forms)."""
         def one(c: ComponentArg | None) -> Component | None:
             return None if c is None else Component.of(*c)
+
+        if not isinstance(imports, (list, tuple)):  # a string would become its letters, each a "module"
+            raise ValueError(f"RunSpec imports must be a list of module names, e.g. ['my_components'], got "
+                             f"{imports!r}")
 
         return RunSpec(experiment, dataset, Component.of(*split), Component.of(*model), Component.of(*algorithm),
                        count("RunSpec rounds", rounds), count("RunSpec seed", seed, low=0), freeze(dict(local or {}), "local"), Component.of(*uplink),
