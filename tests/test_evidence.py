@@ -169,3 +169,15 @@ def test_judged_claims_save_their_evidence_and_judge_the_same_again(tmp_path):
     again = quickstart.claims(bundle).table()
     pd.testing.assert_frame_equal(again, table.table())
     assert module == "quickstart"
+
+
+def test_a_nested_class_in_a_fedlib_module_that_runs_when_imported_is_refused_without_importing_it(tmp_path):
+    """A saved class names the module to import it from: only modules imported already or the papers' and
+    claims' modules; `fedlib.runs.__main__` (the store CLI) would run a command, so it is refused, never imported."""
+    evidence.save(rich(), tmp_path, "quickstart")
+    manifest = _manifest(tmp_path)
+    manifest["fields"]["detail"]["class"] = "fedlib.runs.__main__:main"
+    (tmp_path / "evidence" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(EvidenceError, match="'fedlib.runs.__main__:main' is not one of fedlib's"):
+        evidence.load(tmp_path)
+    assert "fedlib.runs.__main__" not in sys.modules

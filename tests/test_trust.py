@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 import fedlib
-from fedlib.ledger import entries as ledger_entries
 from fedlib.ledger.entries import LedgerEntry
 from fedlib.ledger.status import stale_notes
 from fedlib.runs import RunSpec, RunStore, build_run, run_specs
@@ -122,10 +121,6 @@ def test_import_refuses_a_member_of_no_kind_an_entry_holds_and_keeps_provenance(
                                                "tables as *.csv, spec.json, provenance.json): refused, though the "
                                                "manifest lists it")
     assert f"{helper_key}/helper.py: not a file a run store entry holds" in report.rejected[helper_key]
-
-
-def test_the_ledgers_provenance_file_is_the_one_an_entry_may_hold():
-    assert ledger_entries.PROVENANCE == PROVENANCE
 
 
 # ---- the gate ------------------------------------------------------------------------------------------------------
@@ -265,7 +260,7 @@ def test_the_gate_is_no_part_of_any_store_key():
 
 def test_a_ledger_entry_importing_a_module_not_allowed_is_listed_as_such_never_imported(capsys):
     spec = quick_spec(["this"])
-    entry = LedgerEntry(Path("quickstart-x.tar.gz"), "k", spec, {}, {"code_version": "old", "data": "d", "commit": "c"})
+    entry = LedgerEntry(Path("quickstart-x.tar.gz"), "k", spec, {}, {"code_version": "old", "data": "d", "commit": "c"}, "0" * 64)
     assert stale_notes([entry], lambda _: None) == \
         [(entry, "its spec imports this (not allowed): not imported, so not compared with today's code; if you trust "
                  "it, allow it with --allow-import this")]

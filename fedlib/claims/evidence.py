@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -131,10 +132,18 @@ def _file_name(key: Any, position: int) -> str:
     return key if isinstance(key, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,63}", key) else str(position)
 
 
+# Where a saved class may come from: a module imported already, or one of the papers' and claims' modules, whose
+# import only defines and registers (a file names no other module to import: `fedlib.runs.__main__` would run a CLI).
+EVIDENCE_PACKAGES = ("fedlib.claims.", "fedlib.papers.")
+
+
 def _dataclass(name: str, where: Path) -> type:
-    """The dataclass `module:Class` names, only from fedlib's own modules."""
+    """The dataclass `module:Class` names, only from fedlib's modules imported already or `EVIDENCE_PACKAGES`."""
     module, _, qualname = name.partition(":")
-    if not module.startswith("fedlib.") or not all(part.isidentifier() for part in qualname.split(".")):
+    importable = module in sys.modules or (module.startswith(EVIDENCE_PACKAGES)
+                                           and "__main__" not in module.split("."))
+    if (not module.startswith("fedlib.") or not importable
+            or not all(part.isidentifier() for part in qualname.split("."))):
         raise EvidenceError(f"{where}: class {name!r} is not one of fedlib's; this file was not written by fedlib: "
                             "delete the folder and run the notebook again")
     cls: Any = importlib.import_module(module)

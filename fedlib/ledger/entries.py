@@ -46,14 +46,13 @@ from fedlib.ledger.index import (INDEX, IndexLine, MalformedIndexError, is_one_l
                                  write_index)
 from fedlib.paths import checkout
 from fedlib.runs.archive import ArchiveError, export_entries, unpack
-from fedlib.runs.entry import (MANIFEST, SPEC, DamagedEntryError, Records, describe, file_sha256, read_manifest,
-                               verify_entry, verify_keyed_entry, write_atomic)
+from fedlib.runs.entry import (MANIFEST, PROVENANCE, SPEC, DamagedEntryError, Records, describe, file_sha256,
+                               read_manifest, verify_entry, verify_keyed_entry, write_atomic)
 from fedlib.runs.fingerprint import code_roots, hashed_packages, reached_definitions
 from fedlib.runs.runner import tidy_runs
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import MARKER, TEMP_PREFIX, RunStore
 
-PROVENANCE = "provenance.json"
 SUFFIX = ".tar.gz"
 # What the whole gpu profile's ledger may take in the repository: a few tens of MB (tests/test_ledger.py extrapolates
 # a measured entry to the profile's runs against it; a piece prints the ledger's size against it).
