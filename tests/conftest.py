@@ -1,8 +1,9 @@
-"""Shared test settings."""
+"""Shared test settings, and the one Ray each test process starts for the tests that need one."""
 from __future__ import annotations
 
 import pytest
 import torch
+from local_ray import LocalRay
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -12,3 +13,28 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    pytest.importorskip("ray")
+    ray = LocalRay()
+    yield ray
+    ray.stop()
+
+
+@pytest.fixture
+def ray_started(local_ray):
+    """Ray running in this process, for a test whose subject is Ray: a start that times out fails the test."""
+    failure = local_ray.start()
+    if failure is not None:
+        pytest.fail(failure)
+
+
+@pytest.fixture
+def ray_if_it_starts(local_ray):
+    """Ray running in this process, for a test to which Ray is only the means (Flower's simulation engine runs on
+    it): a start that times out skips the test, with the reason."""
+    failure = local_ray.start()
+    if failure is not None:
+        pytest.skip(failure)

@@ -4,6 +4,7 @@ process and in Flower's simulation engine on Ray actors)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -45,7 +46,7 @@ def user_module(tmp_path, monkeypatch):
     folder.mkdir()
     (folder / "user_components.py").write_text(USER_MODULE)
     monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setenv("PYTHONPATH", str(folder))  # Ray's workers and Flower's actors inherit the environment
+    monkeypatch.setenv("PYTHONPATH", str(folder), prepend=os.pathsep)  # Ray's workers and Flower's actors inherit it
     return "user_components"
 
 
@@ -89,15 +90,10 @@ def test_user_algorithm_and_hook_run_locally_and_in_worker_processes(user_module
     assert not rounds(plain)["user_norm"].equals(rounds(local)[:2]["user_norm"])  # the user's aggregate ran
 
 
-def test_user_algorithm_and_hook_run_on_ray(user_module, tmp_path):
-    ray = pytest.importorskip("ray")
+def test_user_algorithm_and_hook_run_on_ray(user_module, ray_started, tmp_path):
     spec = user_spec(user_module)
     local = run_specs([spec], store=RunStore(tmp_path / "local"), progress=False)
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-        remote = run_specs([spec], store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
-    finally:
-        ray.shutdown()
+    remote = run_specs([spec], store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
     pd.testing.assert_frame_equal(rounds(local), rounds(remote), check_exact=True)
 
 
@@ -112,7 +108,7 @@ def test_user_algorithm_and_hook_run_in_flowers_apps_in_this_process(user_module
                                   .reset_index(drop=True), check_exact=True)
 
 
-def test_user_algorithm_and_hook_run_in_flowers_simulation(user_module, tmp_path):
+def test_user_algorithm_and_hook_run_in_flowers_simulation(user_module, ray_if_it_starts, tmp_path):
     pytest.importorskip("flwr")
     from fedlib.flower import run_in_simulation
 
