@@ -78,8 +78,11 @@ def test_a_failing_flwr_run_exits_non_zero_and_leaves_no_process(mark, tmp_path)
     (["no-such-folder"], "app folder 'no-such-folder': no pyproject.toml there"),
     (["flower-app", "--timeout", "0"], "--timeout 0: give a positive number of seconds"),
 ])
-def test_a_wrong_command_is_one_line_naming_it(args, error):
+def test_a_wrong_command_is_one_line_naming_it(args, error, capsys, monkeypatch):
     pytest.importorskip("flwr")
-    done = subprocess.run([sys.executable, "-m", "fedlib.flower.local_run", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 2 and error in done.stderr.splitlines()[-1], done.stderr
+    from fedlib.flower.local_run import main
+
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as stopped:
+        main(args)
+    assert stopped.value.code == 2 and error in capsys.readouterr().err.splitlines()[-1]

@@ -39,15 +39,16 @@ USER_MODULE = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture
-def user_module(tmp_path, monkeypatch):
-    """`user_components.py` in a folder of its own, importable here and in every process started from here."""
-    folder = tmp_path / "user"
-    folder.mkdir()
+@pytest.fixture(scope="module")
+def user_module(tmp_path_factory):
+    """`user_components.py` in a folder of its own, importable here and in every process started from here (one
+    folder for the module's tests, so that its Ray tests share one Ray start: tests/local_ray.py)."""
+    folder = tmp_path_factory.mktemp("user")
     (folder / "user_components.py").write_text(USER_MODULE)
-    monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setenv("PYTHONPATH", str(folder), prepend=os.pathsep)  # Ray's workers and Flower's actors inherit it
-    return "user_components"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.syspath_prepend(str(folder))
+        monkeypatch.setenv("PYTHONPATH", str(folder), prepend=os.pathsep)  # Ray's workers, Flower's actors inherit it
+        yield "user_components"
 
 
 def user_spec(module: str, seed: int = 0) -> RunSpec:
