@@ -62,11 +62,12 @@ def test_a_marked_process_is_found_and_stopped_even_detached(mark):
 
 def test_a_failing_flwr_run_exits_non_zero_and_leaves_no_process(mark, tmp_path):
     """The app's spec is missing: the run fails after Flower's local SuperLink, its simulation process and Ray
-    have started (Ray may even time out starting on a busy machine: a failure all the same)."""
+    have started (Ray may even time out starting on a busy machine: a failure all the same). One Ray CPU, one
+    client app actor: the least Ray the run can start."""
     pytest.importorskip("flwr")
     env = {**os.environ, TEST_MARK: mark}
     done = subprocess.run([sys.executable, "-m", "fedlib.flower.local_run", "flower-app", "--timeout", "300",
-                           "--federation-config", "num-supernodes=5",
+                           "--federation-config", "num-supernodes=5 init-args-num-cpus=1 client-resources-num-cpus=1",
                            "--run-config", f'spec="{tmp_path / "missing.json"}"'],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr
