@@ -6,6 +6,7 @@ components that keep client-side memory or read the record (TACO's freeloaders, 
 policy). One run goes through Flower's simulation engine (Ray, 2 workers)."""
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -203,6 +204,26 @@ def test_ray_simulation_with_two_workers_gives_the_record(ray_if_it_starts):
     same_records(ref, got, rtol=1e-6)
     for column in ("bits_up", "bits_down", "payload_bits_up", "clients"):
         np.testing.assert_array_equal(ref["rounds"][column], got["rounds"][column])
+
+
+def test_the_simulation_starts_ray_as_flower_would_retrying_a_start_that_times_out(monkeypatch):
+    """Where no Ray runs, run_in_simulation starts it through fedlib.ray_start (retried on a busy machine) with
+    the arguments Flower's backend would use (its init_args, no dashboard, this process's import path for the
+    actors), before Flower's engine, which then runs on it."""
+    ray = pytest.importorskip("ray")
+    import sys
+
+    import fedlib.flower.simulation as simulation
+
+    starts = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(simulation, "start_local_ray", lambda **init_args: starts.append(init_args))
+    monkeypatch.setattr(simulation, "run_simulation", lambda *args, **kwargs: None)  # an engine that runs nothing
+    with pytest.raises(RuntimeError, match="the simulation finished 0 of 1 specs"):
+        run_in_simulation([spec_of(rounds=1)], workers=3)
+    (init_args,) = starts
+    assert init_args["num_cpus"] == 3 and init_args["include_dashboard"] is False
+    assert init_args["runtime_env"]["env_vars"]["PYTHONPATH"].split(os.pathsep)[:len(sys.path)] == sys.path
 
 
 APP_FOLDER = Path(__file__).resolve().parents[1] / "flower-app"
