@@ -6,6 +6,8 @@ installed (independently of fedlib.processes), else with fedlib.processes itself
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -34,6 +36,13 @@ def remaining(mark: str) -> list[int]:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
+
+
+def kept_flower_home(stderr: str) -> Path:
+    """The Flower home a failed run kept, as its last line names it (deleted here: a test's litter)."""
+    home = Path(re.search(r"the local SuperLink's log: (\S+)/local-superlink/superlink\.log", stderr).group(1))
+    shutil.rmtree(home)
+    return home
 
 
 @pytest.fixture
@@ -72,6 +81,18 @@ def test_a_failing_flwr_run_exits_non_zero_and_leaves_no_process(mark, tmp_path)
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "fedlib.flower.local_run: FAILED: " in done.stderr, done.stdout + done.stderr
+    assert kept_flower_home(done.stderr).name.startswith("fedlib-flwr-home-")
+    assert remaining(mark) == []
+
+
+def test_a_run_past_its_timeout_is_stopped_with_what_it_started(mark):
+    pytest.importorskip("flwr")
+    done = subprocess.run([sys.executable, "-m", "fedlib.flower.local_run", "flower-app", "--timeout", "3",
+                           "--federation-config", "num-supernodes=5"], cwd=ROOT,
+                          env={**os.environ, TEST_MARK: mark}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "fedlib.flower.local_run: FAILED: the run did not end within 3 s (--timeout)" in done.stderr, done.stderr
+    kept_flower_home(done.stderr)
     assert remaining(mark) == []
 
 

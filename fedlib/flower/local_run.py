@@ -82,30 +82,35 @@ def _run_status(run_id: str, env: dict[str, str]) -> tuple[str, str]:
     return status
 
 
+def _failure(returncode: int, output: list[str], env: dict[str, str]) -> str | None:
+    """What went wrong with a `flwr run` that ended with `returncode` and printed `output`; None for a run that
+    completed."""
+    if returncode != 0:
+        return f"`flwr run` exited with status {returncode}"
+    started = next((m.group(1) for line in output if (m := STARTED.search(line))), None)
+    if started is None:
+        return "`flwr run` started no run"
+    status, details = _run_status(started, env)
+    return None if status == COMPLETED else f"run {started} ended {status!r} ({details}), not {COMPLETED!r}"
+
+
 def run_local(app: Path, flwr_args: list[str], timeout_s: float) -> int:
     """Run `flwr run app local *flwr_args --stream`, stop what it started; 0 only for a completed run."""
     require_proc()
     home, mark = Path(tempfile.mkdtemp(prefix="fedlib-flwr-home-")), new_mark()
     env = _flwr_environment(home, mark)
     command = [str(Path(sys.executable).parent / "flwr"), "run", str(app), "local", *flwr_args, "--stream"]
-    lines: list[str] = []
-    failure = None
+    output: list[str] = []
     try:
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        reader = threading.Thread(target=_echo, args=(proc.stdout, lines), daemon=True)
+        reader = threading.Thread(target=_echo, args=(proc.stdout, output), daemon=True)
         reader.start()
         try:
             proc.wait(timeout=timeout_s)
+            reader.join(timeout=5.0)
+            failure = _failure(proc.returncode, output, env)
         except subprocess.TimeoutExpired:
             failure = f"the run did not end within {timeout_s:.0f} s (--timeout)"
-        reader.join(timeout=5.0)
-        started = next((m.group(1) for line in lines if (m := STARTED.search(line))), None)
-        if failure is None and proc.returncode != 0:
-            failure = f"`flwr run` exited with status {proc.returncode}"
-        elif failure is None and started is None:
-            failure = "`flwr run` started no run"
-        elif failure is None and (status := _run_status(started, env))[0] != COMPLETED:
-            failure = f"run {started} ended {status[0]!r} ({status[1]}), not {COMPLETED!r}"
     finally:
         stopped = stop_marked(mark)
     if failure is None:
