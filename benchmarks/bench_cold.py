@@ -12,7 +12,9 @@ Printed: the median training time (inside the process, from model creation to th
 and the median whole-process wall time, as ratios to the tight loop (MLP) and to the floor (CNN), all
 from one run of this script with the variants interleaved.
 
-    python benchmarks/bench_cold.py [--reps 5] [--workloads mlp cnn]
+    python benchmarks/bench_cold.py [--reps 5] [--workloads mlp cnn] [--smoke]
+`--smoke` runs each variant once, in one fresh process each, for one round of the MLP workload (unless
+--workloads names others): a check that the script runs, not a measurement.
 """
 from __future__ import annotations
 
@@ -29,16 +31,17 @@ VARIANTS = ("fedlib default", "fedlib vmap", "tight loop", "floor")
 REFERENCE = {"mlp": "tight loop", "cnn": "floor"}
 
 
-def one_run(variant: str, workload: str) -> dict[str, float]:
+def one_run(variant: str, workload: str, is_smoke: bool) -> dict[str, float]:
     """Runs in the child process: set up the workload, train once, report the training time."""
     import numpy as np
     import torch
     import torch.nn.functional as F
 
-    from bench_round import WORKLOADS, run_fedlib, run_floor, setup
+    from bench_round import WORKLOADS, run_fedlib, run_floor, setup, smoke
     from fedlib.federation import choose_threads, torch_threads
 
     w = next(x for x in WORKLOADS if x.name == workload)
+    w = smoke(w) if is_smoke else w
     data, steps = setup(w)
     threads = choose_threads(w.model(data.dataset.input_shape))
     if variant == "fedlib default":
@@ -79,9 +82,10 @@ def one_run(variant: str, workload: str) -> dict[str, float]:
         return {"train_s": time.perf_counter() - start}
 
 
-def fresh(variant: str, workload: str) -> dict[str, float]:
+def fresh(variant: str, workload: str, is_smoke: bool) -> dict[str, float]:
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, __file__, "--one", variant, "--workloads", workload],
+    out = subprocess.run([sys.executable, __file__, "--one", variant, "--workloads", workload,
+                          *(["--smoke"] if is_smoke else [])],
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent)
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - start}
 
@@ -89,12 +93,17 @@ def fresh(variant: str, workload: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--workloads", nargs="*", default=["mlp", "cnn"])
+    parser.add_argument("--workloads", nargs="*", default=None, help="default: mlp cnn (--smoke: mlp)")
+    parser.add_argument("--smoke", action="store_true", help="one repetition of one round, the MLP workload only")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.workloads is None:
+        args.workloads = ["mlp"] if args.smoke else ["mlp", "cnn"]
+    if args.smoke:
+        args.reps = 1
     if args.one:
         sys.path.insert(0, str(Path(__file__).parent))
-        print(json.dumps(one_run(args.one, args.workloads[0])))
+        print(json.dumps(one_run(args.one, args.workloads[0], args.smoke)))
         return
     print(f"whole runs in fresh processes, median of {args.reps} interleaved, shuffled repetitions\n")
     for workload in args.workloads:
@@ -103,7 +112,7 @@ def main() -> None:
         for rep in range(args.reps):
             random.Random(rep).shuffle(order)
             for variant in order:
-                times[variant].append(fresh(variant, workload))
+                times[variant].append(fresh(variant, workload, args.smoke))
         med = {v: {k: statistics.median(r[k] for r in runs) for k in ("train_s", "process_s")} for v, runs in times.items()}
         ref = REFERENCE[workload]
         print(f"== {workload}: ratios to the {ref}")

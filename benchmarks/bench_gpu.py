@@ -14,7 +14,8 @@ the wall time from the first worker's start to the last one's end (a barrier sta
 done a warm-up round). Ratios come from one run of this script, printed with the device's name.
 
     python benchmarks/bench_gpu.py [--rounds 2] [--scales fedaq taco] [--workers 1 2 4] [--device cuda] [--shrink 1]
-`--device cpu --shrink 50` runs the same code on a CPU at 1/50 of the clients' data and steps (a smoke test only).
+`--device cpu --shrink 50` runs the same code on a CPU at 1/50 of the clients' data and steps. `--smoke` runs it on a
+CPU at two clients of one local step each, one worker (a check that the script runs, not a measurement).
 """
 from __future__ import annotations
 
@@ -63,9 +64,15 @@ SCALES = [
 
 
 def shrunk(s: Scale, shrink: int) -> Scale:
-    """The scale at 1/`shrink` of its data and local steps (a CPU smoke test)."""
+    """The scale at 1/`shrink` of its data and local steps (a cheaper run on a CPU)."""
     return replace(s, samples=max(s.batch_size, s.samples // shrink),
                    steps=None if s.steps is None else max(1, s.steps // shrink))
+
+
+def tiny(s: Scale) -> Scale:
+    """The scale at two clients, both in every round, of one batch and one local step each (`--smoke`)."""
+    return replace(s, clients=2, per_round=2, samples=s.batch_size, epochs=None if s.epochs is None else 1,
+                   steps=None if s.steps is None else 1)
 
 
 def federation(s: Scale) -> FederatedData:
@@ -125,14 +132,19 @@ def main() -> None:
     parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shrink", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true", help="on a CPU, two clients of one step, one worker")
     args = parser.parse_args()
+    if args.smoke:
+        args.device, args.workers = "cpu", [1]
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("no CUDA device here: nothing measured (run on a GPU machine, or --device cpu --shrink 50 as a smoke test)")
+        print("no CUDA device here: nothing measured (run on a GPU machine, or --smoke on a CPU as a check that it "
+              "runs)")
         return
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU"
+    sizes = "two clients of one local step (--smoke)" if args.smoke else f"client data and steps / {args.shrink}"
     print(f"device {name}, torch {torch.__version__}; client-steps/s, the median of {args.rounds - 1} timed "
-          f"round(s) after a warm-up; client data and steps / {args.shrink}\n", flush=True)
-    scales = [shrunk(s, args.shrink) for s in SCALES if s.name in args.scales]
+          f"round(s) after a warm-up; {sizes}\n", flush=True)
+    scales = [tiny(s) if args.smoke else shrunk(s, args.shrink) for s in SCALES if s.name in args.scales]
     print(f"{'scale':10s} {'steps/round':>11s} {'sequential':>10s} {'vmap':>8s} {'graph':>8s}", flush=True)
     for s in scales:
         data = federation(s)

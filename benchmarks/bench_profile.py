@@ -10,7 +10,9 @@ run that leaves torch two threads (a convolutional model with threads "auto") ca
 process holds a core (OpenMP threads spin waiting for each other; `OMP_WAIT_POLICY=PASSIVE` in the environment
 makes them sleep instead: compare both).
 
-    python benchmarks/bench_profile.py [--profile cpu] [--only fedaq taco]
+    python benchmarks/bench_profile.py [--profile cpu] [--only fedaq taco] [--smoke]
+`--smoke` times one round of the first run of the quick profile's quickstart notebook (or of each notebook --only
+names): a check that the script runs, not an estimate.
 """
 from __future__ import annotations
 
@@ -53,7 +55,10 @@ def main() -> None:
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--only", nargs="+", action="extend",
                         help="notebooks: --only a b, or --only a --only b (default: every notebook)")
+    parser.add_argument("--smoke", action="store_true", help="one round of one run of the quick profile's quickstart")
     args = parser.parse_args()
+    if args.smoke:
+        args.profile, args.only = "quick", args.only or ["quickstart"]
     names = list(dict.fromkeys(args.only)) if args.only else notebook_names(NOTEBOOKS)
     print(f"profile {args.profile}, {os.cpu_count()} CPU cores, OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY', '(unset)')}", flush=True)
@@ -62,6 +67,7 @@ def main() -> None:
         store = RunStore(folder)
         for name in names:
             specs = notebook_specs(name, notebook_parameters(name, args.profile))
+            specs = [specs[0].with_(rounds=1)] if args.smoke else specs
             steps = [client_steps(spec, build_run(spec)) for spec in specs]
             by_cost, wall_total, cpu_total = groups(specs), 0.0, 0.0
             for members in by_cost.values():

@@ -9,6 +9,10 @@ Variants, all on the same batches count:
               at 1 thread and at torch's default; the faster of the two is the floor
   fedlib/...  run_federation with each executor and thread count; "auto" is the library's default choice
 Each variant runs `--reps` times, interleaved in a shuffled order; the median is reported. Ratios come from one run of this script.
+
+    python benchmarks/bench_round.py [--reps 5] [--workloads mlp cnn] [--smoke]
+`--smoke` runs every variant once for one round of the MLP workload (unless --workloads names others), without the
+warm-up: a check that the script runs, not a measurement.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -53,6 +57,15 @@ WORKLOADS = [
 ]
 
 
+def smoke(w: Workload) -> Workload:
+    """The workload cut to one round (`--smoke`)."""
+    return replace(w, rounds=1)
+
+
+def local_training(w: Workload) -> LocalTraining:
+    return LocalTraining(lr=w.lr, batch_size=w.batch_size, epochs=w.epochs)
+
+
 def setup(w: Workload) -> tuple[FederatedData, int]:
     ds = load_dataset(w.dataset)
     parts = dirichlet(ds.y_train.numpy(), w.clients, 0.5, np.random.default_rng(0), min_size=w.batch_size)
@@ -63,7 +76,7 @@ def setup(w: Workload) -> tuple[FederatedData, int]:
 def run_fedlib(w: Workload, data: FederatedData, executor: str, threads: int | str) -> float:
     start = time.perf_counter()
     run_federation(lambda: w.model(data.dataset.input_shape), data, FedAvg(), w.rounds,
-                   local=LocalTraining(lr=w.lr, batch_size=w.batch_size, epochs=w.epochs), sampler=1.0,
+                   local=local_training(w), sampler=1.0,
                    eval_every=w.rounds, executor=executor, threads=threads, progress=False)
     return time.perf_counter() - start
 
@@ -127,13 +140,19 @@ def evaluate_once(model: torch.nn.Module, ds) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--workloads", nargs="*", default=[w.name for w in WORKLOADS])
+    parser.add_argument("--workloads", nargs="*", default=None, help="default: mlp cnn (--smoke: mlp)")
+    parser.add_argument("--smoke", action="store_true", help="one repetition of one round, the MLP workload only")
     args = parser.parse_args()
+    if args.workloads is None:
+        args.workloads = ["mlp"] if args.smoke else [w.name for w in WORKLOADS]
+    if args.smoke:
+        args.reps = 1
     print(f"torch {torch.__version__}, default intra-op threads {DEFAULT_THREADS}, median of {args.reps} interleaved, shuffled runs\n")
-    for w in (w for w in WORKLOADS if w.name in args.workloads):
+    for w in (smoke(w) if args.smoke else w for w in WORKLOADS if w.name in args.workloads):
         data, steps = setup(w)
         model = w.model(data.dataset.input_shape)
-        auto = f"fedlib auto ({choose_executor(model, FedAvg(), torch.device('cpu'))}, {choose_threads(model)} thread(s))"
+        executor = choose_executor(model, FedAvg(), torch.device("cpu"), local_training(w))
+        auto = f"fedlib auto ({executor}, {choose_threads(model)} thread(s))"
         variants: dict[str, Callable[[], float]] = {
             "idiomatic (default threads)": lambda: run_idiomatic(w, data),
             "floor, 1 thread": lambda: run_floor(w, data, steps, 1),
@@ -145,7 +164,7 @@ def main() -> None:
         }
         times: dict[str, list[float]] = {k: [] for k in variants}
         for fn in variants.values():  # warm-up (imports, allocator)
-            fn() if w.name == "mlp" else None
+            fn() if w.name == "mlp" and not args.smoke else None
         order = list(variants)
         for rep in range(args.reps):  # a new order every repetition: no variant always follows the same one
             random.Random(rep).shuffle(order)

@@ -1,8 +1,9 @@
-"""Shared test settings."""
+"""Shared test settings, and the one Ray each test process starts for the tests that need one."""
 from __future__ import annotations
 
 import pytest
 import torch
+from local_ray import LocalRay
 
 from fedlib.trust import ALLOW_VAR
 
@@ -20,3 +21,28 @@ def one_thread():
 def no_allowed_imports(monkeypatch):
     """Every test starts with no module allowed (`fedlib.trust`), and what it allows is gone after it."""
     monkeypatch.setenv(ALLOW_VAR, "")  # (restored after the test, whatever it sets)
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    pytest.importorskip("ray")
+    ray = LocalRay()
+    yield ray
+    ray.stop()
+
+
+@pytest.fixture
+def ray_started(local_ray):
+    """Ray running in this process, for a test whose subject is Ray: a start that times out fails the test."""
+    failure = local_ray.start()
+    if failure is not None:
+        pytest.fail(failure)
+
+
+@pytest.fixture
+def ray_if_it_starts(local_ray):
+    """Ray running in this process, for a test to which Ray is only the means (Flower's simulation engine runs on
+    it): a start that times out skips the test, with the reason."""
+    failure = local_ray.start()
+    if failure is not None:
+        pytest.skip(failure)

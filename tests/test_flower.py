@@ -6,6 +6,7 @@ components that keep client-side memory or read the record (TACO's freeloaders, 
 policy). One run goes through Flower's simulation engine (Ray, 2 workers)."""
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from pathlib import Path
@@ -192,11 +193,11 @@ def test_a_query_reports_the_partition():
     assert isinstance(context, Context)
 
 
-def test_ray_simulation_with_two_workers_gives_the_record():
-    """Flower's simulation engine (run_simulation, Ray, 2 actors): client apps in other processes, state in the
-    engine's node contexts. Equal to 1e-6 relative (bitwise here: dense model, one thread; a convolutional
-    model's thread count may differ in an actor); bits and counts exactly."""
-    pytest.importorskip("ray")
+def test_ray_simulation_with_two_workers_gives_the_record(ray_if_it_starts):
+    """Flower's simulation engine (run_simulation, Ray, 2 actors, on the Ray this test process started):
+    client apps in other processes, state in the engine's node contexts. Equal to 1e-6 relative (bitwise here:
+    dense model, one thread; a convolutional model's thread count may differ in an actor); bits and counts
+    exactly."""
     spec = spec_of("scaffold", uplink=("stc", {"frac": 0.2, "error_feedback": True}),
                    downlink=("uniform", {"bits": 8, "rounding": "stochastic", "payload": "update"}))
     (got,) = run_in_simulation([spec], workers=2)
@@ -204,6 +205,26 @@ def test_ray_simulation_with_two_workers_gives_the_record():
     same_records(ref, got, rtol=1e-6)
     for column in ("bits_up", "bits_down", "payload_bits_up", "clients"):
         np.testing.assert_array_equal(ref["rounds"][column], got["rounds"][column])
+
+
+def test_the_simulation_starts_ray_as_flower_would_retrying_a_start_that_times_out(monkeypatch):
+    """Where no Ray runs, run_in_simulation starts it through fedlib.ray_start (retried on a busy machine) with
+    the arguments Flower's backend would use (its init_args, no dashboard, this process's import path for the
+    actors), before Flower's engine, which then runs on it."""
+    ray = pytest.importorskip("ray")
+    import sys
+
+    import fedlib.flower.simulation as simulation
+
+    starts = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(simulation, "start_local_ray", lambda **init_args: starts.append(init_args))
+    monkeypatch.setattr(simulation, "run_simulation", lambda *args, **kwargs: None)  # an engine that runs nothing
+    with pytest.raises(RuntimeError, match="the simulation finished 0 of 1 specs"):
+        run_in_simulation([spec_of(rounds=1)], workers=3)
+    (init_args,) = starts
+    assert init_args["num_cpus"] == 3 and init_args["include_dashboard"] is False
+    assert init_args["runtime_env"]["env_vars"]["PYTHONPATH"].split(os.pathsep)[:len(sys.path)] == sys.path
 
 
 APP_FOLDER = Path(__file__).resolve().parents[1] / "flower-app"
@@ -252,44 +273,23 @@ def test_the_flower_app_folder_gives_run_federations_record(tmp_path):
                                    ref[name]["loss" if name == "clients" else "test_acc"], rtol=1e-12)
 
 
-def _stop_processes_naming(path: Path) -> None:
-    import os
-    import signal
-
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if str(path).encode() in cmdline.read_bytes():
-                os.kill(int(cmdline.parent.name), signal.SIGTERM)
-        except (OSError, ValueError):
-            continue
-
-
 @pytest.mark.slow
 def test_flwr_run_in_local_simulation_gives_run_federations_record(tmp_path):
-    """The README's command, as a Flower user types it: `flwr run flower-app local` starts a local SuperLink in
-    simulation mode (Ray), 5 SuperNodes; the CSV tables it writes equal run_federation's on the folder's spec,
-    written the same way, in every column but the timings. Slow (a Ray start, about a minute on an idle 2-core
-    machine; on a busy one Ray's raylet can time out starting, README "Running a reproduced spec in Flower"):
-    `pytest -m slow`. Flower's home (`FLWR_HOME`) is a temporary folder, so the user's is untouched, and the local
-    SuperLink it starts is stopped after the run (skipped where one already runs: flwr would use that one)."""
+    """The README's command, as a user types it: `python -m fedlib.flower.local_run flower-app` runs `flwr run
+    flower-app local` (a local SuperLink in simulation mode, Ray, 5 SuperNodes) and exits 0 for a completed run;
+    the CSV tables it writes equal run_federation's on the folder's spec, written the same way, in every column but
+    the timings. Slow (a Ray start, about a minute on an idle 2-core machine; on a busy one Ray's raylet can time
+    out starting, README "Running a reproduced spec in Flower"): `pytest -m slow`."""
     import io
     import json
-    import os
     import subprocess
     import sys
 
-    from flwr.cli.local_superlink import _is_local_superlink_started
-
-    if _is_local_superlink_started():
-        pytest.skip("a local SuperLink is already running: `flwr run` would use it, with the settings it started with")
     out = tmp_path / "records"
-    env = {**os.environ, "FLWR_HOME": str(tmp_path / "flwr-home"), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run([str(Path(sys.executable).parent / "flwr"), "run", str(APP_FOLDER), "local",
-                           "--federation-config", "num-supernodes=5", "--run-config", f'out="{out}"', "--stream"],
-                          env=env, capture_output=True, text=True, timeout=600)
-    _stop_processes_naming(tmp_path / "flwr-home")  # the local SuperLink flwr started, detached, outlives the run
-    assert done.returncode == 0 and "fedlib: quickstart, 3 rounds" in done.stdout + done.stderr, done.stdout + done.stderr
+    done = subprocess.run([sys.executable, "-m", "fedlib.flower.local_run", str(APP_FOLDER), "--timeout", "600",
+                           "--federation-config", "num-supernodes=5", "--run-config", f'out="{out}"'],
+                          cwd=APP_FOLDER.parent, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and "fedlib: quickstart, 3 rounds" in done.stdout, done.stdout + done.stderr
     ref = reference(RunSpec.from_json(json.loads((APP_FOLDER / "spec.json").read_text())))
     assert {p.stem for p in out.glob("*.csv")} == set(ref)
     for name, table in ref.items():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import pytest
 
 from fedlib.runs import RunSpec, RunStore, run_specs
 
@@ -17,17 +16,12 @@ def cnn_spec() -> RunSpec:
                         loop={"executor": "sequential"})
 
 
-def test_a_ray_task_runs_with_the_threads_its_key_names(tmp_path):
-    ray = pytest.importorskip("ray")
+def test_a_ray_task_runs_with_the_threads_its_key_names(ray_started, tmp_path):
     spec = cnn_spec()
     local_store = RunStore(tmp_path / "local")
     assert "threads" in json.loads(local_store.context(spec))  # torch picks the threads of this run
     local = run_specs([spec], store=local_store, progress=False)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        remote = run_specs([spec], store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
-    finally:
-        ray.shutdown()
+    remote = run_specs([spec], store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
     drop = ["train_s", "wall_s", "run"]
     pd.testing.assert_frame_equal(local["rounds"].drop(columns=drop, errors="ignore"),
                                   remote["rounds"].drop(columns=drop, errors="ignore"), check_exact=True)

@@ -134,15 +134,10 @@ def test_a_killed_run_resumes_exactly(tmp_path):
     assert resumed["layers"]["round"].unique().tolist() == list(range(1, 9))  # the per-layer rows resume too
 
 
-def test_ray_executor_gives_the_local_records(tmp_path):
-    ray = pytest.importorskip("ray")
+def test_ray_executor_gives_the_local_records(ray_started, tmp_path):
     specs = [tiny_spec(0, "fedavg", rounds=3), tiny_spec(1, "scaffold", rounds=3)]
     local = run_specs(specs, store=RunStore(tmp_path / "local"), progress=False)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        remote = run_specs(specs, store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
-    finally:
-        ray.shutdown()
+    remote = run_specs(specs, store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
     same_records(local, remote)
 
 

@@ -4,6 +4,7 @@ process and in Flower's simulation engine on Ray actors)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -39,15 +40,21 @@ USER_MODULE = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture
-def user_module(tmp_path, monkeypatch):
-    """`user_components.py` in a folder of its own, importable and allowed (`fedlib.trust`) here and in every
-    process started from here."""
-    folder = tmp_path / "user"
-    folder.mkdir()
+@pytest.fixture(scope="module")
+def user_folder(tmp_path_factory):
+    """`user_components.py` in a folder of its own, importable here and in every process started from here (one
+    folder for the module's tests, so that its Ray tests share one Ray start: tests/local_ray.py)."""
+    folder = tmp_path_factory.mktemp("user")
     (folder / "user_components.py").write_text(USER_MODULE)
-    monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setenv("PYTHONPATH", str(folder))  # Ray's workers and Flower's actors inherit the environment
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.syspath_prepend(str(folder))
+        monkeypatch.setenv("PYTHONPATH", str(folder), prepend=os.pathsep)  # Ray's workers, Flower's actors inherit it
+        yield folder
+
+
+@pytest.fixture
+def user_module(user_folder, monkeypatch):
+    """The user's module, allowed (`fedlib.trust`) in this test and every process started from it."""
     monkeypatch.setenv(ALLOW_VAR, "user_components")
     return "user_components"
 
@@ -92,15 +99,10 @@ def test_user_algorithm_and_hook_run_locally_and_in_worker_processes(user_module
     assert not rounds(plain)["user_norm"].equals(rounds(local)[:2]["user_norm"])  # the user's aggregate ran
 
 
-def test_user_algorithm_and_hook_run_on_ray(user_module, tmp_path):
-    ray = pytest.importorskip("ray")
+def test_user_algorithm_and_hook_run_on_ray(user_module, ray_started, tmp_path):
     spec = user_spec(user_module)
     local = run_specs([spec], store=RunStore(tmp_path / "local"), progress=False)
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-        remote = run_specs([spec], store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
-    finally:
-        ray.shutdown()
+    remote = run_specs([spec], store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
     pd.testing.assert_frame_equal(rounds(local), rounds(remote), check_exact=True)
 
 
@@ -115,7 +117,7 @@ def test_user_algorithm_and_hook_run_in_flowers_apps_in_this_process(user_module
                                   .reset_index(drop=True), check_exact=True)
 
 
-def test_user_algorithm_and_hook_run_in_flowers_simulation(user_module, tmp_path):
+def test_user_algorithm_and_hook_run_in_flowers_simulation(user_module, ray_if_it_starts, tmp_path):
     pytest.importorskip("flwr")
     from fedlib.flower import run_in_simulation
 

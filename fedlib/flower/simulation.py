@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from fedlib.flower.caveats import warn_thread_count
 from fedlib.flower.client import client_app
 from fedlib.flower.grid import InProcessGrid
 from fedlib.flower.strategy import FedlibStrategy
+from fedlib.ray_start import start_local_ray
 from fedlib.runs import RunSpec
 from fedlib.runs.entry import Records
 from fedlib.trust import allow_imports, worker_allowance
@@ -37,6 +40,14 @@ def _flower_log(level: int) -> Iterator[None]:
         logger.removeFilter(keep)
 
 
+def _ray_init_args(backend_config: dict[str, Any]) -> dict[str, Any]:
+    """The `ray.init` arguments Flower's Ray backend (1.42) starts Ray with for `backend_config`: its init_args,
+    no dashboard unless they ask for one, and this process's import path for the client apps' actors."""
+    pythonpath = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {"include_dashboard": False, **backend_config.get("init_args", {}),
+            "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}}}
+
+
 def run_in_process(spec: RunSpec, root: str | Path | None = None, seed: int = 0, quiet: bool = True) -> Records:
     """The spec's record, every client app called directly in this process (`seed`: node ids, reply order)."""
     strategy = FedlibStrategy(spec, root)
@@ -50,7 +61,11 @@ def run_in_simulation(specs: Sequence[RunSpec], root: str | Path | None = None, 
     fedlib client (the specs must have as many clients), client apps on `workers` Ray actors of one CPU each
     (or `backend_config` as `run_simulation` takes it); the specs run one after the other on the same nodes.
     `quiet` keeps Flower's per-round INFO log out of the output (warnings and errors still show). Warns
-    (`FlowerParityWarning`) for a spec whose record is known to differ (fedlib.flower.caveats)."""
+    (`FlowerParityWarning`) for a spec whose record is known to differ (fedlib.flower.caveats). Where no Ray runs
+    here yet, it is started as Flower would start it, but retried where a start times out on a busy machine
+    (fedlib.ray_start; RayStartTimeout after the last attempt)."""
+    import ray
+
     strategies = [FedlibStrategy(spec, root) for spec in specs]
     for strategy in strategies:
         warn_thread_count(strategy.plan, strategy.fed.threads, "Flower's simulation engine")
@@ -68,6 +83,8 @@ def run_in_simulation(specs: Sequence[RunSpec], root: str | Path | None = None, 
     config = backend_config or {"client_resources": {"num_cpus": 1, "num_gpus": 1.0 / workers if on_gpu else 0.0},
                                 "init_args": {"num_cpus": workers, "include_dashboard": False, "log_to_driver": False}}
     allow_imports(*worker_allowance(m for s in specs for m in s.imports))  # Flower's Ray actors inherit it
+    if not ray.is_initialized():  # Flower's engine runs on a Ray already started and shuts it down after
+        start_local_ray(**_ray_init_args(config))
     with _flower_log(logging.WARNING if quiet else logging.NOTSET):
         run_simulation(server_app, client_app, num_supernodes=sizes.pop(), backend_config=config)
     done = [s for s in strategies if len(s.fed.server.history) == s.spec.rounds]
