@@ -103,8 +103,9 @@ def test_two_pieces_at_once_on_one_ledger_compute_each_run_once(tmp_path, monkey
     assert list((ledger.root / ".claims").glob("*.claim")) == []  # every claim released
 
 
-@pytest.mark.parametrize("pid, computed", [(dead_pid(), True), (os.getppid(), False)])
-def test_a_piece_takes_over_a_dead_pieces_claim_and_leaves_a_live_ones(tmp_path, capsys, pid, computed):
+@pytest.mark.parametrize("holder, computed", [("dead", True), ("alive", False)])  # ids the same in every worker
+def test_a_piece_takes_over_a_dead_pieces_claim_and_leaves_a_live_ones(tmp_path, capsys, holder, computed):
+    pid = dead_pid() if holder == "dead" else os.getppid()
     ranked = tiny_ranked()[:1]
     ledger = Ledger(tmp_path / "ledger")
     ledger.create()
