@@ -158,6 +158,7 @@ def test_the_cpu_verdict_stands_beside_each_judged_claim(tmp_path):
 def test_reproduce_writes_the_record_from_a_cpu_run_or_names_what_is_wrong(tmp_path, capsys):
     reproduce = load_reproduce()
     record = tmp_path / "verdicts.csv"
+    (tmp_path / "ledger").mkdir()  # an empty ledger
     common = ["--profile", "gpu", "--only", "quickstart", "--from-ledger", "--headlines-only", "--ledger", str(tmp_path / "ledger"),
               "--results", str(tmp_path / "out"), "--cpu-record", str(record)]
     assert reproduce.main([*common, "--cpu-results", str(tmp_path / "nothing")]) == 2

@@ -190,6 +190,7 @@ def test_two_writers_adding_at_once_keep_every_line(small, tmp_path, monkeypatch
     """Each writer reads the index, waits, then writes it: without the folder's lock the later write would drop
     the earlier one's line."""
     ledger, store = Ledger(tmp_path / "ledger"), RunStore(small / "runs")
+    ledger.create()
     specs = [read_entry_archive(p).spec for p in Ledger(small / "ledger").paths()]
     provs = {spec: provenance(spec, store, None, 1.0, 1) for spec in specs}
     real_read, barrier = entries_module.read_index, threading.Barrier(len(specs), timeout=5)
