@@ -2,7 +2,9 @@
 (bad parameters, selections, missing data, an unanswering Ray address), paths, REPORT.md and its stamps."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import re
 import shutil
@@ -50,12 +52,28 @@ def test_a_bad_parameter_stops_the_plan_naming_notebook_and_parameter(reproduce,
     assert stored_entries(tmp_path) == [] and not (tmp_path / "REPORT.md").exists()
 
 
-def test_three_phases_then_a_second_reproduce_computes_nothing_and_writes_the_same_claims(reproduce, tmp_path, capsys):
-    assert reproduce.main(quick(tmp_path)) == 0
-    out = capsys.readouterr()
-    assert "== plan: profile quick" in out.out and "== compute: 3 runs" in out.out and "== render: 1" in out.out
-    assert re.search(r"\[quickstart\] 3 runs: 0 from the store, 3 to compute; [1-9][0-9,]* local SGD steps", out.out)
-    assert "runs: 100%" in out.err and "3/3" in out.err  # the progress bar over runs (done/total)
+@pytest.fixture(scope="module")
+def rendered(reproduce, tmp_path_factory) -> tuple[Path, str, str]:
+    """One quick reproduce into a fresh results folder: (the folder, what it printed, its progress on stderr). The
+    tests that start from a rendered folder copy it (`copy_of`), so the quickstart renders once for them."""
+    results = tmp_path_factory.mktemp("rendered")
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+        assert reproduce.main(quick(results)) == 0
+    return results, out.getvalue(), err.getvalue()
+
+
+def copy_of(rendered: tuple[Path, str, str], tmp_path: Path) -> Path:
+    shutil.copytree(rendered[0], tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+def test_three_phases_then_a_second_reproduce_computes_nothing_and_writes_the_same_claims(reproduce, rendered, tmp_path,
+                                                                                         capsys):
+    _, printed, progress = rendered
+    assert "== plan: profile quick" in printed and "== compute: 3 runs" in printed and "== render: 1" in printed
+    assert re.search(r"\[quickstart\] 3 runs: 0 from the store, 3 to compute; [1-9][0-9,]* local SGD steps", printed)
+    assert "runs: 100%" in progress and "3/3" in progress  # the progress bar over runs (done/total)
+    copy_of(rendered, tmp_path)
     first = (tmp_path / "quick" / "quickstart" / "claims.csv").read_text()
     assert reproduce.main(quick(tmp_path)) == 0
     out = capsys.readouterr()
@@ -69,8 +87,8 @@ def test_three_phases_then_a_second_reproduce_computes_nothing_and_writes_the_sa
     assert (tmp_path / "quick" / "quickstart" / "claims.csv").read_text() == first
 
 
-def test_claims_only_judges_the_saved_evidence_again_without_runs_or_notebooks(reproduce, tmp_path, capsys):
-    assert reproduce.main(quick(tmp_path)) == 0
+def test_claims_only_judges_the_saved_evidence_again_without_runs_or_notebooks(reproduce, rendered, tmp_path, capsys):
+    copy_of(rendered, tmp_path)
     folder = tmp_path / "quick" / "quickstart"
     first = (folder / "claims.csv").read_text()
     (folder / "claims.csv").write_text("stale")
