@@ -28,7 +28,7 @@ from fedlib.grids import combination
 from fedlib.ledger.piece import Observation, Rates, run_piece
 from fedlib.runs.spec import run_name
 from fedlib.ledger.priority import REST, check_headlines, headlines, prioritized
-from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
+from fedlib.ledger.status import devices_note, expected_results, headline_status, stale_lines, stale_notes
 from fedlib.ledger.verdicts import headline_claims, judged_headlines, ledger_verdicts, verdicts_markdown
 from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs import RunStore
@@ -578,3 +578,9 @@ def test_the_committed_rendered_claims_are_of_todays_ledger_and_agree_with_its_h
                                                  if line.startswith(f"| {row.claim} |")), row.claim
             checked += 1
     assert checked > 10
+
+
+def test_a_headline_read_from_runs_of_two_devices_names_both():
+    assert devices_note(["NVIDIA H200", "CPU x86_64 (2 cores)", "NVIDIA H200"]) == \
+        " (1 on CPU x86_64 (2 cores), 2 on NVIDIA H200)"
+    assert devices_note(["NVIDIA H200"] * 3) == "" and devices_note([]) == ""

@@ -9,6 +9,7 @@ commit X; changed since: <definitions>".
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,12 +74,20 @@ def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[L
             lines.append(f"| {notebook} | {len(mine)} of {len(specs)} | {minutes:.1f} |")
         lines.append("")
     lines += ["| notebook | claims | runs computed | status |", "|---|---|---|---|"]
+    device_of = {e.spec: str(e.provenance.get("device_name")) for e in entries}
     for status in headline_status(grids, held):
-        lines.append(f"| {status.notebook} | {status.claims} | {len(status.present)} of {len(status.runs)} | "
-                     f"{status.verdict_input(stale)} |")
+        lines.append(f"| {status.notebook} | {status.claims} | {len(status.present)} of {len(status.runs)}"
+                     f"{devices_note([device_of[s] for s in status.present])} | {status.verdict_input(stale)} |")
     rest = [r.spec for r in prioritized(grids) if r.rank == REST]
     lines += ["", f"Runs backing no headline claim: {sum(s in held for s in rest)} of {len(rest)} computed."]
     return "\n".join(lines) + "\n"
+
+
+def devices_note(devices: Sequence[str]) -> str:
+    """What a row says of the devices its runs were computed on: " (k on <device>, m on <other>)" where runs of
+    more than one device are read together, else nothing (the ledger's devices head the file)."""
+    counts = Counter(devices)
+    return f" ({', '.join(f'{n} on {d}' for d, n in sorted(counts.items()))})" if len(counts) > 1 else ""
 
 
 def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str | Path | None]
