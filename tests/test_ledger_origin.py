@@ -227,7 +227,7 @@ def test_the_committed_ledger_proves_its_origin_against_the_committed_index():
     ledger = Ledger(COMMITTED)
     entries, problems = ledger.check()
     assert problems == [], "\n".join(map(str, problems))
-    assert len(entries) == len(ledger.paths()) == len(read_index(COMMITTED)) == 18
+    assert len(entries) == len(ledger.paths()) == len(read_index(COMMITTED)) > 0  # the ledger grows piece by piece
     assert cli.main(["index", "--check", "--ledger", str(COMMITTED)]) == 0
 
 
