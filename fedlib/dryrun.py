@@ -16,7 +16,9 @@ For each notebook, the parameters are its parameters dataclass's defaults update
    on the CPU, for one round of `steps` local steps per client, record tables included;
 4. prints per notebook the grid's runs, its local SGD steps at full size, and estimated times: on this CPU from
    the rates step 3 measured (client-steps per second of each combination), and on a GPU at the range of
-   client-steps per second whole runs measured on one H200 (`GPU_RATES`).
+   client-steps per second whole runs measured on one H200 (`GPU_RATES`); then, per claim that reads runs, whether
+   it can decide at the profile's seeds ("decidable at N seeds" or "cannot decide: <why>",
+   `fedlib.claims.decidability`).
 
 Local SGD steps count client-steps: per run, rounds x clients per round x local steps per client per round, the
 last from the spec's `steps`, or its `epochs` over each client's share of the real training set (the fabricated
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from fedlib.claims.decidability import notebook_decidability
 from fedlib.data import datasets
 from fedlib.data.fabricate import FABRICATORS, fabricate
 from fedlib.federation import run_federation
@@ -194,6 +197,13 @@ def print_priority(reports: Sequence[NotebookReport], rates: Rates, out: TextIO)
               "only if its own pace cannot finish it in the budget.", file=out)
 
 
+def print_decidability(notebook: str, profile: str, folder: Path, out: TextIO) -> None:
+    """Per claim of `notebook` that reads runs, at `profile`'s seeds: "decidable at N seeds" or "cannot decide:
+    <why>" (a headline claim marked)."""
+    for d in notebook_decidability(notebook, notebook_parameters(notebook, profile, notebooks=folder)):
+        print(f"  claim {d.claim}{' (headline)' if d.headline else ''}, {d.rule}: {d.line()}", file=out)
+
+
 def device_type_of(spec: RunSpec) -> str:
     """"cpu" for a spec pinned to the CPU, else "cuda" (a gpu profile's "auto" means the GPU it is meant for)."""
     return "cpu" if spec.device == "cpu" else "cuda"
@@ -235,6 +245,7 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
                   "client-steps/s (whole runs measured on one H200)", file=out)
             for failure in r.failures:
                 print(f"  FAILED: {failure}", file=out)
+            print_decidability(notebook, profile, folder, out)
             failed |= bool(r.failures)
             out.flush()
         print_priority(reports, rates, out)

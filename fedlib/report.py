@@ -1,17 +1,23 @@
 """Claims tables, the rules that judge them, and the result folders shared by the notebooks.
 
 Each notebook ends with a claims table written to `results/<notebook>/claims.csv` with columns
-claim, paper_value, measured, criterion, evidence, verdict; `collect_report` gathers them into
+claim, paper_value, measured, criterion, evidence, p_value, seeds, verdict; `collect_report` gathers them into
 `results/REPORT.md`. A verdict is never typed: a rule below turns the evidence into a `Judgement`
-(verdict + the criterion in words + a short evidence string), and `Claims.add` takes that.
+(verdict + the criterion in words + a short evidence string + the p-value and seeds it was decided on), and
+`Claims.add` takes that. docs/verdicts.md explains the rules for readers.
 
-Rules (each tests one value per independent seed against the claim's own floor or margin; none defaults to zero):
-- `paired_gain`: mean gain above a floor, one-sided Wilcoxon signed-rank or paired t test; below it by the
+Rules (each tests one value per independent seed against the claim's own floor or margin; none defaults to zero;
+each can read both "reproduced" and "not reproduced" from `DECIDING_SEEDS` seeds on):
+- `paired_gain`: mean gain above a floor, one-sided paired t (or Wilcoxon signed-rank) test; below it by the
   opposite test "not reproduced"; otherwise "inconclusive", with the seeds that would decide it.
-- `paired_equivalence`: |difference| within a margin, two one-sided paired t tests (TOST); three outcomes.
-- `reaches_sooner`: rounds (or cost) to a target per seed, a seed counting only where A is below (1 - margin) x B;
-  a run that never arrives (`fedlib.targets.NEVER`) is a censored worst value, never dropped; exact sign test.
-- `point_estimate`: an ordering or best-of of means that no test backs: "consistent with the paper, not tested".
+- `paired_equivalence`: difference within a margin, two one-sided paired t tests (TOST); three outcomes.
+- `reaches_sooner`: rounds (or cost) to a target per seed, A below (1 - margin) x B: a one-sided paired t test on
+  the log ratios where nothing is censored; a run that never arrives (`fedlib.targets.NEVER`) is censored at its
+  end (`horizon`, a lower bound: used only on the side where it is conservative), and where censoring (or ties)
+  leave no t test, the exact sign test, which needs `SIGN_SEEDS` seeds.
+- `all_hold`: several tests that must all hold (an ordering, a best-of, "every algorithm"): an intersection-union
+  test (each at alpha, no correction needed), "not reproduced" when one opposite test rejects at alpha / k
+  (Bonferroni), "partly" when one holds at alpha / k.
 - `within_tolerance`: a measured value against the paper's, relative/absolute tolerance stated.
 - `arithmetic_check`: a value recomputed from the paper's own inputs ("arithmetic check: ...").
 - `criterion_met`: an exact or qualitative check whose criterion is stated in words.
@@ -19,6 +25,8 @@ Rules (each tests one value per independent seed against the claim's own floor o
   label on a bound judged by another criterion).
 - `illustrative`, `not_testable`: bounds with assumed constants; evidence that this scale lacks.
 Every "inconclusive" row says roughly how many seeds would decide it (`seeds_to_decide`, `sign_seeds_to_decide`).
+"not testable" has one wording per cause (`NOT_TESTABLE`): runs not computed yet, a claim made at another scale, no
+spread, a target neither arm reaches, too few seeds, impossible evidence.
 The run guards (missing, duplicated, diverged, at chance, impossible values) are the judge's: `fedlib.claims.guards`.
 """
 from __future__ import annotations
@@ -41,7 +49,14 @@ REPRODUCED = "reproduced"
 PARTLY = "partly reproduced"
 NOT_REPRODUCED = "not reproduced"
 DIVERGED = "not reproduced (diverged)"
-NOT_TESTABLE = "not testable at this scale"
+# "not testable", one wording per cause, so that a reader can tell them apart
+NOT_COMPUTED = "not testable: runs not computed yet"
+OTHER_SCALE = "not testable: claim made at another scale"
+NO_SPREAD = "not testable: no spread"
+NEITHER_REACHES = "not testable: a target neither arm reaches"
+TOO_FEW_SEEDS = "not testable: too few seeds"
+IMPOSSIBLE = "not testable: impossible evidence"
+NOT_TESTABLE = (NOT_COMPUTED, OTHER_SCALE, NO_SPREAD, NEITHER_REACHES, TOO_FEW_SEEDS, IMPOSSIBLE)
 NOTHING_TO_TEST = "not testable (nothing to test)"
 AGREES = "arithmetic check: agrees"
 DISAGREES = "arithmetic check: disagrees"
@@ -53,11 +68,14 @@ AT_ODDS = "at odds with the paper, not tested"
 # A claim the paper made at a larger scale than the evidence's: its negative or open verdicts say so
 AT_THIS_SCALE = {NOT_REPRODUCED: "not reproduced at this scale", INCONCLUSIVE: "inconclusive at this scale",
                  AT_ODDS: "at odds with the paper at this scale, not tested"}
-VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, DIVERGED, NOT_TESTABLE, NOTHING_TO_TEST, AGREES, DISAGREES,
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, DIVERGED, *NOT_TESTABLE, NOTHING_TO_TEST, AGREES, DISAGREES,
             ILLUSTRATIVE, INCONCLUSIVE, VACUOUS, CONSISTENT, AT_ODDS, *AT_THIS_SCALE.values())
 POSITIVE = (REPRODUCED, PARTLY)  # the verdicts that support a claim
 VACUOUS_FACTOR = 100.0  # a bound more than this many times the measured quantity everywhere says nothing about it
-COLUMNS = ["claim", "paper_value", "measured", "criterion", "evidence", "verdict"]
+COLUMNS = ["claim", "paper_value", "measured", "criterion", "evidence", "p_value", "seeds", "verdict"]
+ALPHA = 0.05
+DECIDING_SEEDS = 3  # the fewest seeds with which a t test decides either way (2 pairs: one degree of freedom)
+SIGN_SEEDS = 5  # the fewest with which the one-sided exact sign test can reach p < 0.05 (1/32)
 POWER = 0.8  # the power at which `seeds_to_decide` counts the seeds that would decide an open test
 _Z_POWER = float(stats.norm.ppf(POWER))
 
@@ -68,11 +86,16 @@ def _join(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class Judgement:
-    """A verdict with the rule's criterion (in words) and the evidence it was computed from."""
+    """A verdict with the rule's criterion (in words), the evidence it was computed from, the one-sided p-values of
+    the test for the claim (`p_value`) and of the opposite test (`p_against`), NaN where no test ran, and the
+    independent seeds it read (0: none, or a rule that reads no seeds)."""
 
     verdict: str
     criterion: str
     evidence: str
+    p_value: float = float("nan")
+    p_against: float = float("nan")
+    seeds: int = 0
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -144,6 +167,11 @@ def _p_greater(values: np.ndarray, threshold: float, test: str) -> float:
     return float(stats.t.sf(d.mean() / (d.std(ddof=1) / math.sqrt(len(d))), len(d) - 1))
 
 
+def _sign_p(wins: int, n: int) -> tuple[float, float]:
+    """One-sided exact sign test p-values: (A wins more than half, A wins fewer than half) of n seeds."""
+    return float(stats.binom.sf(wins - 1, n, 0.5)), float(stats.binom.cdf(wins, n, 0.5))
+
+
 def _non_finite(values: np.ndarray, what: str) -> str:
     """'' if every value is finite, else which ones are not (a missing run or a diverged one)."""
     bad = np.flatnonzero(~np.isfinite(values))
@@ -155,25 +183,38 @@ def _non_finite(values: np.ndarray, what: str) -> str:
 
 def _min_pairs(test: str, alpha: float) -> int:
     """The fewest pairs with which the test can reach p < alpha at all."""
-    if test == "wilcoxon":
+    if test in ("wilcoxon", "sign"):
         return math.floor(math.log2(1 / alpha)) + 1  # the smallest one-sided p with n pairs is 2**-n
     if test == "t":
-        return 3  # with 2 pairs one spread estimate from one degree of freedom decides everything
-    raise ValueError(f"test must be 'wilcoxon' or 't', got {test!r}")
+        return DECIDING_SEEDS
+    raise ValueError(f"test must be 'wilcoxon', 'sign' or 't', got {test!r}")
+
+
+def smallest_p(test: str, n: int) -> float:
+    """The smallest one-sided p-value `test` ("t", "wilcoxon", "sign") can give with n seeds: 2**-n for the exact
+    rank and sign tests; for the t test 0 (an effect large against its spread) from `DECIDING_SEEDS` seeds on, 1
+    below (the rules read fewer seeds as too few)."""
+    if test == "t":
+        return 0.0 if n >= DECIDING_SEEDS else 1.0
+    _min_pairs(test, ALPHA)  # names an unknown test
+    return 0.5 ** n
 
 
 _TEST_NAMES = {"wilcoxon": "one-sided Wilcoxon signed-rank test", "t": "one-sided paired t test"}
 
 
-def paired_gain(gains: Sequence[float], *, threshold: float, alpha: float = 0.05, test: str = "wilcoxon",
-                cells: Sequence[float] | None = None, unit: str = "", evidence: str = "") -> Judgement:
+def paired_gain(gains: Sequence[float], *, threshold: float, alpha: float = ALPHA, test: str = "t",
+                cells: Sequence[float] | None = None, unit: str = "", evidence: str = "",
+                bounded: bool = False) -> Judgement:
     """Is the gain (method minus baseline, one value per independent seed) larger than the claim's `threshold`?
 
     reproduced: the one-sided test rejects "gain <= threshold" at `alpha` (and, given `cells`, every cell's mean
     gain exceeds `threshold`; otherwise partly reproduced); not reproduced: the opposite one-sided test rejects
     "gain >= threshold" at `alpha` (the interval lies below the floor); inconclusive otherwise, with the seeds that
-    would decide it; not testable: a NaN/inf gain, one pair, or, for the t test, gains without any spread. With
-    fewer pairs than the test needs to ever reach `alpha` the verdict is inconclusive.
+    would decide it; not testable: a NaN/inf gain (runs not computed), one pair (too few seeds), or, for the t
+    test, gains without any spread. With fewer pairs than the test needs to ever reach `alpha`: inconclusive.
+    `bounded`: values on a bounded scale (a detection rate), where every seed at one value is the scale's bound, not
+    a sign of seeds that vary nothing: equal values beyond the floor decide (the t statistic is infinite).
     """
     g = np.asarray(gains, dtype=float)
     need = _min_pairs(test, alpha)
@@ -182,12 +223,13 @@ def paired_gain(gains: Sequence[float], *, threshold: float, alpha: float = 0.05
                  f"{threshold:g}{unit} by the opposite test: not reproduced; else inconclusive")
     missing = _non_finite(g, "gains") or ("" if cells is None else _non_finite(np.asarray(cells, dtype=float), "cells"))
     if missing:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, missing))
+        return Judgement(NOT_COMPUTED, criterion, _join(evidence, missing), seeds=len(g))
     if len(g) < 2:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(g)} pair; a test needs a spread"))
-    if test == "t" and np.ptp(g) == 0:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"all {len(g)} gains equal {g[0]:+.3g}{unit}: "
-                                                        "no spread for a t test"))
+        return Judgement(TOO_FEW_SEEDS, criterion, _join(evidence, f"{len(g)} pair; a test needs a spread"),
+                         seeds=len(g))
+    if test == "t" and np.ptp(g) == 0 and not (bounded and g[0] != threshold):
+        return Judgement(NO_SPREAD, criterion, _join(evidence, f"all {len(g)} gains equal {g[0]:+.3g}{unit}: "
+                                                     "no spread for a t test"), seeds=len(g))
     sd = float(g.std(ddof=1))
     se = sd / math.sqrt(len(g))
     half = float(stats.t.ppf(1 - alpha, len(g) - 1)) * se
@@ -199,68 +241,85 @@ def paired_gain(gains: Sequence[float], *, threshold: float, alpha: float = 0.05
     if len(g) < need:
         return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, f"{len(g)} pairs; the test needs >= {need} to "
                                                         f"reach alpha", _decides(max(need, seeds_to_decide(
-                                                            g.mean() - threshold, sd, alpha) or need), alpha)))
+                                                            g.mean() - threshold, sd, alpha) or need), alpha)),
+                         seeds=len(g))
     up, down = _p_greater(g, threshold, test), _p_greater(-g, -threshold, test)
     stat += f", p = {up:.2g} (above the floor), {down:.2g} (below it)"
+    tested = {"p_value": up, "p_against": down, "seeds": len(g)}
     if up < alpha:
         complete = cells is None or bool((np.asarray(cells, dtype=float) > threshold).all())
-        return Judgement(REPRODUCED if complete else PARTLY, criterion, _join(evidence, stat))
+        return Judgement(REPRODUCED if complete else PARTLY, criterion, _join(evidence, stat), **tested)
     if down < alpha:
-        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat))
+        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat), **tested)
     return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, _decides(
-        seeds_to_decide(g.mean() - threshold, sd, alpha), alpha)))
+        seeds_to_decide(g.mean() - threshold, sd, alpha), alpha)), **tested)
 
 
-def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: float = 0.05, unit: str = "",
-                       evidence: str = "") -> Judgement:
-    """Are two methods equivalent within +-`margin` (one paired difference per independent seed)?
+def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: float = ALPHA, unit: str = "",
+                       evidence: str = "", lower: float | None = None) -> Judgement:
+    """Are two methods equivalent, the difference (one paired value per independent seed) within (-`margin`,
+    `margin`), or within (`lower`, `margin`) where the claim's interval is not symmetric?
 
-    reproduced: both one-sided paired t tests (TOST) reject |difference| >= margin at `alpha` (equivalently the
-    (1 - 2 alpha) confidence interval lies inside +-margin); not reproduced: that interval lies wholly outside
-    +-margin; inconclusive: it straddles the margin (the test lacks the power to decide; the seeds that would
-    decide it are stated); not testable with fewer than 3 pairs, a NaN/inf difference, or when every difference
-    is the same.
+    reproduced: both one-sided paired t tests (TOST) reject a difference outside at `alpha` (equivalently the
+    (1 - 2 alpha) confidence interval lies inside); not reproduced: that interval lies wholly outside; inconclusive:
+    it straddles a bound (the seeds that would decide it are stated); not testable with fewer than 3 pairs, a
+    NaN/inf difference, or when every difference is the same.
     """
     d = np.asarray(differences, dtype=float)
-    criterion = (f"|mean difference| < {margin:g}{unit} by two one-sided paired t tests (TOST) at alpha = {alpha:g}; "
-                 f"a {1 - 2 * alpha:.0%} CI straddling +-{margin:g} is inconclusive")
+    low = -margin if lower is None else lower
+    if not low < margin:
+        raise ValueError(f"the equivalence interval ({low:g}, {margin:g}) is empty")
+    bounds = f"+-{margin:g}" if lower is None else f"({low:.3g}, {margin:.3g})"
+    criterion = (f"mean difference inside {bounds}{unit} by two one-sided paired t tests (TOST) at alpha = {alpha:g}; "
+                 f"a {1 - 2 * alpha:.0%} CI wholly outside: not reproduced; straddling a bound: inconclusive")
     missing = _non_finite(d, "differences")
     if missing:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, missing))
+        return Judgement(NOT_COMPUTED, criterion, _join(evidence, missing), seeds=len(d))
     need = _min_pairs("t", alpha)
     if len(d) < need:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{len(d)} pairs; the test needs >= {need}"))
+        return Judgement(TOO_FEW_SEEDS, criterion, _join(evidence, f"{len(d)} pairs; the test needs >= {need}"),
+                         seeds=len(d))
     if np.ptp(d) == 0:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"all {len(d)} differences equal {d[0]:+.3g}{unit}: "
-                                                        "no spread to test against"))
-    p = max(_p_greater(d, -margin, "t"), _p_greater(-d, -margin, "t"))
+        return Judgement(NO_SPREAD, criterion, _join(evidence, f"all {len(d)} differences equal {d[0]:+.3g}{unit}: "
+                                                     "no spread to test against"), seeds=len(d))
+    p = max(_p_greater(d, low, "t"), _p_greater(-d, -margin, "t"))
     sd = float(d.std(ddof=1))
     se = sd / math.sqrt(len(d))
     half = float(stats.t.ppf(1 - alpha, len(d) - 1)) * se
-    low, high = d.mean() - half, d.mean() + half
+    ci_low, ci_high = d.mean() - half, d.mean() + half
+    # the opposite reading: the interval outside, on the side the mean lies on
+    against = _p_greater(d, margin, "t") if d.mean() > (low + margin) / 2 else _p_greater(-d, -low, "t")
     stat = (f"mean difference {d.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(d)} seeds, "
-            f"{1 - 2 * alpha:.0%} CI [{low:+.3g}, {high:+.3g}], p = {p:.2g}")
+            f"{1 - 2 * alpha:.0%} CI [{ci_low:+.3g}, {ci_high:+.3g}], p = {p:.2g}")
+    tested = {"p_value": p, "p_against": against, "seeds": len(d)}
     if p < alpha:
-        return Judgement(REPRODUCED, criterion, _join(evidence, stat))
-    if low >= margin or high <= -margin:
-        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat))
+        return Judgement(REPRODUCED, criterion, _join(evidence, stat), **tested)
+    if ci_low >= margin or ci_high <= low:
+        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat), **tested)
     return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, _decides(
-        seeds_to_decide(margin - abs(d.mean()), sd, alpha), alpha)))
+        seeds_to_decide(min(margin - d.mean(), d.mean() - low), sd, alpha), alpha)), **tested)
 
 
 def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, str] = ("A", "B"),
-                   quantity: str = "rounds to target", evidence: str = "", min_pairs: int = 3, margin: float,
-                   alpha: float = 0.05) -> Judgement:
+                   quantity: str = "rounds to target", evidence: str = "", min_pairs: int = DECIDING_SEEDS,
+                   margin: float, alpha: float = ALPHA,
+                   horizon: tuple[Sequence[float], Sequence[float]] | None = None) -> Judgement:
     """Does method A reach the target sooner (fewer rounds, less energy, ...) than B by more than `margin` (a
     fraction of B's value), seed by seed?
 
     `a[i]`, `b[i]` are the two methods' values on independent seed i, `fedlib.targets.NEVER` (inf) where a run never
-    reached the target: a censored value worse than any finite one. A seed counts for A only where
-    a < (1 - margin) x b (never vs never does not count). reproduced: a one-sided exact sign test rejects "A wins at
-    most half of the seeds" at `alpha`; not reproduced: the opposite test rejects "A wins at least half"; inconclusive
-    otherwise, with the seeds that would decide it (3 seeds can never decide: the smallest p is 1/8); not testable
-    with fewer than `min_pairs` seeds, a NaN value (a missing run; NaN is not "never reached", that is inf) or a
-    negative one (no count of rounds or cost is negative).
+    reached the target: censored. `horizon` gives each run's value at its end ((A's, B's), the rounds it ran or the
+    cost it spent), a lower bound of a censored value. Each side is tested on its own:
+    - "A sooner" (reproduced) by a one-sided paired t test of the log ratios log(a / b) < log(1 - margin), a
+      censored B replaced by its horizon (which only understates B: conservative); where A is censored on a seed
+      (or no horizon is given for a censored B), by the one-sided exact sign test, a seed counting for A where
+      a < (1 - margin) x b;
+    - "A not sooner" (not reproduced) the same way mirrored: a censored A at its horizon, the sign test where B is
+      censored.
+    The sign test (also where the log ratios have no spread) needs `SIGN_SEEDS` seeds to reach p < 0.05.
+    inconclusive: neither side rejects at `alpha` (the seeds that would decide it are stated); not testable: a NaN
+    value (runs not computed: NaN is not "never reached", that is inf), a negative one (impossible evidence), fewer
+    than `min_pairs` seeds, or a target that neither arm reaches on any seed.
     """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
@@ -269,31 +328,87 @@ def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, 
         raise ValueError(f"margin is a fraction of B's value in [0, 1), got {margin!r}")
     n = len(x)
     na, nb = names
-    criterion = (f"{quantity}, one value per seed, never reached counted as worse than any value: a seed counts for "
-                 f"{na} where it is below {1 - margin:g} x {nb}'s; {na} counts on more than half of the seeds by a "
-                 f"one-sided exact sign test at alpha = {alpha:g} (on fewer than half by the opposite test: not "
-                 "reproduced; else inconclusive)")
+    criterion = (f"{quantity}, one value per seed: {na} below {1 - margin:g} x {nb} by a one-sided paired t test on "
+                 f"the log ratios at alpha = {alpha:g}, a run that never reached it counted at its end on the side "
+                 "where that is conservative; where censoring or ties leave no t test, by the exact sign test "
+                 f"(>= {SIGN_SEEDS} seeds); the opposite test rejecting: not reproduced; else inconclusive")
     if np.isnan(x).any() or np.isnan(y).any():
         bad = np.flatnonzero(np.isnan(x) | np.isnan(y))
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"pairs {', '.join(map(str, bad))} have a NaN "
-                                                        f"{quantity}: a run is missing"))
+        return Judgement(NOT_COMPUTED, criterion, _join(evidence, f"pairs {', '.join(map(str, bad))} have a NaN "
+                                                        f"{quantity}: a run is missing"), seeds=n)
     if (x < 0).any() or (y < 0).any():
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"a negative {quantity} ({na} {list(x)}, {nb} "
-                                                        f"{list(y)}): impossible evidence"))
+        return Judgement(IMPOSSIBLE, criterion, _join(evidence, f"a negative {quantity} ({na} {list(x)}, {nb} "
+                                                      f"{list(y)}): impossible evidence"), seeds=n)
     if n < min_pairs:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, f"{n} pairs; the rule needs >= {min_pairs} "
-                                                        "independent pairs (seeds)"))
+        return Judgement(TOO_FEW_SEEDS, criterion, _join(evidence, f"{n} pairs; the rule needs >= {min_pairs} "
+                                                         "independent pairs (seeds)"), seeds=n)
+    never_a, never_b = ~np.isfinite(x), ~np.isfinite(y)
+    reached = f"{na} reached it on {int((~never_a).sum())}/{n} seeds, {nb} on {int((~never_b).sum())}/{n}"
+    if (never_a & never_b).all():
+        return Judgement(NEITHER_REACHES, criterion, _join(evidence, reached), seeds=n)
+    ha, hb = (np.full(n, np.nan), np.full(n, np.nan)) if horizon is None else map(np.asarray, horizon)
+    floor = math.log(1 - margin) if margin > 0 else 0.0
     wins = int((x < (1 - margin) * y).sum())
-    up, down = float(stats.binom.sf(wins - 1, n, 0.5)), float(stats.binom.cdf(wins, n, 0.5))
-    stat = (f"{na} reached it in {int(np.isfinite(x).sum())}/{n}, {nb} in {int(np.isfinite(y).sum())}/{n}; {na} "
-            f"below {1 - margin:g} x {nb} on {wins} of {n} seeds, p = {up:.2g} (sooner), {down:.2g} (not sooner)")
+    sign_up, sign_down = _sign_p(wins, n)
+
+    def side(t_ok: bool, ratios: np.ndarray, sign: float, up: bool) -> tuple[float, str]:
+        if t_ok and np.ptp(ratios) > 0 and np.all(np.isfinite(ratios)) and np.all(ratios > -np.inf):
+            p = _p_greater(-ratios, -floor, "t") if up else _p_greater(ratios, floor, "t")
+            return p, "t"
+        return sign, "sign"
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up_ratios = np.log(x / np.where(never_b, hb, y))
+        down_ratios = np.log(np.where(never_a, ha, x) / y)
+    up, up_test = side(not never_a.any(), up_ratios, sign_up, True)
+    down, down_test = side(not never_b.any(), down_ratios, sign_down, False)
+    shown = up_ratios if up_test == "t" else down_ratios if down_test == "t" else None
+    ratio = (f"mean log ratio {np.mean(shown):+.3g} (ratio {math.exp(np.mean(shown)):.3g}) vs floor {floor:+.3g}; "
+             if shown is not None else "")
+    stat = (f"{reached}; {ratio}{na} below {1 - margin:g} x {nb} on {wins} of {n} seeds; p = {up:.2g} (sooner, "
+            f"{up_test} test), {down:.2g} (not sooner, {down_test} test)")
+    tested = {"p_value": up, "p_against": down, "seeds": n}
     if up < alpha:
-        return Judgement(REPRODUCED, criterion, _join(evidence, stat))
+        return Judgement(REPRODUCED, criterion, _join(evidence, stat), **tested)
     if down < alpha:
-        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat))
-    floor = f"with {n} seeds the smallest p is {0.5 ** n:.2g}" if 0.5 ** n >= alpha else ""
-    return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, floor,
-                                                    _decides(sign_seeds_to_decide(wins / n, alpha), alpha)))
+        return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat), **tested)
+    floor_note = (f"censoring or ties leave the sign test, whose smallest p with {n} seeds is {0.5 ** n:.2g}: it "
+                  f"needs >= {SIGN_SEEDS}" if "sign" in (up_test, down_test) and 0.5 ** n >= alpha else "")
+    more = (seeds_to_decide(float(np.mean(shown)) - floor, float(np.std(shown, ddof=1)), alpha) if shown is not None
+            else sign_seeds_to_decide(wins / n, alpha))
+    return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, floor_note, _decides(more, alpha)), **tested)
+
+
+def all_hold(parts: Sequence[tuple[str, Judgement]], *, what: str, alpha: float = ALPHA, partly: bool = False,
+             measured_with: str = "") -> Judgement:
+    """Tests that must all hold (an ordering between neighbours, a best-of against each other method, "for every
+    algorithm"), each (name, its judgement at `alpha`) on the same seeds.
+
+    reproduced: every test rejects at `alpha` (an intersection-union test: its level is alpha with no correction);
+    not reproduced: some opposite test rejects at alpha / k (Bonferroni over the k tests); partly (where the claim
+    allows it): some test rejects at alpha / k; the first not-testable cause of a part stands for the whole;
+    inconclusive otherwise."""
+    k = len(parts)
+    if not k:
+        raise ValueError("all_hold needs at least one test")
+    criterion = (f"{what}: each of {k} tests at alpha = {alpha:g} (intersection-union: no correction needed); the "
+                 f"opposite of one at alpha / {k} (Bonferroni): not reproduced"
+                 + (f"; one at alpha / {k}: partly" if partly else "") + f" ({parts[0][1].criterion})")
+    evidence = _join(measured_with, "; ".join(f"{name}: {j.verdict}, {j.evidence}" for name, j in parts))
+    seeds = max(j.seeds for _, j in parts)
+    blocked = next((j.verdict for _, j in parts if j.verdict in NOT_TESTABLE), None)
+    if blocked is not None:
+        return Judgement(blocked, criterion, evidence, seeds=seeds)
+    p_for = np.nan_to_num(np.array([j.p_value for _, j in parts]), nan=1.0)
+    p_against = np.nan_to_num(np.array([j.p_against for _, j in parts]), nan=1.0)
+    tested = {"p_value": float(p_for.max()), "p_against": float(min(1.0, k * p_against.min())), "seeds": seeds}
+    if (p_for < alpha).all():
+        return Judgement(REPRODUCED, criterion, evidence, **tested)
+    if (p_against < alpha / k).any():
+        return Judgement(NOT_REPRODUCED, criterion, evidence, **tested)
+    if partly and (p_for < alpha / k).any():
+        return Judgement(PARTLY, criterion, evidence, **tested)
+    return Judgement(INCONCLUSIVE, criterion, evidence, **tested)
 
 
 def point_estimate(criterion: str, agrees: bool, *, evidence: str = "") -> Judgement:
@@ -374,9 +489,16 @@ def illustrative(assumptions: str, outcome: str) -> Judgement:
     return Judgement(ILLUSTRATIVE, f"evaluated with assumed constants ({assumptions}), so it cannot test the claim", outcome)
 
 
-def not_testable(reason: str, evidence: str = "") -> Judgement:
-    """The evidence the claim needs is absent at this scale; `reason` says why."""
-    return Judgement(NOT_TESTABLE, reason, evidence)
+def not_testable(cause: str, reason: str, evidence: str = "") -> Judgement:
+    """The evidence the claim needs is absent: `cause` is one of `NOT_TESTABLE`, `reason` says why."""
+    if cause not in NOT_TESTABLE:
+        raise ValueError(f"cause must be one of {NOT_TESTABLE}, got {cause!r}")
+    return Judgement(cause, reason, evidence)
+
+
+def p_text(p: float) -> str:
+    """A p-value as a claims table shows it ("-": no test ran)."""
+    return "-" if not np.isfinite(p) else f"{p:.2g}"
 
 
 class Claims:
@@ -389,7 +511,9 @@ class Claims:
         if not isinstance(judgement, Judgement):
             raise TypeError(f"a claim's verdict comes from a rule in fedlib.report (a Judgement), got {judgement!r}")
         self.rows.append({"claim": claim, "paper_value": str(paper_value), "measured": str(measured),
-                          "criterion": judgement.criterion, "evidence": judgement.evidence, "verdict": judgement.verdict})
+                          "criterion": judgement.criterion, "evidence": judgement.evidence,
+                          "p_value": p_text(judgement.p_value), "seeds": str(judgement.seeds or "-"),
+                          "verdict": judgement.verdict})
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=COLUMNS)

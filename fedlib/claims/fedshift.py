@@ -273,33 +273,50 @@ def _baselines(b: FedShiftBundle) -> pd.Series:
     return fs.summarize(base, ["algorithm", "bits"]).set_index(["algorithm", "bits"])["mean"]
 
 
+def _baseline_seeds(b: FedShiftBundle, algorithm: str, bits: int) -> pd.Series:
+    """The first quantizer's baseline accuracy (points) of `algorithm` at `bits`, one value per seed."""
+    t = b.table1
+    rows = t[~t["shift"] & (t["quantizer"] == b.params.quantizers[0]) & (t["algorithm"] == algorithm)
+             & (t["bits"] == bits)]
+    return rows.groupby("seed")["acc"].mean().reindex(list(b.params.seeds))
+
+
+def _one_width(p: fs.FedShiftParams) -> str:
+    return f"one inferior bit width in this profile ({list(p.bits_list)})" if _low(p) == max(p.bits_list) else ""
+
+
 def baseline_falls(b: FedShiftBundle) -> Finding:
-    """C1: every algorithm's baseline is less accurate at the lowest than at the highest inferior bit width."""
+    """C1: every algorithm's baseline is less accurate at the lowest than at the highest inferior bit width, by a
+    one-sided paired t test per algorithm (`report.all_hold`: for every algorithm)."""
     p = b.params
     low, high = _low(p), max(p.bits_list)
-    if low == high:
-        return Finding("-", report.not_testable(f"one inferior bit width in this profile ({list(p.bits_list)})"))
-    base = _baselines(b)
-    drops = {a: base[(a, high)] - base[(a, low)] for a in p.algorithms}
-    n_drop = sum(v > 0 for v in drops.values())
-    return Finding(f"32+{high} minus 32+{low}: " + ", ".join(f"{a} {v:+.1f}" for a, v in drops.items()),
-                   report.point_estimate(f"mean accuracy over seeds at 32+{high} above 32+{low} for every algorithm",
-                                         n_drop == len(p.algorithms), evidence=_table1_note(p)))
+    drops = {a: _baseline_seeds(b, a, high) - _baseline_seeds(b, a, low) for a in p.algorithms}
+    parts = [(a, report.paired_gain(d.to_numpy(), threshold=0.0, unit=" points", evidence=f"32+{high} - 32+{low}"))
+             for a, d in drops.items()]
+    return Finding(f"32+{high} minus 32+{low}: " + ", ".join(f"{a} {v.mean():+.1f}" for a, v in drops.items()),
+                   report.all_hold(parts, what=f"for every algorithm, the baseline's accuracy at 32+{high} above "
+                                               f"32+{low}, paired by seed", measured_with=_table1_note(p)))
+
+
+def _fedef_setting(p: fs.FedShiftParams) -> str:
+    if PAPER_LOWEST_BITS in p.bits_list and p.quantizers[0] == "kmeans" and "fedef" in p.algorithms \
+            and len(p.algorithms) > 1:
+        return ""
+    return (f"needs K-means 32+{PAPER_LOWEST_BITS} for Fed-EF and another baseline; this profile has "
+            f"{p.quantizers[0]} bits {list(p.bits_list)}, algorithms {list(p.algorithms)}")
 
 
 def fedef_best(b: FedShiftBundle) -> Finding:
-    """C2: Fed-EF's baseline is the most accurate at 32+4 (K-means)."""
+    """C2: Fed-EF's baseline is more accurate at 32+4 (K-means) than each other baseline, paired by seed (a best-of,
+    `report.all_hold`)."""
     p = b.params
-    if not (PAPER_LOWEST_BITS in p.bits_list and p.quantizers[0] == "kmeans" and "fedef" in p.algorithms
-            and len(p.algorithms) > 1):
-        return Finding("-", report.not_testable(
-            f"needs K-means 32+{PAPER_LOWEST_BITS} for Fed-EF and another baseline; this profile has "
-            f"{p.quantizers[0]} bits {list(p.bits_list)}, algorithms {list(p.algorithms)}"))
-    at_paper = _baselines(b).xs(PAPER_LOWEST_BITS, level="bits")
-    best = at_paper.idxmax()
-    return Finding(f"best: {best}; " + ", ".join(f"{a} {v:.1f}" for a, v in at_paper.items()),
-                   report.point_estimate(f"Fed-EF's mean accuracy over seeds the highest of the baselines at "
-                                         f"32+{PAPER_LOWEST_BITS}", best == "fedef", evidence=_table1_note(p)))
+    fedef = _baseline_seeds(b, "fedef", PAPER_LOWEST_BITS)
+    others = {a: _baseline_seeds(b, a, PAPER_LOWEST_BITS) for a in p.algorithms if a != "fedef"}
+    parts = [(f"Fed-EF - {a}", report.paired_gain((fedef - v).to_numpy(), threshold=0.0, unit=" points"))
+             for a, v in others.items()]
+    return Finding(", ".join(f"{a} {v.mean():.1f}" for a, v in {"fedef": fedef, **others}.items()),
+                   report.all_hold(parts, what=f"Fed-EF's baseline accuracy at 32+{PAPER_LOWEST_BITS} above each "
+                                               "other baseline's", measured_with=_table1_note(p)))
 
 
 def shift_gains(b: FedShiftBundle) -> Finding:
@@ -320,21 +337,25 @@ def _fp32_accuracy(b: FedShiftBundle) -> float:
 
 
 def beats_fp32(b: FedShiftBundle) -> Finding:
-    """C4: in every >= 5-bit cell FedShift beats FedAvg 32+32 where the baseline alone does not."""
+    """C4: in every >= 5-bit cell FedShift is more accurate than FedAvg 32+32 (without the shift), paired by seed
+    (`report.all_hold`: for every cell); how many of those cells the baseline alone also beats is shown beside."""
     t = b.table1
-    high = fs.summarize(t[(t["bits"] >= 5) & (t["bits"] < 32)], [*CELL, "shift"])
+    high = t[(t["bits"] >= 5) & (t["bits"] < 32)]
     if not len(high):
-        return Finding("-", report.not_testable(f"no inferior bit width >= 5 in this profile's bits "
-                                                f"{list(b.params.bits_list)}"))
-    high = high.pivot_table(index=CELL, columns="shift", values="mean")
-    fp32 = _fp32_accuracy(b)
-    shift_beats, base_beats = high[True] > fp32, high[False] > fp32
-    credited = shift_beats & ~base_beats  # the control: the baseline cell alone does not beat full precision
-    return Finding(f"FedShift > our 32+32 FedAvg {fp32:.1f} in {int(shift_beats.sum())}/{len(high)} cells; "
-                   f"the baseline alone also does in {int((shift_beats & base_beats).sum())} of them",
-                   report.point_estimate("in every >= 5-bit cell FedShift's mean accuracy over seeds beats 32+32 "
-                                         "FedAvg's while the same cell without the shift does not",
-                                         bool(credited.all()), evidence=_table1_note(b.params)))
+        return Finding("-", report.not_testable(report.OTHER_SCALE, f"no inferior bit width >= 5 in this profile's "
+                                                                    f"bits {list(b.params.bits_list)}"))
+    seeds = list(b.params.seeds)
+    fp32 = t[(t["bits"] == 32) & ~t["shift"]].groupby("seed")["acc"].mean().reindex(seeds)
+    per_cell = high.pivot_table(index=[*CELL, "shift"], columns="seed", values="acc").reindex(columns=seeds)
+    shifted = per_cell.xs(True, level="shift")
+    parts = [(" ".join(map(str, cell)), report.paired_gain((row - fp32).to_numpy(), threshold=0.0, unit=" points"))
+             for cell, row in shifted.iterrows()]
+    base_beats = int((per_cell.xs(False, level="shift").mean(axis=1) > fp32.mean()).sum())
+    return Finding(f"FedShift > our 32+32 FedAvg {fp32.mean():.1f} (seed means) in "
+                   f"{int((shifted.mean(axis=1) > fp32.mean()).sum())}/{len(shifted)} cells; the baseline alone in "
+                   f"{base_beats}", report.all_hold(parts, what="in every >= 5-bit cell FedShift's accuracy above "
+                                                                "32+32 FedAvg's, paired by seed",
+                                                    measured_with=_table1_note(b.params)))
 
 
 def _share(b: FedShiftBundle, model: str) -> float:
@@ -387,7 +408,7 @@ def dirichlet_gains(b: FedShiftBundle) -> Finding:
     """C7: Table II's gains, paired by seed, above `GAIN_FLOOR`."""
     p = b.params
     if not len(p.table2_alphas):
-        return Finding("-", report.not_testable("Table II (Dirichlet splits) is not in this profile"))
+        return Finding("-", report.not_testable(report.OTHER_SCALE, "Table II (Dirichlet splits) is not in this profile"))
     pairs = b.table2.pivot_table(index=["alpha", "quantizer", "bits", "seed"], columns="shift", values="acc")
     gains = pairs[True] - pairs[False]
     cells = gains.groupby(level=["alpha", "quantizer", "bits"]).mean()
@@ -431,9 +452,11 @@ def _theorem2(column: str, measured: Callable[[pd.DataFrame], str]) -> Callable[
     def rule(b: FedShiftBundle) -> Finding:
         t2 = b.theory.theorem2
         if b.theory.theorem2_missing:
-            return Finding("-", report.not_testable(criterion, f"missing: {b.theory.theorem2_missing}"))
+            return Finding("-", report.not_testable(report.NOT_COMPUTED, criterion,
+                                                    f"missing: {b.theory.theorem2_missing}"))
         if not len(t2):
-            return Finding("-", report.not_testable(f"{criterion}; no FedShift run recorded a finite (round, layer)"))
+            return Finding("-", report.not_testable(report.NOT_COMPUTED, f"{criterion}; no FedShift run recorded a "
+                                                                         "finite (round, layer)"))
         return Finding(measured(t2), report.criterion_met(criterion, bool(t2[column].all()),
                                                           evidence=f"{len(t2)} (round, layer) pairs"))
 
@@ -453,14 +476,14 @@ def theorem1_assumed(b: FedShiftBundle) -> Finding:
 
 
 def shift_only(b: FedShiftBundle) -> Finding:
-    """Ablation: the shift-only gain at 32+32 is below half the quantized cells' mean gain (given C3's gain)."""
+    """Ablation: the shift-only gain at 32+32 is below half the quantized cells' mean gain (given C3's gain), per
+    seed, by a one-sided paired t test."""
     g = b.gains
-    by_bits = g.by_bits
-    gain_fp32 = float(by_bits[32].mean()) if 32 in by_bits else float("nan")
-    measured = f"shift-only gain at 32+32 {gain_fp32:+.2f} vs mean gain at quantized bits {g.mean:+.2f}"
-    return Finding(measured, report.point_estimate("shift-only gain at 32+32 below half the mean gain at quantized "
-                                                   "bits (means over seeds)", gain_fp32 < g.mean / 2,
-                                                   evidence=f"{len(b.params.seeds)} seed(s)"))
+    fp32 = g.per_seed[g.per_seed["bits"] == 32].groupby("seed")["gain"].mean().reindex(g.seed_means.index)
+    measured = f"shift-only gain at 32+32 {fp32.mean():+.2f} vs mean gain at quantized bits {g.mean:+.2f}"
+    return Finding(measured, report.paired_gain((g.seed_means / 2 - fp32).to_numpy(), threshold=0.0, unit=" points",
+                                                evidence=f"half the quantized cells' mean gain minus the 32+32 gain, "
+                                                         f"per seed; {len(b.params.seeds)} seed(s)"))
 
 
 def theorem1_measured(b: FedShiftBundle) -> Finding:
@@ -468,10 +491,12 @@ def theorem1_measured(b: FedShiftBundle) -> Finding:
     must hold on every run, so each run is checked on its own (the first seed only, `fs.theorem1_specs`)."""
     th = b.theory
     if th.theorem1_missing:
-        return Finding("-", report.not_testable("the bound against the measured F - F* on every Theorem 1 run",
+        return Finding("-", report.not_testable(report.NOT_COMPUTED, "the bound against the measured F - F* on every "
+                                                                     "Theorem 1 run",
                                                 f"missing: {th.theorem1_missing}"))
     if not th.theorem1_checks:
-        return Finding("-", report.not_testable("no Theorem 1 run in this profile (theorem1_rounds = 0)"))
+        return Finding("-", report.not_testable(report.OTHER_SCALE, "no Theorem 1 run in this profile "
+                                                                     "(theorem1_rounds = 0)"))
     est, checks = th.theorem1_runs, pd.concat(th.theorem1_checks.values(), ignore_index=True)
     return Finding(f"final gap {est['final gap'].max():.3g} vs bound {est['final bound'].min():.3g}; "
                    f"L {est['L'].max():.3g}, sigma^2 {est['sigma2'].max():.3g}, G^2 {est['G2'].max():.3g}, "
@@ -488,8 +513,6 @@ def _kmeans_setting(test: Callable[[pd.DataFrame, str], Judgement]) -> Callable[
 
     def rule(b: FedShiftBundle) -> Finding:
         p = b.params
-        if p.kmeans_reference_bits is None:
-            return Finding("-", report.not_testable("the K-means-setting grid is off in this profile"))
         gain = kmeans_gain(b.kmeans)
         note = (f"per seed, the mean over methods {list(p.algorithms)} at K-means 32+{p.kmeans_reference_bits}; "
                 f"{len(p.seeds)} seed(s)")
@@ -497,6 +520,10 @@ def _kmeans_setting(test: Callable[[pd.DataFrame, str], Judgement]) -> Callable[
                        f"{gain['converged'].mean():+.2f} points", test(gain, note))
 
     return rule
+
+
+def _kmeans_off(p: fs.FedShiftParams) -> str:
+    return "the K-means-setting grid is off in this profile" if p.kmeans_reference_bits is None else ""
 
 
 def _seed_means(values: pd.Series) -> pd.Series:
@@ -520,9 +547,9 @@ def _fig(p: fs.FedShiftParams) -> str:
 
 CLAIMS: tuple[Claim[FedShiftBundle], ...] = (
     Claim("C1", "baseline accuracy falls as inferior bits fall (every algorithm)",
-          "59.7-64.8 at 32+4 vs 65.5-66.8 at 32+8", baseline_falls, (BASELINES_LOW_HIGH,)),
+          "59.7-64.8 at 32+4 vs 65.5-66.8 at 32+8", baseline_falls, (BASELINES_LOW_HIGH,), setting=_one_width),
     Claim("C2", f"Fed-EF is the best baseline at the lowest bit width (32+{PAPER_LOWEST_BITS})", "Fed-EF 64.8 at 32+4",
-          fedef_best, (BASELINES_PAPER_LOWEST,)),
+          fedef_best, (BASELINES_PAPER_LOWEST,), setting=_fedef_setting),
     Claim("C3", "FedShift improves every baseline at every bit width", "20/20 cells positive, mean +3.35 points",
           shift_gains, (TABLE1,)),
     Claim("C4", "FedShift with >= 5-bit inferior clients beats full-precision FedAvg", "all cells > 66.2",
@@ -551,10 +578,11 @@ CLAIMS: tuple[Claim[FedShiftBundle], ...] = (
     Claim("C9d", "Theorem 1's bound holds with constants measured on a run (ours, issue 13 f)", "bound >= F - F*",
           theorem1_measured),
     Claim("G1", "with the authors' early-stopped K-means, FedShift improves the baselines (Table I's gap)",
-          "Table I: +0.7 to +5.4 points at 32+4", _kmeans_setting(_g1), (_kmeans_grid(["reference"]),)),
+          "Table I: +0.7 to +5.4 points at 32+4", _kmeans_setting(_g1), (_kmeans_grid(["reference"]),),
+          setting=_kmeans_off),
     Claim("G2", "Table I's gap does not depend on the K-means setting (ours, issue 13 g)", "not stated",
           _kmeans_setting(_g2), (_kmeans_grid(fs.KMEANS_SETTINGS),), requires=("G1",),
-          ours=True),
+          ours=True, setting=_kmeans_off),
 )
 
 

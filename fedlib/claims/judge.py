@@ -97,18 +97,28 @@ class Claim(Generic[B]):
     """One row of a paper's claims table, declared: `rule(bundle)` judges it once the guards passed. `requires`: ids
     of earlier claims that must read "reproduced" for this one to have anything to test. `scale`, `paper_scale`: the
     claim's own (a secondary grid's) in place of its module's `scale(params)` and `PAPER_SCALE`; `ours`: a finding
-    the paper did not make, so no paper scale applies."""
+    the paper did not make, so no paper scale applies. `min_seeds`: the fewest seeds with which the rule decides
+    either way (below, the guard reads "not testable: too few seeds"); `test`: the test that decides it ("t", or
+    "sign" where only the exact sign test can), for its smallest attainable p; `setting`: why a profile's parameters
+    cannot test the claim at all ('' where they can: another scale or setting than the claim's), read before the
+    guards as "not testable: claim made at another scale"."""
 
     id: str
     statement: str | Callable[[Any], str]  # the paper's words; a function of the params (a PaperParams) if they vary
     paper_value: str
     rule: Rule
     reads: tuple[Runs, ...] = ()
-    min_seeds: int = 2
+    min_seeds: int = report.DECIDING_SEEDS
     requires: tuple[str, ...] = ()
     scale: Callable[[Any], Scale] | None = None
     paper_scale: Scale | None = None
     ours: bool = False
+    test: Literal["t", "sign"] = "t"
+    setting: Callable[[Any], str] | None = None
+
+    def elsewhere(self, params: Any) -> str:
+        """Why `params` cannot test this claim ('' where they can)."""
+        return self.setting(params) if self.setting is not None else ""
 
     def __post_init__(self) -> None:
         if isinstance(self.rule, (Contrast, AllOf)):
@@ -134,13 +144,13 @@ def _summaries(claim: Claim, bundle: Bundle) -> list[pd.DataFrame | None]:
             for runs in claim.reads]
 
 
-def _missing(runs: Runs, bundle: Bundle, found: pd.DataFrame | None) -> list[str]:
-    """Declared runs absent from the records (`found`: their summary), or with a NaN/inf scored accuracy; a cell
-    absent on every seed is named once (a parameter that left out a method names the method, not its seeds one by
-    one)."""
-    if found is None:
-        return [f"table {runs.table!r}"]
+def _missing(runs: Runs, bundle: Bundle, found: pd.DataFrame | None) -> list[tuple[str, int]]:
+    """Declared runs absent from the records (`found`: their summary), or with a NaN/inf scored accuracy, each
+    (label, how many runs it names); a cell absent on every seed is named once (a parameter that left out a method
+    names the method, not its seeds one by one)."""
     seeds = runs.seed_list(bundle.params)
+    if found is None:
+        return [(f"table {runs.table!r}", len(runs.cells()) * len(seeds))]
     broken_runs = _scored_broken(found, [*runs.where, "seed"], "test_acc" in bundle.records[runs.table])
     out = []
     for cell in runs.cells():
@@ -151,7 +161,8 @@ def _missing(runs: Runs, bundle: Bundle, found: pd.DataFrame | None) -> list[str
                 absent.append(_label(cell, seed))
             elif broken_runs[key]:
                 broken.append(f"{_label(cell, seed)} (accuracy NaN/inf)")
-        out += ([f"{_label(cell)} (every seed)"] if len(absent) == len(seeds) > 1 else absent) + broken
+        out += ([(f"{_label(cell)} (every seed)", len(seeds))] if len(absent) == len(seeds) > 1
+                else [(a, 1) for a in absent]) + [(b, 1) for b in broken]
     return out
 
 
@@ -168,8 +179,18 @@ def _scored_broken(found: pd.DataFrame, by: list[str], scored: bool) -> dict[tup
 
 def missing_runs(claim: Claim, bundle: Bundle, summaries: list[pd.DataFrame | None] | None = None) -> list[str]:
     """The claim's declared runs that the records lack or score with a NaN/inf accuracy, labelled."""
+    return [label for label, _ in _missing_counted(claim, bundle, summaries)]
+
+
+def _missing_counted(claim: Claim, bundle: Bundle, summaries: list[pd.DataFrame | None] | None = None
+                     ) -> list[tuple[str, int]]:
     found = _summaries(claim, bundle) if summaries is None else summaries
     return [m for runs, summary in zip(claim.reads, found) for m in _missing(runs, bundle, summary)]
+
+
+def _declared_count(claim: Claim, bundle: Bundle) -> int:
+    """How many runs the claim declares (each cell on each seed; a run two declarations share counted in each)."""
+    return sum(len(runs.cells()) * len(runs.seed_list(bundle.params)) for runs in claim.reads)
 
 
 def _listed(items: Sequence[str]) -> str:
@@ -179,10 +200,11 @@ def _listed(items: Sequence[str]) -> str:
 def guard(claim: Claim, bundle: Bundle) -> Judgement | None:
     """The first guard the claim's evidence fails, as its judgement; None when every guard passed."""
     summaries = _summaries(claim, bundle)
-    return _guard(claim, bundle, missing_runs(claim, bundle, summaries), summaries)
+    return _guard(claim, bundle, _missing_counted(claim, bundle, summaries), summaries)
 
 
-def _guard(claim: Claim, bundle: Bundle, missing: list[str], found: list[pd.DataFrame | None]) -> Judgement | None:
+def _guard(claim: Claim, bundle: Bundle, missing: list[tuple[str, int]], found: list[pd.DataFrame | None]
+           ) -> Judgement | None:
     """The first guard failed, from the missing runs and each declared runs' summary (`_summaries`)."""
     if not claim.reads:
         return None
@@ -191,21 +213,23 @@ def _guard(claim: Claim, bundle: Bundle, missing: list[str], found: list[pd.Data
     repeated = {r.seeds: r.seed_list(bundle.params) for r in claim.reads}
     repeated = {name: seeds for name, seeds in repeated.items() if len(set(seeds)) != len(seeds)}
     if repeated:
-        return report.not_testable(criterion, "; ".join(f"{name} lists a seed twice ({seeds}): one value per "
+        return report.not_testable(report.IMPOSSIBLE, criterion, "; ".join(f"{name} lists a seed twice ({seeds}): one value per "
                                                         "independent seed" for name, seeds in repeated.items()))
     if missing:
-        return report.not_testable(criterion, f"missing: {_listed(missing)}")
+        return report.not_testable(report.NOT_COMPUTED, criterion, f"{sum(n for _, n in missing)} of "
+                                                                   f"{_declared_count(claim, bundle)} runs not computed "
+                                                                   f"yet: {_listed([m for m, _ in missing])}")
     summaries = list(zip(claim.reads, found))
     doubled = [b for _, runs in summaries for b in guards.duplicated_runs(runs)]
     if doubled:
-        return report.not_testable(criterion, f"more than one run under one name (a round repeated): "
+        return report.not_testable(report.IMPOSSIBLE, criterion, f"more than one run under one name (a round repeated): "
                                               f"{_listed(doubled)}; the claim must name every id column (Runs.ids)")
     impossible = [b for _, runs in summaries for b in guards.impossible_values(runs)]
     if impossible:
-        return report.not_testable(criterion, f"impossible evidence: {_listed(impossible)}")
+        return report.not_testable(report.IMPOSSIBLE, criterion, f"impossible evidence: {_listed(impossible)}")
     lengths = guards.unequal_lengths(pd.concat([runs for _, runs in summaries]))
     if lengths:
-        return report.not_testable(criterion, f"runs of different lengths compared: {lengths}")
+        return report.not_testable(report.IMPOSSIBLE, criterion, f"runs of different lengths compared: {lengths}")
     finals = np.concatenate([runs["final_acc"].to_numpy(dtype=float) for _, runs in summaries])
     line = guards.chance_line(float(np.nanmax(finals)) if np.isfinite(finals).any() else float("nan"),
                               bundle.num_classes)
@@ -215,15 +239,19 @@ def _guard(claim: Claim, bundle: Bundle, missing: list[str], found: list[pd.Data
                                                      f"{_listed(bad)}")
     seeds = {s for runs in claim.reads for s in runs.seed_list(bundle.params)}
     if claim.reads and len(seeds) < claim.min_seeds:
-        return report.not_testable(criterion, f"{len(seeds)} seed(s) {sorted(seeds)}; the claim needs "
-                                              f">= {claim.min_seeds} independent seeds")
+        return report.not_testable(report.TOO_FEW_SEEDS, criterion, f"{len(seeds)} seed(s) {sorted(seeds)}; the "
+                                                                    f"claim's rule needs >= {claim.min_seeds} "
+                                                                    "independent seeds to decide")
     return None
 
 
 def judge_one(claim: Claim[B], bundle: B) -> Finding:
     """The claim's row: a guard's judgement if one fails, else its rule's, with the guards named in the criterion."""
+    elsewhere = claim.elsewhere(bundle.params)
+    if elsewhere:
+        return Finding("-", report.not_testable(report.OTHER_SCALE, elsewhere))
     summaries = _summaries(claim, bundle)
-    missing = missing_runs(claim, bundle, summaries)
+    missing = _missing_counted(claim, bundle, summaries)
     stopped = _guard(claim, bundle, missing, summaries)
     if stopped is not None:
         # A contrast's values are still shown when its runs are all there (one seed, a diverged run): the judge
@@ -356,15 +384,17 @@ class Contrast:
     def _target(self, bundle: Bundle) -> float:
         return float(getattr(bundle.params, self.target) if isinstance(self.target, str) else self.target)
 
-    def values(self, bundle: Bundle, cell: Mapping[str, Any]) -> np.ndarray:
+    def values(self, bundle: Bundle, cell: Mapping[str, Any], *, horizon: bool = False) -> np.ndarray:
         """One value per seed (in the order of the parameter named `seeds`) of `cell`'s runs on this contrast's
-        metric: the mean over the runs of the `ids` columns within the seed."""
+        metric: the mean over the runs of the `ids` columns within the seed. `horizon`: for a "sooner" contrast, each
+        seed's last round instead (the lower bound of a run that never reached the target)."""
         table = bundle.records[self.table]
         rows = table[run_mask(table, cell)]
         by = ["seed", *self.ids]
         if self.test == "sooner":
             target = self._target(bundle)
-            per_run = [(run["seed"].iloc[0], rounds_to_target(run, target)) for _, run in guards.runs(rows, by)]
+            per_run = [(run["seed"].iloc[0], float(run["round"].max()) if horizon else rounds_to_target(run, target))
+                       for _, run in guards.runs(rows, by)]
         else:
             finals = guards.summary(rows, by)
             per_run = list(zip(finals["seed"], finals["final_acc"]))
@@ -381,7 +411,9 @@ class Contrast:
         if self.test == "sooner":
             target = self._target(bundle)
             judgement = report.reaches_sooner(a, b, names=(na, nb), margin=float(self.margin),
-                                              evidence=f"{evidence}, target {target:g}")
+                                              evidence=f"{evidence}, target {target:g}",
+                                              horizon=(self.values(bundle, self.a, horizon=True),
+                                                       self.values(bundle, self.b, horizon=True)))
             return Finding(f"{na} {_rounds(a)} vs {nb} {_rounds(b)} rounds to {target:g}", judgement)
         gap = a - b
         judgement = (report.paired_gain(gap, threshold=float(self.floor), test=self.stat, evidence=evidence)
@@ -392,12 +424,13 @@ class Contrast:
 
 @dataclass(frozen=True)
 class AllOf:
-    """Contrasts that must all hold (an ordering, a best-of): reproduced when every one reads "reproduced" (an
-    intersection-union test, at each contrast's alpha), not reproduced when one reads "not reproduced", not testable
-    when one is, inconclusive otherwise (each one's evidence, with the seeds that would decide it, is shown)."""
+    """Contrasts that must all hold (an ordering between neighbours, a best-of against each other method), judged
+    by `report.all_hold`: an intersection-union test for "reproduced", Bonferroni over the contrasts for "not
+    reproduced" (and for "partly", where `partly`)."""
 
     contrasts: tuple[Contrast, ...]
     what: str
+    partly: bool = False
 
     def runs(self) -> tuple[Runs, ...]:
         found: list[Runs] = []
@@ -408,14 +441,10 @@ class AllOf:
 
     def __call__(self, bundle: Bundle) -> Finding:
         found = [c(bundle) for c in self.contrasts]
-        verdicts = [f.judgement.verdict for f in found]
-        verdict = next((v for v in (report.NOT_TESTABLE, report.NOT_REPRODUCED) if v in verdicts),
-                       report.REPRODUCED if set(verdicts) == {report.REPRODUCED} else report.INCONCLUSIVE)
         names = [" > ".join(c._names()) for c in self.contrasts]
-        criterion = f"{self.what}: every one of {len(found)} contrasts holds ({found[0].judgement.criterion})"
         return Finding("; ".join(f"{n}: {f.measured}" for n, f in zip(names, found)),
-                       Judgement(verdict, criterion, "; ".join(f"{n}: {f.judgement.verdict}, {f.judgement.evidence}"
-                                                               for n, f in zip(names, found))))
+                       report.all_hold([(n, f.judgement) for n, f in zip(names, found)], what=self.what,
+                                       partly=self.partly))
 
 
 def _rounds(values: np.ndarray) -> str:

@@ -17,8 +17,11 @@ def scale(p: QuickstartParams) -> Scale:
 
 
 CLAIMS = (
-    Claim("Q1", "SCAFFOLD is at least as accurate as FedAvg under label skew (Karimireddy et al. 2020)",
-          "SCAFFOLD > FedAvg", Contrast({"algorithm": "SCAFFOLD"}, {"algorithm": "FedAvg"}, "gain", floor=-0.01)),
+    # a non-inferiority reading of the paper's "SCAFFOLD > FedAvg": its words say so
+    Claim("Q1", "SCAFFOLD is non-inferior to FedAvg under label skew: no more than 1 point less accurate "
+                "(Karimireddy et al. 2020: more accurate)",
+          "SCAFFOLD > FedAvg (tested: SCAFFOLD - FedAvg > -0.01)",
+          Contrast({"algorithm": "SCAFFOLD"}, {"algorithm": "FedAvg"}, "gain", floor=-0.01)),
     Claim("Q2", lambda p: f"FedProx with small mu (={p.mu}) stays close to FedAvg (Li et al. 2020)", "|gap| small",
           Contrast({"algorithm": "FedProx"}, {"algorithm": "FedAvg"}, "equivalent", margin=0.02)),
 )

@@ -429,17 +429,22 @@ def energy_to_target_judgement(runs: RunFrames, mode: str,
                                baselines: Mapping[float, str | None], proposed: str, seeds: list[int],
                                evidence: str = "", *, floor: float) -> report.Judgement:
     """`fedlib.report.reaches_sooner` on energy summed over the targets, one pair per seed (a seed's targets are not
-    independent pairs; never reaching one target makes the sum inf); `baselines` maps each target to the scheme
-    compared there (None: skip that target). A seed counts for `proposed` only where its energy is below
-    (1 - `floor`) x the baseline's: the claim's effect floor, a fraction of the baseline's energy."""
+    independent pairs; never reaching one target makes the sum inf, censored at the energy the run spent by its end:
+    the sum's lower bound, the `horizon`); `baselines` maps each target to the scheme compared there (None: skip
+    that target). `proposed` must spend less than (1 - `floor`) x the baseline's energy: the claim's effect floor, a
+    fraction of the baseline's energy."""
     ts = [t for t, b in baselines.items() if b is not None]
-    def summed(scheme_at: Callable[[float], str]) -> list[float]:
-        per_target = [to_target_per_seed(runs, mode, scheme_at(t), seeds, t, "cum_energy_mJ") for t in ts]
-        return list(np.asarray(per_target, dtype=float).reshape(len(ts), len(seeds)).sum(axis=0))
 
-    prop, base = summed(lambda t: proposed), summed(lambda t: str(baselines[t]))
+    def summed(scheme_at: Callable[[float], str]) -> tuple[np.ndarray, np.ndarray]:
+        per_target = np.asarray([to_target_per_seed(runs, mode, scheme_at(t), seeds, t, "cum_energy_mJ") for t in ts],
+                                dtype=float).reshape(len(ts), len(seeds))
+        spent = np.asarray([[runs[(mode, scheme_at(t), sd)]["cum_energy_mJ"].iloc[-1] for sd in seeds] for t in ts],
+                           dtype=float).reshape(len(ts), len(seeds))
+        return per_target.sum(axis=0), np.where(np.isfinite(per_target), per_target, spent).sum(axis=0)
+
+    (prop, prop_end), (base, base_end) = summed(lambda t: proposed), summed(lambda t: str(baselines[t]))
     names = "/".join(sorted({str(baselines[t]) for t in ts}))
     return report.reaches_sooner(prop, base, names=(proposed, names), margin=floor,
-                                 quantity=f"energy (mJ) summed over the targets {ts}",
+                                 quantity=f"energy (mJ) summed over the targets {ts}", horizon=(prop_end, base_end),
                                  evidence=", ".join(e for e in (f"{mode} mode, {len(seeds)} seed(s) x {len(ts)} targets",
                                                                 evidence) if e))
