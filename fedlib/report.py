@@ -183,11 +183,11 @@ def _non_finite(values: np.ndarray, what: str) -> str:
 
 def _min_pairs(test: str, alpha: float) -> int:
     """The fewest pairs with which the test can reach p < alpha at all."""
-    if test in ("wilcoxon", "sign"):
+    if test == "wilcoxon":
         return math.floor(math.log2(1 / alpha)) + 1  # the smallest one-sided p with n pairs is 2**-n
     if test == "t":
         return DECIDING_SEEDS
-    raise ValueError(f"test must be 'wilcoxon', 'sign' or 't', got {test!r}")
+    raise ValueError(f"test must be 'wilcoxon' or 't', got {test!r}")
 
 
 def smallest_p(test: str, n: int) -> float:
@@ -196,7 +196,8 @@ def smallest_p(test: str, n: int) -> float:
     below (the rules read fewer seeds as too few)."""
     if test == "t":
         return 0.0 if n >= DECIDING_SEEDS else 1.0
-    _min_pairs(test, ALPHA)  # names an unknown test
+    if test not in ("wilcoxon", "sign"):
+        raise ValueError(f"test must be 't', 'wilcoxon' or 'sign', got {test!r}")
     return 0.5 ** n
 
 
@@ -352,7 +353,7 @@ def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, 
     sign_up, sign_down = _sign_p(wins, n)
 
     def side(t_ok: bool, ratios: np.ndarray, sign: float, up: bool) -> tuple[float, str]:
-        if t_ok and np.ptp(ratios) > 0 and np.all(np.isfinite(ratios)) and np.all(ratios > -np.inf):
+        if t_ok and len(ratios) >= DECIDING_SEEDS and np.all(np.isfinite(ratios)) and np.ptp(ratios) > 0:
             p = _p_greater(-ratios, -floor, "t") if up else _p_greater(ratios, floor, "t")
             return p, "t"
         return sign, "sign"
@@ -462,7 +463,7 @@ def bound_holds(measured: object, bound: object, *, what: str, vacuous_factor: f
                  "holds only vacuously")
     missing = _non_finite(m, "measured values") or _non_finite(b, "bound values")
     if missing:
-        return Judgement(NOT_TESTABLE, criterion, _join(evidence, missing))
+        return Judgement(NOT_COMPUTED, criterion, _join(evidence, missing))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(m > 0, b / m, np.inf)
     stat = (f"bound holds at {int((m <= b).sum())}/{m.size} points; smallest bound / measured "
