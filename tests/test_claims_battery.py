@@ -207,7 +207,7 @@ def test_a_seed_listed_twice_is_refused_by_the_parameters_and_named_by_the_judge
     given = params(paper, claim, SEEDS)
     object.__setattr__(given, "seeds", (0, 0, 1))
     found = judge.judge_one(claim, judge.Bundle(given, _records(claim, _healthy), K)).judgement
-    assert found.verdict == R.NOT_TESTABLE and "lists a seed twice" in found.evidence
+    assert found.verdict in R.NOT_TESTABLE and "lists a seed twice" in found.evidence
 
 
 def test_the_reference_baseline_may_not_diverge():
@@ -269,7 +269,7 @@ def test_declared_rule_on_pure_noise_stays_within_alpha_at_every_profile_seed_co
         seeds = list(range(n))
         if n < claim.min_seeds:
             found = declared_verdict(paper, claim, np.random.default_rng(0), seeds)
-            assert found == R.NOT_TESTABLE, f"{paper} {claim.id} at {n} seeds: {found}"
+            assert found in R.NOT_TESTABLE, f"{paper} {claim.id} at {n} seeds: {found}"
             continue
         rate = positive_rate(lambda rng: declared_verdict(paper, claim, rng, seeds), draws)
         assert rate <= bound(draws), f"{paper} {claim.id} at {n} seeds: positive on {rate:.1%} of noise draws"

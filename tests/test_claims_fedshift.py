@@ -345,7 +345,7 @@ def test_theorem2_without_a_finite_record_is_not_testable():
     """Every FedShift run diverged before recording: no (round, layer) to check is no evidence, not a pass."""
     empty = pd.DataFrame({"rel_err_corrected": [], "rel_err_printed": [], "holds_corrected": [], "holds_printed": []})
     t = table(theory=theory(theorem2=empty))
-    assert t.loc["C9a", "verdict"] == t.loc["C9b", "verdict"] == report.NOT_TESTABLE
+    assert t.loc["C9a", "verdict"] == t.loc["C9b", "verdict"] in report.NOT_TESTABLE
     assert "no FedShift run recorded a finite (round, layer)" in t.loc["C9a", "criterion"]
 
 
