@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from fedlib import report
 from fedlib.claims import evidence as saved
@@ -29,6 +30,12 @@ KEY = {"headline": "C1", "joint": "C2", "up": "C5", "down": "C6", "rounds": "C3"
        "coarser": "C6b", "8bit": "C7", "best fixed": "C7b", "s0": "C5b", "eq22": "Eq22", "A1": "A1", "thm1": "Th1",
        "thm2": "Th2", "thm3": "Th3"}
 FALLS, RISES = [8.0, 7.0, 6.0, 5.0], [5.0, 6.0, 7.0, 8.0]
+# Seeds differ a little, as runs do, so that the t tests have a spread to weigh: FedAQ's energy per round on seed sd
+# is JITTER[sd] x its cost, fixed 8-bit's (2 - JITTER[sd]) x (both means and medians over the seeds unchanged); the
+# last round of the joint FedAQ trends moves by 0.1 x (sd - 3)
+JITTER = {sd: 1 + 0.005 * (sd - 3) for sd in SEEDS}
+FALLS_AT = {sd: [8.0, 7.0, 6.0, 5.0 + 0.1 * (sd - 3)] for sd in SEEDS}
+RISES_AT = {sd: [5.0, 6.0, 7.0, 8.0 + 0.1 * (sd - 3)] for sd in SEEDS}
 SMALL = report.AT_THIS_SCALE  # the verdicts of claims on runs at this (digits) scale, below the paper's
 
 
@@ -44,10 +51,17 @@ def record(costs: dict[tuple[str, str], float] = COSTS, acc: dict[tuple[str, str
            seeds: list[int] = SEEDS, **trend: dict[int, list[float]]) -> pd.DataFrame:
     """Every run in `costs` on every seed, most recent rounds first (the bundle sorts); `acc` overrides one run's
     accuracy, `trend["up"]`/`trend["down"]` a seed's joint FedAQ trend columns."""
-    parts = [run(m, s, sd, c, (acc or {}).get((m, s, sd), ACC),
+    trend = {"up": FALLS_AT, "down": RISES_AT, **trend}
+    parts = [run(m, s, sd, c * jitter(s, sd), (acc or {}).get((m, s, sd), ACC),
                  **{k: v[sd] for k, v in trend.items() if (m, s) == ("joint", "fedaq") and sd in v})
              for (m, s), c in costs.items() for sd in seeds]
     return pd.concat(parts, ignore_index=True).iloc[::-1]
+
+
+def jitter(scheme: str, seed: int) -> float:
+    """The factor of `scheme`'s energy per round on `seed` (`JITTER`; 1 on a seed outside `SEEDS`)."""
+    j = JITTER.get(seed, 1.0)
+    return j if scheme.startswith("fedaq") else 2 - j if scheme == "fixed8" else 1.0
 
 
 def tables(**changes: Any) -> dict[str, Any]:
@@ -84,8 +98,11 @@ def test_fedaq_cheaper_everywhere_reproduces_every_claim_in_order():
     tab = table()
     assert [row(tab, k).name for k in KEY] == list(range(16)) == list(range(len(CLAIMS)))  # declaration order
     expected = dict.fromkeys(KEY, report.REPRODUCED)
-    expected["headline"] = report.NOT_TESTABLE  # LeNet row, not the paper's ResNet-18 headline
-    expected["8bit"] = report.CONSISTENT  # the best of four widths by point estimates: not a test
+    expected["headline"] = report.OTHER_SCALE  # LeNet row, not the paper's ResNet-18 headline
+    expected["rounds"] = report.NO_SPREAD  # 3 rounds to 0.8 for both on every seed: the TOST has no spread to weigh
+    # fixed 8-bit spends ~2 mJ a round, fixed 2- and 4-bit 1.8 and 1.5, all reaching 0.8 at round 3: 8-bit is not the
+    # cheapest fixed width, and the opposite tests (log(2 / 1.5), log(2 / 1.8) > 0 on every seed) say so
+    expected["8bit"] = SMALL[report.NOT_REPRODUCED]
     assert {k: row(tab, k)["verdict"] for k in KEY} == expected
     # By hand: 0.8 first reached at round 3; fixed 8-bit 3 x 2 = 6 mJ, FedAQ 3 x 1 = 3 mJ: a 50% saving.
     assert row(tab, "joint")["measured"] == "0.800: 50.0% (seed-mean energies)"
@@ -93,17 +110,21 @@ def test_fedaq_cheaper_everywhere_reproduces_every_claim_in_order():
                                           "accuracy (Table II; the paper's LeNet-300-100 on MNIST row: 25.6%)")
     assert row(tab, "joint")["paper_value"] == "25.6-66.7% over the paper's rows"
     assert "runs checked complete, once each" in row(tab, "joint")["criterion"]
-    assert "a seed counts for fedaq where it is below 0.95 x fixed8's" in row(tab, "joint")["criterion"]
-    assert "p = 0.031 (sooner)" in row(tab, "joint")["evidence"]  # 5 of 5 seeds: 2**-5
-    assert row(tab, "headline")["measured"] == "best joint saving here 50.0% (digits/lenet)"
+    assert "fedaq below 0.95 x fixed8 by a one-sided paired t test on the log ratios" in row(tab, "joint")["criterion"]
+    # by scipy: the log ratios log(3 JITTER / (6 (2 - JITTER))) against log(0.95), one-sided
+    ratios = [np.log(3 * JITTER[sd] / (6 * (2 - JITTER[sd]))) for sd in SEEDS]
+    p = stats.ttest_1samp(ratios, np.log(0.95), alternative="less").pvalue
+    assert p < 1e-6 and row(tab, "joint")["p_value"] == f"{p:.2g}" and row(tab, "joint")["seeds"] == "5"
+    assert row(tab, "headline")["measured"] == "-"  # not the ResNet-18 row: the rule never runs
     assert row(tab, "coarser")["measured"] == "0.800: 75.0% (seed-mean energies)"  # 3 x 0.5 vs 3 x 2 mJ
     assert row(tab, "coarser")["claim"].startswith("C6b (ours) Downlink-only FedAQ with a coarser beta = 4 alpha")
     assert row(tab, "rounds")["measured"] == "rounds FedAQ/fixed8 per seed and target: 3/3, 3/3, 3/3, 3/3, 3/3"
     assert row(tab, "best fixed")["measured"] == ("median mJ FedAQ vs best fixed: 0.7: 2 vs 4 (fixed8), "
                                                   "0.8: 3 vs 6 (fixed8), 0.85: 3 vs 6 (fixed8)")
     assert row(tab, "s0")["measured"] == "best AdaQuantFL per target: {0.8: 'adaquantfl'}; s0 tried [1.0, 3.0, 7.0]"
-    assert row(tab, "bits")["measured"] == ("Spearman rho per seed: up_bits [-1.00, -1.00, -1.00, -1.00, -1.00], "
-                                            "down_bits [1.00, 1.00, 1.00, 1.00, 1.00]")
+    # before: the first round (a tenth of 4, at least one); after: the mean of the last two rounds, 6 and 5 + 0.1 (sd - 3)
+    assert row(tab, "bits")["measured"] == ("level before -> after per seed: up_bits 8->5.4 / 8->5.45 / 8->5.5 / "
+                                            "8->5.55 / 8->5.6, down_bits 5->7.4 / 5->7.45 / 5->7.5 / 5->7.55 / 5->7.6")
     assert row(tab, "thm1")["measured"] == ("holds at 4/4 prefixes over ['fp32', 'fedaq']; FedAQ at K = 2: "
                                             "initial-gap term 0.2 of a 1.1 bound vs 0.5 measured")
     assert row(tab, "thm2")["measured"] == ("holds in 2/2 runs; max measured/initial-gap term 1.50; "
@@ -134,12 +155,15 @@ def test_a_run_that_never_reaches_the_target_counts_as_never_not_dropped():
     tab = table(record(acc={("joint", "fedaq", 2): NEVER, ("joint", "fedaq", 3): NEVER}))
     joint = row(tab, "joint")
     assert joint["verdict"] == SMALL[report.INCONCLUSIVE]
-    assert "fedaq reached it in 3/5, fixed8 in 5/5" in joint["evidence"]
+    assert "fedaq reached it on 3/5 seeds, fixed8 on 5/5" in joint["evidence"]
+    # FedAQ censored: "sooner" falls to the sign test, 3 wins of 5, p = P(X >= 3) = 1/2 under Binomial(5, 1/2)
+    assert joint["p_value"] == f"{stats.binom.sf(2, 5, 0.5):.2g}" == "0.5"
     assert row(tab, "rounds")["measured"] == "rounds FedAQ/fixed8 per seed and target: 3/3, inf/3, inf/3, 3/3, 3/3"
-    assert row(tab, "rounds")["verdict"] == SMALL[report.NOT_REPRODUCED]  # never vs 3 rounds is not similar
-    # Never by both is a tie for the rounds claim: similar.
+    assert row(tab, "rounds")["verdict"] == SMALL[report.INCONCLUSIVE]  # a censored ratio: equivalence cannot be shown
+    # never by both arms on every seed: nothing to compare, not "not reproduced"
     both = record(acc={(m, s, sd): NEVER for m, s in (("joint", "fedaq"), ("joint", "fixed8")) for sd in SEEDS})
-    assert row(table(both), "rounds")["verdict"] == report.REPRODUCED
+    assert row(table(both), "rounds")["verdict"] == report.NEITHER_REACHES
+    assert row(table(both), "joint")["verdict"] == report.NEITHER_REACHES
 
 
 def test_a_missing_run_is_not_testable_and_named():
@@ -147,15 +171,16 @@ def test_a_missing_run_is_not_testable_and_named():
     lacking = ((rec["mode"] == "down") | ((rec["mode"] == "joint") & (rec["scheme"] == "fixed8") & (rec["seed"] == 3))
                | rec["scheme"].isin(["adaquantfl s0=7", "fixed16"]))
     tab = table(rec[~lacking])
-    for key in ("headline", "joint", "rounds", "8bit", "best fixed"):
-        assert row(tab, key)["verdict"] in report.NOT_TESTABLE, key
+    assert row(tab, "headline")["verdict"] == report.OTHER_SCALE  # decided before the runs are read
+    for key in ("joint", "rounds", "8bit", "best fixed"):
+        assert row(tab, key)["verdict"] == report.NOT_COMPUTED, key
         assert "mode=joint scheme=fixed8 seed=3" in row(tab, key)["evidence"]
         assert row(tab, key)["measured"] == "-"
     assert "mode=joint scheme=fixed16 (every seed)" in row(tab, "8bit")["evidence"]  # the paper's sweep is {2, 4, 8, 16}
     for key in ("down", "coarser"):
-        assert row(tab, key)["verdict"] in report.NOT_TESTABLE
+        assert row(tab, key)["verdict"] == report.NOT_COMPUTED
         assert "mode=down scheme=fixed8 (every seed)" in row(tab, key)["evidence"]
-    assert row(tab, "s0")["verdict"] in report.NOT_TESTABLE
+    assert row(tab, "s0")["verdict"] == report.NOT_COMPUTED
     assert "mode=up scheme=adaquantfl s0=7 (every seed)" in row(tab, "s0")["evidence"]
     assert row(tab, "up")["verdict"] == report.REPRODUCED
     assert row(tab, "bits")["verdict"] == report.REPRODUCED  # reads joint FedAQ only
@@ -164,10 +189,11 @@ def test_a_missing_run_is_not_testable_and_named():
 def test_a_run_at_chance_or_with_a_nan_loss_reads_diverged_where_it_is_evidence():
     chance = [0.1, 0.1, 0.1, 0.1]
     tab = table(record(acc={("joint", "fedaq", 2): chance}))
-    for key in ("headline", "joint", "rounds", "bits", "ranges", "best fixed"):
+    for key in ("joint", "rounds", "bits", "ranges", "best fixed"):
         assert row(tab, key)["verdict"] == report.DIVERGED, key
         assert "mode=joint scheme=fedaq seed=2" in row(tab, key)["evidence"]
-    assert row(tab, "8bit")["verdict"] == report.CONSISTENT  # reads the fixed widths, not FedAQ
+    assert row(tab, "headline")["verdict"] == report.OTHER_SCALE
+    assert row(tab, "8bit")["verdict"] == SMALL[report.NOT_REPRODUCED]  # reads the fixed widths, not FedAQ
     rec = record()
     rec.loc[(rec["scheme"] == "adaquantfl") & (rec["seed"] == 1) & (rec["round"] == 2), "train_loss"] = np.nan
     tab = table(rec)
@@ -176,7 +202,10 @@ def test_a_run_at_chance_or_with_a_nan_loss_reads_diverged_where_it_is_evidence(
 
 def test_a_coarse_fixed_width_may_fail_but_fixed_8_bit_may_not():
     tab = table(record(acc={("joint", "fixed2", sd): [0.1] * 4 for sd in SEEDS}))  # 2 bits stuck at chance
-    assert (row(tab, "8bit")["verdict"], row(tab, "best fixed")["verdict"]) == (report.CONSISTENT, report.REPRODUCED)
+    # fixed 2-bit may diverge: it is evidence (never reaching the target), and fixed 4-bit is still cheaper than 8-bit
+    assert (row(tab, "8bit")["verdict"], row(tab, "best fixed")["verdict"]) == (SMALL[report.NOT_REPRODUCED],
+                                                                                report.REPRODUCED)
+    assert "fixed8 < fixed2: reproduced" in row(tab, "8bit")["evidence"]  # a censored fixed 2-bit counted at its end
     tab = table(record(acc={("joint", "fixed8", 1): [0.1] * 4}))
     assert (row(tab, "8bit")["verdict"], row(tab, "best fixed")["verdict"]) == (report.DIVERGED, report.DIVERGED)
 
@@ -184,49 +213,83 @@ def test_a_coarse_fixed_width_may_fail_but_fixed_8_bit_may_not():
 def test_too_few_seeds_are_not_testable_energy_needs_three():
     two = replace(PARAMS, seeds=[1, 2])
     tab = table(record(seeds=[1, 2]), two)
-    for key in ("joint", "up", "down", "coarser", "best fixed", "s0"):
-        assert row(tab, key)["verdict"] in report.NOT_TESTABLE, key
-        assert "the claim needs >= 3 independent seeds" in row(tab, key)["evidence"]
-    for key in ("rounds", "bits"):
-        assert row(tab, key)["verdict"] == report.REPRODUCED, key
-    assert row(tab, "8bit")["verdict"] == report.CONSISTENT
+    for key in ("joint", "up", "down", "coarser", "best fixed", "s0", "rounds", "bits", "ranges", "8bit"):
+        assert row(tab, key)["verdict"] == report.TOO_FEW_SEEDS, key  # a paired t test needs 3 (one degree of freedom)
+        assert "the claim's rule needs >= 3 independent seeds" in row(tab, key)["evidence"]
     one = table(record(seeds=[1]), replace(PARAMS, seeds=[1]))
-    assert set(one.loc[one["claim"].str.match(r"C\d"), "verdict"]) == {report.NOT_TESTABLE}
+    run_claims = one["claim"].str.match(r"C\d") & ~one["claim"].str.startswith("C1 ")
+    assert set(one.loc[run_claims, "verdict"]) == {report.TOO_FEW_SEEDS}
 
 
 def test_headline_is_judged_on_the_resnet_row_only():
     resnet = replace(PARAMS, paper_row="ResNet-18 on CIFAR-10")
     cheap = record({**COSTS, ("joint", "fedaq"): 2.0 / 3})  # saving 66.7%
-    assert row(table(cheap, resnet), "headline")["verdict"] == report.REPRODUCED
+    headline = row(table(cheap, resnet), "headline")
+    assert headline["verdict"] == report.REPRODUCED
+    # TOST by scipy on the savings 100 (1 - 2 JITTER / (6 (2 - JITTER))) per seed minus 66.7, margin +-6.67
+    d = np.array([100 * (1 - 2 * JITTER[sd] / (6 * (2 - JITTER[sd]))) - 66.7 for sd in SEEDS])
+    tost = max(stats.ttest_1samp(d, -6.67, alternative="greater").pvalue,
+               stats.ttest_1samp(d, 6.67, alternative="less").pvalue)
+    assert tost < 1e-4 and headline["p_value"] == f"{tost:.2g}"
     tab = table(params=resnet)
-    assert row(tab, "headline")["verdict"] == SMALL[report.NOT_REPRODUCED]  # 50% only
+    assert row(tab, "headline")["verdict"] == SMALL[report.NOT_REPRODUCED]  # 50% only: the CI lies below 60%
     assert row(tab, "joint")["claim"].endswith("(Table II; the paper's ResNet-18 on CIFAR-10 row: 66.7%)")
 
 
-@pytest.mark.parametrize("up, down, verdict", [(FALLS, RISES, report.REPRODUCED), (FALLS, FALLS, report.PARTLY),
-                                               (RISES, FALLS, SMALL[report.NOT_REPRODUCED])])
+@pytest.mark.parametrize("up, down, verdict", [(FALLS_AT, RISES_AT, report.REPRODUCED),
+                                               (FALLS_AT, FALLS_AT, SMALL[report.NOT_REPRODUCED]),
+                                               (RISES_AT, FALLS_AT, SMALL[report.NOT_REPRODUCED])])
 def test_trends_need_uplink_down_and_downlink_up(up, down, verdict):
-    tab = table(record(up={sd: up for sd in SEEDS}, down={sd: down for sd in SEEDS}))
+    """Both directions must hold: one clearly the other way is an opposite test rejecting at alpha / 2."""
+    tab = table(record(up=up, down=down))
     assert (row(tab, "bits")["verdict"], row(tab, "ranges")["verdict"]) == (verdict, verdict)
 
 
+def test_a_trend_is_the_level_after_the_fall_against_the_level_before_by_hand():
+    """Uplink bits 8 -> (6 + 5 + 0.1 (sd - 3)) / 2 per seed: a fall of log(8 / 5.5) ~ 0.375 against the floor
+    -log(0.9) ~ 0.105, by scipy's one-sample t test (the part's p-value; the claim's is the larger of the two)."""
+    tab = table()
+    falls = [np.log(8 / ((6 + 5 + 0.1 * (sd - 3)) / 2)) for sd in SEEDS]
+    rises = [np.log(((7 + 8 + 0.1 * (sd - 3)) / 2) / 5) for sd in SEEDS]
+    p = max(stats.ttest_1samp(falls, -np.log(0.9), alternative="greater").pvalue,
+            stats.ttest_1samp(rises, np.log(1.1), alternative="greater").pvalue)
+    assert row(tab, "bits")["p_value"] == f"{p:.2g}" and row(tab, "bits")["verdict"] == report.REPRODUCED
+
+
 def test_a_trend_must_hold_clearly_on_every_seed():
-    wrong_way = record(up={2: RISES})  # seed 2's uplink bits rise
+    # seed 2's uplink bits rise: the fall's mean is dragged under what 5 seeds can show; the downlink part holds at
+    # alpha / 2: partly
+    wrong_way = record(up={**FALLS_AT, 2: RISES})
     assert row(table(wrong_way), "bits")["verdict"] == report.PARTLY
-    weak = record(up={sd: [8.0, 7.0, 8.0, 7.9] for sd in SEEDS})  # rho = -0.2: under the 0.5 floor
-    assert row(table(weak), "bits")["verdict"] == report.PARTLY
+    # bits 8 -> ~7.95: a 0.6% fall, clearly under the 10% the claim needs (the opposite test rejects)
+    weak = record(up={sd: [8.0, 7.0, 8.0, 7.9 + 0.01 * sd] for sd in SEEDS})
+    assert row(table(weak), "bits")["verdict"] == SMALL[report.NOT_REPRODUCED]
+    # the plateau of the issue: bits halve within a few rounds and then sit on a noisy floor; the level after the
+    # fall is the test, not a rank correlation over the plateau
+    plateau = record(up={sd: [4.0, 2.1 + 0.05 * sd, 2.0, 2.2 - 0.04 * sd] for sd in SEEDS})
+    assert row(table(plateau), "bits")["verdict"] == report.REPRODUCED
 
 
 def test_another_best_fixed_width_fails_the_8_bit_claim_and_becomes_fedaqs_yardstick():
     tab = table(best_fixed_at={0.7: "fixed8", 0.8: "fixed4", 0.85: "fixed8"})
-    assert row(tab, "8bit")["verdict"] == SMALL[report.AT_ODDS]
-    assert row(tab, "8bit")["measured"] == ("best fixed width at the middle target 0.8 among "
-                                            "['fixed2', 'fixed4', 'fixed8', 'fixed16']: fixed4")
+    assert row(tab, "8bit")["verdict"] == SMALL[report.NOT_REPRODUCED]  # fixed 4-bit: 1.5 vs ~2 mJ a round
+    assert row(tab, "8bit")["measured"] == ("best fixed width (fewest seeds missing, then median energy) at the "
+                                            "middle target 0.8: fixed4")
     assert "0.8: 3 vs 4.5 (fixed4)" in row(tab, "best fixed")["measured"]
     cheap4 = record({**COSTS, ("joint", "fixed4"): 0.5})  # fixed 4-bit cheaper than FedAQ
     tab = table(cheap4, best_fixed_at={0.7: "fixed4", 0.8: "fixed4", 0.85: "fixed4"})
     assert row(tab, "best fixed")["verdict"] == SMALL[report.NOT_REPRODUCED]
     assert row(tab, "joint")["verdict"] == report.REPRODUCED  # against fixed 8-bit it still saves
+
+
+def test_fixed_8_bit_cheapest_of_the_widths_reproduces_the_best_of():
+    """Fixed 2- and 4-bit dearer (2.4, 2.2 mJ a round) than fixed 8-bit (2 (2 - JITTER)): each paired test rejects at
+    alpha (intersection-union); by scipy the largest p is that against fixed 4-bit, log ratios log(2 (2 - J) / 2.2)."""
+    tab = table(record({**COSTS, ("joint", "fixed2"): 2.4, ("joint", "fixed4"): 2.2}))
+    eight = row(tab, "8bit")
+    assert eight["verdict"] == report.REPRODUCED
+    ratios = [np.log(2 * (2 - JITTER[sd]) / 2.2) for sd in SEEDS]
+    assert eight["p_value"] == f"{stats.ttest_1samp(ratios, 0.0, alternative='less').pvalue:.2g}"
 
 
 def test_the_coarser_beta_claim_reads_beta_times_4():
@@ -313,7 +376,7 @@ def test_the_bundle_from_runs_derives_the_sweeps_best_schemes_from_the_records()
     assert b.best_fixed_at == {0.81: "fixed4", 0.9: "fixed4"}
     assert b.best_s0_at == {0.8: "adaquantfl"} and b.s0_tried == (1.0, 3.0, 7.0)
     tab = claims(b).table()
-    assert row(tab, "8bit")["verdict"] == SMALL[report.AT_ODDS]  # fixed 4-bit is the best width here
+    assert row(tab, "8bit")["verdict"] == SMALL[report.NOT_REPRODUCED]  # fixed 4-bit is the best width here
     assert row(tab, "best fixed")["measured"] == ("median mJ FedAQ vs best fixed: 0.81: 3 vs 4.5 (fixed4), "
                                                   "0.9: 4 vs 6 (fixed4)")
     assert row(tab, "s0")["verdict"] == report.REPRODUCED and row(tab, "eq22")["verdict"] == report.REPRODUCED
@@ -323,22 +386,25 @@ def test_a_ledger_holding_only_the_joint_fedaq_and_fixed8_runs_judges_those_and_
     rec = stored(record())
     held = rec[(rec["mode"] == "joint") & rec["scheme"].isin(["fedaq", "fixed8"])]
     tab = claims(bundle_from_runs(PARAMS, {"rounds": held}, 10, **theory_tables())).table()
-    for key in ("joint", "rounds", "bits", "ranges", "eq22", "A1", "thm1", "thm2", "thm3"):
+    for key in ("joint", "bits", "ranges", "eq22", "A1", "thm1", "thm2", "thm3"):
         assert row(tab, key)["verdict"] == report.REPRODUCED, key
-    assert "missing: mode=up scheme=fedaq (every seed)" in row(tab, "up")["evidence"]
-    assert "missing: mode=joint scheme=fixed2 (every seed)" in row(tab, "8bit")["evidence"]
+    assert row(tab, "rounds")["verdict"] == report.NO_SPREAD  # 3/3 rounds on every seed
+    assert "10 of 10 runs not computed yet: mode=up scheme=fedaq (every seed)" in row(tab, "up")["evidence"]
+    assert "runs not computed yet: mode=joint scheme=fixed2 (every seed)" in row(tab, "8bit")["evidence"]
     assert "mode=up scheme=adaquantfl s0=1 (every seed)" in row(tab, "s0")["evidence"]
 
 
 def test_no_runs_at_all_judge_every_run_claim_not_testable_naming_its_runs():
     tab = claims(bundle_from_runs(PARAMS, {}, 10, **theory_tables())).table()
-    reads_runs = [c.id for c in CLAIMS if c.reads]
+    reads_runs = [c.id for c in CLAIMS if c.reads and not c.elsewhere(PARAMS)]  # C1: the ResNet row's
     on_runs = tab[tab["claim"].str.split().str[0].isin(reads_runs)]
-    assert len(on_runs) == len(reads_runs) == 11
-    assert (on_runs["verdict"] in report.NOT_TESTABLE).all()
-    assert on_runs["evidence"].str.contains("missing: mode=").all()
+    assert len(on_runs) == len(reads_runs) == 10
+    assert (on_runs["verdict"] == report.NOT_COMPUTED).all()
+    assert row(tab, "headline")["verdict"] == report.OTHER_SCALE
+    assert on_runs["evidence"].str.contains(r"\d+ of \d+ runs not computed yet: mode=").all()
     assert row(tab, "joint")["evidence"].count("(every seed)") == 2  # FedAQ and fixed 8-bit, each named once
-    assert (tab.loc[~tab.index.isin(on_runs.index), "verdict"] == report.REPRODUCED).all()  # the theory's, judged
+    theory = ~tab.index.isin(on_runs.index) & ~tab["claim"].str.startswith("C1 ")
+    assert (tab.loc[theory, "verdict"] == report.REPRODUCED).all()  # the theory's, judged
 
 
 def test_any_subset_of_the_runs_and_seeds_is_judged_without_error_naming_what_it_lacks():
@@ -351,5 +417,5 @@ def test_any_subset_of_the_runs_and_seeds_is_judged_without_error_naming_what_it
         tab = claims(b).table()
         for claim, (_, judged) in zip(CLAIMS, tab.iterrows()):
             lacking = missing_runs(claim, b)
-            if lacking:
-                assert judged["verdict"] in report.NOT_TESTABLE and lacking[0] in judged["evidence"], claim.id
+            if lacking and not claim.elsewhere(PARAMS):
+                assert judged["verdict"] == report.NOT_COMPUTED and lacking[0] in judged["evidence"], claim.id

@@ -313,7 +313,7 @@ def _with_scale(claim: Claim, found: Finding, here: Scale | None, paper: Scale |
     verdict = report.AT_THIS_SCALE.get(j.verdict, j.verdict) if paper is not None and here.smaller_than(paper) \
         else j.verdict
     words = f"scale: {here}" + (f" (paper: {paper})" if paper is not None else "")
-    return replace(found, judgement=Judgement(verdict, j.criterion, report._join(j.evidence, words)))
+    return replace(found, judgement=replace(j, verdict=verdict, evidence=report._join(j.evidence, words)))
 
 
 def _prerequisite(claim: Claim, verdicts: Mapping[str, str]) -> Judgement | None:
