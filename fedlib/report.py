@@ -412,6 +412,34 @@ def all_hold(parts: Sequence[tuple[str, Judgement]], *, what: str, alpha: float 
     return Judgement(INCONCLUSIVE, criterion, evidence, **tested)
 
 
+def any_holds(parts: Sequence[tuple[str, Judgement]], *, what: str, alpha: float = ALPHA) -> Judgement:
+    """Tests of which one holding suffices (a claim two readings of a method can make, "A or B is fastest"), each
+    (name, its judgement at `alpha`) on the same seeds: the dual of `all_hold`.
+
+    reproduced: some test rejects at alpha / k (Bonferroni over the k tests: the union keeps its level at alpha);
+    not reproduced: every opposite test rejects at `alpha` (intersection-union); the first not-testable cause of a
+    part stands for the whole; inconclusive otherwise. Its p-value is k x the smallest part's (at most 1), its
+    opposite p-value the largest opposite one, so that it can be a part of `all_hold`."""
+    k = len(parts)
+    if not k:
+        raise ValueError("any_holds needs at least one test")
+    criterion = (f"{what}: one of {k} tests at alpha / {k} = {alpha / k:.3g} (Bonferroni); the opposite of every one at "
+                 f"alpha = {alpha:g} (intersection-union): not reproduced ({parts[0][1].criterion})")
+    evidence = "; ".join(f"{name}: {j.verdict}, {j.evidence}" for name, j in parts)
+    seeds = max(j.seeds for _, j in parts)
+    blocked = next((j.verdict for _, j in parts if j.verdict in NOT_TESTABLE), None)
+    if blocked is not None:
+        return Judgement(blocked, criterion, evidence, seeds=seeds)
+    p_for = np.nan_to_num(np.array([j.p_value for _, j in parts]), nan=1.0)
+    p_against = np.nan_to_num(np.array([j.p_against for _, j in parts]), nan=1.0)
+    tested = {"p_value": float(min(1.0, k * p_for.min())), "p_against": float(p_against.max()), "seeds": seeds}
+    if (p_for < alpha / k).any():
+        return Judgement(REPRODUCED, criterion, evidence, **tested)
+    if (p_against < alpha).all():
+        return Judgement(NOT_REPRODUCED, criterion, evidence, **tested)
+    return Judgement(INCONCLUSIVE, criterion, evidence, **tested)
+
+
 def point_estimate(criterion: str, agrees: bool, *, evidence: str = "") -> Judgement:
     """A comparison of point estimates (means over seeds, an ordering, a best-of) that no test backs: it can agree
     with the paper or not, but it tests nothing ("consistent with the paper, not tested" / "at odds ...")."""
