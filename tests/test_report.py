@@ -287,6 +287,24 @@ def test_all_hold_is_an_intersection_union_test_with_bonferroni_against():
     assert R.all_hold([("a", up), ("b", missing)], what="both").verdict == R.NOT_COMPUTED
 
 
+def test_any_holds_is_a_union_test_at_alpha_over_k_and_its_opposite_an_intersection_union():
+    """The dual of all_hold: one test at alpha / k suffices for "reproduced"; every opposite test at alpha for "not
+    reproduced"; a p-value of 0.03 for passes alone (< 0.05) but not one of two (0.06 after Bonferroni)."""
+    one = R.Judgement(R.REPRODUCED, "c", "e", p_value=0.03, p_against=0.97, seeds=3)
+    strong = R.Judgement(R.REPRODUCED, "c", "e", p_value=0.01, p_against=0.99, seeds=3)
+    against = R.Judgement(R.NOT_REPRODUCED, "c", "e", p_value=0.96, p_against=0.04, seeds=3)
+    assert R.any_holds([("a", one)], what="one").verdict == R.REPRODUCED
+    assert R.any_holds([("a", one), ("b", against)], what="either").verdict == R.INCONCLUSIVE
+    found = R.any_holds([("a", strong), ("b", against)], what="either")
+    assert (found.verdict, found.p_value, found.p_against) == (R.REPRODUCED, 0.02, 0.99)
+    assert R.any_holds([("a", against), ("b", against)], what="either").verdict == R.NOT_REPRODUCED
+    # as a part of all_hold, its p-values carry the correction: 2 x 0.03 = 0.06 is not below 0.05
+    assert R.all_hold([("x", R.any_holds([("a", one), ("b", one)], what="either"))], what="all").verdict == \
+        R.INCONCLUSIVE
+    missing = R.paired_gain([1.0, float("nan"), 1.1], threshold=0.0)
+    assert R.any_holds([("a", strong), ("b", missing)], what="either").verdict == R.NOT_COMPUTED
+
+
 def test_not_testable_names_its_cause():
     assert R.not_testable(R.NOT_COMPUTED, "every run").verdict == "not testable: runs not computed yet"
     with pytest.raises(ValueError, match="cause must be one of"):
