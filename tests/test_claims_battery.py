@@ -95,10 +95,10 @@ def test_fedaq_energy_rule_on_pure_noise_stays_within_alpha(n: int) -> None:
     assert rate <= bound(draws), f"FedAQ's energy rule at {n} seeds: positive on {rate:.1%} of pure-noise draws"
 
 
-def test_the_sign_test_cannot_decide_on_three_seeds_and_says_how_many_would():
+def test_ties_leave_the_sign_test_which_cannot_decide_on_three_seeds_and_says_how_many_would():
     j = R.reaches_sooner([10, 10, 10], [20, 20, 20], margin=0.1)
     assert j.verdict == R.INCONCLUSIVE
-    assert "smallest p is 0.12" in j.evidence and "about 5 independent seeds" in j.evidence
+    assert "smallest p with 3 seeds is 0.12" in j.evidence and "about 5 independent seeds" in j.evidence
     assert R.reaches_sooner([10] * 5, [20] * 5, margin=0.1).verdict == R.REPRODUCED
 
 
