@@ -16,14 +16,15 @@ from fedlib.runs.build import build_run
 
 
 def test_fast_subset_fedaq_full_grid_runs(tmp_path):
-    """FedAQ's full grid (18 runs, 8 combinations: AdaQuantFL's uplink policy is one) on a small fabricated Fashion-MNIST."""
+    """FedAQ's full grid (18 runs on each of 3 seeds, 8 combinations: AdaQuantFL's uplink policy is one) on a small
+    fabricated Fashion-MNIST."""
     out = io.StringIO()
     assert dry_run(["fedaq"], "full", steps=1, out=out, train_size=300) == 0
     text = out.getvalue()
-    assert re.search(r"fedaq \(full\): 18 runs, [\d,]+ local SGD steps; 8 combinations ran one round of 1 steps: ok",
+    assert re.search(r"fedaq \(full\): 54 runs, [\d,]+ local SGD steps; 8 combinations ran one round of 1 steps: ok",
                      text)
-    # 10 clients x 5 epochs x ceil(6,000 / 64) = 94 steps x 100 rounds, every client every round, 18 runs
-    assert "8,460,000 local SGD steps" in text
+    # 10 clients x 5 epochs x ceil(6,000 / 64) = 94 steps x 100 rounds, every client every round, 54 runs
+    assert "25,380,000 local SGD steps" in text
     assert "client-steps/s (whole runs measured on one H200)" in text and "FAILED" not in text
 
 
