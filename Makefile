@@ -15,7 +15,7 @@ BUDGET ?= 10m
 # Thread counts are chosen per run by fedlib (threads="auto", measured by `make bench`): do not pin
 # OMP_NUM_THREADS here, it would override that choice for every process.
 
-.PHONY: setup test reproduce gpu-piece ledger-piece ledger-expected gpu-carry bench bench-gpu lab notebooks clean
+.PHONY: setup test reproduce report gpu-piece ledger-piece ledger-expected gpu-carry bench bench-gpu lab notebooks clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,12 @@ test: setup
 
 reproduce: setup
 	$(PY) scripts/reproduce.py --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS))
+
+# A profile's rendered results as pages to commit (docs/report/<profile>/: REPORT.html and every notebook as HTML),
+# from RESULTS, the --results folder of a `make reproduce` run: `make report` after `make reproduce`.
+RESULTS ?= results
+report: setup
+	$(PY) scripts/publish_report.py --results $(RESULTS) --profile $(PROFILE)
 
 # One piece of the gpu profile: the next runs the ledger (evidence/gpu/) lacks, in the papers' priority order, within
 # BUDGET; RATE=<client-steps/s> for runs of which no rate is measured yet, STALE=1 to recompute stale entries first.

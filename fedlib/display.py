@@ -28,6 +28,18 @@ VERDICT_COLOURS: dict[str, str] = {
     NOT_TESTABLE: GREY, NOTHING_TO_TEST: GREY, ILLUSTRATIVE: GREY,
     CONSISTENT: GREY, AT_ODDS: GREY, AT_THIS_SCALE[AT_ODDS]: GREY,  # a point estimate beside the paper: no test
 }
+# The same four kinds where markdown shows no colour (README.md, docs/results.md, the expected results).
+SYMBOLS = {GREEN: "✅", AMBER: "⚠️", RED: "❌", GREY: "·"}
+VERDICT_SYMBOLS: dict[str, str] = {verdict: SYMBOLS[colour] for verdict, colour in VERDICT_COLOURS.items()}
+
+
+def verdict_symbol(verdict: str) -> str:
+    """The symbol of `verdict`'s kind (`VERDICT_SYMBOLS`); ValueError for a text that is not one of the judge's
+    verdicts (`fedlib.report.VERDICTS`)."""
+    if verdict not in VERDICT_SYMBOLS:
+        raise ValueError(f"{verdict!r} is not one of the judge's verdicts (fedlib.report.VERDICTS): give it a colour "
+                         "in fedlib.display.VERDICT_COLOURS")
+    return VERDICT_SYMBOLS[verdict]
 
 
 # Lab collapses the parameters cell by its `jupyter.source_hidden` metadata, which nbconvert's HTML ignores; nbconvert's

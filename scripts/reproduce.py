@@ -80,7 +80,8 @@ from fedlib.ledger.cpu_record import CpuRecordError, read_cpu_results, read_reco
 from fedlib.ledger.entries import Ledger, LedgerError, NotALedgerError, git_commit
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
-from fedlib.ledger.status import expected_results, stale_lines, stale_notes
+from fedlib.ledger.results import headline_results, results_pages, scales
+from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
 from fedlib.ledger.verdicts import ledger_verdicts, verdicts_markdown
 from fedlib.paper_params import PaperParams, ParameterError, check_names, params_class
 from fedlib.report import collect_report, markdown_row
@@ -96,6 +97,7 @@ NOTEBOOKS = ROOT / "notebooks"
 LEDGER = ROOT / "evidence" / "gpu"
 LEDGER_DIGEST_LABEL = "Ledger digest (sha256 of its archives):"
 CPU_RECORD = ROOT / "evidence" / "cpu" / "verdicts.csv"  # the cpu profile's verdicts shown beside the ledger's
+RESULTS_PROFILE = "gpu"  # the ledger whose verdicts stand beside the cpu record's in the results table
 PROFILES = ["quick", *sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")} - {"quick"})]
 # Parameters that reproduce sets for every notebook: a -p of one of these would be silently replaced.
 RUNNER_OWNED = {"profile": "--profile", "results_root": "--results", "runs_root": "--results",
@@ -473,11 +475,12 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
                  "every number here is read from the ledger.") if lacking else ""
     with fabricated_if_missing(datasets) as root:
         notes = stale_notes(entries, lambda spec: root)
-        verdicts = verdicts_markdown(ledger_verdicts(params, grids, entries, root), profile, cpu)
-    table = expected_results(grids, entries, str(shown(ledger_root)), profile) + verdicts
+        tables = ledger_verdicts(params, grids, entries, root)
+    verdicts = verdicts_markdown(tables, profile, cpu)
+    table = expected_results(grids, entries, str(shown(ledger_root)), profile, verdicts=verdicts)
     stale = stale_lines(notes)
     report_table = expected_results(grids, entries, str(shown(ledger_root)), profile,
-                                    {e.spec: note for e, note in notes}) + verdicts
+                                    {e.spec: note for e, note in notes}, verdicts=verdicts)
     print(report_table)
     print("Entries computed by code changed since:" + "".join(f"\n  {line}" for line in stale) if stale
           else "No entry was computed by code that has changed since.")
@@ -487,6 +490,11 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
         target = NOTEBOOKS / f"expected-results-{profile}.md"
         write_atomic(target, table)
         print(f"wrote {target}")
+        if profile == RESULTS_PROFILE:  # the results table of README.md and docs/results.md
+            claims = headline_results(params, tables, headline_status(grids, {e.spec for e in entries}), cpu)
+            for page, text in results_pages(ROOT, claims, cpu, scales({n: params[n] for n in tables}, cpu)).items():
+                write_atomic(page, text)
+                print(f"wrote {page}")
     results.mkdir(parents=True, exist_ok=True)
     stale_md = ("\n## Stale ledger entries\n\n" + "".join(f"- {line}\n" for line in stale)) if stale else ""
     made = f"{stamp(profile, overrides, None)}, --from-ledger {shown(ledger_root)}"
@@ -639,6 +647,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError("--from-ledger reads the ledger against the profile's plan: leave out --select, "
                                  "--dry-run and --piece (and -p with --write-expected: the committed file is the "
                                  "profile's)")
+            if args.only and args.write_expected:
+                raise UsageError("--write-expected writes the committed files of every notebook: leave out --only")
             return from_ledger(names, args.profile, overrides, ledger_option(args.ledger).root, absolute(args.results),
                                args.write_expected, absolute(args.cpu_record),
                                absolute(args.cpu_results) if args.cpu_results else None,
