@@ -75,13 +75,28 @@ def full_table(table: pd.DataFrame, verdict_column: str = "verdict", precision: 
     return styler.set_uuid(hashlib.sha1(table.to_csv().encode()).hexdigest()[:10])
 
 
-def scorecard_html(verdicts: pd.Series, anchor: str) -> str:
-    """One line: how many claims got each verdict (coloured as in the claims table), linking to `#anchor`."""
+def _counted(verdicts: pd.Series) -> str:
     counts = verdicts.astype(str).value_counts()
-    parts = [f'<span style="{verdict_style(v)}; padding: 0 0.3em">{n} {html.escape(v)}</span>'
-             for v, n in counts.items()]
-    return (f'<p><b>Verdicts</b> (<a href="#{html.escape(anchor)}">claims table</a>): '
-            f"{' · '.join(parts) or 'no claims'}</p>")
+    return " · ".join(f'<span style="{verdict_style(v)}; padding: 0 0.3em">{n} {html.escape(v)}</span>'
+                      for v, n in counts.items())
+
+
+def scorecard_html(verdicts: pd.Series, anchor: str, errata: pd.Series | None = None) -> str:
+    """One line: how many claims got each verdict (coloured as in the claims table), linking to `#anchor`; the rows
+    `errata` marks (checks of a formula the paper prints, `fedlib.report.Claims.errata_checks`) counted apart, where
+    their "not reproduced" confirms an erratum rather than a failed experiment."""
+    marked = errata.to_numpy(dtype=bool) if errata is not None else None
+    if marked is not None and len(marked) != len(verdicts):
+        raise ValueError(f"errata marks {len(marked)} rows of a claims table of {len(verdicts)}: pass "
+                         "claims.errata_checks() of the same claims")
+    checks = verdicts[marked] if marked is not None else verdicts.iloc[:0]
+    experiments = verdicts[~marked] if marked is not None else verdicts
+    line = (f'<p><b>Verdicts</b> (<a href="#{html.escape(anchor)}">claims table</a>): '
+            f"{_counted(experiments) or 'no claims'}")
+    if len(checks):
+        line += (f"<br><b>Errata checks</b> (formulas the paper prints, checked; <i>not reproduced</i> confirms an "
+                 f"erratum): {_counted(checks)}")
+    return line + "</p>"
 
 
 class Scorecard:
@@ -97,11 +112,11 @@ class Scorecard:
         self._handle = display(HTML(f'<p><b>Verdicts</b>: judged at the end of the notebook (<a href="#{anchor}">'
                                     f"claims table</a>) once its runs have computed.</p>"), display_id=True)
 
-    def show(self, claims_table: pd.DataFrame) -> None:
-        """Replace the line with the counts of `claims_table["verdict"]`."""
+    def show(self, claims_table: pd.DataFrame, errata: pd.Series | None = None) -> None:
+        """Replace the line with the counts of `claims_table["verdict"]`, the rows `errata` marks counted apart."""
         from IPython.display import HTML, display
 
-        line = HTML(scorecard_html(claims_table["verdict"], self.anchor))
+        line = HTML(scorecard_html(claims_table["verdict"], self.anchor, errata))
         if self._handle is None:  # outside a kernel (a plain Python script) there is no display to update
             display(line)
         else:

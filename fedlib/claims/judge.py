@@ -97,7 +97,8 @@ class Claim(Generic[B]):
     """One row of a paper's claims table, declared: `rule(bundle)` judges it once the guards passed. `requires`: ids
     of earlier claims that must read "reproduced" for this one to have anything to test. `scale`, `paper_scale`: the
     claim's own (a secondary grid's) in place of its module's `scale(params)` and `PAPER_SCALE`; `ours`: a finding
-    the paper did not make, so no paper scale applies."""
+    the paper did not make, so no paper scale applies; `erratum`: it checks a formula or derivation the paper prints
+    (its "not reproduced" confirms an erratum of docs/<paper>.md), counted apart from the experimental verdicts."""
 
     id: str
     statement: str | Callable[[Any], str]  # the paper's words; a function of the params (a PaperParams) if they vary
@@ -109,6 +110,7 @@ class Claim(Generic[B]):
     scale: Callable[[Any], Scale] | None = None
     paper_scale: Scale | None = None
     ours: bool = False
+    erratum: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.rule, (Contrast, AllOf)):
@@ -316,7 +318,7 @@ def judge(claims: Sequence[Claim[B]], bundle: B) -> JudgedClaims:
                             None if claim.ours else claim.paper_scale or paper)
         verdicts[claim.id] = found.judgement.verdict
         words = claim.statement if isinstance(claim.statement, str) else claim.statement(bundle.params)
-        table.add(f"{claim.id} {words}", claim.paper_value, found.measured, found.judgement)
+        table.add(f"{claim.id} {words}", claim.paper_value, found.measured, found.judgement, erratum=claim.erratum)
     return table
 
 
