@@ -7,7 +7,7 @@ STAMP := $(VENV)/.fedlib-installed
 # The CPU wheel of this version is what this project is tested with, but on Linux plain pip resolves
 # torch==2.13.0 to PyPI's CUDA build (several GB with its nvidia-* packages) unless pip is configured
 # with a CPU-wheel source. `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` gets the CPU
-# build (README, "Installing"). On a GPU machine, set TORCH_SPEC to the build you want.
+# build (docs/install.md). On a GPU machine, set TORCH_SPEC to the build you want.
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PROFILE ?= cpu
@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 # Test modules and notebooks run in parallel worker processes (at most 4); --dist loadscope keeps each
 # notebook's cells, and each test module, in one worker (nbval runs a notebook's cells in one kernel).
 # The workers keep every core busy, where a run with two torch threads (a CNN with threads "auto") would spin its
-# OpenMP threads for many times its arithmetic: passive waiting, the same results (README, "Speed").
+# OpenMP threads for many times its arithmetic: passive waiting, the same results (docs/tests.md, "Speed").
 test: setup
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 

@@ -72,6 +72,7 @@ from fedlib.claims import evidence
 from fedlib.claims.evidence import EvidenceError
 from fedlib.claims.judge import declared
 from fedlib.data import load_dataset
+from fedlib.data.datasets import MissingDatasetError
 from fedlib.data.roots import ENV_VAR, data_root
 from fedlib.dryrun import dry_run, fabricate_for
 from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
@@ -189,6 +190,12 @@ def missing_datasets(plan: Plan) -> dict[tuple[str, str | None], str]:
         for root in roots:
             try:
                 load_dataset(name, root=data_root(root))
+            except MissingDatasetError as err:  # its own message speaks of load_dataset's download=True
+                fetch = (f"; or fetch them once from {err.url} (https, digests checked): .venv/bin/python -c "
+                         f"\"from fedlib.data import load_dataset; load_dataset('{name}', download=True)\""
+                         if err.url else "; see data/README.md for how to produce them")
+                lines[name, root] = (f"  {name} (read by {', '.join(users)}): missing {', '.join(err.files)} in "
+                                     f"{err.where}: put them there (data/README.md, docs/datasets.md){fetch}")
             except (FileNotFoundError, ImportError) as err:
                 lines[name, root] = f"  {name} (read by {', '.join(users)}): {err}"
     return lines
@@ -458,7 +465,7 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
         missing = missing_datasets(plan_runs(to_render, params, {}))
         if missing:
             print("reproduce: the notebooks read datasets this machine does not have; nothing was rendered:\n"
-                  + "\n".join(missing.values()) + "\nGet them (README, \"Data\"), or judge the headline claims "
+                  + "\n".join(missing.values()) + "\nGet them (docs/datasets.md), or judge the headline claims "
                   "alone with --headlines-only (no dataset needed).", file=sys.stderr)
             return 2
     try:

@@ -368,7 +368,7 @@ def test_from_a_partial_ledger_the_headlines_are_judged_without_the_datasets_on_
                            str(ledger), "--results", str(tmp_path / "results")])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "The ledger holds 2 entries" in captured.out and "**fedshift**\n" in captured.out
+    assert "The ledger holds 2 entries" in captured.out and "### fedshift\n" in captured.out
     label = "Datasets this machine lacks (fashion_mnist) were fabricated as stand-ins (random files in their formats)"
     lacking = reproduce.unloadable({"fashion_mnist"}) == ["fashion_mnist"]
     assert (label in captured.out) == lacking and (label in (tmp_path / "results" / "REPORT.md").read_text()) == lacking
@@ -511,7 +511,7 @@ def test_a_claims_module_without_a_builder_is_said_not_judged(monkeypatch):
     records = Ledger(ROOT / "evidence" / "gpu").records(experiments(TINY))
     assert judged_headlines("quickstart", TINY, records, None).startswith(
         "`fedlib.claims.quickstart` builds no bundle from runs alone yet")
-    assert "**quickstart**: not judged from the ledger: `fedlib.claims.quickstart` builds no bundle" in \
+    assert "### quickstart\n\nNot judged from the ledger: `fedlib.claims.quickstart` builds no bundle" in \
         verdicts_markdown({"quickstart": judged_headlines("quickstart", TINY, records, None)}, "gpu",
                           committed_cpu_record())
 

@@ -207,6 +207,7 @@ def test_a_missing_dataset_stops_the_plan_naming_it_and_where_it_goes(reproduce,
     assert reproduce.main(quick(tmp_path, "-p", "dataset", "cifar10")) == 2
     err = capsys.readouterr().err
     assert "nothing was computed" in err and "cifar10 (read by quickstart)" in err and "data/README.md" in err
+    assert "load_dataset('cifar10', download=True)" in err and "pass download=True" not in err  # not an option here
     assert "bundled data only (digits, mnist5k, synthetic)" in err
     assert stored_entries(tmp_path) == []
 

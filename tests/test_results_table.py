@@ -90,8 +90,8 @@ def test_the_block_counts_symbols_links_from_its_page_and_names_the_cpu_run():
     ("Joint FedAQ needs less energy than fixed 8-bit (Table II; the paper's row: 52.2%)",
      "Joint FedAQ needs less energy than fixed 8-bit"),
     ("saves energy vs fixed 8-bit (beta = alpha/sqrt(2n)) (Table IV; row: 17.6%)", "saves energy vs fixed 8-bit"),
-    ("TACO reaches the target (70%) in fewer rounds than FedAvg", "TACO reaches the target (70%) in fewer rounds "
-                                                                  "than FedAvg"),
+    ("TACO reaches the target (70%) in fewer rounds than FedAvg",
+     "TACO reaches the target (70%) in fewer rounds than FedAvg"),
     ("(ours): the gain comes from compensating quantization", "(ours): the gain comes from compensating quantization"),
     ("(only a parenthesis)", "(only a parenthesis)"),
 ])
