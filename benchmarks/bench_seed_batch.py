@@ -2,14 +2,14 @@
 each profile's scales.
 
 For each profile and notebook, the first run of each model the notebook's grid trains, with `--seeds` seeds (a
-cell: runs that differ only by seed), built from the profile as `make reproduce` builds it, on the profile's data where it is bundled and on
-fabricated files of the real shapes and sizes otherwise (`fedlib.dryrun.fabricate_for`: Fashion-MNIST and the other
-file-based sets). Each cell runs `--rounds` rounds twice, with `executor` "auto" (a run that asks for the
-sequential loop is measured as the others): each seed alone with the executor it gets alone (the sequential loop
-on a CPU, the batched or captured step on a GPU), then all its seeds in one batch. The rate is the client-steps of the rounds after the first (a warm-up) over their training time (the
-records' `train_s`). `rule` says whether `fedlib.seed_batch.batches_seeds` batches the cell as its grid
-specifies it; cells the batched step
-cannot run are left out.
+cell: runs that differ only by seed), built from the profile as `make reproduce` builds it: on the profile's data
+where it is bundled, on fabricated files of the real shapes and sizes otherwise (`fedlib.dryrun.fabricate_for`:
+Fashion-MNIST and the other file-based sets). Each cell runs `--rounds` rounds twice with `executor` "auto" (a run
+that asks for the sequential loop is measured as the others): each seed alone with the executor it gets alone (the
+sequential loop on a CPU, the batched or captured step on a GPU), then all its seeds in one batch. The rate is the
+client-steps of the rounds after the first (a warm-up) over their training time (the records' `train_s`). Cells
+the batched step cannot run (an algorithm or model it does not take, seeds with other learning rates) are left
+out. `rule` says whether `fedlib.seed_batch.batches_seeds` batches the cell as its grid specifies it.
 
     python benchmarks/bench_seed_batch.py [--profiles quick cpu gpu] [--only fedaq taco] [--rounds 3]
         [--device cpu|cuda] [--seeds 3]
@@ -30,7 +30,7 @@ from fedlib.federation import open_federation, run_federation
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.runs.build import build_run
 from fedlib.runs.spec import RunSpec, freeze
-from fedlib.seed_batch import batches_seeds, run_seed_batch
+from fedlib.seed_batch import batches_seeds, run_seed_batch, what_differs
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 HEADER = (f"{'profile':8} {'notebook':10} {'model':15} {'algorithm':10} {'seeds':>5} {'steps/round':>11} "
@@ -64,6 +64,8 @@ def measure(cell: list[RunSpec], rounds: int, device: str, root: str | None) -> 
         return None
     alone = [run_federation(p.model_fn, p.data, progress=False, **p.kwargs) for p in plans]
     feds = [open_federation(p.model_fn, p.data, **p.kwargs) for p in [build_run(spec, root) for spec in cell]]
+    if what_differs(feds) is not None:
+        return None
     batched = run_seed_batch(feds, [None] * len(feds), "auto")
     return {"alone": rate(alone), "batched": rate(batched), "executor": alone[0].config["executor"],
             "steps": int(alone[0].clients.loc[alone[0].clients["round"] == 1, "steps"].sum()),

@@ -75,20 +75,22 @@ def train_round(feds: Sequence[Federation], starts: Sequence[RoundStart], captur
         collect = fed.clients.train_fn = _Collected()
         trained.append(fed.clients.train(start, fed.server.buffers))
         collected.append(collect)
-    together: dict[Any, list[_Collected]] = {}
+    together: dict[Any, list[tuple[ClientGroup, _Collected]]] = {}
     for collect in collected:
-        together.setdefault(view_constants(collect.group.view), []).append(collect)  # type: ignore[union-attr]
+        assert collect.group is not None  # ClientSide.train called its executor
+        together.setdefault(view_constants(collect.group.view), []).append((collect.group, collect))
     first = feds[0].clients
     for batch in together.values():
-        outcomes = train_stacked(first.model, first.x, first.y, [c.group for c in batch], first.local,  # type: ignore[misc]
+        outcomes = train_stacked(first.model, first.x, first.y, [group for group, _ in batch], first.local,
                                  first.algorithm, starts[0].ctx.round, first.loss_fn, capture=capture)
-        for collect, group_outcomes in zip(batch, outcomes):
+        for (_, collect), group_outcomes in zip(batch, outcomes):
             collect.outcomes.extend(group_outcomes)
     return trained
 
 
-def check_batchable(feds: Sequence[Federation]) -> None:
-    """The federations are one cell's seeds: one training set, model, algorithm, local training and rounds."""
+def what_differs(feds: Sequence[Federation]) -> str | None:
+    """What keeps the federations from one batch, None if nothing: one batched step needs one training set, model
+    and local training (a plan may derive the learning rate from the seed's split), one algorithm and rounds."""
     first = feds[0]
     for i, fed in enumerate(feds[1:], 1):
         same = (torch.equal(fed.clients.x, first.clients.x) and torch.equal(fed.clients.y, first.clients.y),
@@ -96,8 +98,8 @@ def check_batchable(feds: Sequence[Federation]) -> None:
                 fed.server.rounds == first.server.rounds, fed.config["executor"] == first.config["executor"])
         if not all(same):
             what = ("training set", "algorithm", "local training", "rounds", "executor")[same.index(False)]
-            raise ValueError(f"seed batch: run {i} ({fed.config['seed']}) has another {what} than run 0 "
-                             f"({first.config['seed']}): only runs that differ by seed train as one batch")
+            return f"seed {fed.config['seed']} has another {what} than seed {first.config['seed']}"
+    return None
 
 
 def run_seed_batch(feds: Sequence[Federation], checkpoints: Sequence[Checkpoint | None], executor: str = "auto",
@@ -106,7 +108,9 @@ def run_seed_batch(feds: Sequence[Federation], checkpoints: Sequence[Checkpoint 
     own checkpoint and saves to it as `run_federation` does. `executor`: the runs' executor option ("auto",
     "vmap", "graph"), for whether the step is captured. Each seed's `train_s` is the batch's training time times
     its share of the round's client-steps."""
-    check_batchable(feds)
+    differs = what_differs(feds)
+    if differs is not None:
+        raise ValueError(f"run_seed_batch: {differs}; only runs that differ by seed alone train as one batch")
     rounds, capture = feds[0].server.rounds, captures(feds[0], executor)
     with torch_threads(feds[0].threads):
         for fed, checkpoint in zip(feds, checkpoints):

@@ -18,7 +18,7 @@ from fedlib.executors import ClientGroup, train_stacked
 from fedlib.federation import open_federation, run_federation
 from fedlib.runs import RunSpec, RunStore, execute, run_specs
 from fedlib.runs.execute import Stop, execute_cell
-from fedlib.seed_batch import batches_seeds, run_seed_batch
+from fedlib.seed_batch import batches_seeds, run_seed_batch, what_differs
 
 TIMING = ["train_s", "wall_s"]
 execute_module = importlib.import_module("fedlib.runs.execute")  # fedlib.runs.execute is also the function
@@ -164,3 +164,13 @@ def test_a_batch_resumes_each_seed_from_its_own_checkpoint(tmp_path):
     execute_cell([spec(s) for s in (0, 1, 2)], store, checkpoint_every=2)
     for s in (0, 1, 2):
         records_equal(store.load(spec(s)), execute(spec(s), RunStore(tmp_path / f"fresh{s}")))
+
+
+def test_seeds_with_another_learning_rate_are_not_one_batch(data):
+    """A plan may derive the learning rate from the seed's split (FedShift's logistic runs): such seeds cannot
+    share a step, so the run layer trains them alone and `run_seed_batch` refuses them."""
+    feds = [open_federation(mlp, data, FedAvg(), 2, local=LocalTraining(lr=lr, batch_size=8), seed=s)
+            for s, lr in ((0, 0.1), (1, 0.2))]
+    assert what_differs(feds) == "seed 1 has another local training than seed 0"
+    with pytest.raises(ValueError, match="only runs that differ by seed alone train as one batch"):
+        run_seed_batch(feds, [None, None])

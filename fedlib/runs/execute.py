@@ -13,7 +13,7 @@ from fedlib.runs.build import build_run, records_of
 from fedlib.runs.entry import Records
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import FileCheckpoint, RunStore, rounds_done
-from fedlib.seed_batch import batches_seeds, run_seed_batch
+from fedlib.seed_batch import batches_seeds, run_seed_batch, what_differs
 
 
 class Stop(Exception):
@@ -59,7 +59,8 @@ def seed_cells(specs: Sequence[RunSpec]) -> list[list[RunSpec]]:
 def execute_cell(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | None = None,
                  checkpoint_every: int = 10, progress: bool = False) -> None:
     """Run one cell's specs (`seed_cells`) into the store: as one batch where `fedlib.seed_batch.batches_seeds`
-    says so for the cell's run, else one after another (`execute`). Each is filed under its own key."""
+    says so for the cell's run and its seeds' federations can share a step (`what_differs`: a plan may derive the
+    learning rate from the seed's split), else one after another (`execute`). Each is filed under its own key."""
     if len(specs) > 1:
         store, plans = store.reading(root), [build_run(specs[0], root)]
         feds = [open_federation(plans[0].model_fn, plans[0].data, **plans[0].kwargs)]
@@ -67,6 +68,7 @@ def execute_cell(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path 
         if batches_seeds(first.model, first.algorithm, feds[0].server.device, executor):
             plans += [build_run(spec, root) for spec in specs[1:]]
             feds += [open_federation(plan.model_fn, plan.data, **plan.kwargs) for plan in plans[1:]]
+        if len(feds) == len(specs) and what_differs(feds) is None:
             results = run_seed_batch(feds, [store.checkpoint(spec, checkpoint_every) for spec in specs], executor,
                                      progress)
             for spec, plan, result in zip(specs, plans, results):

@@ -2,8 +2,8 @@
 
 Each worker is a fresh (spawned) Python process that executes one unit at a time (one spec, or one cell's seeds:
 `execute_cell`) and files its records in the same store, so a run computed by a worker is the run `workers=1`
-computes: same spec, same keyed random streams, same thread choice (`fedlib.federation.choose_threads`, from the model, not from the worker
-count). Several workers share the machine's cores and, on a GPU machine, its GPU: small federated runs are
+computes: same spec, same keyed random streams, same thread choice (`fedlib.federation.choose_threads`, from the
+model, not from the worker count). Several workers share the machine's cores and, on a GPU machine, its GPU: small federated runs are
 launch-bound, so a few at once keep the device busy. A worker's failure is raised in the caller, naming its
 specs, after the other workers' runs have been filed. Workers are capped at `worker_cap` (a process per run
 beyond a few per core only costs start-up time and memory), with a message when the request was larger. Each
