@@ -4,15 +4,12 @@
 with `torch._foreach_*` (the fastest path for small models on a CPU: no functional_call overhead).
 `train_vmap` trains all clients at once with `torch.func.vmap` over stacked parameters; clients with
 fewer steps or a short last batch are padded and masked, so each client follows exactly the same
-batches and arithmetic as in the sequential executor (equal up to float reassociation). It is `train_stacked`
-with one group: `train_stacked` trains the clients of several federations (a cell's seeds, `fedlib.seed_batch`)
-in one batched step, each client reading its own federation's received model and view. `train_graph` is the
+batches and arithmetic as in the sequential executor (equal up to float reassociation). `train_graph` is the
 batched executor with its step captured: on a GPU a batched step is a few hundred small kernel launches whose
 Python dispatch costs far more than their arithmetic, so once per round it runs `WARMUP_STEPS` steps, captures
 the next in a CUDA graph (static input buffers: the step's sample indices, weights, active clients and learning
-rate) and replays it for the round's other steps. The graph is the same kernels on the same buffers (the
-uncaptured loop and the captured round call one step, `_StackedBatch.step`), so it computes what the uncaptured
-batched step computes (the `gpu`-marked conformance battery compares them). A
+rate) and replays it for the round's other steps. The graph is the same kernels on the same buffers, so it
+computes what the uncaptured batched step computes (the `gpu`-marked conformance battery compares them). A
 round of fewer than `MIN_CAPTURED_STEPS` steps runs the same static step uncaptured (a capture would not pay),
 as does every step on a CPU, where there is no graph to capture.
 
@@ -179,9 +176,87 @@ def train_vmap(
     *,
     capture: bool = False,
 ) -> list[ClientOutcome]:
-    """The round's clients in one batched step (`train_stacked` with one group); `capture`: `train_graph`."""
-    return train_stacked(model, x, y, [ClientGroup(received, server_state, jobs)], local, algorithm, round_, loss_fn,
-                         capture=capture)[0]
+    model.train()
+    c = len(jobs)
+    bsz = local.batch_size
+    steps = [len(j.batches) for j in jobs]
+    p = {n: v.detach().unsqueeze(0).repeat(c, *([1] * v.dim())) for n, v in received.items()}
+    states = _stack([j.state for j in jobs]) if jobs[0].state else {}
+    names = list(p)
+    plist = [p[n] for n in names]
+    momentum_buf = [torch.zeros_like(v) for v in plist] if local.momentum else None
+
+    def masked_loss(params: Params, xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
+        per_sample = loss_fn(functional_call(model, params, (xb,)), yb)
+        return (per_sample * wb).sum() / wb.sum().clamp_min(1.0)
+
+    grads_of = vmap(grad_and_value(masked_loss), randomness="different")
+
+    def direction_of(params: Params, grads: Params, state: dict[str, Any], xb: torch.Tensor, yb: torch.Tensor,
+                     wb: torch.Tensor) -> tuple[Params, dict[str, Any]]:
+        """One client's direction and its client state after the step (per-step state such as STEM's
+        recursive momentum lives in the client state, which the batched executor threads through)."""
+        state = dict(state)
+        d = algorithm.local_direction(params, grads, received, state, server_state,
+                                      lambda q: grad(masked_loss)(q, xb, yb, wb))
+        return d, state
+
+    directions_of = vmap(direction_of)
+    idx_all, wts_all, active_all = _padded_batches(jobs, bsz, x.device)  # moved to the device once per round
+    ragged = [k for k in range(max(steps)) if any(k >= s for s in steps)]  # steps where some client is done
+    use_direction = has_correction(algorithm)
+    loss_sum = torch.zeros(c, device=x.device)  # accumulated on the device: no host sync inside the loop
+    lrs = [local.lr_at(round_, k) for k in range(max(steps))]
+    if capture:
+        if local.augment:
+            raise ValueError("a captured step cannot draw augmentations (each client's own host-side stream); "
+                             "use executor='vmap'")
+        # The step's inputs live in static buffers, refilled before each step (a graph replays fixed addresses).
+        idx, wts, active = idx_all[0].clone(), wts_all[0].clone(), active_all[0].clone()
+        lr = torch.zeros((), device=x.device)
+
+        def load(k: int) -> None:
+            idx.copy_(idx_all[k])
+            wts.copy_(wts_all[k])
+            active.copy_(active_all[k])
+            lr.fill_(lrs[k])
+
+        def static_step() -> None:
+            xb, yb = x[idx], y[idx]
+            grads, losses = grads_of(p, xb, yb, wts)
+            d = grads
+            if use_direction:
+                d, stepped = directions_of(p, grads, states, xb, yb, wts)
+                _copy_into(states, _where_active(active, stepped, states))
+            with torch.no_grad():
+                sgd_step(plist, [d[n] for n in names], momentum_buf, lr, local, active)
+                loss_sum.add_(losses.detach() * active)
+
+        run_steps(static_step, load, max(steps), x.device)
+    else:
+        for k in range(max(steps)):
+            idx, wts, active = idx_all[k], wts_all[k], active_all[k]
+            xb = x[idx]
+            if local.augment:  # each client's real samples, drawn from its own stream in the sequential order
+                for ci, job in enumerate(jobs):
+                    if k < steps[ci]:
+                        n = len(job.batches[k])
+                        xb[ci, :n] = AUGMENTATIONS[local.augment](xb[ci, :n], job.augment_gen)
+            grads, losses = grads_of(p, xb, y[idx], wts)
+            if use_direction:
+                d, stepped = directions_of(p, grads, states, xb, y[idx], wts)
+                states = _where_active(active, stepped, states) if k in ragged else stepped
+            else:
+                d = grads
+            with torch.no_grad():
+                sgd_step(plist, [d[n] for n in names], momentum_buf, lrs[k], local, active if k in ragged else None)
+                loss_sum += losses.detach() * active
+    for ci, job in enumerate(jobs):
+        job.state.update(_unstack(states, ci))
+    losses_done = loss_sum.cpu().tolist()
+    return [ClientOutcome(params={n: v[ci].clone() for n, v in p.items()}, buffers={},
+                          loss=losses_done[ci] / steps[ci], lr_sum=float(sum(lrs[: steps[ci]])))
+            for ci in range(c)]
 
 
 def train_graph(*args: Any, **kwargs: Any) -> list[ClientOutcome]:
