@@ -4,6 +4,7 @@
     python scripts/reproduce.py --profile gpu --only taco        # one notebook
     python scripts/reproduce.py --only quickstart -p rounds 60 -p seeds "[0, 1]"   # overrides (strict YAML 1.2)
     python scripts/reproduce.py --profile cpu --workers 2        # two runs at a time
+    python scripts/reproduce.py --profile cpu --no-seed-batches  # every run alone (docs/speed.md)
     python scripts/reproduce.py --profile full --executor ray --ray-address auto    # runs as Ray tasks
     python scripts/reproduce.py --profile full --only fedshift --select seed=0      # part of a grid
     python scripts/reproduce.py --profile full --dry-run         # every full grid built and run one round
@@ -576,6 +577,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=None,
                         help="worker processes of the local executor (default: from the cores and the device)")
     parser.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local Ray)")
+    parser.add_argument("--no-seed-batches", action="store_true",
+                        help="train every run alone, not a cell's seeds as one batch where the rule picks it "
+                             "(docs/speed.md)")
     parser.add_argument("--select", default=None, help="compute only these runs, e.g. algorithm=fedavg,seed=0")
     parser.add_argument("--dry-run", action="store_true",
                         help="build every spec of the grids and run each distinct combination for one round on "
@@ -716,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:  # all of the root's specs, so that run_specs' count of those in the store is the plan's
             run_specs(specs, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
-                      root=root, progress=True)
+                      root=root, progress=True, seed_batches=not args.no_seed_batches)
         except ConnectionError as err:  # a Ray cluster that does not answer
             print(f"reproduce: error: {err}", file=sys.stderr)
             return 2
