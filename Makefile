@@ -7,7 +7,7 @@ STAMP := $(VENV)/.fedlib-installed
 # The CPU wheel of this version is what this project is tested with, but on Linux plain pip resolves
 # torch==2.13.0 to PyPI's CUDA build (several GB with its nvidia-* packages) unless pip is configured
 # with a CPU-wheel source. `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu` gets the CPU
-# build (README, "Installing"). On a GPU machine, set TORCH_SPEC to the build you want.
+# build (docs/install.md). On a GPU machine, set TORCH_SPEC to the build you want.
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PROFILE ?= cpu
@@ -15,7 +15,7 @@ BUDGET ?= 10m
 # Thread counts are chosen per run by fedlib (threads="auto", measured by `make bench`): do not pin
 # OMP_NUM_THREADS here, it would override that choice for every process.
 
-.PHONY: setup test reproduce gpu-piece ledger-piece ledger-expected gpu-carry bench bench-gpu lab notebooks clean
+.PHONY: setup test reproduce report gpu-piece ledger-piece ledger-expected gpu-carry bench bench-gpu lab notebooks clean
 
 setup: $(STAMP)
 
@@ -31,12 +31,18 @@ $(STAMP): pyproject.toml
 # Test modules and notebooks run in parallel worker processes (at most 4); --dist loadscope keeps each
 # notebook's cells, and each test module, in one worker (nbval runs a notebook's cells in one kernel).
 # The workers keep every core busy, where a run with two torch threads (a CNN with threads "auto") would spin its
-# OpenMP threads for many times its arithmetic: passive waiting, the same results (README, "Speed").
+# OpenMP threads for many times its arithmetic: passive waiting, the same results (docs/tests.md, "Speed").
 test: setup
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 
 reproduce: setup
 	$(PY) scripts/reproduce.py --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS))
+
+# A profile's rendered results as pages to commit (docs/report/<profile>/: REPORT.html and every notebook as HTML),
+# from RESULTS, the --results folder of a `make reproduce` run: `make report` after `make reproduce`.
+RESULTS ?= results
+report: setup
+	$(PY) scripts/publish_report.py --results $(RESULTS) --profile $(PROFILE)
 
 # One piece of the gpu profile: the next runs the ledger (evidence/gpu/) lacks, in the papers' priority order, within
 # BUDGET; RATE=<client-steps/s> for runs of which no rate is measured yet, STALE=1 to recompute stale entries first.

@@ -28,6 +28,18 @@ VERDICT_COLOURS: dict[str, str] = {
     NOT_TESTABLE: GREY, NOTHING_TO_TEST: GREY, ILLUSTRATIVE: GREY,
     CONSISTENT: GREY, AT_ODDS: GREY, AT_THIS_SCALE[AT_ODDS]: GREY,  # a point estimate beside the paper: no test
 }
+# The same four kinds where markdown shows no colour (README.md, docs/results.md, the expected results).
+SYMBOLS = {GREEN: "✅", AMBER: "⚠️", RED: "❌", GREY: "·"}
+VERDICT_SYMBOLS: dict[str, str] = {verdict: SYMBOLS[colour] for verdict, colour in VERDICT_COLOURS.items()}
+
+
+def verdict_symbol(verdict: str) -> str:
+    """The symbol of `verdict`'s kind (`VERDICT_SYMBOLS`); ValueError for a text that is not one of the judge's
+    verdicts (`fedlib.report.VERDICTS`)."""
+    if verdict not in VERDICT_SYMBOLS:
+        raise ValueError(f"{verdict!r} is not one of the judge's verdicts (fedlib.report.VERDICTS): give it a colour "
+                         "in fedlib.display.VERDICT_COLOURS")
+    return VERDICT_SYMBOLS[verdict]
 
 
 # Lab collapses the parameters cell by its `jupyter.source_hidden` metadata, which nbconvert's HTML ignores; nbconvert's
@@ -63,13 +75,28 @@ def full_table(table: pd.DataFrame, verdict_column: str = "verdict", precision: 
     return styler.set_uuid(hashlib.sha1(table.to_csv().encode()).hexdigest()[:10])
 
 
-def scorecard_html(verdicts: pd.Series, anchor: str) -> str:
-    """One line: how many claims got each verdict (coloured as in the claims table), linking to `#anchor`."""
+def _counted(verdicts: pd.Series) -> str:
     counts = verdicts.astype(str).value_counts()
-    parts = [f'<span style="{verdict_style(v)}; padding: 0 0.3em">{n} {html.escape(v)}</span>'
-             for v, n in counts.items()]
-    return (f'<p><b>Verdicts</b> (<a href="#{html.escape(anchor)}">claims table</a>): '
-            f"{' · '.join(parts) or 'no claims'}</p>")
+    return " · ".join(f'<span style="{verdict_style(v)}; padding: 0 0.3em">{n} {html.escape(v)}</span>'
+                      for v, n in counts.items())
+
+
+def scorecard_html(verdicts: pd.Series, anchor: str, errata: pd.Series | None = None) -> str:
+    """One line: how many claims got each verdict (coloured as in the claims table), linking to `#anchor`; the rows
+    `errata` marks (checks of a formula the paper prints, `fedlib.report.Claims.errata_checks`) counted apart, where
+    their "not reproduced" confirms an erratum rather than a failed experiment."""
+    marked = errata.to_numpy(dtype=bool) if errata is not None else None
+    if marked is not None and len(marked) != len(verdicts):
+        raise ValueError(f"errata marks {len(marked)} rows of a claims table of {len(verdicts)}: pass "
+                         "claims.errata_checks() of the same claims")
+    checks = verdicts[marked] if marked is not None else verdicts.iloc[:0]
+    experiments = verdicts[~marked] if marked is not None else verdicts
+    line = (f'<p><b>Verdicts</b> (<a href="#{html.escape(anchor)}">claims table</a>): '
+            f"{_counted(experiments) or 'no claims'}")
+    if len(checks):
+        line += (f"<br><b>Errata checks</b> (formulas the paper prints, checked; <i>not reproduced</i> confirms an "
+                 f"erratum): {_counted(checks)}")
+    return line + "</p>"
 
 
 class Scorecard:
@@ -85,11 +112,11 @@ class Scorecard:
         self._handle = display(HTML(f'<p><b>Verdicts</b>: judged at the end of the notebook (<a href="#{anchor}">'
                                     f"claims table</a>) once its runs have computed.</p>"), display_id=True)
 
-    def show(self, claims_table: pd.DataFrame) -> None:
-        """Replace the line with the counts of `claims_table["verdict"]`."""
+    def show(self, claims_table: pd.DataFrame, errata: pd.Series | None = None) -> None:
+        """Replace the line with the counts of `claims_table["verdict"]`, the rows `errata` marks counted apart."""
         from IPython.display import HTML, display
 
-        line = HTML(scorecard_html(claims_table["verdict"], self.anchor))
+        line = HTML(scorecard_html(claims_table["verdict"], self.anchor, errata))
         if self._handle is None:  # outside a kernel (a plain Python script) there is no display to update
             display(line)
         else:

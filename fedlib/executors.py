@@ -20,6 +20,7 @@ for clients still active).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -329,3 +330,151 @@ def has_correction(algorithm: Algorithm) -> bool:
     )
 
 
+
+
+@dataclass
+class ClientGroup:
+    """One federation's clients in a stacked round: the model they received, the algorithm's client view (what
+    the executors call `server_state`) and their jobs. Groups from several federations train in one batched step."""
+
+    received: Params
+    view: dict[str, Any]
+    jobs: Sequence[ClientJob]
+
+
+def train_stacked(model: nn.Module, x: torch.Tensor, y: torch.Tensor, groups: Sequence[ClientGroup],
+                  local: LocalTraining, algorithm: Algorithm, round_: int, loss_fn: LossFn = cross_entropy, *,
+                  capture: bool = False) -> list[list[ClientOutcome]]:
+    """Every group's clients in one batched step, each group's outcomes in its jobs' order. A lone group's
+    received model and view are shared by its clients, as in `train_vmap`; with several groups each client reads
+    its own group's (stacked per client; a view's non-tensor values must agree across the groups: `view_constants`)."""
+    if capture and local.augment:
+        raise ValueError("a captured step cannot draw augmentations (each client's own host-side stream); "
+                         "use executor='vmap'")
+    model.train()
+    jobs = [job for group in groups for job in group.jobs]
+    steps = [len(j.batches) for j in jobs]
+    counts = [len(group.jobs) for group in groups]
+    no_inputs: tuple[Any, Any, tuple[Any, Any]] = (None, None, (None, None))
+    anchors, views, shared_dims = _group_inputs(groups, counts) if has_correction(algorithm) else no_inputs
+    p = {n: torch.cat([g.received[n].detach().unsqueeze(0).repeat(len(g.jobs), *([1] * v.dim()))
+                       for g in groups]) for n, v in groups[0].received.items()}
+    batch = _StackedBatch(model, x, y, p, _stack([j.state for j in jobs]) if jobs[0].state else {}, local,
+                          algorithm, loss_fn, anchors, views, shared_dims)
+    idx_all, wts_all, active_all = _padded_batches(jobs, local.batch_size, x.device)  # moved once per round
+    lrs = [local.lr_at(round_, k) for k in range(max(steps))]
+    if capture:
+        idx, wts, active = idx_all[0].clone(), wts_all[0].clone(), active_all[0].clone()  # static step inputs
+        lr = torch.zeros((), device=x.device)
+
+        def load(k: int) -> None:
+            idx.copy_(idx_all[k])
+            wts.copy_(wts_all[k])
+            active.copy_(active_all[k])
+            lr.fill_(lrs[k])
+
+        run_steps(lambda: batch.step(idx, wts, active, lr, ragged=True), load, max(steps), x.device)
+    else:
+        for k in range(max(steps)):
+            ragged = any(k >= s for s in steps)  # some client is done: mask its move and keep its state
+            augment = [(job.augment_gen, len(job.batches[k]) if k < s else 0) for job, s in zip(jobs, steps)]
+            batch.step(idx_all[k], wts_all[k], active_all[k], lrs[k], ragged=ragged,
+                       augment=augment if local.augment else None)
+    outcomes = batch.outcomes(jobs, steps, lrs)
+    bounds = np.cumsum([0, *counts])
+    return [outcomes[bounds[i]:bounds[i + 1]] for i in range(len(groups))]
+
+
+class _StackedBatch:
+    """The stacked clients' parameters, momentum buffers, algorithm states and loss sums, and their one batched
+    step (`step`), which the uncaptured loop calls with each step's inputs and a captured round with its static
+    buffers."""
+
+    def __init__(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, p: Params, states: dict[str, Any],
+                 local: LocalTraining, algorithm: Algorithm, loss_fn: LossFn, anchors: Params | None,
+                 views: dict[str, Any] | None, shared_dims: tuple[Any, Any]) -> None:
+        self.x, self.y, self.p, self.states, self.local = x, y, p, states, local
+        self.anchors, self.views, self.use_direction = anchors, views, has_correction(algorithm)
+        self.names = list(p)
+        self.plist = [p[n] for n in self.names]
+        self.momentum_buf = [torch.zeros_like(v) for v in self.plist] if local.momentum else None
+        self.loss_sum = torch.zeros(len(self.plist[0]), device=x.device)  # on the device: no host sync per step
+
+        def masked_loss(params: Params, xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
+            per_sample = loss_fn(functional_call(model, params, (xb,)), yb)
+            return (per_sample * wb).sum() / wb.sum().clamp_min(1.0)
+
+        def direction_of(params: Params, grads: Params, state: dict[str, Any], xb: torch.Tensor, yb: torch.Tensor,
+                         wb: torch.Tensor, anchor: Params, view: dict[str, Any]) -> tuple[Params, dict[str, Any]]:
+            """One client's direction and its client state after the step (per-step state such as STEM's
+            recursive momentum lives in the client state, which the batched step threads through)."""
+            state = dict(state)
+            d = algorithm.local_direction(params, grads, anchor, state, view,
+                                          lambda q: grad(masked_loss)(q, xb, yb, wb))
+            return d, state
+
+        self.grads_of = vmap(grad_and_value(masked_loss), randomness="different")
+        self.directions_of = vmap(direction_of, in_dims=(0, 0, 0, 0, 0, 0, *shared_dims))
+
+    def step(self, idx: torch.Tensor, wts: torch.Tensor, active: torch.Tensor, lr: float | torch.Tensor, *,
+             ragged: bool, augment: list[tuple[torch.Generator | None, int]] | None = None) -> None:
+        """One local step of every client: `ragged` masks the clients that are done (`active`); `augment` gives
+        each client's augmentation stream and real samples this step (0: done)."""
+        xb, yb = self.x[idx], self.y[idx]
+        for ci, (gen, n) in enumerate(augment or ()):  # each client's real samples, from its own stream
+            if n:
+                xb[ci, :n] = AUGMENTATIONS[self.local.augment](xb[ci, :n], gen)
+        grads, losses = self.grads_of(self.p, xb, yb, wts)
+        d = grads
+        if self.use_direction:
+            d, stepped = self.directions_of(self.p, grads, self.states, xb, yb, wts, self.anchors, self.views)
+            _copy_into(self.states, _where_active(active, stepped, self.states) if ragged else stepped)
+        with torch.no_grad():
+            sgd_step(self.plist, [d[n] for n in self.names], self.momentum_buf, lr, self.local,
+                     active if ragged else None)
+            self.loss_sum.add_(losses.detach() * active)
+
+    def outcomes(self, jobs: Sequence[ClientJob], steps: Sequence[int], lrs: Sequence[float]) -> list[ClientOutcome]:
+        """Each client's trained parameters, mean loss and learning-rate sum; its algorithm state into its job."""
+        for ci, job in enumerate(jobs):
+            job.state.update(_unstack(self.states, ci))
+        losses = self.loss_sum.cpu().tolist()
+        return [ClientOutcome(params={n: v[ci].clone() for n, v in self.p.items()}, buffers={},
+                              loss=losses[ci] / steps[ci], lr_sum=float(sum(lrs[: steps[ci]])))
+                for ci in range(len(jobs))]
+
+
+def _group_inputs(groups: Sequence[ClientGroup], counts: Sequence[int]) -> tuple[Any, Any, tuple[Any, Any]]:
+    """(anchors, views, their vmap in_dims): a lone group's received model and view as they are (shared by its
+    clients), several groups' stacked per client."""
+    if len(groups) == 1:
+        return groups[0].received, groups[0].view, (None, None)
+    anchors, anchor_dims = _per_client([g.received for g in groups], counts, "received model")
+    views, view_dims = _per_client([g.view for g in groups], counts, "client view")
+    return anchors, views, (anchor_dims, view_dims)
+
+
+def _per_client(values: Sequence[Any], counts: Sequence[int], where: str) -> tuple[Any, Any]:
+    """One value per group -> (the value per client, its vmap in_dims): tensors stacked, each group's repeated
+    for its clients; dicts item by item; anything else shared, and equal across the groups."""
+    first = values[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat([v.unsqueeze(0).expand(n, *v.shape) for v, n in zip(values, counts)]), 0
+    if isinstance(first, dict):
+        items = {k: _per_client([v[k] for v in values], counts, f"{where}[{k!r}]") for k in first}
+        return {k: v for k, (v, _) in items.items()}, {k: d for k, (_, d) in items.items()}
+    if any(v != first for v in values):
+        raise ValueError(f"the groups' {where} differ ({values!r}): groups train together only where their "
+                         "views' non-tensor values agree (`view_constants`)")
+    return first, None
+
+
+def view_constants(view: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The non-tensor values of a client view, by key path: groups whose views share them train together."""
+    out: list[tuple[str, Any]] = []
+    for key, value in view.items():
+        if isinstance(value, dict):
+            out += [(f"{key}.{k}", v) for k, v in view_constants(value)]
+        elif not isinstance(value, torch.Tensor):
+            out.append((key, value))
+    return tuple(out)

@@ -1,6 +1,6 @@
 """The federated round loop: sample, downlink, local training, uplink, aggregate, hooks, evaluate.
 
-One round (see README, "The library"):
+One round (see docs/runs.md, "The library"):
 
     sent      = algorithm.broadcast(w)                  -> downlink Link (codec, exact bits)
     received  = what the clients decode

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fedlib.paper_params import PaperParams, params_class
+from fedlib.paper_params import PaperParams, ParameterError, params_class
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -187,5 +187,30 @@ def check_notebook_parameters(name: str, namespace: Mapping[str, object],
     cls = params_class(name)
     bound = set().union(*(_assigned_names(ast.parse(python_source(c.source))) for c in _code_cells(source)))
     ignored = _kernel_names() | (bound - set(cls.names()))
-    return cls.from_mapping({k: v for k, v in namespace.items() if not k.startswith("_") and k not in ignored},
-                            f"notebook '{name}'")
+    given = {k: v for k, v in namespace.items() if not k.startswith("_") and k not in ignored}
+    return cls.from_mapping(read_papermill_strings(cls, given, f"notebook '{name}'"), f"notebook '{name}'")
+
+
+def _takes_container_not_text(hint: Any) -> bool:
+    """Whether a parameter annotated `hint` takes a list, tuple or mapping and never a string."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        arms = typing.get_args(hint)
+        return str not in arms and any(_takes_container_not_text(a) for a in arms)
+    return typing.get_origin(hint) in (tuple, Mapping)
+
+
+def read_papermill_strings(cls: type[PaperParams], values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """`values` with each string given to a list, tuple or mapping parameter read as strict YAML 1.2, the reader of
+    `reproduce -p` (`fedlib.grids.read_yaml`): papermill's `-p seeds "[0, 1]"` hands the notebook the string
+    "[0, 1]". Every other value is left as it is, for the dataclass to check."""
+    from fedlib.grids import read_yaml  # fedlib.grids imports this module
+
+    hints = typing.get_type_hints(cls)
+    read = dict(values)
+    for name, value in values.items():
+        if isinstance(value, str) and name in hints and _takes_container_not_text(hints[name]):
+            try:
+                read[name] = read_yaml(value, f"{where}, -p {name} {value!r}")
+            except ValueError as err:  # the YAML reader's one line: where, the line and the problem
+                raise ParameterError(str(err)) from None
+    return read

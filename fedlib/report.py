@@ -535,14 +535,23 @@ class Claims:
 
     def __init__(self) -> None:
         self.rows: list[dict[str, str]] = []
+        self.errata: list[bool] = []  # per row: an errata check (a formula or derivation the paper prints, checked)
 
-    def add(self, claim: str, paper_value: object, measured: object, judgement: Judgement) -> None:
+    def add(self, claim: str, paper_value: object, measured: object, judgement: Judgement,
+            erratum: bool = False) -> None:
+        """One row; `erratum`: it checks a formula or derivation the paper prints, so that its "not reproduced"
+        confirms an erratum (shown apart from the experimental verdicts: `errata_checks`)."""
         if not isinstance(judgement, Judgement):
             raise TypeError(f"a claim's verdict comes from a rule in fedlib.report (a Judgement), got {judgement!r}")
         self.rows.append({"claim": claim, "paper_value": str(paper_value), "measured": str(measured),
                           "criterion": judgement.criterion, "evidence": judgement.evidence,
                           "p_value": p_text(judgement.p_value), "seeds": str(judgement.seeds or "-"),
                           "verdict": judgement.verdict})
+        self.errata.append(erratum)
+
+    def errata_checks(self) -> pd.Series:
+        """Per row of `table()`, whether it is an errata check."""
+        return pd.Series(self.errata, dtype=bool)
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=COLUMNS)

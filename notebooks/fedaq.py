@@ -33,7 +33,7 @@
 # Theorem 1's bound against a measured training curve (convex toy); errata; the claims table.
 #
 # **Profiles** (papermill `-f notebooks/profiles/fedaq/<name>.yaml`): `quick` (the committed outputs: digits,
-# LeNet-300-100 on 8×8 inputs, 10 clients, 20 rounds, 1 seed, ≈ 1–2 min on 2 CPU cores), `cpu`
+# LeNet-300-100 on 8×8 inputs, 10 clients, 20 rounds, 1 seed), `cpu`
 # (`make reproduce`: 40 rounds, 3 seeds, the 16-bit baseline, α and s0 sweeps), `gpu` (the paper's Fashion-MNIST
 # row: vanilla CNN, 10 clients, 5 local epochs, the paper's targets, 3 seeds, 40 rounds; one GPU), `full` (the
 # paper's scale, 100 rounds, with the α sweep; for a GPU). Runs are kept in the run store (`runs_root`).

@@ -27,10 +27,12 @@
 # client and server state) and **FedAQ's quantized links** (Flower has no compressor with exact bit
 # accounting). The result is the parity table: record for record, bit for bit.
 #
-# | profile | data | clients | rounds | seeds | time here (2 CPU cores) |
-# |---|---|---|---|---|---|
-# | `quick` (committed outputs, nbval) | digits (8×8), MLP | 10 | 8 | 1 | ~30 s (most of it Ray's start) |
-# | `cpu` (`make reproduce`) | digits, MLP | 10 | 25 | 3 | ~1 min (6 records identical, measured) |
+# | profile | data | clients | rounds | seeds |
+# |---|---|---|---|---|
+# | `quick` (committed outputs, nbval) | digits (8×8), MLP | 10 | 8 | 1 |
+# | `cpu` (`make reproduce`) | digits, MLP | 10 | 25 | 3 |
+#
+# Each profile's time, measured: docs/notebooks.md.
 
 # %% tags=["parameters"] jupyter={"source_hidden": true}
 profile: str = "quick"  # the profile the notebook runs under (quick: these defaults)
@@ -151,5 +153,5 @@ plt.show()
 # freeloader noise) comes from a stream keyed by (purpose, round, client), so a client app in a Ray actor
 # redraws exactly what fedlib's loop draws, and the server reads the replies in client order whatever order
 # they arrive in. On a GPU (`gpu` profile, `device: auto`) client apps train on the GPU too, and the
-# comparison is of the same arithmetic on the same device. README, "Running a reproduced spec in Flower", says
+# comparison is of the same arithmetic on the same device. docs/flower.md says
 # how to take a spec into a deployed Flower app (`flwr run`) and what is not supported.

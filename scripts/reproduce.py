@@ -4,6 +4,7 @@
     python scripts/reproduce.py --profile gpu --only taco        # one notebook
     python scripts/reproduce.py --only quickstart -p rounds 60 -p seeds "[0, 1]"   # overrides (strict YAML 1.2)
     python scripts/reproduce.py --profile cpu --workers 2        # two runs at a time
+    python scripts/reproduce.py --profile cpu --no-seed-batches  # every run alone (docs/speed.md)
     python scripts/reproduce.py --profile full --executor ray --ray-address auto    # runs as Ray tasks
     python scripts/reproduce.py --profile full --only fedshift --select seed=0      # part of a grid
     python scripts/reproduce.py --profile full --dry-run         # every full grid built and run one round
@@ -72,6 +73,7 @@ from fedlib.claims import evidence
 from fedlib.claims.evidence import EvidenceError
 from fedlib.claims.judge import declared
 from fedlib.data import load_dataset
+from fedlib.data.datasets import MissingDatasetError
 from fedlib.data.roots import ENV_VAR, data_root
 from fedlib.dryrun import dry_run, fabricate_for
 from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
@@ -80,7 +82,8 @@ from fedlib.ledger.cpu_record import CpuRecordError, read_cpu_results, read_reco
 from fedlib.ledger.entries import Ledger, LedgerError, NotALedgerError, git_commit
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
-from fedlib.ledger.status import expected_results, stale_lines, stale_notes
+from fedlib.ledger.results import headline_results, results_pages, scales
+from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
 from fedlib.ledger.verdicts import ledger_verdicts, verdicts_markdown
 from fedlib.paper_params import PaperParams, ParameterError, check_names, params_class
 from fedlib.report import collect_report, markdown_row
@@ -96,6 +99,7 @@ NOTEBOOKS = ROOT / "notebooks"
 LEDGER = ROOT / "evidence" / "gpu"
 LEDGER_DIGEST_LABEL = "Ledger digest (sha256 of its archives):"
 CPU_RECORD = ROOT / "evidence" / "cpu" / "verdicts.csv"  # the cpu profile's verdicts shown beside the ledger's
+RESULTS_PROFILE = "gpu"  # the ledger whose verdicts stand beside the cpu record's in the results table
 PROFILES = ["quick", *sorted({p.stem for p in NOTEBOOKS.glob("profiles/*/*.yaml")} - {"quick"})]
 # Parameters that reproduce sets for every notebook: a -p of one of these would be silently replaced.
 RUNNER_OWNED = {"profile": "--profile", "results_root": "--results", "runs_root": "--results",
@@ -187,6 +191,12 @@ def missing_datasets(plan: Plan) -> dict[tuple[str, str | None], str]:
         for root in roots:
             try:
                 load_dataset(name, root=data_root(root))
+            except MissingDatasetError as err:  # its own message speaks of load_dataset's download=True
+                fetch = (f"; or fetch them once from {err.url} (https, digests checked): .venv/bin/python -c "
+                         f"\"from fedlib.data import load_dataset; load_dataset('{name}', download=True)\""
+                         if err.url else "; see data/README.md for how to produce them")
+                lines[name, root] = (f"  {name} (read by {', '.join(users)}): missing {', '.join(err.files)} in "
+                                     f"{err.where}: put them there (data/README.md, docs/datasets.md){fetch}")
             except (FileNotFoundError, ImportError) as err:
                 lines[name, root] = f"  {name} (read by {', '.join(users)}): {err}"
     return lines
@@ -456,7 +466,7 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
         missing = missing_datasets(plan_runs(to_render, params, {}))
         if missing:
             print("reproduce: the notebooks read datasets this machine does not have; nothing was rendered:\n"
-                  + "\n".join(missing.values()) + "\nGet them (README, \"Data\"), or judge the headline claims "
+                  + "\n".join(missing.values()) + "\nGet them (docs/datasets.md), or judge the headline claims "
                   "alone with --headlines-only (no dataset needed).", file=sys.stderr)
             return 2
     try:
@@ -473,11 +483,12 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
                  "every number here is read from the ledger.") if lacking else ""
     with fabricated_if_missing(datasets) as root:
         notes = stale_notes(entries, lambda spec: root)
-        verdicts = verdicts_markdown(ledger_verdicts(params, grids, entries, root), profile, cpu)
-    table = expected_results(grids, entries, str(shown(ledger_root)), profile) + verdicts
+        tables = ledger_verdicts(params, grids, entries, root)
+    verdicts = verdicts_markdown(tables, profile, cpu)
+    table = expected_results(grids, entries, str(shown(ledger_root)), profile, verdicts=verdicts)
     stale = stale_lines(notes)
     report_table = expected_results(grids, entries, str(shown(ledger_root)), profile,
-                                    {e.spec: note for e, note in notes}) + verdicts
+                                    {e.spec: note for e, note in notes}, verdicts=verdicts)
     print(report_table)
     print("Entries computed by code changed since:" + "".join(f"\n  {line}" for line in stale) if stale
           else "No entry was computed by code that has changed since.")
@@ -487,6 +498,11 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
         target = NOTEBOOKS / f"expected-results-{profile}.md"
         write_atomic(target, table)
         print(f"wrote {target}")
+        if profile == RESULTS_PROFILE:  # the results table of README.md and docs/results.md
+            claims = headline_results(params, tables, headline_status(grids, {e.spec for e in entries}), cpu)
+            for page, text in results_pages(ROOT, claims, cpu, scales({n: params[n] for n in tables}, cpu)).items():
+                write_atomic(page, text)
+                print(f"wrote {page}")
     results.mkdir(parents=True, exist_ok=True)
     stale_md = ("\n## Stale ledger entries\n\n" + "".join(f"- {line}\n" for line in stale)) if stale else ""
     made = f"{stamp(profile, overrides, None)}, --from-ledger {shown(ledger_root)}"
@@ -561,6 +577,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=None,
                         help="worker processes of the local executor (default: from the cores and the device)")
     parser.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local Ray)")
+    parser.add_argument("--no-seed-batches", action="store_true",
+                        help="train every run alone, not a cell's seeds as one batch where the rule picks it "
+                             "(docs/speed.md)")
     parser.add_argument("--select", default=None, help="compute only these runs, e.g. algorithm=fedavg,seed=0")
     parser.add_argument("--dry-run", action="store_true",
                         help="build every spec of the grids and run each distinct combination for one round on "
@@ -639,6 +658,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError("--from-ledger reads the ledger against the profile's plan: leave out --select, "
                                  "--dry-run and --piece (and -p with --write-expected: the committed file is the "
                                  "profile's)")
+            if args.only and args.write_expected:
+                raise UsageError("--write-expected writes the committed files of every notebook: leave out --only")
             return from_ledger(names, args.profile, overrides, ledger_option(args.ledger).root, absolute(args.results),
                                args.write_expected, absolute(args.cpu_record),
                                absolute(args.cpu_results) if args.cpu_results else None,
@@ -699,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:  # all of the root's specs, so that run_specs' count of those in the store is the plan's
             run_specs(specs, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
-                      root=root, progress=True)
+                      root=root, progress=True, seed_batches=not args.no_seed_batches)
         except ConnectionError as err:  # a Ray cluster that does not answer
             print(f"reproduce: error: {err}", file=sys.stderr)
             return 2

@@ -20,6 +20,7 @@ HEADERS = {
     "bench_mucsc.py": r"d = 10,000, threads = 1, median of 1",
     "bench_gpu.py": r"scale +steps/round +sequential +vmap +graph",
     "bench_profile.py": r"profile quick, \d+ CPU cores",
+    "bench_seed_batch.py": r"profile +notebook +model +algorithm +seeds +steps/round +alone +batched +ratio",
 }
 
 

@@ -4,7 +4,8 @@ tested the same way.
 A new `ALGORITHMS`, `CODECS` or `CODEC_POLICIES` entry (fedlib.registry, with its `examples`) is picked up here
 without editing this file.
 Algorithms: two rounds on a tiny model under every executor they support; batched == sequential within
-1e-5; the same seed gives a bitwise-identical record. Codecs: shapes and dtypes, exact bit fields, bits ==
+1e-5; the same seed gives a bitwise-identical record; three seeds in one batch (`fedlib.seed_batch`) give each
+seed bitwise the record it has alone under the batched executors, and within 1e-5 of the sequential one's. Codecs: shapes and dtypes, exact bit fields, bits ==
 packed size where a codec packs, all-zero and constant tensors, unbiasedness by Monte Carlo where a codec
 claims it, determinism where it claims it; each codec through the round loop with both payloads, with and
 without error feedback. Codec policies: built from each registered example for a run of the battery's clients,
@@ -29,10 +30,11 @@ from fedlib.channel import Link, LinkContext, transmit
 from fedlib.codecs import make_codec
 from fedlib.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
-from fedlib.federation import run_federation
+from fedlib.federation import open_federation, run_federation
 from fedlib.registry import ALGORITHMS, CODEC_POLICIES, CODECS, load_components
 from fedlib.runs import RunPlan, RunSpec
 from fedlib.runs.build import make_component
+from fedlib.seed_batch import run_seed_batch
 
 load_components()  # every paper registers its codec policies
 
@@ -152,6 +154,30 @@ def test_batched_equals_sequential(data, name, batched, device, monkeypatch):
     np.testing.assert_allclose(bat.clients["loss"], seq.clients["loss"], atol=1e-5, rtol=1e-5)
     captured = batched == "graph" and device == "cuda"
     assert len(replays) == (2 * (12 - executors.WARMUP_STEPS) if captured else 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("batched", ["vmap", "graph"])
+@pytest.mark.parametrize("name", [n for n in ALGORITHMS if make_algorithm(n).vmap_compatible])
+def test_seeds_in_one_batch_give_each_seed_its_record_alone(data, name, batched, device):
+    """Seeds 0-2, two clients of four a round (each seed samples its own; TACO takes all), ragged local steps:
+    each seed's record and model bitwise those it has alone with the same executor, and within 1e-5 of the
+    sequential executor's."""
+    local = LocalTraining(lr=0.1, batch_size=8, epochs=3, momentum=0.5, weight_decay=1e-3)
+    options = {"local": local, "sampler": 1.0 if name.startswith("taco") else 2}
+    feds = [open_federation(tiny_model, data, make_algorithm(name), 2, seed=s, executor=batched, device=device,
+                            **options)
+            for s in range(3)]
+    together = run_seed_batch(feds, [None] * 3, batched)
+    for seed, got in enumerate(together):
+        alone = run(data, name, batched, device, seed=seed, **options)
+        pd.testing.assert_frame_equal(got.rounds.drop(columns=TIMING), alone.rounds.drop(columns=TIMING),
+                                      check_exact=True)
+        pd.testing.assert_frame_equal(got.clients, alone.clients, check_exact=True)
+        assert all(torch.equal(got.params[k], alone.params[k]) for k in alone.params)
+        sequential = run(data, name, "sequential", device, seed=seed, **options)
+        for k in sequential.params:
+            torch.testing.assert_close(got.params[k], sequential.params[k], atol=1e-5, rtol=1e-5)
 
 
 def test_every_algorithm_is_registered_and_buildable_with_defaults():

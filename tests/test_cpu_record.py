@@ -146,13 +146,16 @@ def test_the_cpu_verdict_stands_beside_each_judged_claim(tmp_path):
                            for q in QUICKSTART], columns=report.COLUMNS)
     text = verdicts_markdown({"quickstart": judged, "taco": "the ledger holds none of its runs"}, "gpu", cpu)
     assert "| claim | paper | measured | verdict | cpu verdict | criterion | evidence |" in text
-    assert f"| {QUICKSTART[0][0]} | SCAFFOLD >= FedAvg | +1.2 points | inconclusive at this scale | reproduced | " \
-           "paired gain | on the gpu |" in text
-    assert "| inconclusive at this scale | - | TOST |" in text  # Q2: no cpu verdict recorded
+    assert f"| {QUICKSTART[0][0]} | SCAFFOLD >= FedAvg | +1.2 points | ⚠️ inconclusive at this scale | ✅ reproduced " \
+           "| paired gain | on the gpu |" in text
+    assert "| ⚠️ inconclusive at this scale | - | TOST |" in text  # Q2: no cpu verdict recorded
+    # taco not judged: each of its 6 headline claims (C1-C3, C5-C7) counts as not testable
+    assert ("**Summary**: 8 headline claims judged on the ledger's runs: 6 · not testable at this scale, 2 ⚠️ "
+            "inconclusive at this scale.") in text
     assert "C4a" not in text and text.count(STAMP) == 1
     assert f"stamped {STAMP} (quickstart, fedaq). It holds none of taco." in text
     assert f"small-scale analogues, not the paper's scale (quickstart: {SCALE}; fedaq: digits, lenet)" in text
-    assert text.index("cpu verdict**") < text.index("**quickstart**")
+    assert text.index("cpu verdict**") < text.index("### quickstart")
 
 
 def test_reproduce_writes_the_record_from_a_cpu_run_or_names_what_is_wrong(tmp_path, capsys):

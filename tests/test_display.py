@@ -44,6 +44,26 @@ def test_scorecard_counts_each_verdict_and_links_to_the_claims():
     assert "no claims" in scorecard_html(pd.Series([], dtype=str), "Claims")
 
 
+def test_scorecard_counts_errata_checks_apart_from_the_experiments():
+    """TACO's Lemma 2 and Corollary 2 rows check formulas the paper prints: their "not reproduced" stands on the
+    errata line, not among the experimental verdicts."""
+    from fedlib.claims.taco import CLAIMS
+    from fedlib.report import Claims, criterion_met
+
+    assert {c.id for c in CLAIMS if c.erratum} == {"L2", "Cor2"}
+    claims = Claims()
+    claims.add("C5 an experiment", "-", "-", criterion_met("ordered", True))
+    claims.add("L2 Lemma 2 as printed", "-", "-", criterion_met("identity holds", False), erratum=True)
+    claims.add("Cor2 Corollary 2", "-", "-", criterion_met("gradient differs", False), erratum=True)
+    line = scorecard_html(claims.table()["verdict"], "Claims", claims.errata_checks())
+    verdicts, errata = line.split("Errata checks")
+    assert f">1 {REPRODUCED}</span>" in verdicts and NOT_REPRODUCED not in verdicts
+    assert f">2 {NOT_REPRODUCED}</span>" in errata and f">1 {REPRODUCED}<" not in errata
+    assert "Errata checks" not in scorecard_html(claims.table()["verdict"][:1], "Claims", claims.errata_checks()[:1])
+    with pytest.raises(ValueError, match="errata marks 3 rows of a claims table of 1"):
+        scorecard_html(claims.table()["verdict"][:1], "Claims", claims.errata_checks())
+
+
 def test_scorecard_outside_a_kernel_prints_the_final_line(capsys):
     scorecard = Scorecard("Claims")
     scorecard.show(pd.DataFrame({"verdict": [REPRODUCED]}))

@@ -279,7 +279,7 @@ def test_flwr_run_in_local_simulation_gives_run_federations_record(tmp_path):
     flower-app local` (a local SuperLink in simulation mode, Ray, 5 SuperNodes) and exits 0 for a completed run;
     the CSV tables it writes equal run_federation's on the folder's spec, written the same way, in every column but
     the timings. Slow (a Ray start, about a minute on an idle 2-core machine; on a busy one Ray's raylet can time
-    out starting, README "Running a reproduced spec in Flower"): `pytest -m slow`."""
+    out starting, docs/flower.md): `pytest -m slow`."""
     import io
     import json
     import subprocess

@@ -28,6 +28,7 @@ from fedlib.grids import combination
 from fedlib.ledger.piece import Observation, Rates, run_piece
 from fedlib.runs.spec import run_name
 from fedlib.ledger.priority import REST, check_headlines, headlines, prioritized
+from fedlib.ledger.results import headline_results, results_pages, scales
 from fedlib.ledger.status import devices_note, expected_results, headline_status, stale_lines, stale_notes
 from fedlib.ledger.verdicts import headline_claims, judged_headlines, ledger_verdicts, verdicts_markdown
 from fedlib.papers.quickstart import QuickstartParams, experiments
@@ -235,15 +236,37 @@ def committed_cpu_record() -> CpuVerdicts:
     return read_record(ROOT / "evidence" / "cpu" / "verdicts.csv", "evidence/cpu/verdicts.csv")
 
 
-def test_the_committed_expected_results_are_what_the_ledger_gives():
-    """The committed file is what the committed ledger and the committed cpu record give today."""
+@pytest.fixture(scope="module")
+def judged_ledger() -> tuple[dict, dict, list, dict]:
+    """The committed ledger's headline claims judged once, for the tests that compare committed files with them:
+    (the gpu profile's parameters, its grids, the ledger's entries, the judged tables)."""
     params, grids = gpu_plan()
     entries = Ledger(ROOT / "evidence" / "gpu").entries()
-    expected = (ROOT / "notebooks" / "expected-results-gpu.md").read_text()
     with load_reproduce().fabricated_if_missing({e.spec.dataset for e in entries}) as root:
-        verdicts = verdicts_markdown(ledger_verdicts(params, grids, entries, root), "gpu", committed_cpu_record())
-    assert expected == expected_results(grids, entries, "evidence/gpu") + verdicts, \
-        "rebuild it: python scripts/reproduce.py --profile gpu --from-ledger --write-expected"
+        tables = ledger_verdicts(params, grids, entries, root)
+    return params, grids, entries, tables
+
+
+def test_the_committed_expected_results_are_what_the_ledger_gives(judged_ledger):
+    """The committed file is what the committed ledger and the committed cpu record give today: verdicts first
+    (a summary line, then per notebook), the ledger's bookkeeping after."""
+    _, grids, entries, tables = judged_ledger
+    expected = (ROOT / "notebooks" / "expected-results-gpu.md").read_text()
+    verdicts = verdicts_markdown(tables, "gpu", committed_cpu_record())
+    assert expected == expected_results(grids, entries, "evidence/gpu", verdicts=verdicts), \
+        "rebuild it: make ledger-expected"
+    assert expected.index("**Summary**") < expected.index("### fedaq") < expected.index("## What the ledger holds")
+
+
+def test_the_results_table_of_the_readme_and_docs_is_what_the_evidence_gives(judged_ledger):
+    """README.md's and docs/results.md's results table, regenerated from the committed cpu record and ledger, is
+    the committed one."""
+    params, grids, entries, tables = judged_ledger
+    cpu = committed_cpu_record()
+    rows = headline_results(params, tables, headline_status(grids, {e.spec for e in entries}), cpu)
+    assert len(rows) == sum(len(headline_claims(name)) for name in tables)
+    for page, text in results_pages(ROOT, rows, cpu, scales({n: params[n] for n in tables}, cpu)).items():
+        assert page.read_text() == text, f"{page.relative_to(ROOT)}: rebuild its results table: make ledger-expected"
 
 
 def test_headline_claims_from_the_ledger_name_the_runs_they_lack():
@@ -345,7 +368,7 @@ def test_from_a_partial_ledger_the_headlines_are_judged_without_the_datasets_on_
                            str(ledger), "--results", str(tmp_path / "results")])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "The ledger holds 2 entries" in captured.out and "**fedshift**\n" in captured.out
+    assert "The ledger holds 2 entries" in captured.out and "### fedshift\n" in captured.out
     label = "Datasets this machine lacks (fashion_mnist) were fabricated as stand-ins (random files in their formats)"
     lacking = reproduce.unloadable({"fashion_mnist"}) == ["fashion_mnist"]
     assert (label in captured.out) == lacking and (label in (tmp_path / "results" / "REPORT.md").read_text()) == lacking
@@ -488,7 +511,7 @@ def test_a_claims_module_without_a_builder_is_said_not_judged(monkeypatch):
     records = Ledger(ROOT / "evidence" / "gpu").records(experiments(TINY))
     assert judged_headlines("quickstart", TINY, records, None).startswith(
         "`fedlib.claims.quickstart` builds no bundle from runs alone yet")
-    assert "**quickstart**: not judged from the ledger: `fedlib.claims.quickstart` builds no bundle" in \
+    assert "### quickstart\n\nNot judged from the ledger: `fedlib.claims.quickstart` builds no bundle" in \
         verdicts_markdown({"quickstart": judged_headlines("quickstart", TINY, records, None)}, "gpu",
                           committed_cpu_record())
 
@@ -559,7 +582,7 @@ def test_a_ledger_digest_changes_with_any_entry(filled, tmp_path):
     assert len({before, changed, ledger.digest()}) == 3
 
 
-def test_the_committed_rendered_claims_are_of_todays_ledger_and_agree_with_its_headline_judge():
+def test_the_committed_rendered_claims_are_of_todays_ledger_and_agree_with_its_headline_judge(judged_ledger):
     """notebooks/expected-claims-gpu.md was rendered from the committed ledger (its digest), and every headline
     claim there has the verdict the ledger's judge gives it today (the notebook's route and the judge's agree)."""
     text = (ROOT / "notebooks" / "expected-claims-gpu.md").read_text()
@@ -567,10 +590,7 @@ def test_the_committed_rendered_claims_are_of_todays_ledger_and_agree_with_its_h
     ledger = Ledger(ROOT / "evidence" / "gpu")
     assert f"{reproduce.LEDGER_DIGEST_LABEL} `{ledger.digest()}`" in text, \
         "rebuild it: python scripts/reproduce.py --profile gpu --from-ledger --write-expected"
-    params, grids = gpu_plan()
-    entries = ledger.entries()
-    with reproduce.fabricated_if_missing({e.spec.dataset for e in entries}) as root:
-        tables = ledger_verdicts(params, grids, entries, root)
+    _, _, _, tables = judged_ledger
     checked = 0
     for table in (t for t in tables.values() if not isinstance(t, str)):
         for row in table.itertuples():

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from fedlib.notebook_params import python_source, check_notebook_parameters
-from fedlib.paper_params import UnknownParameterError, check_names, params_class
+from fedlib.paper_params import ParameterError, UnknownParameterError, check_names, params_class
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -80,6 +80,41 @@ def test_papermill_runs_a_notebook_with_its_quick_profile_file(tmp_path):
     assert done.returncode == 0, done.stderr
     out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     assert out.cells[-1].outputs[0]["text"] == "True\n"  # the file's values are the defaults
+
+
+def test_papermill_p_gives_lists_and_mappings_as_strings_which_the_notebook_reads_as_yaml(tmp_path):
+    """`papermill -p seeds "[0, 1]"` injects the string "[0, 1]" (papermill types only numbers, True, False, None):
+    the check cell reads it by reproduce's strict YAML reader, as `reproduce -p` would."""
+    nb = jupytext.read(NOTEBOOKS / "quickstart.py")
+    check = next(i for i, c in enumerate(nb.cells) if "check_notebook_parameters(" in c.source)
+    nb.cells = nb.cells[:check + 1] + [nbformat.v4.new_code_cell(
+        "print(params.seeds, dict(params.model_kwargs), params.alpha, params.device)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    jupytext.write(nb, tmp_path / "quickstart.ipynb")
+    done = subprocess.run([sys.executable, "-m", "papermill", str(tmp_path / "quickstart.ipynb"),
+                           str(tmp_path / "out.ipynb"), "-p", "seeds", "[0, 1]", "-p", "model_kwargs",
+                           "{hidden: [32]}", "-p", "alpha", "0.5", "-p", "device", "cpu", "--cwd", str(NOTEBOOKS)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert out.cells[-1].outputs[0]["text"] == "(0, 1) {'hidden': (32,)} 0.5 cpu\n"
+
+
+@pytest.mark.parametrize("given, message", [
+    ("[0, 1", r"notebook 'quickstart', -p seeds '\[0, 1', line 1, column 6: "),  # the YAML reader's line and column
+    ("0 1", r"QuickstartParams.seeds must be a list, got '0 1'"),  # YAML, but no list: the dataclass says so
+    ("[0, 0]", r"QuickstartParams.seeds lists a seed more than once"),
+])
+def test_a_string_that_is_no_list_stops_the_check_naming_the_parameter(given, message):
+    with pytest.raises(ParameterError, match=message):
+        check_notebook_parameters("quickstart", {**parameters_namespace("quickstart"), "seeds": given})
+
+
+def test_a_string_parameter_stays_a_string_even_when_it_reads_as_yaml():
+    namespace = {**parameters_namespace("quickstart"), "device": "[cpu]", "model": "{mlp}"}
+    with pytest.raises(ParameterError, match="device must be 'auto' or a torch device"):
+        check_notebook_parameters("quickstart", namespace)
+    assert check_notebook_parameters("quickstart", {**namespace, "device": "cpu"}).model == "{mlp}"
 
 
 def test_notebook_check_ignores_names_the_notebook_binds_later():

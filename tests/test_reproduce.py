@@ -87,6 +87,31 @@ def test_three_phases_then_a_second_reproduce_computes_nothing_and_writes_the_sa
     assert (tmp_path / "quick" / "quickstart" / "claims.csv").read_text() == first
 
 
+def test_make_report_publishes_the_report_and_each_rendered_notebook_as_a_page(rendered, tmp_path, capsys):
+    """`make report` (scripts/publish_report.py) from a rendered folder: REPORT.html linking each notebook's page,
+    every figure and the claims table in the notebook's page, an earlier publication's other pages removed; a folder
+    without REPORT.md is named, with the command that renders it."""
+    spec = importlib.util.spec_from_file_location("publish_report", ROOT / "scripts" / "publish_report.py")
+    publish = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish)
+    from fedlib.report_html import notebook_figures
+
+    out = tmp_path / "pages"
+    out.mkdir()
+    (out / "taco.html").write_text("an earlier publication's page")
+    assert publish.main(["--results", str(rendered[0]), "--profile", "quick", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["REPORT.html", "quickstart.html"]
+    claims = pd.read_csv(rendered[0] / "quick" / "quickstart" / "claims.csv")
+    report, page = (out / "REPORT.html").read_text(), (out / "quickstart.html").read_text()
+    assert '<a href="quickstart.html">' in report and "<table>" in report
+    figures = notebook_figures(rendered[0] / "quick" / "quickstart" / "quickstart.ipynb")
+    assert figures and all(png[:200] in page for _, png in figures)
+    assert all(claim.split()[0] in page for claim in claims["claim"]) and "celltag_parameters" in page
+    assert publish.main(["--results", str(tmp_path / "none"), "--profile", "quick", "--out", str(out)]) == 2
+    assert f"{tmp_path / 'none' / 'REPORT.md'}: missing; run `python scripts/reproduce.py --profile quick" in \
+        capsys.readouterr().err
+
+
 def test_claims_only_judges_the_saved_evidence_again_without_runs_or_notebooks(reproduce, rendered, tmp_path, capsys):
     copy_of(rendered, tmp_path)
     folder = tmp_path / "quick" / "quickstart"
@@ -182,6 +207,7 @@ def test_a_missing_dataset_stops_the_plan_naming_it_and_where_it_goes(reproduce,
     assert reproduce.main(quick(tmp_path, "-p", "dataset", "cifar10")) == 2
     err = capsys.readouterr().err
     assert "nothing was computed" in err and "cifar10 (read by quickstart)" in err and "data/README.md" in err
+    assert "load_dataset('cifar10', download=True)" in err and "pass download=True" not in err  # not an option here
     assert "bundled data only (digits, mnist5k, synthetic)" in err
     assert stored_entries(tmp_path) == []
 

@@ -570,7 +570,8 @@ CLAIMS: tuple[Claim[FedShiftBundle], ...] = (
                                                   f"{len(t2)} (round, layer)")),
     Claim("C9b", "Theorem 2 as printed in Eq. 12", "exact identity",
           _theorem2("holds_printed", lambda t2: f"holds in {int(t2['holds_printed'].sum())} of {len(t2)}; "
-                                                f"median rel. error {t2['rel_err_printed'].median():.1e}")),
+                                                f"median rel. error {t2['rel_err_printed'].median():.1e}"),
+          erratum=True),
     Claim("C9c", "Theorem 1, O(1/T) convergence when M -> 0", "bound vanishes as tau grows", theorem1_assumed),
     Claim("Ablation", "(ours): the gain comes from compensating quantization, not from centring weights",
           "implied by the paper's motivation (Sec. IV-A)", shift_only, (TABLE1, _fp32(SHIFT)), requires=("C3",),

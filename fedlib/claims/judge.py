@@ -97,11 +97,13 @@ class Claim(Generic[B]):
     """One row of a paper's claims table, declared: `rule(bundle)` judges it once the guards passed. `requires`: ids
     of earlier claims that must read "reproduced" for this one to have anything to test. `scale`, `paper_scale`: the
     claim's own (a secondary grid's) in place of its module's `scale(params)` and `PAPER_SCALE`; `ours`: a finding
-    the paper did not make, so no paper scale applies. `min_seeds`: the fewest seeds with which the rule decides
-    either way (below, the guard reads "not testable: too few seeds"); `test`: the test that decides it ("t", or
-    "sign" where only the exact sign test can), for its smallest attainable p; `setting`: why a profile's parameters
-    cannot test the claim at all ('' where they can: another scale or setting than the claim's), read before the
-    guards as "not testable: claim made at another scale"."""
+    the paper did not make, so no paper scale applies; `erratum`: it checks a formula or derivation the paper prints
+    (its "not reproduced" confirms an erratum of docs/<paper>.md), counted apart from the experimental verdicts.
+    `min_seeds`: the fewest seeds with which the rule decides either way (below, the guard reads "not testable: too
+    few seeds"); `test`: the test that decides it ("t", or "sign" where only the exact sign test can), for its
+    smallest attainable p; `setting`: why a profile's parameters cannot test the claim at all ('' where they can:
+    another scale or setting than the claim's), read before the guards as "not testable: claim made at another
+    scale"."""
 
     id: str
     statement: str | Callable[[Any], str]  # the paper's words; a function of the params (a PaperParams) if they vary
@@ -113,6 +115,7 @@ class Claim(Generic[B]):
     scale: Callable[[Any], Scale] | None = None
     paper_scale: Scale | None = None
     ours: bool = False
+    erratum: bool = False
     test: Literal["t", "sign"] = "t"
     setting: Callable[[Any], str] | None = None
 
@@ -344,7 +347,7 @@ def judge(claims: Sequence[Claim[B]], bundle: B) -> JudgedClaims:
                             None if claim.ours else claim.paper_scale or paper)
         verdicts[claim.id] = found.judgement.verdict
         words = claim.statement if isinstance(claim.statement, str) else claim.statement(bundle.params)
-        table.add(f"{claim.id} {words}", claim.paper_value, found.measured, found.judgement)
+        table.add(f"{claim.id} {words}", claim.paper_value, found.measured, found.judgement, erratum=claim.erratum)
     return table
 
 

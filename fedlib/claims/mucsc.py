@@ -360,7 +360,7 @@ TAIL: tuple[Claim, ...] = (
         Contrast({"Z": hi}, {"Z": lo}, "gain", floor=STEP, table="z_sweep") for lo, hi in zip(Z_FIG5, Z_FIG5[1:])),
         f"final accuracy ordered Z = {' > '.join(map(str, Z_FIG5[::-1]))}, each step by more than {STEP:g}")),
     Claim("Thm 2 proof", "step (34): E||sum p_i U~i||^2 <= sum p_i^2 E||U~i||^2", "holds (used for the downlink term)",
-          _step34),
+          _step34, erratum=True),
 )
 CLAIMS: tuple[Claim, ...] = (*HEAD, *(c for part in PER_PARTITION.values() for c in part), *TAIL)
 

@@ -123,10 +123,11 @@ def bundle_from_runs(params: tp.TacoParams, records: Records, num_classes: int) 
 
 
 def claims(b: TacoBundle) -> Claims:
-    """The claims table: every declared claim judged, then Theorem 1's rows."""
+    """The claims table: every declared claim judged, then Theorem 1's rows (checks of the printed theorem: errata
+    checks)."""
     table = judge(CLAIMS, b)
     for row in b.theorem1:
-        table.add(*row)
+        table.add(*row, erratum=True)
     return table
 
 
@@ -456,9 +457,9 @@ CLAIMS: tuple[Claim[TacoBundle], ...] = (
     Claim("Eq15", "Eq. 15: the output model z_T is at least as accurate as w_T",
           "Algorithm 2 outputs z_T (tables: w_t or z_t unstated)", _eq15, reads=(MAIN_TACO,)),
     Claim("L2", "Lemma 2: z_{t+1} = z_t − η_g Δ̃_t for z_t = w_t + (1−α_t)(w_t − w_{t−1})", "stated as exact",
-          _lemma2),
+          _lemma2, erratum=True),
     Claim("Cor2", "Corollary 2: (1−α_i) ∝ μ_i/c_i minimises the over-correction term Y_t",
-          "derived by Cauchy–Schwarz", _corollary2),
+          "derived by Cauchy–Schwarz", _corollary2, erratum=True),
     Claim("Fa1", "Finding (a): Eq. 9's same-round α weights make TACO's accuracy alternate round to round (a 2-cycle); "
           "uniform aggregation does not (ours)", "not in the paper (TACO 73.28 on FMNIST)", _cycle,
           reads=(OSC["TACO"], OSC[tp.UNIFORM_AGGREGATION]), min_seeds=MIN_SEEDS, scale=_oscillation_scale, ours=True),

@@ -119,14 +119,23 @@ class _Raw:
     standardize: bool = True  # False for token ids
 
 
-def _missing(name: str, dirs: Sequence[Path], files: Sequence[str]) -> FileNotFoundError:
+class MissingDatasetError(FileNotFoundError):
+    """A dataset's files are absent: `name`, the `files`, the folders searched (`where`), and the https `url`
+    `load_dataset(name, download=True)` fetches them from (None: no automatic download). Its message speaks to a
+    caller of `load_dataset`; a command that takes no `download` argument words its own from the attributes."""
+
+    def __init__(self, name: str, dirs: Sequence[Path], files: Sequence[str]) -> None:
+        self.name, self.files, self.url = name, list(files), _URLS.get(name)
+        self.where = " or ".join(str(d) for d in dirs)
+        how = (f"or pass download=True to fetch them from {self.url}" if self.url
+               else "(no automatic download: see data/README.md for how to produce them)")
+        super().__init__(f"dataset '{name}': missing {', '.join(files)} in {self.where}. Put the files there "
+                         f"(see data/README.md) {how}.")
+
+
+def _missing(name: str, dirs: Sequence[Path], files: Sequence[str]) -> MissingDatasetError:
     """The error for absent files: which files, which directories, how to get them."""
-    where = " or ".join(str(d) for d in dirs)
-    how = (f"or pass download=True to fetch them from {_URLS[name]}" if name in _URLS
-           else "(no automatic download: see data/README.md for how to produce them)")
-    return FileNotFoundError(
-        f"dataset '{name}': missing {', '.join(files)} in {where}. Put the files there "
-        f"(see data/README.md) {how}.")
+    return MissingDatasetError(name, dirs, files)
 
 
 def _find_files(name: str, dirs: Sequence[Path], stems: Sequence[str],

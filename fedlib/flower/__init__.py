@@ -1,7 +1,7 @@
 """fedlib's algorithms, links and seed streams in Flower (1.42, Message API): `FedlibStrategy` is the server
 side of a run spec, `client_app` its client side, both adapters over `fedlib.federation`'s round phases.
 
-Install with `pip install -e ".[flower]"`. See README, "Running a reproduced spec in Flower".
+Install with `pip install -e ".[flower]"`. See docs/flower.md.
 """
 from __future__ import annotations
 

@@ -50,18 +50,27 @@ def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) 
 
 
 def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[LedgerEntry], ledger_name: str,
-                     profile: str = "gpu", stale: Mapping[RunSpec, str] | None = None) -> str:
-    """Markdown: the ledger's devices, commits and minutes per notebook, and every headline's runs computed in the
-    `profile`'s plan (`grids`), each headline naming its runs in `stale` with their notes (REPORT.md gives them;
-    the committed expected results, which must not change with unrelated code, do not)."""
+                     profile: str = "gpu", stale: Mapping[RunSpec, str] | None = None, verdicts: str = "") -> str:
+    """Markdown: the headline claims judged on the ledger (`verdicts`, `fedlib.ledger.verdicts.verdicts_markdown`)
+    first, then the bookkeeping: the ledger's devices, commits and minutes per notebook, and every headline's runs
+    computed in the `profile`'s plan (`grids`), each headline naming its runs in `stale` with their notes (REPORT.md
+    gives them; the committed expected results, which must not change with unrelated code, do not)."""
     plan = list(dict.fromkeys(s for specs in grids.values() for s in specs))
     held = {e.spec for e in entries}
+    statuses = headline_status(grids, held)
+    complete = [s for s in statuses if len(s.present) == len(s.runs)]
     lines = [f"# Expected results of the {profile} profile, from the ledger", "",
              f"Generated from `{ledger_name}` by `python scripts/reproduce.py --profile {profile} --from-ledger "
-             "--write-expected`; a test checks it against the ledger. Rebuild it whenever the ledger grows.", ""]
+             "--write-expected` (`make ledger-expected`); a test checks it against the ledger. Rebuild it whenever "
+             f"the ledger grows. The ledger holds {sum(s in held for s in plan)} of the plan's {len(plan)} runs; "
+             f"headlines with all their runs: {len(complete)} of {len(statuses)} "
+             "([what the ledger holds](#what-the-ledger-holds)).", ""]
+    if verdicts:
+        lines += [verdicts.strip("\n"), ""]
+    lines += ["## What the ledger holds", ""]
     if not entries:
         lines += [f"The ledger is empty: none of the plan's {len(plan)} runs has been computed yet, so every "
-                  "headline claim below is not testable.", ""]
+                  "headline claim is not testable.", ""]
     else:
         devices = sorted({str(e.provenance.get("device_name")) for e in entries})
         commits = sorted({e.commit[:10] for e in entries})
@@ -75,7 +84,7 @@ def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[L
         lines.append("")
     lines += ["| notebook | claims | runs computed | status |", "|---|---|---|---|"]
     device_of = {e.spec: str(e.provenance.get("device_name")) for e in entries}
-    for status in headline_status(grids, held):
+    for status in statuses:
         lines.append(f"| {status.notebook} | {status.claims} | {len(status.present)} of {len(status.runs)}"
                      f"{devices_note([device_of[s] for s in status.present])} | {status.verdict_input(stale)} |")
     rest = [r.spec for r in prioritized(grids) if r.rank == REST]

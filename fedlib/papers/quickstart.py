@@ -31,7 +31,8 @@ class QuickstartParams(PaperParams):
     lr: float = param(0.05, "local SGD learning rate")
     mu: float = param(0.01, "FedProx's proximal weight")
     seeds: tuple[int, ...] = param([0], "seeds; one run per seed and algorithm")
-    executor: Executor = param("sequential", "how a round's clients train (fedlib.federation.run_federated)")
+    executor: Executor = param("sequential",
+                               "how a round's clients train (the executor of fedlib.federation.run_federation)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,17 +1,19 @@
 """Execute one spec into the store: build it (`fedlib.runs.build`), run it (resuming from its checkpoint if
-there is one), file its records. Running many specs (locally, in worker processes, on Ray) is
-`fedlib.runs.runner.run_specs`."""
+there is one), file its records; or one cell's seeds (`seed_cells`) as one batch (`execute_cell`,
+`fedlib.seed_batch`), each filed under its own key with the records it has alone. Running many specs (locally, in
+worker processes, on Ray) is `fedlib.runs.runner.run_specs`."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fedlib.federation import run_federation
+from fedlib.federation import open_federation, run_federation
 from fedlib.runs.build import build_run, records_of
 from fedlib.runs.entry import Records
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import FileCheckpoint, RunStore, rounds_done
+from fedlib.seed_batch import batches_seeds, run_seed_batch, what_differs
 
 
 class Stop(Exception):
@@ -44,3 +46,33 @@ def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, c
                             checkpoint=checkpoint if watch is None else Watched(checkpoint, watch), **plan.kwargs)
     store.save(spec, records_of(plan, result))
     return store.load(spec)
+
+
+def seed_cells(specs: Sequence[RunSpec]) -> list[list[RunSpec]]:
+    """`specs` grouped by cell: the specs that differ only by seed, in the order of each cell's first spec."""
+    cells: dict[RunSpec, list[RunSpec]] = {}
+    for spec in specs:
+        cells.setdefault(spec.with_(seed=0), []).append(spec)
+    return list(cells.values())
+
+
+def execute_cell(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | None = None,
+                 checkpoint_every: int = 10, progress: bool = False) -> None:
+    """Run one cell's specs (`seed_cells`) into the store: as one batch where `fedlib.seed_batch.batches_seeds`
+    says so for the cell's run and its seeds' federations can share a step (`what_differs`: a plan may derive the
+    learning rate from the seed's split), else one after another (`execute`). Each is filed under its own key."""
+    if len(specs) > 1:
+        store, plans = store.reading(root), [build_run(specs[0], root)]
+        feds = [open_federation(plans[0].model_fn, plans[0].data, **plans[0].kwargs)]
+        executor, first = plans[0].kwargs.get("executor", "auto"), feds[0].clients
+        if batches_seeds(first.model, first.algorithm, feds[0].server.device, executor):
+            plans += [build_run(spec, root) for spec in specs[1:]]
+            feds += [open_federation(plan.model_fn, plan.data, **plan.kwargs) for plan in plans[1:]]
+        if len(feds) == len(specs) and what_differs(feds) is None:
+            results = run_seed_batch(feds, [store.checkpoint(spec, checkpoint_every) for spec in specs], executor,
+                                     progress)
+            for spec, plan, result in zip(specs, plans, results):
+                store.save(spec, records_of(plan, result))
+            return
+    for spec in specs:
+        execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress)

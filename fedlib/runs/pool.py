@@ -1,11 +1,11 @@
 """Run specs in worker processes on this machine (`run_specs(..., workers=N)`).
 
-Each worker is a fresh (spawned) Python process that executes one spec at a time with `execute` and files its
-records in the same store, so a run computed by a worker is the run `workers=1` computes: same spec, same keyed
-random streams, same thread choice (`fedlib.federation.choose_threads`, from the model, not from the worker
-count). Several workers share the machine's cores and, on a GPU machine, its GPU: small federated runs are
+Each worker is a fresh (spawned) Python process that executes one unit at a time (one spec, or one cell's seeds:
+`execute_cell`) and files its records in the same store, so a run computed by a worker is the run `workers=1`
+computes: same spec, same keyed random streams, same thread choice (`fedlib.federation.choose_threads`, from the
+model, not from the worker count). Several workers share the machine's cores and, on a GPU machine, its GPU: small federated runs are
 launch-bound, so a few at once keep the device busy. A worker's failure is raised in the caller, naming its
-spec, after the other workers' runs have been filed. Workers are capped at `worker_cap` (a process per run
+specs, after the other workers' runs have been filed. Workers are capped at `worker_cap` (a process per run
 beyond a few per core only costs start-up time and memory), with a message when the request was larger. Each
 worker reports the key context it computed its run with, and the caller checks it before using the records
 (`RunStore.check_context`). Each worker may import what the caller may (`fedlib.trust.worker_allowance`).
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from fedlib.runs.execute import execute
+from fedlib.runs.execute import execute_cell
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import RunStore
 from fedlib.trust import allow_imports, worker_allowance
@@ -40,50 +40,54 @@ def worker_cap(runs: int) -> int:
     return max(1, min(runs, (os.cpu_count() or 1) * WORKERS_PER_CORE))
 
 
-def _execute(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int,
-             allowance: tuple[str, ...]) -> str:
-    """Run one spec in this worker, allowed to import what the caller may (`allowance`); return the key context
-    it was filed under here."""
+def _execute(specs_json: list[dict], store_root: str, code: str | None, root: str | None, checkpoint_every: int,
+             allowance: tuple[str, ...]) -> list[str]:
+    """Run one unit in this worker, allowed to import what the caller may (`allowance`); return the key context
+    each spec was filed under here."""
     allow_imports(*allowance)
-    spec, store = RunSpec.from_json(spec_json), RunStore(store_root, code).reading(root)
-    execute(spec, store, root=root, checkpoint_every=checkpoint_every)
-    return store.context(spec)
+    specs, store = [RunSpec.from_json(s) for s in specs_json], RunStore(store_root, code).reading(root)
+    execute_cell(specs, store, root=root, checkpoint_every=checkpoint_every)
+    return [store.context(spec) for spec in specs]
 
 
-def run_in_processes(specs: Sequence[RunSpec], store: RunStore, *, workers: int, root: str | Path | None = None,
-                     checkpoint_every: int = 10, on_done: Callable[[RunSpec], None] = lambda spec: None) -> None:
-    """Execute `specs` in `workers` spawned processes, calling `on_done(spec)` in this process as each finishes."""
+def run_in_processes(units: Sequence[Sequence[RunSpec]], store: RunStore, *, workers: int,
+                     root: str | Path | None = None, checkpoint_every: int = 10,
+                     on_done: Callable[[Sequence[RunSpec]], None] = lambda unit: None) -> None:
+    """Execute `units` (each one spec or one cell's seeds, `fedlib.runs.execute.execute_cell`) in `workers` spawned
+    processes, calling `on_done(unit)` in this process as each finishes."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    cap = worker_cap(len(specs))
+    cap = worker_cap(len(units))
     if workers > cap:
-        print(f"workers: {workers} requested, {cap} started ({len(specs)} runs, {os.cpu_count()} CPU cores x "
-              f"{WORKERS_PER_CORE} at most)", file=sys.stderr, flush=True)
+        print(f"workers: {workers} requested, {cap} started ({len(units)} units of runs, {os.cpu_count()} CPU cores "
+              f"x {WORKERS_PER_CORE} at most)", file=sys.stderr, flush=True)
     context = multiprocessing.get_context("spawn")  # no fork of a process that already holds torch's threads
     root_text = None if root is None else str(Path(root).resolve())
     store = store.reading(root_text)
-    allowance = worker_allowance(m for spec in specs for m in spec.imports)
+    allowance = worker_allowance(m for unit in units for spec in unit for m in spec.imports)
     with ProcessPoolExecutor(max_workers=min(workers, cap), mp_context=context) as pool:
-        futures: dict[Future, RunSpec] = {
-            pool.submit(_execute, spec.to_json(), str(store.root.resolve()), store.code, root_text, checkpoint_every,
-                        allowance): spec
-            for spec in specs}
+        futures: dict[Future, Sequence[RunSpec]] = {
+            pool.submit(_execute, [spec.to_json() for spec in unit], str(store.root.resolve()), store.code,
+                        root_text, checkpoint_every, allowance): unit
+            for unit in units}
         pending = set(futures)
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_EXCEPTION)
                 for future in done:
                     if future.exception() is None:
-                        store.check_context(futures[future], future.result(), "in a worker process")
+                        for spec, context_used in zip(futures[future], future.result()):
+                            store.check_context(spec, context_used, "in a worker process")
                         on_done(futures[future])
                 failed = [f for f in done if f.exception() is not None]
                 if failed:
                     for future in pending:
                         future.cancel()
                     wait(pending)  # runs already started finish and are filed
-                    spec = futures[failed[0]]
-                    raise RuntimeError(f"run {spec.get('labels') or spec.algorithm.name} (seed {spec.seed}, "
-                                       f"experiment {spec.experiment}) failed in a worker process: "
+                    spec, seeds = futures[failed[0]][0], [s.seed for s in futures[failed[0]]]
+                    raise RuntimeError(f"run {spec.get('labels') or spec.algorithm.name} (seed "
+                                       f"{', '.join(map(str, seeds))}, experiment {spec.experiment}) failed in a "
+                                       "worker process: "
                                        f"{failed[0].exception()}") from failed[0].exception()
         except KeyboardInterrupt:
             pool.shutdown(wait=False, cancel_futures=True)

@@ -3,11 +3,14 @@
     records = run_specs(specs, store=RunStore("results/runs"))          # local, in this process
     records = run_specs(specs, store=..., workers=4)                    # in 4 worker processes
     records = run_specs(specs, store=..., executor="ray")               # one Ray task per spec
+    records = run_specs(specs, store=..., seed_batches=False)           # every run alone
     records["rounds"]   # every run's round rows, with the spec's labels, seed and key as columns
     records["layers"]   # every run's per-layer diagnostics, long (see `fedlib.contracts.RunResult`)
 
 A spec already in the store is not recomputed; a run interrupted mid-way resumes from its checkpoint. How one
-spec becomes a run is `fedlib.runs.build`; running one into the store is `fedlib.runs.execute`.
+spec becomes a run is `fedlib.runs.build`; running one into the store is `fedlib.runs.execute`. Locally, the specs
+to compute that differ only by seed are one unit, trained as one batch where `fedlib.seed_batch.batches_seeds`
+says so (`seed_batches=False`: every run alone); each is filed under its own key.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ with warnings.catch_warnings():
     from tqdm.auto import tqdm
 
 from fedlib.runs.archive import origin
-from fedlib.runs.execute import execute
+from fedlib.runs.execute import execute_cell, seed_cells
 from fedlib.runs.pool import run_in_processes
 from fedlib.runs.ray_runner import run_on_ray
 from fedlib.runs.spec import RunSpec
@@ -39,10 +42,11 @@ EXECUTORS = ("local", "ray")
 
 def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "local", ray_address: str | None = None,
               root: str | Path | None = None, checkpoint_every: int = 10, progress: bool = True,
-              gpus_per_run: float | None = None, workers: int = 1) -> Records:
+              gpus_per_run: float | None = None, workers: int = 1, seed_batches: bool = True) -> Records:
     """Execute the specs not yet in the store and return every spec's records as tidy tables.
 
-    `workers` > 1 runs the local executor's specs in that many worker processes (`fedlib.runs.pool`)."""
+    `workers` > 1 runs the local executor's units (a cell's seeds, `seed_batches`) in that many worker processes
+    (`fedlib.runs.pool`)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     instance("run_specs store", store, RunStore, "e.g. RunStore.at() (results/runs) or RunStore('a/folder')")
@@ -53,14 +57,15 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
           f"{len(todo)} to compute" + (f" ({executor})" if todo else ""), file=sys.stderr, flush=True)
     start = time.perf_counter()
     if todo and executor == "local":
+        units = seed_cells(todo) if seed_batches else [[spec] for spec in todo]
         with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
             if workers > 1:
-                run_in_processes(todo, store, workers=workers, root=root, checkpoint_every=checkpoint_every,
-                                 on_done=lambda spec: bar.update())
+                run_in_processes(units, store, workers=workers, root=root, checkpoint_every=checkpoint_every,
+                                 on_done=lambda unit: bar.update(len(unit)))
             else:
-                for spec in todo:
-                    execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
-                    bar.update()
+                for unit in units:
+                    execute_cell(unit, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
+                    bar.update(len(unit))
     elif todo:
         run_on_ray(todo, store, root=root, checkpoint_every=checkpoint_every, address=ray_address,
                    gpus_per_run=gpus_per_run)
