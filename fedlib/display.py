@@ -25,7 +25,7 @@ VERDICT_COLOURS: dict[str, str] = {
     REPRODUCED: GREEN, AGREES: GREEN,
     PARTLY: AMBER, INCONCLUSIVE: AMBER, VACUOUS: AMBER, AT_THIS_SCALE[INCONCLUSIVE]: AMBER,
     NOT_REPRODUCED: RED, DIVERGED: RED, DISAGREES: RED, AT_THIS_SCALE[NOT_REPRODUCED]: RED,
-    NOT_TESTABLE: GREY, NOTHING_TO_TEST: GREY, ILLUSTRATIVE: GREY,
+    **{cause: GREY for cause in NOT_TESTABLE}, NOTHING_TO_TEST: GREY, ILLUSTRATIVE: GREY,
     CONSISTENT: GREY, AT_ODDS: GREY, AT_THIS_SCALE[AT_ODDS]: GREY,  # a point estimate beside the paper: no test
 }
 # The same four kinds where markdown shows no colour (README.md, docs/results.md, the expected results).

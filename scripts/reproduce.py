@@ -78,7 +78,7 @@ from fedlib.data.roots import ENV_VAR, data_root
 from fedlib.dryrun import dry_run, fabricate_for
 from fedlib.grids import (BUNDLED_DATASETS, client_steps, datasets_named, notebook_parameters, notebook_specs,
                           profile_values, read_yaml)
-from fedlib.ledger.cpu_record import CpuRecordError, read_cpu_results, read_record, write_record
+from fedlib.ledger.cpu_record import TO_BE_REBUILT, CpuRecordError, read_cpu_results, read_current, write_record
 from fedlib.ledger.entries import Ledger, LedgerError, NotALedgerError, git_commit
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
@@ -472,10 +472,12 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     try:
         if cpu_results is not None:
             print(f"wrote {write_record(read_cpu_results(cpu_results), cpu_record)}")
-        cpu = read_record(cpu_record, str(shown(cpu_record)))
+        cpu = read_current(cpu_record, str(shown(cpu_record)))
     except CpuRecordError as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
+    if cpu.predates:
+        print(f"reproduce: note: {cpu.predates}; the cpu verdict column reads \"{TO_BE_REBUILT}\"", file=sys.stderr)
     datasets = set(plan_runs(names, params, {}).datasets)  # every one the plan reads, not only the ledger's
     lacking = unloadable(datasets)
     stand_ins = (f"Datasets this machine lacks ({', '.join(lacking)}) were fabricated as stand-ins (random files in "

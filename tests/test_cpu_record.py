@@ -1,6 +1,8 @@
 """The cpu profile's verdicts beside the ledger's (`fedlib.ledger.cpu_record`): read from a hand-made cpu results
-folder, written as the record and read back, shown as the "cpu verdict" column; every bad input refused naming its
-file (a missing folder or claims table, a truncated or garbled table, a stamp of another profile, a claim id twice)."""
+folder with their reasons (criterion, evidence, p-value, seeds), written as the record and read back, shown as the
+"cpu verdict" column; every bad input refused naming its file (a missing folder or claims table, a truncated or
+garbled table, an unreadable p-value or seed count, a stamp of another profile, a claim id twice); a record of the
+former columns refused in one line saying how to rebuild it, and `reproduce --from-ledger` working without it."""
 from __future__ import annotations
 
 import json
@@ -11,18 +13,22 @@ import pytest
 from test_reproduce import load_reproduce
 
 from fedlib import report
-from fedlib.ledger.cpu_record import (COLUMNS, CpuRecordError, CpuVerdicts, claim_id, read_cpu_results, read_record,
-                                      write_record)
+from fedlib.ledger.cpu_record import (COLUMNS, FORMER_COLUMNS, REBUILD, TO_BE_REBUILT, CpuRecordError,
+                                      CpuRecordPredatesRules, CpuVerdicts, claim_id, predates_rules, read_cpu_results,
+                                      read_current, read_record, write_record)
 from fedlib.ledger.verdicts import verdicts_markdown
 
 STAMP = "profile `cpu`, commit `abc1234`, 2026-11-27 19:10 UTC, vm (x86_64, 2 CPUs, no GPU), no -p overrides"
 SCALE = "digits, mlp, 4 clients/round, 2 rounds, 3 seeds"
 QUICKSTART = [("Q1 SCAFFOLD is at least as accurate as FedAvg", "SCAFFOLD >= FedAvg", "+0.4 points", "paired gain",
-               "3 seeds paired", report.REPRODUCED),
+               "3 seeds paired", "0.012", "3", report.REPRODUCED),
               ("Q2 FedProx with small mu (=0.01) stays close to FedAvg", "|gap| small", "0.1 points", "TOST",
-               "3 seeds paired, the gap, \"quoted\"", "inconclusive at this scale")]
-NO_EVIDENCE = ("Q1 SCAFFOLD is at least as accurate as FedAvg", "holds", "40.70 vs 4.14", "an exact check", "",
-               report.NOT_REPRODUCED)  # a claim whose judge gives no evidence text (mucsc's "Thm 2 proof")
+               "3 seeds paired, the gap, \"quoted\"", "0.2", "3", report.INCONCLUSIVE)]
+NO_EVIDENCE = ("Q1 SCAFFOLD is at least as accurate as FedAvg", "holds", "40.70 vs 4.14", "an exact check", "", "-",
+               "-", report.NOT_REPRODUCED)  # a claim whose judge gives no evidence text, runs no test (mucsc's "Thm 2 proof")
+COMMITTED = Path(__file__).resolve().parents[1] / "evidence" / "cpu" / "verdicts.csv"
+BEFORE_THE_RULES = (f"evidence/cpu/verdicts.csv predates the current verdict rules; rebuild it with {REBUILD}"
+                    if predates_rules(COMMITTED) else "")
 
 
 def cpu_results(root: Path, notebook: str = "quickstart", rows=QUICKSTART, stamp: str = STAMP, status: str = "ok",
@@ -41,14 +47,18 @@ def test_a_cpu_run_is_recorded_and_read_back(tmp_path):
     (results / "cpu" / "flower").mkdir()  # a notebook without declared claims: nothing to record, no error
     rows = read_cpu_results(results)
     assert list(rows.columns) == COLUMNS
-    assert rows.values.tolist() == [["quickstart", "Q1", report.REPRODUCED, "+0.4 points", STAMP, SCALE],
-                                    ["quickstart", "Q2", "inconclusive at this scale", "0.1 points", STAMP, SCALE]]
+    assert rows.values.tolist() == [
+        ["quickstart", "Q1", report.REPRODUCED, "+0.4 points", "paired gain", "3 seeds paired", "0.012", "3", STAMP,
+         SCALE],
+        ["quickstart", "Q2", report.INCONCLUSIVE, "0.1 points", "TOST", "3 seeds paired, the gap, \"quoted\"", "0.2",
+         "3", STAMP, SCALE]]
     record = read_record(write_record(rows, tmp_path / "cpu" / "verdicts.csv"), "evidence/cpu/verdicts.csv")
     pd.testing.assert_frame_equal(record.rows, rows)
     assert record.verdict("quickstart", "Q1") == report.REPRODUCED and record.verdict("quickstart", "Q3") == "-"
     assert record.stamps() == {STAMP: ["quickstart"]} and record.scales() == {"quickstart": SCALE}
     bare = read_cpu_results(cpu_results(tmp_path / "bare", rows=[NO_EVIDENCE], scale=""))  # no evidence, no scale
-    assert bare[["claim_id", "verdict", "scale"]].values.tolist() == [["Q1", report.NOT_REPRODUCED, ""]]
+    assert bare[["claim_id", "verdict", "evidence", "p_value", "seeds", "scale"]].values.tolist() == \
+        [["Q1", report.NOT_REPRODUCED, "", "-", "-", ""]]
     assert read_record(write_record(bare, tmp_path / "bare.csv")).verdict("quickstart", "Q1") == report.NOT_REPRODUCED
 
 
@@ -112,7 +122,7 @@ def test_a_claim_id_twice_in_one_notebook_is_refused_a_row_of_no_declared_claim_
     twice = cpu_results(tmp_path / "twice", rows=[QUICKSTART[0], QUICKSTART[1], QUICKSTART[0]])
     with pytest.raises(CpuRecordError, match="quickstart/claims.csv: quickstart gives claim Q1 twice"):
         read_cpu_results(twice)
-    theorem = ("Theorem 1: f(z_{t+1}) <= f(z_t)", "holds", "-", "checked", "toy", report.PARTLY)  # as TACO's rows
+    theorem = ("Theorem 1: f(z_{t+1}) <= f(z_t)", "holds", "-", "checked", "toy", "-", "-", report.PARTLY)  # TACO's
     extra = cpu_results(tmp_path / "extra", rows=[QUICKSTART[0], theorem, theorem])
     assert read_cpu_results(extra)["claim_id"].tolist() == ["Q1"]
     cut = cpu_results(tmp_path / "cut", rows=[QUICKSTART[0], theorem[:-1] + ("partly",)])  # left out, still checked
@@ -142,16 +152,16 @@ def test_the_cpu_verdict_stands_beside_each_judged_claim(tmp_path):
     rows = read_cpu_results(cpu_results(tmp_path / "results", rows=[QUICKSTART[0]]))
     fedaq = rows.assign(notebook="fedaq", claim_id="C4a", verdict=report.NOT_REPRODUCED, scale="digits, lenet")
     cpu = CpuVerdicts("evidence/cpu/verdicts.csv", pd.concat([rows, fedaq], ignore_index=True))
-    judged = pd.DataFrame([(q[0], q[1], "+1.2 points", q[3], "on the gpu", "inconclusive at this scale")
+    judged = pd.DataFrame([(q[0], q[1], "+1.2 points", q[3], "on the gpu", "0.09", "4", report.INCONCLUSIVE)
                            for q in QUICKSTART], columns=report.COLUMNS)
     text = verdicts_markdown({"quickstart": judged, "taco": "the ledger holds none of its runs"}, "gpu", cpu)
-    assert "| claim | paper | measured | verdict | cpu verdict | criterion | evidence |" in text
-    assert f"| {QUICKSTART[0][0]} | SCAFFOLD >= FedAvg | +1.2 points | ⚠️ inconclusive at this scale | ✅ reproduced " \
-           "| paired gain | on the gpu |" in text
-    assert "| ⚠️ inconclusive at this scale | - | TOST |" in text  # Q2: no cpu verdict recorded
-    # taco not judged: each of its 6 headline claims (C1-C3, C5-C7) counts as not testable
-    assert ("**Summary**: 8 headline claims judged on the ledger's runs: 6 · not testable at this scale, 2 ⚠️ "
-            "inconclusive at this scale.") in text
+    assert "| claim | paper | measured | verdict | cpu verdict | criterion | evidence | p-value | seeds |" in text
+    assert f"| {QUICKSTART[0][0]} | SCAFFOLD >= FedAvg | +1.2 points | ⚠️ inconclusive | ✅ reproduced " \
+           "| paired gain | on the gpu | 0.09 | 4 |" in text
+    assert "| ⚠️ inconclusive | - | TOST | on the gpu | 0.09 | 4 |" in text  # Q2: no cpu verdict recorded
+    # taco not judged: each of its 6 headline claims (C1-C3, C5-C7) counts as not testable, its runs not computed
+    assert ("**Summary**: 8 headline claims judged on the ledger's runs: 6 · not testable: runs not computed yet, 2 ⚠️ "
+            "inconclusive.") in text
     assert "C4a" not in text and text.count(STAMP) == 1
     assert f"stamped {STAMP} (quickstart, fedaq). It holds none of taco." in text
     assert f"small-scale analogues, not the paper's scale (quickstart: {SCALE}; fedaq: digits, lenet)" in text
@@ -172,5 +182,64 @@ def test_reproduce_writes_the_record_from_a_cpu_run_or_names_what_is_wrong(tmp_p
     assert f"wrote {record}" in capsys.readouterr().out
     assert read_record(record).verdict("quickstart", "Q1") == report.REPRODUCED
     assert STAMP in (tmp_path / "out" / "REPORT.md").read_text()
+    former_record(record)  # a record before the current rules: the gpu verdicts stand, the cpu column says so
+    assert reproduce.main(common) == 0
+    assert capsys.readouterr().err.count("predates the current verdict rules") == 1
+    assert f"Column **cpu verdict**: \"{TO_BE_REBUILT}\"" in (tmp_path / "out" / "REPORT.md").read_text()
     assert reproduce.main(["--profile", "gpu", "--cpu-results", str(tmp_path)]) == 2
     assert "--cpu-results is for --from-ledger" in capsys.readouterr().err
+
+
+def former_record(path: Path) -> Path:
+    """A record as written before the current verdict rules: `FORMER_COLUMNS`, a retired verdict wording."""
+    pd.DataFrame([["fedaq", "C1", "not testable at this scale", "29.1%", STAMP, SCALE]],
+                 columns=FORMER_COLUMNS).to_csv(path, index=False)
+    return path
+
+
+def test_a_record_of_the_former_columns_is_refused_in_one_line_saying_how_to_rebuild_it(tmp_path):
+    old = former_record(tmp_path / "verdicts.csv")
+    assert predates_rules(old)
+    with pytest.raises(CpuRecordPredatesRules) as refused:
+        read_record(old)
+    said = str(refused.value)
+    assert "\n" not in said and said == (f"{old}: predates the current verdict rules (no criterion, evidence, p-value "
+                                         f"or seeds); rebuild it with `{REBUILD}`")
+    assert REBUILD.startswith("python scripts/reproduce.py --profile cpu --results results && ") \
+        and REBUILD.endswith("--profile gpu --from-ledger --write-expected --cpu-results results")
+    stale = read_current(old, "evidence/cpu/verdicts.csv")
+    assert stale.predates == said and stale.rows.empty and stale.verdict("fedaq", "C1") == TO_BE_REBUILT
+    current = write_record(read_cpu_results(cpu_results(tmp_path / "results")), tmp_path / "current.csv")
+    assert not predates_rules(current) and read_current(current).predates == ""
+    narrower = tmp_path / "narrower.csv"  # another header than the former one: a damaged record, not an old one
+    narrower.write_text(",".join(FORMER_COLUMNS[:-1]) + "\nfedaq,C1,reproduced,1,s\n")
+    with pytest.raises(CpuRecordError, match="has columns") as damaged:
+        read_current(narrower)
+    assert not isinstance(damaged.value, CpuRecordPredatesRules)
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("p_value", "1.5", "p_value '1.5' is not a number in \\[0, 1\\]"),
+    ("p_value", "small", "p_value 'small' is not a number"),
+    ("seeds", "0", "seeds '0' is not a positive whole number"),
+    ("seeds", "2.5", "seeds '2.5' is not a positive whole number"),
+])
+def test_an_unreadable_p_value_or_seed_count_is_refused_in_results_and_record(tmp_path, column, value, said):
+    index = report.COLUMNS.index(column)
+    bad = [QUICKSTART[0][:index] + (value,) + QUICKSTART[0][index + 1:], QUICKSTART[1]]
+    with pytest.raises(CpuRecordError, match=rf"quickstart/claims.csv: quickstart Q1: {said} .*render it again"):
+        read_cpu_results(cpu_results(tmp_path / "results", rows=bad))
+    record = write_record(read_cpu_results(cpu_results(tmp_path / "good")), tmp_path / "verdicts.csv")
+    record.write_text(record.read_text().replace(f",{QUICKSTART[0][index]},", f",{value},", 1))
+    with pytest.raises(CpuRecordError, match=rf"verdicts.csv: quickstart Q1: {said} .*write it with"):
+        read_record(record)
+
+
+@pytest.mark.skipif(bool(BEFORE_THE_RULES), reason=BEFORE_THE_RULES)
+def test_the_committed_record_is_read_under_the_current_rules():
+    """The committed record reads (the judge's verdicts, readable p-values and seeds), every row a claim its notebook
+    declares, stamped by a `reproduce --profile cpu` run."""
+    record = read_record(COMMITTED)
+    for notebook, claim in record.rows[["notebook", "claim_id"]].itertuples(index=False):
+        assert claim_id(notebook, claim) == claim
+    assert all("profile `cpu`" in stamp for stamp in record.stamps())

@@ -12,7 +12,7 @@ from fedlib.display import (PARAMETERS_HIDDEN_CSS, VERDICT_COLOURS, Scorecard, f
                             show_progress, verdict_style)
 from headless_chromium import chromium, needs_chromium
 
-from fedlib.report import COLUMNS, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, VERDICTS
+from fedlib.report import COLUMNS, NOT_COMPUTED, NOT_REPRODUCED, REPRODUCED, VERDICTS
 
 
 def test_every_verdict_has_a_colour():
@@ -22,7 +22,8 @@ def test_every_verdict_has_a_colour():
 
 def test_full_table_shows_long_text_whole_and_colours_verdicts():
     long = "criterion " + "word " * 80  # far beyond pandas' display.max_colwidth (50)
-    table = pd.DataFrame([["c1", "1", "2", long, "e", REPRODUCED], ["c2", "1", "2", "short", "e", NOT_REPRODUCED]],
+    table = pd.DataFrame([["c1", "1", "2", long, "e", "0.01", "3", REPRODUCED],
+                          ["c2", "1", "2", "short", "e", "0.9", "3", NOT_REPRODUCED]],
                          columns=COLUMNS)
     page = full_table(table).to_html()
     assert long.strip() in page and "..." not in page
@@ -38,9 +39,9 @@ def test_full_table_of_a_table_without_verdicts():
 
 
 def test_scorecard_counts_each_verdict_and_links_to_the_claims():
-    line = scorecard_html(pd.Series([REPRODUCED, NOT_TESTABLE, REPRODUCED]), "Claims")
+    line = scorecard_html(pd.Series([REPRODUCED, NOT_COMPUTED, REPRODUCED]), "Claims")
     assert '<a href="#Claims">' in line
-    assert f">2 {REPRODUCED}</span>" in line and f">1 {NOT_TESTABLE}</span>" in line
+    assert f">2 {REPRODUCED}</span>" in line and f">1 {NOT_COMPUTED}</span>" in line
     assert "no claims" in scorecard_html(pd.Series([], dtype=str), "Claims")
 
 

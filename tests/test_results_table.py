@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from fedlib.display import VERDICT_COLOURS, VERDICT_SYMBOLS, verdict_symbol
-from fedlib.ledger.cpu_record import CpuVerdicts
-from fedlib.ledger.results import (BEGIN, END, HeadlineResult, headline_results, results_block, short_claim,
-                                   shortened, with_block)
+from fedlib.ledger.cpu_record import REBUILD, TO_BE_REBUILT, CpuVerdicts
+from fedlib.ledger.results import (BEGIN, END, HeadlineResult, headline_results, results_block, scales,
+                                   short_claim, shortened, with_block)
 from fedlib.ledger.status import HeadlineStatus
 from fedlib.papers.quickstart import QuickstartParams
-from fedlib.report import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, VERDICTS
+from fedlib.report import INCONCLUSIVE, NOT_COMPUTED, NOT_REPRODUCED, REPRODUCED, VERDICTS
 
 STAMP = "profile `cpu`, commit `abc1234`, 2026-11-27 19:10 UTC, vm (x86_64, 2 CPUs, no GPU), no -p overrides"
 
@@ -29,8 +29,8 @@ def cpu_record(**extra: str) -> CpuVerdicts:
 def judged(**extra: str) -> pd.DataFrame:
     """The quickstart's headline claims as the ledger's judge gives them, with `extra` columns first."""
     return pd.DataFrame({**{k: [v, v] for k, v in extra.items()},
-                         "verdict": [REPRODUCED, NOT_TESTABLE], "measured": ["0.9 vs 0.8", "-"],
-                         "claim": ["Q1 SCAFFOLD is at least as accurate as FedAvg under label skew",
+                         "verdict": [REPRODUCED, NOT_COMPUTED], "measured": ["0.9 vs 0.8", "-"],
+                         "claim": ["Q1 SCAFFOLD is non-inferior to FedAvg under label skew: no more than 1 point less accurate",
                                    "Q2 FedProx with small mu (=0.01) stays close to FedAvg"],
                          "paper_value": ["SCAFFOLD > FedAvg", "|gap| small"]})
 
@@ -58,10 +58,10 @@ def test_rows_read_columns_by_name_and_count_runs_only_where_a_claim_is_not_test
                              statuses((6, 6), (3, 6)), cpu_record(criterion="x", p_value="0.2", seeds="3"))
     assert plain == wider
     q1, q2 = plain
-    assert q1 == HeadlineResult("quickstart", "Q1", "SCAFFOLD is at least as accurate as FedAvg under label skew",
-                                "SCAFFOLD > FedAvg", (INCONCLUSIVE, "0.852 vs 0.810 (+0.042)"),
+    assert q1 == HeadlineResult("quickstart", "Q1", "SCAFFOLD is non-inferior to FedAvg under label skew: no more "
+                                "than 1 point less accurate", "SCAFFOLD > FedAvg (tested: SCAFFOLD - FedAvg > -0.01)", (INCONCLUSIVE, "0.852 vs 0.810 (+0.042)"),
                                 (REPRODUCED, "0.9 vs 0.8"), "")
-    assert q2.cpu is None and q2.gpu == (NOT_TESTABLE, "-") and q2.gpu_runs == "3 of 6 runs computed"
+    assert q2.cpu is None and q2.gpu == (NOT_COMPUTED, "-") and q2.gpu_runs == "3 of 6 runs computed"
     # judged although its headline lacks runs (a claim reading part of them): its value, not a count
     assert headline_results(params, {"quickstart": judged()}, statuses((2, 6), (3, 6)), cpu_record())[0].gpu_runs == ""
 
@@ -69,8 +69,8 @@ def test_rows_read_columns_by_name_and_count_runs_only_where_a_claim_is_not_test
 def test_a_notebook_the_ledger_holds_nothing_of_reads_not_testable_with_its_count():
     rows = headline_results({"quickstart": QuickstartParams()}, {"quickstart": "the ledger holds none of its runs"},
                             statuses((0, 6), (0, 6)), cpu_record())
-    assert [(r.claim_id, r.gpu, r.gpu_runs) for r in rows] == [("Q1", (NOT_TESTABLE, "-"), "0 of 6 runs computed"),
-                                                               ("Q2", (NOT_TESTABLE, "-"), "0 of 6 runs computed")]
+    assert [(r.claim_id, r.gpu, r.gpu_runs) for r in rows] == [("Q1", (NOT_COMPUTED, "-"), "0 of 6 runs computed"),
+                                                               ("Q2", (NOT_COMPUTED, "-"), "0 of 6 runs computed")]
 
 
 def test_the_block_counts_symbols_links_from_its_page_and_names_the_cpu_run():
@@ -80,10 +80,28 @@ def test_the_block_counts_symbols_links_from_its_page_and_names_the_cpu_run():
     assert block.startswith(BEGIN) and block.endswith(END)
     assert "**2 headline claims.** cpu profile (small-scale analogues): 1 ⚠️. " in block
     assert "from the ledger): 1 ✅ 1 ·; 1 of 2 testable" in block
-    assert "| Q1 SCAFFOLD is at least as accurate as FedAvg under label skew | SCAFFOLD > FedAvg | ⚠️ inconclusive: " \
-           "0.852 vs 0.810 (+0.042) | ✅ reproduced: 0.9 vs 0.8 |" in block
-    assert "| - (no cpu verdict) | · not testable at this scale: 3 of 6 runs computed |" in block
+    assert "| Q1 SCAFFOLD is non-inferior to FedAvg under label skew: no more than 1 point less accurate | SCAFFOLD > " \
+           "FedAvg (tested: SCAFFOLD - FedAvg > -0.01) | ⚠️ inconclusive: 0.852 vs 0.810 (+0.042) | ✅ reproduced: 0.9 " \
+           "vs 0.8 |" in block
+    assert "| - (no cpu verdict) | · not testable: runs not computed yet: 3 of 6 runs computed |" in block
     assert "(../notebooks/expected-results-gpu.md#quickstart)" in block and STAMP in block
+
+
+def test_a_record_before_the_current_rules_reads_to_be_rebuilt_in_every_cpu_cell():
+    """The gpu verdicts stand; every cpu cell, the summary, the scales and the footer say the record is to be
+    rebuilt, and how."""
+    stale = CpuVerdicts.to_be_rebuilt("evidence/cpu/verdicts.csv", "evidence/cpu/verdicts.csv: predates ...")
+    params = {"quickstart": QuickstartParams()}
+    rows = headline_results(params, {"quickstart": judged()}, statuses((6, 6), (3, 6)), stale)
+    block = results_block(rows, stale, scales(params, stale), prefix="")
+    assert [r.cpu for r in rows] == [None, None]
+    assert "cpu profile (small-scale analogues): record to be rebuilt. gpu profile" in block
+    assert f"| SCAFFOLD > FedAvg (tested: SCAFFOLD - FedAvg > -0.01) | {TO_BE_REBUILT} | ✅ reproduced: 0.9 vs 0.8 |" \
+        in block
+    assert f"| {TO_BE_REBUILT} | · not testable: runs not computed yet: 3 of 6 runs computed |" in block
+    assert "cpu: record to be rebuilt." in block and "(no cpu verdict)" not in block
+    assert f"cpu verdicts: `evidence/cpu/verdicts.csv` predates the current verdict rules; rebuild it with " \
+           f"`{REBUILD}`. gpu verdicts:" in block
 
 
 @pytest.mark.parametrize("statement, short", [

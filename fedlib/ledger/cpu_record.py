@@ -4,11 +4,15 @@
 `read_cpu_results(folder)` reads the `--results` folder of such a run: for each notebook with declared claims
 (`fedlib.claims.<notebook>.CLAIMS`) that has a folder there, `cpu/<notebook>/claims.csv` (`fedlib.report.COLUMNS`),
 `stamp.json` (its "stamp": "profile `cpu`, commit ..., date, machine, overrides") and `scale.json` (its "here": the
-notebook's scale). `write_record` writes that as the record; `read_record` reads the record back. Both readers
-check what they read the same way (`_checked`) and refuse, naming the file and what to do: a missing folder or
-file, a table that is not a whole claims table (a truncated or edited file: a missing column, a row without its
-claim or verdict, a verdict the judge never gives), a stamp of another profile or of a failed rendering, a claim id given twice in one
-notebook. A row's claim id is the longest declared id its claim text starts with ("C5 iid", not "C5"); a row
+notebook's scale). Each row carries its reasons, read by name from the claims table: the criterion, the evidence,
+the p-value and the seeds. `write_record` writes that as the record; `read_record` reads the record back. Both
+readers check what they read the same way (`_checked`) and refuse, naming the file and what to do: a missing folder
+or file, a table that is not a whole claims table (a truncated or edited file: a missing column, a row without its
+claim or verdict, a verdict the judge never gives, a p-value outside [0, 1], a seed count that is not a positive
+whole number), a stamp of another profile or of a failed rendering, a claim id given twice in one notebook. A
+record written before the current verdict rules (`FORMER_COLUMNS`: no criterion, evidence, p-value or seeds) is
+refused apart (`CpuRecordPredatesRules`), saying how to rebuild it (`REBUILD`): `reproduce --from-ledger` then
+shows "cpu record: to be rebuilt" in place of the cpu verdicts (`CpuVerdicts.to_be_rebuilt`). A row's claim id is the longest declared id its claim text starts with ("C5 iid", not "C5"); a row
 that names no declared claim (TACO's Theorem 1 rows, which its notebook adds from values it computed) is not
 recorded: no headline can name it.
 """
@@ -28,9 +32,14 @@ from fedlib.claims.judge import declared
 from fedlib.runs.entry import write_atomic
 
 PROFILE = "cpu"
-COLUMNS = ["notebook", "claim_id", "verdict", "measured", "stamp", "scale"]
+REASONS = ["criterion", "evidence", "p_value", "seeds"]  # a claims table's columns that say why its verdict
+COLUMNS = ["notebook", "claim_id", "verdict", "measured", *REASONS, "stamp", "scale"]
+FORMER_COLUMNS = ["notebook", "claim_id", "verdict", "measured", "stamp", "scale"]  # before the current verdict rules
 WRITE_IT = ("write it with `python scripts/reproduce.py --profile gpu --from-ledger --write-expected --cpu-results "
             "<the --results folder of a `reproduce --profile cpu` run>`")
+REBUILD = ("python scripts/reproduce.py --profile cpu --results results && python scripts/reproduce.py --profile gpu "
+           "--from-ledger --write-expected --cpu-results results")
+TO_BE_REBUILT = "cpu record: to be rebuilt"  # what stands for a cpu verdict while the record predates the rules
 
 
 class CpuRecordError(ValueError):
@@ -41,15 +50,39 @@ class CpuRecordError(ValueError):
         super().__init__(f"{path}: {problem}")
 
 
+class CpuRecordPredatesRules(CpuRecordError):
+    """A record of `FORMER_COLUMNS`, written before the current verdict rules: it is rebuilt, not read."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path, f"predates the current verdict rules (no criterion, evidence, p-value or seeds); "
+                               f"rebuild it with `{REBUILD}`")
+
+
+def predates_rules(path: str | Path) -> bool:
+    """Whether the record at `path` has the columns of a record written before the current verdict rules."""
+    with Path(path).open(encoding="utf-8", errors="replace") as file:
+        return file.readline().strip().split(",") == FORMER_COLUMNS
+
+
 @dataclass(frozen=True)
 class CpuVerdicts:
-    """The cpu record read from `source`: one row per (notebook, claim id), `COLUMNS`."""
+    """The cpu record read from `source`: one row per (notebook, claim id), `COLUMNS`; `predates`: why the record
+    could not be read ('' when it was: `CpuRecordPredatesRules`'s line), its rows then none."""
 
     source: str
     rows: pd.DataFrame
+    predates: str = ""
+
+    @classmethod
+    def to_be_rebuilt(cls, source: str, why: str) -> CpuVerdicts:
+        """No cpu verdicts: the record `source` predates the current rules (`why`)."""
+        return cls(source, pd.DataFrame(columns=COLUMNS, dtype=str), why)
 
     def verdict(self, notebook: str, claim_id: str) -> str:
-        """The cpu profile's verdict on `notebook`'s claim `claim_id`, "-" where the record has none."""
+        """The cpu profile's verdict on `notebook`'s claim `claim_id`, "-" where the record has none,
+        `TO_BE_REBUILT` where it predates the current rules."""
+        if self.predates:
+            return TO_BE_REBUILT
         found = self.rows[(self.rows["notebook"] == notebook) & (self.rows["claim_id"] == claim_id)]
         return str(found["verdict"].iloc[0]) if len(found) else "-"
 
@@ -114,9 +147,25 @@ def _known_verdicts(verdicts: pd.Series, names: pd.Series, path: Path, fix: str)
                                    f"judge gives (truncated or edited?); {fix}")
 
 
+def _reasons_read(frame: pd.DataFrame, names: pd.Series, path: Path, fix: str) -> None:
+    """CpuRecordError naming the first row (`names`) whose p-value is neither "-" (no test ran) nor a number in
+    [0, 1], or whose seeds are neither "-" nor a positive whole number."""
+    p = pd.to_numeric(frame["p_value"].where(frame["p_value"] != "-", "0"), errors="coerce")
+    seeds = frame["seeds"]
+    whole = seeds.str.fullmatch(r"[0-9]+") & (seeds.str.lstrip("0") != "")
+    for column, bad, wanted in (("p_value", p.isna() | (p < 0) | (p > 1), "a number in [0, 1]"),
+                                ("seeds", (seeds != "-") & ~whole, "a positive whole number")):
+        if bad.any():
+            raise CpuRecordError(path, f"{names[bad].iloc[0]}: {column} {frame.loc[bad, column].iloc[0]!r} is not "
+                                       f"{wanted} or \"-\" (truncated or edited?); {fix}")
+
+
 def _checked(frame: pd.DataFrame, path: Path, fix: str) -> pd.DataFrame:
-    """`frame` (`COLUMNS`) if every verdict is the judge's and no notebook names a claim id twice."""
-    _known_verdicts(frame["verdict"], frame["notebook"] + " " + frame["claim_id"], path, fix)
+    """`frame` (`COLUMNS`) if every verdict is the judge's, every p-value and seed count readable, and no notebook
+    names a claim id twice."""
+    names = frame["notebook"] + " " + frame["claim_id"]
+    _known_verdicts(frame["verdict"], names, path, fix)
+    _reasons_read(frame, names, path, fix)
     doubled = frame[frame.duplicated(["notebook", "claim_id"])]
     if len(doubled):
         row = doubled.iloc[0]
@@ -144,7 +193,8 @@ def _notebook_rows(folder: Path, notebook: str) -> pd.DataFrame:
     ids = pd.Series([claim_id(notebook, text) for text in claims["claim"]], index=claims.index)
     named = claims[ids.notna()]
     rows = pd.DataFrame({"notebook": notebook, "claim_id": ids[ids.notna()], "verdict": named["verdict"],
-                         "measured": named["measured"], "stamp": stamp["stamp"], "scale": scale}, columns=COLUMNS)
+                         "measured": named["measured"], **{column: named[column] for column in REASONS},
+                         "stamp": stamp["stamp"], "scale": scale}, columns=COLUMNS)
     return _checked(rows, folder / "claims.csv", render_again)
 
 
@@ -173,10 +223,22 @@ def write_record(rows: pd.DataFrame, path: str | Path) -> Path:
 
 
 def read_record(path: str | Path, shown: str | None = None) -> CpuVerdicts:
-    """The record at `path` (named `shown` in what it is rendered into), checked as the results it was written from."""
+    """The record at `path` (named `shown` in what it is rendered into), checked as the results it was written from;
+    `CpuRecordPredatesRules` where it was written before the current verdict rules."""
     path = Path(path)
+    if path.is_file() and predates_rules(path):
+        raise CpuRecordPredatesRules(path)
     rows = _checked(_csv(path, COLUMNS, ["notebook", "claim_id", "verdict", "stamp"], WRITE_IT), path, WRITE_IT)
     return CpuVerdicts(shown or str(path), rows)
+
+
+def read_current(path: str | Path, shown: str | None = None) -> CpuVerdicts:
+    """`read_record`, or `CpuVerdicts.to_be_rebuilt` where the record predates the current verdict rules (the
+    ledger's verdicts need no cpu record; any other fault of the record is still refused)."""
+    try:
+        return read_record(path, shown)
+    except CpuRecordPredatesRules as err:
+        return CpuVerdicts.to_be_rebuilt(shown or str(path), str(err))
 
 
 def cpu_column(notebook: str, claims: Sequence[str], cpu: CpuVerdicts) -> list[str]:
@@ -185,7 +247,11 @@ def cpu_column(notebook: str, claims: Sequence[str], cpu: CpuVerdicts) -> list[s
 
 
 def cpu_note(cpu: CpuVerdicts, notebooks: Mapping[str, object]) -> list[str]:
-    """Markdown lines stating which cpu run the "cpu verdict" column reads, and at which scale."""
+    """Markdown lines stating which cpu run the "cpu verdict" column reads, and at which scale (or that the record
+    is to be rebuilt, and how)."""
+    if cpu.predates:
+        return [f"Column **cpu verdict**: \"{TO_BE_REBUILT}\": `{cpu.source}` predates the current verdict rules; "
+                f"rebuild it with `{REBUILD}`.", ""]
     stamps = cpu.stamps()
     runs = "; ".join(f"{stamp} ({', '.join(names)})" for stamp, names in stamps.items())
     without = sorted(set(notebooks) - set(cpu.rows["notebook"]))

@@ -20,11 +20,11 @@ import pandas as pd
 from fedlib.claims.judge import Claim, judge
 from fedlib.data import load_dataset
 from fedlib.display import verdict_symbol
-from fedlib.ledger.cpu_record import CpuVerdicts, cpu_column, cpu_note
+from fedlib.ledger.cpu_record import TO_BE_REBUILT, CpuVerdicts, cpu_column, cpu_note
 from fedlib.ledger.entries import LedgerEntry, held_records
 from fedlib.ledger.priority import headlines
 from fedlib.paper_params import PaperParams
-from fedlib.report import NOT_TESTABLE, markdown_row
+from fedlib.report import NOT_COMPUTED, markdown_row
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import Records
 
@@ -68,10 +68,10 @@ def ledger_verdicts(params: Mapping[str, PaperParams], specs: Mapping[str, Seque
 
 def verdicts_summary(tables: Mapping[str, pd.DataFrame | str]) -> str:
     """One line: how many headline claims got each verdict on the ledger's runs (a notebook not judged: each of its
-    headline claims not testable), with the verdicts' symbols."""
+    headline claims not testable, its runs not computed yet), with the verdicts' symbols."""
     verdicts = [v for name, table in tables.items()
                 for v in (table["verdict"] if isinstance(table, pd.DataFrame)
-                          else [NOT_TESTABLE] * len(headline_claims(name)))]
+                          else [NOT_COMPUTED] * len(headline_claims(name)))]
     counts = Counter(verdicts)
     return (f"**Summary**: {len(verdicts)} headline claims judged on the ledger's runs: "
             + ", ".join(f"{n} {verdict_symbol(v)} {v}" for v, n in counts.most_common()) + ".")
@@ -80,7 +80,8 @@ def verdicts_summary(tables: Mapping[str, pd.DataFrame | str]) -> str:
 def verdicts_markdown(tables: Mapping[str, pd.DataFrame | str], profile: str, cpu: CpuVerdicts) -> str:
     """Markdown: a summary line (`verdicts_summary`), then per notebook (a heading of its name) its headline claims
     judged on the ledger (claim, the paper's value, the value measured here, verdict, the cpu profile's verdict on the
-    same claim from the record `cpu`, criterion and evidence; verdicts with their symbols), or why they are not;
+    same claim from the record `cpu`, criterion, evidence, p-value and seeds; verdicts with their symbols), or why
+    they are not;
     above them, once, which cpu run the cpu verdicts come from."""
     lines = [f"## Headline claims judged on the ledger's runs ({profile} profile)", "", verdicts_summary(tables), "",
              *cpu_note(cpu, tables)]
@@ -89,15 +90,15 @@ def verdicts_markdown(tables: Mapping[str, pd.DataFrame | str], profile: str, cp
         if isinstance(table, str):
             lines += [f"Not judged from the ledger: {table}.", ""]
             continue
-        lines += ["| claim | paper | measured | verdict | cpu verdict | criterion | evidence |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["| claim | paper | measured | verdict | cpu verdict | criterion | evidence | p-value | seeds |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         lines += [markdown_row([r.claim, r.paper_value, r.measured, with_symbol(r.verdict), with_symbol(on_cpu),
-                                r.criterion, r.evidence])
+                                r.criterion, r.evidence, r.p_value, r.seeds])
                   for r, on_cpu in zip(table.itertuples(), cpu_column(notebook, list(table["claim"]), cpu))]
         lines.append("")
     return "\n".join(lines)
 
 
 def with_symbol(verdict: str) -> str:
-    """`verdict` after its symbol ("✅ reproduced"); "-" (no verdict) as it is."""
-    return verdict if verdict == "-" else f"{verdict_symbol(verdict)} {verdict}"
+    """`verdict` after its symbol ("✅ reproduced"); "-" (no verdict) and `TO_BE_REBUILT` as they are."""
+    return verdict if verdict in ("-", TO_BE_REBUILT) else f"{verdict_symbol(verdict)} {verdict}"
