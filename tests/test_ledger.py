@@ -100,7 +100,7 @@ def test_a_missing_run_reads_not_testable_k_of_n(filled, tmp_path):
     assert q2.verdict_input() == "all 6 runs computed"
     table = judged_headlines("quickstart", TINY, ledger.records(grids["quickstart"]), None)
     q1 = table[table["claim"].str.startswith("Q1")].iloc[0]
-    assert q1["evidence"].startswith("missing: algorithm=SCAFFOLD seed=2") and q1["verdict"].startswith("not testable")
+    assert q1["evidence"].startswith("1 of 6 runs not computed yet: algorithm=SCAFFOLD seed=2") and q1["verdict"].startswith("not testable")
 
 
 def test_a_budget_that_fits_nothing_starts_nothing(tmp_path):
@@ -544,8 +544,8 @@ def test_a_notebook_renders_from_the_ledger_computing_nothing_and_names_what_it_
     assert not (results / "runs").exists()  # nothing computed, nothing stored
     claims = pd.read_csv(results / "quick" / "quickstart" / "claims.csv").set_index("claim")
     q1, q2 = (claims.loc[[c for c in claims.index if c.startswith(q)][0]] for q in ("Q1", "Q2"))
-    assert q1["verdict"] != "not testable at this scale" and "missing" not in q1["evidence"]
-    assert q2["verdict"].startswith("not testable") and "missing: algorithm=FedProx" in q2["evidence"]
+    assert not q1["verdict"].startswith("not testable") and "not computed" not in q1["evidence"]
+    assert q2["verdict"].startswith("not testable") and "3 of 6 runs not computed yet: algorithm=FedProx" in q2["evidence"]
     rendered = (results / "quick" / "quickstart" / "quickstart.ipynb").read_text()
     assert "6 from the ledger" in rendered and "3 not in it (none computed)" in rendered
     assert "1 ledger entry was computed by code that has changed since" in rendered
@@ -555,7 +555,7 @@ def test_a_notebook_renders_from_the_ledger_computing_nothing_and_names_what_it_
     assert "--from-ledger" in report and "## quickstart" in report and "# The ledger" in report
     assert "| quickstart | Q2 | 3 of 6 | not testable: 3 of 6 runs computed" in report
     text = reproduce.rendered_claims(results / "quick", ["quickstart"], ledger, "quick")
-    assert ledger.digest() in text and "Q2" in text and "missing: algorithm=FedProx" in text
+    assert ledger.digest() in text and "Q2" in text and "runs not computed yet: algorithm=FedProx" in text
 
 
 def test_from_the_ledger_a_notebook_without_claims_or_data_is_refused_before_anything_renders(reproduce, filled,
