@@ -51,7 +51,7 @@ def rate(row: Row, draws: int, seed: int) -> tuple[float, int, bool]:
                               if f"{p}:{c.id} {k}" == name)
     if n < claim.min_seeds:
         found = noise.declared_verdict(paper, claim, np.random.default_rng(seed), list(range(n)), kind)
-        if found != report.NOT_TESTABLE:
+        if found not in report.NOT_TESTABLE:
             raise RuntimeError(f"{name} at {n} seeds, below its min_seeds {claim.min_seeds}, read {found!r}")
         return 0.0, 1, True
     judged = noise.positive_rate(lambda rng: noise.declared_verdict(paper, claim, rng, list(range(n)), kind), draws,
