@@ -1,13 +1,16 @@
-"""The positive rate of every verdict rule on pure noise: how often "reproduced" or "partly" is read when there is
-nothing to find, with its Monte Carlo standard error and the bound alpha + 3 SE that the claims battery
-(tests/test_claims_battery.py) enforces with fewer draws.
+"""Both batteries' tables. The noise battery: the positive rate of every verdict rule on pure noise, how often
+"reproduced" or "partly" is read when there is nothing to find, with its Monte Carlo standard error and the bound
+alpha + 3 SE that the claims battery (tests/test_claims_battery.py) enforces with fewer draws. The decidability
+battery: each declared claim fed evidence, at each judging profile's seeds, on a clear effect each way
+(tests/test_decidability_battery.py); the claims the batteries cannot feed yet are listed.
 
     python scripts/noise_battery.py                                  # 2000 draws per row
     python scripts/noise_battery.py --claim-draws 1000 --workers 2   # fewer on the declared claims, two processes
 
 Rows: each rule of `fedlib.report` at the edge of its null at 2, 3, 5 and 8 seeds, FedAQ's energy-to-target rule at
 FedAQ's profiles' seed counts, and every declared claim fed noise (`fedlib.claims.noise.noise_cases`) at each of its
-paper's profiles' seed counts. A row above the bound is marked ABOVE, and the script exits with status 1. Below a
+paper's profiles' seed counts, on each kind of noise (`noise.NOISE_KINDS`: the null's edge, targets rarely reached, a
+noisier arm on a plateau). A row above the bound is marked ABOVE, and the script exits with status 1. Below a
 claim's `min_seeds` the judge's seed guard decides before any rule whatever the noise: such a row is one draw, checked
 to read "not testable", and says so.
 """
@@ -32,8 +35,8 @@ def rows() -> list[Row]:
     """Every (kind, rule or claim, seed count) the table reports."""
     found: list[Row] = [("rule", name, n) for name in noise.NULL_EDGE for n in noise.RULE_SEEDS]
     found += [("rule", noise.FEDAQ_ENERGY, n) for n in noise.profile_seed_counts("fedaq", "seeds")]
-    found += [("claim", f"{paper}:{claim.id}", n) for paper, claim in noise.noise_cases()
-              for n in noise.profile_seed_counts(paper, claim.reads[0].seeds)]
+    found += [("claim", f"{paper}:{claim.id} {kind}", n) for paper, claim in noise.noise_cases()
+              for kind in noise.NOISE_KINDS for n in noise.profile_seed_counts(paper, claim.reads[0].seeds)]
     return found
 
 
@@ -44,13 +47,15 @@ def rate(row: Row, draws: int, seed: int) -> tuple[float, int, bool]:
     if kind == "rule":
         rule = noise.NULL_EDGE.get(name) or noise.fedaq_energy
         return noise.positive_rate(lambda rng: rule(rng, n).verdict, draws, seed), draws, False
-    paper, claim = next((p, c) for p, c in noise.noise_cases() if f"{p}:{c.id}" == name)
+    paper, claim, kind = next((p, c, k) for p, c in noise.noise_cases() for k in noise.NOISE_KINDS
+                              if f"{p}:{c.id} {k}" == name)
     if n < claim.min_seeds:
-        found = noise.declared_verdict(paper, claim, np.random.default_rng(seed), list(range(n)))
-        if found != report.NOT_TESTABLE:
+        found = noise.declared_verdict(paper, claim, np.random.default_rng(seed), list(range(n)), kind)
+        if found not in report.NOT_TESTABLE:
             raise RuntimeError(f"{name} at {n} seeds, below its min_seeds {claim.min_seeds}, read {found!r}")
         return 0.0, 1, True
-    judged = noise.positive_rate(lambda rng: noise.declared_verdict(paper, claim, rng, list(range(n))), draws, seed)
+    judged = noise.positive_rate(lambda rng: noise.declared_verdict(paper, claim, rng, list(range(n)), kind), draws,
+                                 seed)
     return judged, draws, False
 
 
@@ -71,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} "
           f"{platform.python_version()}; {len(table)} rows, {args.draws} draws per rule row and {claim_draws} per "
           f"declared-claim row, alpha = {noise.ALPHA:g}, noise seed {args.seed}\n")
-    print(f"| {'kind':5} | {'rule or claim':36} | seeds | draws | positive rate | MC SE  | alpha + 3 SE | |")
-    print("|-------|" + "-" * 38 + "|-------|-------|---------------|--------|--------------|---|")
+    print(f"| {'kind':5} | {'rule or claim (noise)':52} | seeds | draws | positive rate | MC SE  | alpha + 3 SE | |")
+    print("|-------|" + "-" * 54 + "|-------|-------|---------------|--------|--------------|---|")
     above = 0
     with ProcessPoolExecutor(args.workers) as pool:
         draws = [args.draws if kind == "rule" else claim_draws for kind, _, _ in table]
@@ -80,10 +85,36 @@ def main(argv: list[str] | None = None) -> int:
             limit = noise.bound(used)
             note = "seed guard" if guarded else "ABOVE" if r > limit else ""
             above += note == "ABOVE"
-            print(f"| {kind:5} | {name:36} | {n:5d} | {used:5d} | {r:13.4f} | {noise.standard_error(r, used):.4f} | "
+            print(f"| {kind:5} | {name:52} | {n:5d} | {used:5d} | {r:13.4f} | {noise.standard_error(r, used):.4f} | "
                   f"{'-' if guarded else f'{limit:.4f}':>12} | {note} |", flush=True)
-    print(f"\n{above} of {len(table)} rows above alpha + 3 SE; wall time {time.perf_counter() - start:.0f} s")
-    return 1 if above else 0
+    print(f"\n{above} of {len(table)} rows above alpha + 3 SE; wall time {time.perf_counter() - start:.0f} s\n")
+    wrong = print_decidability()
+    return 1 if above or wrong else 0
+
+
+def print_decidability() -> int:
+    """The decidability battery's table (a clear effect each way, per claim and judging profile); the number of rows
+    whose verdict is not the expected one."""
+    print(f"Decidability: a clear effect each way at each judging profile's seeds ({QUICK_NOTE})\n")
+    print(f"| {'claim':22} | {'profile':7} | seeds | clear effect | clear opposite effect | |")
+    print("|" + "-" * 24 + "|---------|-------|--------------|-----------------------|---|")
+    wrong = 0
+    for paper, claim in noise.noise_cases():
+        for profile, n in noise.judging_seed_counts(paper, claim.reads[0].seeds).items():
+            found = {e: noise.effect_verdict(paper, claim, e, list(range(n))) for e in (1, -1)}
+            want = {e: report.TOO_FEW_SEEDS if n < claim.min_seeds else noise.expected(claim, e) for e in (1, -1)}
+            ok = all(found[e] == want[e] or (want[e] == "not positive" and found[e] not in report.POSITIVE)
+                     for e in (1, -1))
+            wrong += not ok
+            print(f"| {paper + ':' + claim.id:22} | {profile:7} | {n:5d} | {found[1]:12} | {found[-1]:21} | "
+                  f"{'' if ok else 'WRONG'} |")
+    missing = [f"{p}:{c.id}" for p, c in noise.reading() if not noise.fed(c)]
+    print(f"\n{wrong} rows not as expected. Not fed by the batteries yet ({len(missing)} of {len(noise.reading())} "
+          f"run-reading claims; their rules read tables their notebooks compute): {', '.join(missing)}")
+    return wrong
+
+
+QUICK_NOTE = "not quick: " + noise.QUICK_EXCLUDED
 
 
 if __name__ == "__main__":

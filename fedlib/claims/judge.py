@@ -92,6 +92,21 @@ class Finding:
 Rule = Callable[[B], Finding]
 
 
+Cell = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Battery:
+    """What the claims batteries (`fedlib.claims.noise`) need of a claim whose rule reads the records alone but is not
+    a `Contrast` or `AllOf` (those they read from the rule itself): `lift(effect)`, the final accuracy of each
+    cell's runs above the others' as (cell, lift) pairs (a run takes the first cell it matches, 0 where none), for
+    `effect` 0 (the edge of the rule's null), +1 (a clear effect in the claim's direction) and -1 (a clear effect
+    the other way). `opposite`: why a clear effect the other way cannot read "not reproduced" ('' where it can)."""
+
+    lift: Callable[[int], tuple[tuple[Cell, float], ...]]
+    opposite: str = ""
+
+
 @dataclass(frozen=True)
 class Claim(Generic[B]):
     """One row of a paper's claims table, declared: `rule(bundle)` judges it once the guards passed. `requires`: ids
@@ -103,7 +118,8 @@ class Claim(Generic[B]):
     few seeds"); `test`: the test that decides it ("t", or "sign" where only the exact sign test can), for its
     smallest attainable p; `setting`: why a profile's parameters cannot test the claim at all ('' where they can:
     another scale or setting than the claim's), read before the guards as "not testable: claim made at another
-    scale"."""
+    scale". `battery`: what the claims batteries need to feed the rule noise and clear effects (`Battery`; None for
+    a `Contrast` or `AllOf`, which declare it themselves)."""
 
     id: str
     statement: str | Callable[[Any], str]  # the paper's words; a function of the params (a PaperParams) if they vary
@@ -118,6 +134,7 @@ class Claim(Generic[B]):
     erratum: bool = False
     test: Literal["t", "sign"] = "t"
     setting: Callable[[Any], str] | None = None
+    battery: Battery | None = None
 
     def elsewhere(self, params: Any) -> str:
         """Why `params` cannot test this claim ('' where they can)."""

@@ -24,16 +24,18 @@ import pandas as pd
 
 from fedlib import report as R
 from fedlib.claims import judge
+from fedlib.claims.decidability import JUDGING_PROFILES
 from fedlib.claims.fedaq import SAVING_FLOOR
-from fedlib.grids import profile_values
+from fedlib.grids import notebook_parameters, profile_values
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper_params import PaperParams, params_class
 from fedlib.papers.fedaq import energy_to_target_judgement
 
 ALPHA = 0.05
 K = 10  # classes of the synthetic task
-ROUNDS = 8  # rounds of a synthetic run
-Shape = Callable[[dict, int], tuple[float, float]]  # (cell, seed) -> a run's (peak accuracy, time constant)
+ROUNDS = 20  # rounds of a synthetic run: enough that rounds to a target differ from seed to seed
+# (cell, seed) -> a run's (final accuracy, time constant) for `curve`, or its accuracy per round
+Shape = Callable[[dict, int], "tuple[float, float] | np.ndarray"]
 
 
 def bound(draws: int, alpha: float = ALPHA) -> float:
@@ -92,14 +94,21 @@ FEDAQ_ENERGY = "FedAQ energy_to_target_judgement"  # `fedaq_energy`, at FedAQ's 
 
 # ---- declared claims on synthetic per-round records --------------------------------------------------------------
 
-def curve(peak: float, tau: float) -> np.ndarray:
+CLEAR = 0.1  # a clear effect: ten points of final accuracy beyond a contrast's floor, or three times the pace
+EFFECTS = {"clear effect": 1, "clear opposite effect": -1}  # `Claim.battery` effects besides the null's edge, 0
+CENSORING_TARGET = 0.72  # one spread above the runs' mean final accuracy: about one run in six reaches it
+NOISE_KINDS = ("edge", "censored", "noisier arm on a plateau")  # the noise `declared_verdict` feeds a claim
+
+
+def curve(final: float, tau: float) -> np.ndarray:
+    """Accuracy per round rising from chance at pace `tau` to exactly `final` at the last round."""
     r = np.arange(1, ROUNDS + 1)
-    return 1 / K + (peak - 1 / K) * (1 - np.exp(-r / tau))
+    return 1 / K + (final - 1 / K) * (1 - np.exp(-r / tau)) / (1 - np.exp(-ROUNDS / tau))
 
 
 def records(claim: judge.Claim, shape: Shape, seeds: list[int]) -> dict[str, pd.DataFrame]:
-    """Per-round records of every run the claim reads; `shape(cell, seed)` gives the run's (peak, tau). A run two
-    declarations share is recorded once."""
+    """Per-round records of every run the claim reads; `shape(cell, seed)` gives the run's accuracy per round (or its
+    (final, tau) for `curve`). A run two declarations share is recorded once."""
     runs_of: dict[str, dict[tuple, tuple[dict, np.ndarray]]] = {}
     for runs in claim.reads:
         for cell in runs.cells():
@@ -108,7 +117,8 @@ def records(claim: judge.Claim, shape: Shape, seeds: list[int]) -> dict[str, pd.
                 key = tuple(sorted({**named, "seed": seed}.items(), key=lambda kv: kv[0]))
                 found = runs_of.setdefault(runs.table, {})
                 if key not in found:
-                    found[key] = ({**named, "seed": seed}, curve(*shape(cell, seed)))
+                    made = shape(cell, seed)
+                    found[key] = ({**named, "seed": seed}, curve(*made) if isinstance(made, tuple) else made)
     out = {}
     rounds = np.arange(1, ROUNDS + 1)
     for table, found in runs_of.items():
@@ -126,12 +136,59 @@ def contrasts(claim: judge.Claim) -> list[judge.Contrast]:
     return [rule] if isinstance(rule, judge.Contrast) else list(rule.contrasts) if isinstance(rule, judge.AllOf) else []
 
 
-def params(paper: str, claim: judge.Claim, seeds: list[int]) -> PaperParams:
-    """The paper's default parameters with `seeds` for every seed list the claim reads (and a target of 0.6)."""
+def fed(claim: judge.Claim) -> bool:
+    """Whether the batteries can feed the claim evidence: a contrast, or a rule that declares its `battery`."""
+    return bool(contrasts(claim)) or claim.battery is not None
+
+
+Arms = tuple[tuple[judge.Cell, float, float], ...]  # (cell, lift of final accuracy, factor on its pace tau)
+
+
+def arms(claim: judge.Claim, effect: int) -> Arms:
+    """Each declared cell's lift and pace at `effect` (0: the edge of every contrast's null; +1, -1: a clear effect
+    each way): a contrast's `a` sits its floor (or margin, or pace) from `b`'s level, so an ordering climbs from its
+    lowest arm and a best-of's arm clears its highest floor; a `Claim.battery` declares its own."""
+    if claim.battery is not None:
+        return tuple((cell, lift, 1.0) for cell, lift in claim.battery.lift(effect))
+    level: dict[tuple, float] = {}
+    pace: dict[tuple, float] = {}
+    for rule in contrasts(claim):
+        a, b = tuple(sorted(rule.a.items())), tuple(sorted(rule.b.items()))
+        if rule.test == "sooner":
+            pace[a] = {0: 1 - float(rule.margin), 1: 1 / 3, -1: 3.0}[effect]
+            continue
+        step = (float(rule.floor) + CLEAR * effect if rule.test == "gain"
+                else {0: float(rule.margin), 1: 0.0, -1: float(rule.margin) + CLEAR}[effect])
+        level[a] = max(level.get(a, -np.inf), level.get(b, 0.0) + step)
+    return tuple((dict(k), level.get(k, 0.0), pace.get(k, 1.0)) for k in dict.fromkeys([*level, *pace]))
+
+
+def _matched(found: Arms, cell: dict) -> int:
+    """The position (1-based) of the first declared cell that `cell` matches; 0 where none."""
+    return next((i + 1 for i, (c, _, _) in enumerate(found) if all(cell.get(k) == v for k, v in c.items())), 0)
+
+
+def clear_effect(claim: judge.Claim, effect: int) -> Shape:
+    """(final, tau) per run at a clear `effect` (+1 or -1): the declared arms' levels and paces, each run a little
+    apart (a fixed draw per seed and arm, so every paired test has a spread and the verdict is the same each time)."""
+    found = arms(claim, effect)
+
+    def shape(cell: dict, seed: int) -> tuple[float, float]:
+        i = _matched(found, cell)
+        lift, pace = (found[i - 1][1], found[i - 1][2]) if i else (0.0, 1.0)
+        u = np.random.default_rng([seed, i]).random(2)
+        return 0.7 + lift + 0.004 * u[0], 8.0 * pace * (1 + 0.15 * u[1])
+
+    return shape
+
+
+def params(paper: str, claim: judge.Claim, seeds: list[int], target: float = 0.6) -> PaperParams:
+    """The paper's default parameters with `seeds` for every seed list the claim reads (and `target` for every
+    target a contrast names)."""
     changes: dict[str, object] = {runs.seeds: seeds for runs in claim.reads}
     for rule in contrasts(claim):
         if isinstance(rule.target, str):
-            changes[rule.target] = 0.6
+            changes[rule.target] = target
     return replace(params_class(paper)(), **changes)
 
 
@@ -142,28 +199,45 @@ def verdict(paper: str, claim: judge.Claim, evidence: dict[str, pd.DataFrame], s
     return judge.judge_one(claim, bundle).judgement.verdict
 
 
-def null_edge(claim: judge.Claim, rng: np.random.Generator) -> Shape:
-    """(peak, tau) per run: every arm drawn from one distribution, shifted to the edge of each contrast's null (a
-    gain exactly at its floor, a difference exactly at its margin; rounds to target from one distribution)."""
-    shift: dict[tuple, float] = {}
-    for rule in contrasts(claim):
-        edge = rule.floor if rule.test == "gain" else rule.margin if rule.test == "equivalent" else 0.0
-        shift.setdefault(tuple(sorted(rule.a.items())), edge)
+def null_edge(claim: judge.Claim, rng: np.random.Generator, kind: str = "edge") -> Shape:
+    """Per run, noise at the edge of every contrast's null (`arms` at effect 0: a gain exactly at its floor, a
+    difference at its margin, a pace exactly its margin faster). `kind` "censored": a target near the final
+    accuracy, rarely reached (`declared_verdict`); "noisier arm on a plateau": every run levels off early, and the
+    first declared arm's accuracy jumps around its plateau from round to round three times as much as the others'
+    final accuracies vary."""
+    found = arms(claim, 0)
+    plateau = kind == "noisier arm on a plateau"
 
-    def shape(cell: dict, seed: int) -> tuple[float, float]:
-        lift = next((v for k, v in shift.items() if all(cell.get(c) == x for c, x in k)), 0.0)
-        return 0.7 + lift + 0.02 * rng.standard_normal(), float(np.exp(np.log(3.0) + 0.4 * rng.standard_normal()))
+    def shape(cell: dict, seed: int) -> tuple[float, float] | np.ndarray:
+        i = _matched(found, cell)
+        lift, pace = (found[i - 1][1], found[i - 1][2]) if i else (0.0, 1.0)
+        final = 0.7 + lift + 0.02 * rng.standard_normal()
+        tau = float(pace * np.exp(np.log(1.0 if plateau else 8.0) + 0.4 * rng.standard_normal()))
+        if not (plateau and i == 1):
+            return final, tau
+        return np.clip(curve(0.7 + lift, tau) + 0.06 * rng.standard_normal(ROUNDS), 0.0, 1.0)
 
     return shape
 
 
-def declared_verdict(paper: str, claim: judge.Claim, rng: np.random.Generator, seeds: list[int]) -> str:
-    """The claim judged once on pure noise at the edge of its null, on `seeds`."""
-    return verdict(paper, claim, records(claim, null_edge(claim, rng), seeds), seeds)
+def declared_verdict(paper: str, claim: judge.Claim, rng: np.random.Generator, seeds: list[int],
+                     kind: str = "edge") -> str:
+    """The claim judged once on noise of `kind` (`NOISE_KINDS`) at the edge of its null, on `seeds`."""
+    given = params(paper, claim, seeds, target=CENSORING_TARGET if kind == "censored" else 0.6)
+    return verdict(paper, claim, records(claim, null_edge(claim, rng, kind), seeds), seeds, given)
 
 
-# Rules other than contrasts that read only the records (and the parameters): the battery can feed them noise
-RECORD_RULES = {("taco", "C1"), ("taco", "C2"), *(("mucsc", f"C7 {part}") for part in ("iid", "noniid", "writers"))}
+def effect_verdict(paper: str, claim: judge.Claim, effect: int, seeds: list[int]) -> str:
+    """The claim judged on a clear `effect` (+1: in the claim's direction, -1: the other way) on `seeds`."""
+    return verdict(paper, claim, records(claim, clear_effect(claim, effect), seeds), seeds)
+
+
+def expected(claim: judge.Claim, effect: int) -> str:
+    """What a clear `effect` must read: "reproduced" one way, "not reproduced" the other, unless the claim declares
+    why its rule has no "not reproduced" (`Battery.opposite`), where any verdict but a positive one will do."""
+    if effect > 0:
+        return R.REPRODUCED
+    return "not positive" if claim.battery is not None and claim.battery.opposite else R.NOT_REPRODUCED
 
 
 def reading() -> list[tuple[str, judge.Claim]]:
@@ -172,8 +246,18 @@ def reading() -> list[tuple[str, judge.Claim]]:
 
 
 def noise_cases() -> list[tuple[str, judge.Claim]]:
-    """The declared claims pure noise is fed to: contrasts and `RECORD_RULES`."""
-    return [(p, c) for p, c in reading() if contrasts(c) or (p, c.id) in RECORD_RULES]
+    """The declared claims the batteries feed (`fed`): contrasts and claims that declare their `battery`."""
+    return [(p, c) for p, c in reading() if fed(c)]
+
+
+QUICK_EXCLUDED = ("the quick profile runs 1 seed: a smoke test that each notebook runs, which decides no run-based "
+                  "claim (fedlib.claims.decidability.JUDGING_PROFILES)")
+
+
+def judging_seed_counts(paper: str, seeds: str) -> dict[str, int]:
+    """How many seeds the parameter `seeds` lists under each profile of `paper` that judges (`JUDGING_PROFILES`; not
+    the quick profile: `QUICK_EXCLUDED`)."""
+    return {profile: len(getattr(notebook_parameters(paper, profile), seeds)) for profile in JUDGING_PROFILES}
 
 
 def profile_seed_counts(paper: str, seeds: str, notebooks: Path = NOTEBOOKS) -> list[int]:
