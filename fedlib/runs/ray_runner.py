@@ -19,7 +19,7 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -88,7 +88,9 @@ def check_address(address: str | None, timeout: float = 10.0) -> None:
 
 
 def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
-               address: str | None = None, gpus_per_run: float | None = None) -> None:
+               address: str | None = None, gpus_per_run: float | None = None,
+               on_done: Callable[[RunSpec], None] | None = None) -> None:
+    """One Ray task per spec (see the module docstring); `on_done(spec)` is called here as each run is stored."""
     try:
         import ray
     except ImportError as err:
@@ -116,3 +118,5 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
         records = _records(texts)
         if not store.has(spec):  # a worker on another machine wrote to its own disk
             store.save(spec, records)
+        if on_done is not None:
+            on_done(spec)

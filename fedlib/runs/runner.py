@@ -15,7 +15,7 @@ import reprlib
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -39,10 +39,13 @@ EXECUTORS = ("local", "ray")
 
 def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "local", ray_address: str | None = None,
               root: str | Path | None = None, checkpoint_every: int = 10, progress: bool = True,
-              gpus_per_run: float | None = None, workers: int = 1) -> Records:
+              gpus_per_run: float | None = None, workers: int = 1,
+              on_done: Callable[[RunSpec], None] | None = None) -> Records:
     """Execute the specs not yet in the store and return every spec's records as tidy tables.
 
-    `workers` > 1 runs the local executor's specs in that many worker processes (`fedlib.runs.pool`)."""
+    `workers` > 1 runs the local executor's specs in that many worker processes (`fedlib.runs.pool`). `progress`
+    draws bars (over runs, and with one local worker over the current run's rounds); `on_done(spec)` is called in
+    this process as each computed run is stored (e.g. `fedlib.runs.progress.RunProgress.done`, one log line each)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     instance("run_specs store", store, RunStore, "e.g. RunStore.at() (results/runs) or RunStore('a/folder')")
@@ -54,16 +57,21 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     start = time.perf_counter()
     if todo and executor == "local":
         with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
+            def finished(spec: RunSpec) -> None:
+                bar.update()
+                if on_done is not None:
+                    on_done(spec)
+
             if workers > 1:
                 run_in_processes(todo, store, workers=workers, root=root, checkpoint_every=checkpoint_every,
-                                 on_done=lambda spec: bar.update())
+                                 on_done=finished)
             else:
                 for spec in todo:
                     execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
-                    bar.update()
+                    finished(spec)
     elif todo:
         run_on_ray(todo, store, root=root, checkpoint_every=checkpoint_every, address=ray_address,
-                   gpus_per_run=gpus_per_run)
+                   gpus_per_run=gpus_per_run, on_done=on_done)
     if todo:
         print(f"computed {len(todo)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return tidy(specs, store)
