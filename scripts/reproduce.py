@@ -87,7 +87,7 @@ from fedlib.report import collect_report, markdown_row
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
 from fedlib.runs.archive import origin
 from fedlib.runs.entry import write_atomic
-from fedlib.runs.pool import default_workers, worker_cap
+from fedlib.runs.pool import default_workers, gpu_count, worker_cap
 from fedlib.runs.progress import RunProgress
 from fedlib.runs.selection import check_selection
 from fedlib.trust import allow_imports, module_option
@@ -694,7 +694,8 @@ def main(argv: list[str] | None = None) -> int:
     by_root = plan.by_data_root()
     todo = {root: [s for s in specs if not store.reading(root).has(s)] for root, specs in by_root.items()}
     count = sum(map(len, todo.values()))
-    workers = args.workers or default_workers("cpu" if not _has_gpu() else "cuda")
+    gpus = gpu_count()
+    workers = args.workers or default_workers("cuda" if gpus else "cpu", gpus)
     if workers > worker_cap(count):
         print(f"--workers {workers}: {worker_cap(count)} started ({count} runs, {os.cpu_count()} CPU cores)", flush=True)
         workers = worker_cap(count)
@@ -724,12 +725,6 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"wrote {write_report_html(report, results / args.profile)}")
     return 1 if any(s != "ok" for s in statuses) else 0
-
-
-def _has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 if __name__ == "__main__":

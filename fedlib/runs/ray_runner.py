@@ -49,6 +49,15 @@ def _threads_keyed(store: RunStore, spec: RunSpec) -> int:
         return 1
 
 
+def task_gpus(spec: RunSpec, cluster_has_gpus: bool, gpus_per_run: float | None = None) -> float:
+    """The share of a GPU a spec's task asks Ray for: `gpus_per_run` where given, else `DEFAULT_GPU_FRACTION` for a
+    spec not pinned to the CPU on a cluster with GPUs (Ray then places four runs on each GPU, and each task sees its
+    GPU alone: Ray sets its CUDA_VISIBLE_DEVICES), else none."""
+    if gpus_per_run is not None:
+        return gpus_per_run
+    return DEFAULT_GPU_FRACTION if cluster_has_gpus and spec.device != "cpu" else 0.0
+
+
 def init_ray(address: str | None, timeout: float = INIT_TIMEOUT_S) -> None:
     """`ray.init(address)`, after a child process showed within `timeout` seconds that it connects."""
     import ray
@@ -102,8 +111,7 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
     refs = {}
     allowance = worker_allowance(m for spec in specs for m in spec.imports)
     for spec in specs:
-        gpus = gpus_per_run if gpus_per_run is not None else (
-            DEFAULT_GPU_FRACTION if has_gpus and spec.device != "cpu" else 0.0)
+        gpus = task_gpus(spec, has_gpus, gpus_per_run)
         threads = _threads_keyed(store, spec)
         task = ray.remote(num_cpus=min(threads, cpus), num_gpus=gpus,
                           runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}})(_run_task)
