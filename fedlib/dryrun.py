@@ -15,7 +15,8 @@ For each notebook, the parameters are its parameters dataclass's defaults update
    paper's plan) on its first seed, and draws the split of every other seed (a seed draws the split; each split
    once: a grid of hundreds of runs holds a few dozen splits), which gives every spec's local SGD steps;
 3. runs each distinct (dataset, model, algorithm, uplink codec, downlink codec) combination of the notebook once,
-   on the CPU, for one round of `steps` local steps per client (`one_round`), record tables included;
+   on the CPU, for one round of `steps` local steps for 2 clients (`one_round_rate`: the spec's own sampler where its
+   algorithm needs every client), record tables included;
 4. prints per notebook the grid's runs, its local SGD steps at full size, and estimated times: on this CPU from
    the rates step 3 measured (client-steps per second of each combination), and where each run runs (a GPU; a
    CPU for a spec pinned to one) at the client-steps/s whole runs of its combination, else of its experiment,
@@ -104,23 +105,32 @@ def notebooks_folder(given: str | Path | None = None) -> Path:
 ONE_ROUND_CLIENTS = 2  # clients a one-round run trains: a client-step costs the same whether 2 or 100 train a round
 
 
-def full_participation(spec: RunSpec) -> bool:
-    """Whether every client trains every round (no sampler, or a uniform one of all clients): some algorithms
-    (TACO) need it."""
-    clients = spec.sampler.args.get("clients") if spec.sampler is not None else 1.0
-    return spec.sampler is None or (spec.sampler.name == "uniform" and clients in (1.0, spec.split.args["num_clients"]))
-
-
-def one_round(spec: RunSpec, steps: int) -> RunSpec:
-    """`spec` cut to one round of `steps` local steps per client, on the CPU with one thread; a spec that samples
-    some clients a round trains `ONE_ROUND_CLIENTS` drawn uniformly (its own sampler is built with the cell, not
-    called), one of full participation keeps it."""
+def one_round(spec: RunSpec, steps: int, clients: int | None = ONE_ROUND_CLIENTS) -> RunSpec:
+    """`spec` cut to one round of `steps` local steps per client for `clients` clients drawn uniformly (None: its
+    own sampler), on the CPU with one thread."""
     local = {k: v for k, v in spec.get("local").items() if k != "epochs"}
     loop = spec.get("loop")
     loop.update({"threads": 1} if "threads" in loop else {})
-    sampler = spec.sampler if full_participation(spec) else Component.of("uniform", {"clients": ONE_ROUND_CLIENTS})
+    sampler = spec.sampler if clients is None else Component.of("uniform", {"clients": clients})
     return spec.with_(rounds=1, local=freeze({**local, "steps": steps}, "local"), loop=freeze(loop, "loop"),
                       device="cpu", sampler=sampler)
+
+
+def one_round_rate(spec: RunSpec, steps: int, root: Path) -> float:
+    """Client-steps/s of `spec`'s `one_round`, record tables included: a round of `ONE_ROUND_CLIENTS` clients, or,
+    where the spec's algorithm refuses that (TACO needs every client every round), of the spec's own sampler, whose
+    error is the one raised if that fails too."""
+    def rate(cut: RunSpec) -> float:
+        plan = build_run(cut, root)
+        result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
+        for collect in plan.collect:
+            collect(result)
+        return float(result.clients["steps"].sum()) / max(float(result.rounds["train_s"].sum()), 1e-9)
+
+    try:
+        return rate(one_round(spec, steps))
+    except Exception:  # noqa: BLE001 - the spec's own sampler decides
+        return rate(one_round(spec, steps, clients=None))
 
 
 def full_size_steps(spec: RunSpec, plan: RunPlan) -> int:
@@ -175,11 +185,7 @@ def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder
     rates: dict[tuple, float] = {}
     for key, spec in representatives.items():
         try:
-            plan = build_run(one_round(spec, steps), root)
-            result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
-            for collect in plan.collect:
-                collect(result)
-            rates[key] = float(result.clients["steps"].sum()) / max(float(result.rounds["train_s"].sum()), 1e-9)
+            rates[key] = one_round_rate(spec, steps, root)
         except Exception as err:  # noqa: BLE001
             report.failures.append(_failure("one round", spec, err))
     report.combinations = len(rates)

@@ -94,8 +94,20 @@ def test_one_round_keeps_everything_but_the_amount_of_work():
         1, "cpu", {"lr": 0.5, "batch_size": 8, "steps": 2}, {"threads": 1})
     assert combination(small) == combination(spec) and small.seed == 3 and small.split == spec.split
     assert small.sampler == Component.of("uniform", {"clients": 2})  # 2 of the 10 it samples a round train
-    for everyone in (None, Component.of("uniform", {"clients": 1.0}), Component.of("uniform", {"clients": 100})):
-        assert one_round(spec.with_(sampler=everyone), 2).sampler == everyone  # TACO needs every client
+    assert one_round(spec, 2, clients=None).sampler == spec.sampler
+
+
+def test_a_one_round_rate_of_two_clients_or_of_every_client_where_the_algorithm_needs_them_all(tmp_path):
+    """TACO refuses a round without every client: its one-round rate comes from the spec's own sampler; a spec that
+    fails with its own sampler too raises that error."""
+    from fedlib.dryrun import one_round_rate
+
+    taco = RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {"hidden": [8]}), ("taco", {}),
+                        5, 0, local={"lr": 0.05, "batch_size": 8, "steps": 3})
+    assert one_round_rate(taco, 1, tmp_path) > 0 and one_round_rate(taco.with_(algorithm=Component.of("fedavg")),
+                                                                    1, tmp_path) > 0
+    with pytest.raises(ValueError, match="TACO needs every non-expelled client"):
+        one_round_rate(taco.with_(sampler=Component.of("uniform", {"clients": 3})), 1, tmp_path)
 
 
 def test_unknown_notebook_and_bad_steps():
