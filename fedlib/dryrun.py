@@ -223,9 +223,9 @@ class Estimate:
         said = (" + ".join(parts) + f" for {self.rated} run(s) at their client-steps/s (measured, or --rate)"
                 if parts else "")
         if self.unrated:
-            guess = [f"{steps:,} steps {WHERE[device]}" + (f" ({_duration(steps / high)} - {_duration(steps / low)} at "
-                                                          f"{high:,.0f} - {low:,.0f} client-steps/s, the range of "
-                                                          "whole runs measured on one H200)" if device == "cuda" else "")
+            in_range = (lambda steps: f" ({_duration(steps / high)} - {_duration(steps / low)} at {high:,.0f} - "
+                        f"{low:,.0f} client-steps/s, the range of whole runs measured on one H200)")
+            guess = [f"{steps:,} steps {WHERE[device]}" + (in_range(steps) if device == "cuda" else "")
                      for device, steps in sorted(self.unrated_steps.items())]
             said += ("; " if said else "") + f"{self.unrated} run(s) with no measured rate: " + ", ".join(guess)
         return said

@@ -5,9 +5,10 @@ records in the same store, so a run computed by a worker is the run `workers=1` 
 random streams, same thread choice (`fedlib.federation.choose_threads`, from the model, not from the worker
 count). Several workers share the machine's cores and, on a GPU machine, its GPUs: small federated runs are
 launch-bound, so a few at once keep a device busy; on a machine with several GPUs each worker sees one of them
-(CUDA_VISIBLE_DEVICES, set as it starts: `worker_devices`), in turn, so the runs spread over all of them. A worker's failure is raised in the caller, naming its
-spec, after the other workers' runs have been filed. Workers are capped at `worker_cap` (a process per run
-beyond a few per core only costs start-up time and memory), with a message when the request was larger. Each
+(CUDA_VISIBLE_DEVICES, set as it starts: `worker_devices`), in turn, so the runs spread over all of them. A
+worker's failure is raised in the caller, naming its spec, after the other workers' runs have been filed. Workers
+are capped at `worker_cap` (a process per run beyond a few per core only costs start-up time and memory), with a
+message when the request was larger. Each
 worker reports the key context it computed its run with, and the caller checks it before using the records
 (`RunStore.check_context`). Each worker may import what the caller may (`fedlib.trust.worker_allowance`).
 """
