@@ -12,6 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PROFILE ?= cpu
 BUDGET ?= 10m
+ARGS ?=
 # Thread counts are chosen per run by fedlib (threads="auto", measured by `make bench`): do not pin
 # OMP_NUM_THREADS here, it would override that choice for every process.
 
@@ -35,8 +36,9 @@ $(STAMP): pyproject.toml
 test: setup
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 
+# ARGS: more options of scripts/reproduce.py (--help), e.g. ARGS='--only fedaq -p rounds 2'.
 reproduce: setup
-	$(PY) scripts/reproduce.py --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS))
+	$(PY) scripts/reproduce.py --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS)) $(ARGS)
 
 # A profile's rendered results as pages to commit (docs/report/<profile>/: REPORT.html and every notebook as HTML),
 # from RESULTS, the --results folder of a `make reproduce` run: `make report` after `make reproduce`.

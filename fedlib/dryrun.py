@@ -11,24 +11,33 @@ For each notebook, the parameters are its parameters dataclass's defaults update
 
 1. writes fabricated files of every file-based dataset the grids name (`fedlib.data.fabricate`: the real
    formats and sample shapes, random content, fewer samples) to a temporary data root;
-2. builds every spec (`build_run`: dataset, split, model, algorithm, links, the paper's plan);
+2. builds every cell of the grid (a spec but its seed: `build_run`: dataset, split, model, algorithm, links, the
+   paper's plan) on its first seed, and draws the split of every other seed (a seed draws the split; each split
+   once: a grid of hundreds of runs holds a few dozen splits), which gives every spec's local SGD steps;
 3. runs each distinct (dataset, model, algorithm, uplink codec, downlink codec) combination of the notebook once,
-   on the CPU, for one round of `steps` local steps per client, record tables included;
+   on the CPU, for one round of `steps` local steps for 2 clients (`one_round_rate`: the spec's own sampler where its
+   algorithm needs every client), record tables included;
 4. prints per notebook the grid's runs, its local SGD steps at full size, and estimated times: on this CPU from
-   the rates step 3 measured (client-steps per second of each combination), and on a GPU at the range of
-   client-steps per second whole runs measured on one H200 (`GPU_RATES`); then, per claim that reads runs, whether
-   it can decide at the profile's seeds ("decidable at N seeds" or "cannot decide: <why>",
-   `fedlib.claims.decidability`).
+   the rates step 3 measured (client-steps per second of each combination), and where each run runs (a GPU; a
+   CPU for a spec pinned to one) at the client-steps/s whole runs of its combination, else of its experiment,
+   measured in the ledger's entries (`--ledger`, `fedlib.ledger.piece.Rates`), else `--rate`; runs of which no
+   rate is known are counted apart, with the range of whole runs measured on one H200 (`GPU_RATES`). Last, the
+   runs in the order a piece computes them, each headline run with its minutes, and the total: the sum of those
+   lines; then, per claim that reads runs, whether it
+    can decide at the profile's seeds ("decidable at N seeds" or "cannot decide: <why>",
+    `fedlib.claims.decidability`).
 
 Local SGD steps count client-steps: per run, rounds x clients per round x local steps per client per round, the
 last from the spec's `steps`, or its `epochs` over each client's share of the real training set (the fabricated
 split's client shares scaled to `REAL_TRAIN_SIZES`; exact where the fabricated set has the real size, an
 approximation for FEMNIST writers and Shakespeare roles, whose real sizes vary per user). The exit code is 0
-when every spec built and every combination ran, 1 otherwise (each failure is printed with its spec).
+when every cell built, every split drew and every combination ran, 1 otherwise (each failure is printed with its
+spec).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -39,6 +48,7 @@ from pathlib import Path
 from typing import TextIO
 
 from fedlib.claims.decidability import notebook_decidability
+from fedlib.contracts import FederatedData
 from fedlib.data import datasets
 from fedlib.data.fabricate import FABRICATORS, fabricate
 from fedlib.federation import run_federation
@@ -49,8 +59,8 @@ from fedlib.ledger.priority import REST, prioritized
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paths import checkout
 from fedlib.runs import RunSpec
-from fedlib.runs.build import RunPlan, build_run
-from fedlib.runs.spec import freeze
+from fedlib.runs.build import RunPlan, build_run, build_split
+from fedlib.runs.spec import Component, freeze
 
 # Training-set sizes of the real files (data/README.md); the fabricated ones are smaller.
 REAL_TRAIN_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
@@ -95,13 +105,35 @@ def notebooks_folder(given: str | Path | None = None) -> Path:
                             f"(the repository's notebooks/)")
 
 
-def one_round(spec: RunSpec, steps: int) -> RunSpec:
-    """`spec` cut to one round of `steps` local steps per client, on the CPU with one thread."""
+ONE_ROUND_CLIENTS = 2  # clients a one-round run trains: a client-step costs the same whether 2 or 100 train a round
+
+
+def one_round(spec: RunSpec, steps: int, clients: int | None = ONE_ROUND_CLIENTS) -> RunSpec:
+    """`spec` cut to one round of `steps` local steps per client for `clients` clients drawn uniformly (None: its
+    own sampler), on the CPU with one thread."""
     local = {k: v for k, v in spec.get("local").items() if k != "epochs"}
     loop = spec.get("loop")
     loop.update({"threads": 1} if "threads" in loop else {})
+    sampler = spec.sampler if clients is None else Component.of("uniform", {"clients": clients})
     return spec.with_(rounds=1, local=freeze({**local, "steps": steps}, "local"), loop=freeze(loop, "loop"),
-                      device="cpu")
+                      device="cpu", sampler=sampler)
+
+
+def one_round_rate(spec: RunSpec, steps: int, root: Path) -> float:
+    """Client-steps/s of `spec`'s `one_round`, record tables included: a round of `ONE_ROUND_CLIENTS` clients, or,
+    where the spec's algorithm refuses that (TACO needs every client every round), of the spec's own sampler, whose
+    error is the one raised if that fails too."""
+    def rate(cut: RunSpec) -> float:
+        plan = build_run(cut, root)
+        result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
+        for collect in plan.collect:
+            collect(result)
+        return float(result.clients["steps"].sum()) / max(float(result.rounds["train_s"].sum()), 1e-9)
+
+    try:
+        return rate(one_round(spec, steps))
+    except Exception:  # noqa: BLE001 - the spec's own sampler decides
+        return rate(one_round(spec, steps, clients=None))
 
 
 def full_size_steps(spec: RunSpec, plan: RunPlan) -> int:
@@ -134,9 +166,21 @@ def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder
     specs = notebook_specs(notebook, notebook_parameters(notebook, profile, notebooks=folder))
     report.runs = len(specs)
     steps_of = report.steps_of
+    cells: dict[RunSpec, RunPlan] = {}  # a grid cell (a spec but its seed) -> its first seed's build
+    splits: dict[tuple, FederatedData] = {}  # (dataset, split, seed) -> the split drawn
     for spec in specs:
         try:
-            steps_of[spec] = full_size_steps(spec, build_run(spec, root))
+            cell = cells.get(spec.with_(seed=0))
+            if cell is None:
+                plan = cells[spec.with_(seed=0)] = build_run(spec, root)
+                splits.setdefault((spec.dataset, spec.split, spec.seed), plan.data)
+            else:  # another seed of a built cell: only its split differs (a seed draws the split)
+                key = (spec.dataset, spec.split, spec.seed)
+                if key not in splits:
+                    splits[key] = build_split(spec, cell.dataset)
+                data = splits[key]
+                plan = dataclasses.replace(cell, spec=spec, data=data)
+            steps_of[spec] = full_size_steps(spec, plan)
         except Exception as err:  # noqa: BLE001 - every failure is reported, the dry run goes on
             report.failures.append(_failure("build", spec, err))
     report.steps = sum(steps_of.values())
@@ -144,16 +188,53 @@ def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder
     rates: dict[tuple, float] = {}
     for key, spec in representatives.items():
         try:
-            plan = build_run(one_round(spec, steps), root)
-            result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
-            for collect in plan.collect:
-                collect(result)
-            rates[key] = float(result.clients["steps"].sum()) / max(float(result.rounds["train_s"].sum()), 1e-9)
+            rates[key] = one_round_rate(spec, steps, root)
         except Exception as err:  # noqa: BLE001
             report.failures.append(_failure("one round", spec, err))
     report.combinations = len(rates)
     report.cpu_seconds = sum(n / rates[combination(s)] for s, n in steps_of.items() if combination(s) in rates)
     return report
+
+
+@dataclass
+class Estimate:
+    """The minutes of a set of runs where they run (a spec's device: "cpu" on a CPU, else a GPU), each run's at the
+    client-steps/s `Rates` gives (measured on whole runs of its combination or experiment, else the given rate);
+    runs without a rate are counted apart, with their steps."""
+
+    seconds: dict[str, float] = field(default_factory=dict)  # device kind -> summed seconds of the rated runs
+    rated: int = 0
+    unrated_steps: dict[str, int] = field(default_factory=dict)  # device kind -> steps of the runs with no rate
+    unrated: int = 0
+
+    def add(self, spec: RunSpec, steps: int, rates: Rates) -> float | None:
+        """Adds one run; returns its seconds (None without a rate)."""
+        device = device_type_of(spec)
+        found = rates.rate(spec, device)
+        if found is None:
+            self.unrated += 1
+            self.unrated_steps[device] = self.unrated_steps.get(device, 0) + steps
+            return None
+        self.rated += 1
+        self.seconds[device] = self.seconds.get(device, 0.0) + steps / found[0]
+        return steps / found[0]
+
+    def text(self) -> str:
+        """"27.0 min on one GPU for 39 runs at measured rates[; 4 runs with no rate: 1,000 steps, ...]"."""
+        low, high = GPU_RATES
+        parts = [f"{_duration(sec)} {WHERE[device]}" for device, sec in sorted(self.seconds.items())]
+        said = (" + ".join(parts) + f" for {self.rated} run(s) at their client-steps/s (measured, or --rate)"
+                if parts else "")
+        if self.unrated:
+            in_range = (lambda steps: f" ({_duration(steps / high)} - {_duration(steps / low)} at {high:,.0f} - "
+                        f"{low:,.0f} client-steps/s, the range of whole runs measured on one H200)")
+            guess = [f"{steps:,} steps {WHERE[device]}" + (in_range(steps) if device == "cuda" else "")
+                     for device, steps in sorted(self.unrated_steps.items())]
+            said += ("; " if said else "") + f"{self.unrated} run(s) with no measured rate: " + ", ".join(guess)
+        return said
+
+
+WHERE = {"cuda": "on one GPU", "cpu": "on a CPU"}
 
 
 def datasets_of(notebooks: Sequence[str], profile: str, folder: Path = NOTEBOOKS) -> set[str]:
@@ -173,28 +254,34 @@ def _duration(seconds: float) -> str:
 
 def print_priority(reports: Sequence[NotebookReport], rates: Rates, out: TextIO) -> None:
     """The runs in the order a piece computes them (`fedlib.ledger.priority`): each headline run with its local SGD
-    steps and its minutes at the rate `rates` gives for a GPU (a run on device "cpu": a CPU), then the rest summed."""
+    steps and its minutes at the rate `rates` gives for where it runs (a GPU; a run on device "cpu": a CPU), then
+    the rest summed, then the total: the sum of these lines."""
     grids = {r.notebook: list(r.steps_of) for r in reports}
     steps_of = {spec: n for r in reports for spec, n in r.steps_of.items()}
     ranked = prioritized(grids)
     print(f"== priority: {sum(r.rank != REST for r in ranked)} of {len(ranked)} runs back headline claims "
           "(HEADLINE_RUNS of fedlib/papers/<notebook>.py), computed first, in this order:", file=out)
-    unknown = 0
+    headline, rest = Estimate(), Estimate()
     for i, r in enumerate(ranked, 1):
         if r.rank == REST:
+            rest.add(r.spec, steps_of[r.spec], rates)
             continue
-        found = rates.rate(r.spec, "cpu" if device_type_of(r.spec) == "cpu" else "cuda")
-        unknown += found is None
-        minutes = ("minutes unknown" if found is None else
-                   f"{steps_of[r.spec] / found[0] / 60:,.1f} min at {found[0]:,.0f} client-steps/s ({found[1]})")
+        seconds = headline.add(r.spec, steps_of[r.spec], rates)
+        found = rates.rate(r.spec, device_type_of(r.spec))
+        minutes = ("minutes unknown" if seconds is None or found is None else
+                   f"{seconds / 60:,.1f} min at {found[0]:,.0f} client-steps/s ({found[1]})")
         print(f"  {i:>4}. {describe_run(r)}: {steps_of[r.spec]:,} local SGD steps, {minutes}", file=out)
-    rest = [r for r in ranked if r.rank == REST]
-    print(f"  then {len(rest)} runs backing no headline claim: {sum(steps_of[r.spec] for r in rest):,} local SGD steps",
-          file=out)
-    if unknown:
-        print(f"  {unknown} headline run(s) without a measured rate (none in the ledger for their combination or "
-              "experiment) and no --rate given: their minutes are not estimated. A piece starts such a run and stops it "
-              "only if its own pace cannot finish it in the budget.", file=out)
+    rest_steps = sum(steps_of[r.spec] for r in ranked if r.rank == REST)
+    print(f"  then {rest.rated + rest.unrated} runs backing no headline claim: {rest_steps:,} local SGD steps"
+          + (f", {rest.text()}" if rest.rated + rest.unrated else ""), file=out)
+    if headline.unrated:
+        print(f"  {headline.unrated} headline run(s) without a measured rate (none in the ledger for their combination "
+              "or experiment) and no --rate given: their minutes are not estimated. A piece starts such a run and "
+              "stops it only if its own pace cannot finish it in the budget.", file=out)
+    total = Estimate()
+    for r in ranked:
+        total.add(r.spec, steps_of[r.spec], rates)
+    print(f"== total: {total.text()} (the sum of the lines above)", file=out)
 
 
 def print_decidability(notebook: str, profile: str, folder: Path, out: TextIO) -> None:
@@ -225,7 +312,6 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
         raise ValueError(f"unknown notebook(s) {unknown} in {folder}; choose from {list(notebook_names(folder))}")
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    low, high = GPU_RATES
     failed = False
     rates = Rates(rate, [o for e in Ledger(ledger).entries() if (o := observed(e)) is not None] if ledger else [])
     reports = []
@@ -240,9 +326,11 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
             print(f"{notebook} ({profile}): {r.runs:,} runs, {r.steps:,} local SGD steps; "
                   f"{r.combinations} combinations ran one round of {steps} steps: {status} "
                   f"({time.perf_counter() - start:.0f} s)", file=out)
-            print(f"  estimated: {_duration(r.cpu_seconds)} on this CPU (rates measured now), "
-                  f"{_duration(r.steps / high)} - {_duration(r.steps / low)} on one GPU at {high:,.0f} - {low:,.0f} "
-                  "client-steps/s (whole runs measured on one H200)", file=out)
+            where = Estimate()
+            for spec, n in r.steps_of.items():
+                where.add(spec, n, rates)
+            print(f"  estimated: {_duration(r.cpu_seconds)} on this CPU (its one-round rates, measured now); "
+                  f"{where.text()}", file=out)
             for failure in r.failures:
                 print(f"  FAILED: {failure}", file=out)
             print_decidability(notebook, profile, folder, out)

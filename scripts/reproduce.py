@@ -17,9 +17,9 @@ Three phases, each printed as it starts:
 1. plan: each selected notebook's run specs under the profile (notebooks/profiles/<notebook>/<profile>.yaml, then
    `-p` overrides), de-duplicated across notebooks; runs, local SGD steps and store hits per notebook; every
    dataset the plan reads is checked, and a missing one stops everything before any run, naming where it goes;
-2. compute: the runs not yet in the store (`results/runs/`), each from the data root its key names, with a progress
-   bar over runs (done/total, ETA) and, with one worker, over the current run's rounds; `--workers N` processes
-   (at most min(runs, 2 x cores)) or Ray tasks;
+2. compute: the runs not yet in the store (`results/runs/`), each from the data root its key names, one line per
+   finished run (k of n, elapsed, ETA from the client-steps/s the finished runs measured: `fedlib.runs.progress`);
+   `--workers N` processes (at most min(runs, 2 x cores)) or Ray tasks;
 3. render: each notebook executed with papermill; it finds every run in the store and builds its tables,
    figures and claims into results/<profile>/<notebook>/.
 Interrupting any phase and running the same command again continues where it stopped (finished runs are in the
@@ -90,7 +90,8 @@ from fedlib.report import collect_report, markdown_row
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
 from fedlib.runs.archive import origin
 from fedlib.runs.entry import write_atomic
-from fedlib.runs.pool import default_workers, worker_cap
+from fedlib.runs.pool import default_workers, gpu_count, worker_cap
+from fedlib.runs.progress import RunProgress
 from fedlib.runs.selection import check_selection
 from fedlib.trust import allow_imports, module_option
 
@@ -145,9 +146,14 @@ class NotebookPlan:
     name: str
     params: PaperParams
     specs: list[RunSpec]
-    steps: int = 0
+    steps_of: dict[RunSpec, int] = field(default_factory=dict)  # each run's local SGD steps
     stored: int = 0  # of its runs, how many the store already holds
     shared: dict[str, int] = field(default_factory=dict)  # earlier notebook -> runs of its that this one reads too
+
+
+    @property
+    def steps(self) -> int:
+        return sum(self.steps_of.values())
 
 
 @dataclass
@@ -228,7 +234,7 @@ def count_steps(plan: Plan, store: RunStore) -> None:
             elif first.setdefault(spec, nb.name) != nb.name:
                 nb.shared[first[spec]] = nb.shared.get(first[spec], 0) + 1
         try:
-            nb.steps = sum(client_steps(s, build_run(s, nb.params.data_root)) for s in nb.specs)
+            nb.steps_of = {s: client_steps(s, build_run(s, nb.params.data_root)) for s in nb.specs}
         except ValueError as err:
             raise UsageError(f"notebook '{nb.name}': {err}") from err
 
@@ -711,18 +717,22 @@ def main(argv: list[str] | None = None) -> int:
     by_root = plan.by_data_root()
     todo = {root: [s for s in specs if not store.reading(root).has(s)] for root, specs in by_root.items()}
     count = sum(map(len, todo.values()))
-    workers = args.workers or default_workers("cpu" if not _has_gpu() else "cuda")
+    gpus = gpu_count()
+    workers = args.workers or default_workers("cuda" if gpus else "cpu", gpus)
     if workers > worker_cap(count):
         print(f"--workers {workers}: {worker_cap(count)} started ({count} runs, {os.cpu_count()} CPU cores)", flush=True)
         workers = worker_cap(count)
     print(f"== compute: {count} runs ({args.executor}" + (f", {workers} worker(s))" if args.executor == "local"
                                                            else ")"), flush=True)
+    steps_of = {s: n for nb in plan.notebooks for s, n in nb.steps_of.items()}
+    progress = RunProgress({s: steps_of[s] for specs in todo.values() for s in specs})  # one line per finished run
     for root, specs in by_root.items():  # each computed from the data root its key names
         if not todo[root]:
             continue
         try:  # all of the root's specs, so that run_specs' count of those in the store is the plan's
             run_specs(specs, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
-                      root=root, progress=True, seed_batches=not args.no_seed_batches)
+                      root=root, progress=False, on_done=progress.done,
+                      seed_batches=not args.no_seed_batches)
         except ConnectionError as err:  # a Ray cluster that does not answer
             print(f"reproduce: error: {err}", file=sys.stderr)
             return 2
@@ -739,12 +749,6 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"wrote {write_report_html(report, results / args.profile)}")
     return 1 if any(s != "ok" for s in statuses) else 0
-
-
-def _has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 if __name__ == "__main__":

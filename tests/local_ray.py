@@ -33,6 +33,14 @@ class LocalRay:
         self.pythonpath = os.environ.get("PYTHONPATH")
         return None
 
+    @staticmethod
+    def address() -> str:
+        """The running Ray's GCS address ("<this machine's address>:<port>"), which another driver joins
+        (`--ray-address`)."""
+        import ray
+
+        return ray.get_runtime_context().gcs_address
+
     def stop(self) -> None:
         """Ray shut down, and whatever of the processes it started outlives that stopped."""
         import ray

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from fedlib.dryrun import (
-    combination, dry_run, full_size_steps, main, notebook_names, notebooks_folder, one_round,
+    Estimate, combination, dry_run, full_size_steps, main, notebook_names, notebooks_folder, one_round,
 )
+from fedlib.ledger.piece import Rates
 from fedlib.grids import notebook_parameters, notebook_specs
-from fedlib.runs import RunSpec
+from fedlib.runs import Component, RunSpec
 from fedlib.runs.build import build_run
 
 
@@ -25,7 +26,38 @@ def test_fast_subset_fedaq_full_grid_runs(tmp_path):
                      text)
     # 10 clients x 5 epochs x ceil(6,000 / 64) = 94 steps x 100 rounds, every client every round, 54 runs
     assert "25,380,000 local SGD steps" in text
-    assert "client-steps/s (whole runs measured on one H200)" in text and "FAILED" not in text
+    assert "54 run(s) with no measured rate: 25,380,000 steps on one GPU (1.8 h - 12.1 h at 3,877 - 584 " \
+           "client-steps/s, the range of whole runs measured on one H200)" in text and "FAILED" not in text
+
+
+def test_the_total_estimate_is_the_sum_of_the_per_run_lines():
+    """At a stated rate every run is estimated: its headline runs' lines and the rest's line add up to the total,
+    which is the grid's local SGD steps over the rate (FedAQ's quick grid: 13 runs of 3,000 steps, on the CPU)."""
+    out = io.StringIO()
+    assert dry_run(["fedaq"], "quick", steps=1, out=out, rate=20.0) == 0
+    text = out.getvalue()
+    per_run = [float(m) for m in re.findall(r"^ +\d+\. .*: [\d,]+ local SGD steps, ([\d.]+) min at 20 client-steps/s",
+                                            text, re.M)]
+    rest = re.search(r"then (\d+) runs backing no headline claim: ([\d,]+) local SGD steps, ([\d.]+) min on a CPU",
+                     text)
+    total = re.search(r"== total: ([\d.]+) min on a CPU for 13 run\(s\)", text)
+    assert per_run and rest and total, text
+    assert len(per_run) + int(rest[1]) == 13 and float(total[1]) == 39_000 / 20 / 60  # 32.5 min, by hand
+    assert sum(per_run) + float(rest[3]) == pytest.approx(float(total[1]), abs=0.05 * (len(per_run) + 1))
+    assert "fedaq (quick): 13 runs, 39,000 local SGD steps" in text and "32.5 min on a CPU for 13 run(s)" in text
+
+
+def test_an_estimate_counts_each_run_where_it_runs_and_names_the_runs_without_a_rate():
+    gpu = RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {}), ("fedavg", {}), 2, 0,
+                       local={"lr": 0.1, "batch_size": 8, "steps": 1}, device="auto")
+    estimate = Estimate()
+    assert estimate.add(gpu, 6_000, Rates(100.0)) == 60.0 and estimate.add(gpu.with_(device="cpu"), 600,
+                                                                          Rates(10.0)) == 60.0
+    assert estimate.add(gpu.with_(seed=1), 7_754, Rates(None)) is None
+    # 7,754 steps at 3,877 and at 584 client-steps/s: 2 s = 0.0 min and 13.3 s = 0.2 min
+    assert estimate.text() == ("1.0 min on a CPU + 1.0 min on one GPU for 2 run(s) at their client-steps/s (measured, "
+                               "or --rate); 1 run(s) with no measured rate: 7,754 steps on one GPU (0.0 min - 0.2 min "
+                               "at 3,877 - 584 client-steps/s, the range of whole runs measured on one H200)")
 
 
 def test_a_grid_that_cannot_build_fails_with_its_spec(tmp_path):
@@ -62,7 +94,21 @@ def test_one_round_keeps_everything_but_the_amount_of_work():
     assert (small.rounds, small.device, small.get("local"), small.get("loop")) == (
         1, "cpu", {"lr": 0.5, "batch_size": 8, "steps": 2}, {"threads": 1})
     assert combination(small) == combination(spec) and small.seed == 3 and small.split == spec.split
-    assert small.sampler == spec.sampler
+    assert small.sampler == Component.of("uniform", {"clients": 2})  # 2 of the 10 it samples a round train
+    assert one_round(spec, 2, clients=None).sampler == spec.sampler
+
+
+def test_a_one_round_rate_of_two_clients_or_of_every_client_where_the_algorithm_needs_them_all(tmp_path):
+    """TACO refuses a round without every client: its one-round rate comes from the spec's own sampler; a spec that
+    fails with its own sampler too raises that error."""
+    from fedlib.dryrun import one_round_rate
+
+    taco = RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {"hidden": [8]}), ("taco", {}),
+                        5, 0, local={"lr": 0.05, "batch_size": 8, "steps": 3})
+    assert one_round_rate(taco, 1, tmp_path) > 0 and one_round_rate(taco.with_(algorithm=Component.of("fedavg")),
+                                                                    1, tmp_path) > 0
+    with pytest.raises(ValueError, match="TACO needs every non-expelled client"):
+        one_round_rate(taco.with_(sampler=Component.of("uniform", {"clients": 3})), 1, tmp_path)
 
 
 def test_unknown_notebook_and_bad_steps():
@@ -112,3 +158,20 @@ def test_whole_full_dry_run_exits_zero():
     for notebook in notebook_names(notebooks_folder()):
         runs = len(notebook_specs(notebook, notebook_parameters(notebook, "full")))
         assert f"{notebook} (full): {runs:,} runs" in out.getvalue()
+
+
+def test_a_cells_other_seeds_count_the_steps_their_own_build_counts(tmp_path):
+    """The dry run builds each grid cell once and draws only the split of its other seeds: their steps are those a
+    whole build of each gives (the quickstart's cpu grid: 3 cells x 3 seeds, Dirichlet splits, epochs over each
+    client's share, so the steps differ by seed)."""
+    from fedlib.dryrun import dry_run_notebook
+
+    report = dry_run_notebook("quickstart", "cpu", tmp_path, 1)
+    assert not report.failures and len(report.steps_of) == report.runs == 9
+    first_seed = {}
+    for spec in report.steps_of:
+        first_seed.setdefault(spec.with_(seed=0), spec.seed)
+    others = [s for s in report.steps_of if s.seed != first_seed[s.with_(seed=0)]]
+    assert len(others) == 6
+    assert [report.steps_of[s] for s in others] == [full_size_steps(s, build_run(s, tmp_path)) for s in others]
+    assert len({report.steps_of[s] for s in others}) > 1

@@ -24,7 +24,7 @@ from fedlib.registry import CODECS  # noqa: E402
 from fedlib.contracts import SERVER  # noqa: E402
 from fedlib.federation import open_federation, run_federation  # noqa: E402
 from fedlib.flower import FedlibStrategy, InProcessGrid, client_app, run_in_process, run_in_simulation  # noqa: E402
-from fedlib.runs import RunSpec, build_run  # noqa: E402
+from fedlib.runs import Component, RunSpec, build_run, freeze  # noqa: E402
 from fedlib.runs.build import records_of  # noqa: E402
 
 TIMING = ("train_s", "wall_s")
@@ -392,3 +392,56 @@ def test_without_flower_the_import_says_what_to_install(monkeypatch):
     monkeypatch.delitem(sys.modules, "fedlib.flower")
     with pytest.raises(ImportError, match=r"pip install -e \".\[flower\]\""):
         importlib.import_module("fedlib.flower")
+
+
+def test_the_apps_hyperparameters_are_run_config_keys_equal_to_its_spec_and_an_override_reaches_the_run(tmp_path):
+    """flower-app/'s [tool.flwr.app.config] declares the spec's hyper-parameters as Flower's baselines do; as
+    declared they leave spec.json as it is, and `--run-config 'num-server-rounds=2 lr=0.1'` (fused as Flower fuses
+    it) runs 2 rounds at lr 0.1: the record equals run_federation's on the spec with those two values."""
+    import json
+
+    from flwr.common.config import get_fused_config_from_dir
+
+    from fedlib.flower.app import HYPERPARAMETERS, run_app, with_run_config
+
+    spec = RunSpec.from_json(json.loads((APP_FOLDER / "spec.json").read_text()))
+    declared = get_fused_config_from_dir(APP_FOLDER, {})
+    assert set(HYPERPARAMETERS) <= set(declared) and with_run_config(spec, declared) == spec
+    fused = get_fused_config_from_dir(APP_FOLDER, {"num-server-rounds": 2, "lr": 0.1})
+    changed = with_run_config(spec, fused)
+    assert (changed.rounds, changed.get("local")["lr"]) == (2, 0.1) and changed.with_(rounds=3, local=spec.local) == spec
+    grid = InProcessGrid(client_app, spec.split.args["num_clients"], seed=2)
+    records = run_app(grid, {**fused, "spec": str(APP_FOLDER / "spec.json")})
+    ref = reference(changed)
+    assert len(records["rounds"]) == 2
+    np.testing.assert_allclose(records["rounds"]["test_acc"], ref["rounds"]["test_acc"], rtol=1e-12)
+    np.testing.assert_array_equal(records["rounds"]["bits_up"], ref["rounds"]["bits_up"])
+
+
+@pytest.mark.parametrize("override, error", [
+    ({"lr": "fast"}, "run config 'lr' = 'fast': give a number"),
+    ({"num-server-rounds": 2.5}, "run config 'num-server-rounds' = 2.5: give an integer"),
+    ({"seed": True}, "run config 'seed' = True: give an integer"),
+])
+def test_a_hyperparameter_of_the_wrong_type_is_named(override, error):
+    import json
+
+    from fedlib.flower.app import with_run_config
+
+    spec = RunSpec.from_json(json.loads((APP_FOLDER / "spec.json").read_text()))
+    with pytest.raises(ValueError, match=re.escape(error)):
+        with_run_config(spec, override)
+
+
+def test_clients_per_round_sets_a_uniform_sampler_and_refuses_another_one():
+    import json
+
+    from fedlib.flower.app import with_run_config
+
+    spec = RunSpec.from_json(json.loads((APP_FOLDER / "spec.json").read_text()))
+    assert with_run_config(spec.with_(sampler=None), {"clients-per-round": 2}).sampler.args == {"clients": 2}
+    epochs = spec.with_(local=freeze({"lr": 0.05, "batch_size": 16, "epochs": 1.0}, "local"))
+    assert with_run_config(epochs, {"local-steps": 4}).get("local") == {"lr": 0.05, "batch_size": 16, "steps": 4}
+    with pytest.raises(ValueError, match="the spec samples with 'stratified'"):
+        with_run_config(spec.with_(sampler=Component.of("stratified", {"per_round_inferior": 1})),
+                        {"clients-per-round": 2})

@@ -41,7 +41,8 @@ def write_idx_set(folder: Path, gz: bool, n_train: int = 30, n_test: int = 12, s
     for stem, arr in zip(IDX_FILES, arrays):
         data = idx_bytes(arr)
         if gz:
-            (folder / f"{stem}.gz").write_bytes(gzip.compress(data, mtime=0))
+            # random bytes do not compress: level 9 would only cost time
+            (folder / f"{stem}.gz").write_bytes(gzip.compress(data, compresslevel=1, mtime=0))
         else:
             (folder / stem).write_bytes(data)
     return arrays

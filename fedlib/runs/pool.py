@@ -3,10 +3,12 @@
 Each worker is a fresh (spawned) Python process that executes one unit at a time (one spec, or one cell's seeds:
 `execute_cell`) and files its records in the same store, so a run computed by a worker is the run `workers=1`
 computes: same spec, same keyed random streams, same thread choice (`fedlib.federation.choose_threads`, from the
-model, not from the worker count). Several workers share the machine's cores and, on a GPU machine, its GPU: small federated runs are
-launch-bound, so a few at once keep the device busy. A worker's failure is raised in the caller, naming its
-specs, after the other workers' runs have been filed. Workers are capped at `worker_cap` (a process per run
-beyond a few per core only costs start-up time and memory), with a message when the request was larger. Each
+model, not from the worker count). Several workers share the machine's cores and, on a GPU machine, its GPUs: small
+federated runs are launch-bound, so a few at once keep a device busy; on a machine with several GPUs each worker
+sees one of them (CUDA_VISIBLE_DEVICES, set as it starts: `worker_devices`), in turn, so the runs spread over all of
+them. A worker's failure is raised in the caller, naming its specs, after the other workers' runs have been filed.
+Workers are capped at `worker_cap` (a process per run beyond a few per core only costs start-up time and memory),
+with a message when the request was larger. Each
 worker reports the key context it computed its run with, and the caller checks it before using the records
 (`RunStore.check_context`). Each worker may import what the caller may (`fedlib.trust.worker_allowance`).
 """
@@ -16,6 +18,7 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
@@ -25,11 +28,33 @@ from fedlib.runs.store import RunStore
 from fedlib.trust import allow_imports, worker_allowance
 
 
-def default_workers(device: str = "cpu") -> int:
-    """Worker processes for `reproduce`: up to 4 runs sharing one GPU (small runs are launch-bound); one on a CPU,
-    where a convolutional model already trains on every core and more processes would only oversubscribe them
-    (`--workers N` pays for grids of dense models, which train on one core each)."""
-    return max(1, min(4, os.cpu_count() or 1)) if device != "cpu" else 1
+RUNS_PER_GPU = 4  # small federated runs are launch-bound: a few at once keep one GPU busy
+
+
+def default_workers(device: str = "cpu", gpus: int = 1) -> int:
+    """Worker processes for `reproduce`: up to `RUNS_PER_GPU` runs sharing each of the `gpus` GPUs, at most one per
+    core; one on a CPU, where a convolutional model already trains on every core and more processes would only
+    oversubscribe them (`--workers N` pays for grids of dense models, which train on one core each)."""
+    return max(1, min(RUNS_PER_GPU * max(gpus, 1), os.cpu_count() or 1)) if device != "cpu" else 1
+
+
+def worker_devices(visible: str | None, gpus: int) -> list[str]:
+    """The GPUs worker processes take in turn, as CUDA_VISIBLE_DEVICES values: the ids `visible` (this process's
+    CUDA_VISIBLE_DEVICES, None when unset) names, else 0 .. gpus - 1; [] on a machine without GPUs (the workers
+    then inherit the variable as it is). Worker i takes entry i mod len, so several GPUs share the runs evenly."""
+    if gpus < 1:
+        return []
+    named = [d.strip() for d in visible.split(",") if d.strip()] if visible is not None else []
+    return named[:gpus] if named else [str(i) for i in range(gpus)]
+
+
+def _take_device(devices: Sequence[str], counter: Any) -> None:
+    """A worker's initializer: the next of `devices` (round robin over the workers started) as its only visible GPU,
+    before anything in it initializes CUDA."""
+    with counter.get_lock():
+        index = counter.value
+        counter.value += 1
+    os.environ["CUDA_VISIBLE_DEVICES"] = devices[index % len(devices)]
 
 
 WORKERS_PER_CORE = 2  # dense runs train on one core each; two per core hide their data loading and start-up
@@ -38,6 +63,13 @@ WORKERS_PER_CORE = 2  # dense runs train on one core each; two per core hide the
 def worker_cap(runs: int) -> int:
     """The most worker processes worth starting for `runs` runs on this machine: min(runs, cores x 2)."""
     return max(1, min(runs, (os.cpu_count() or 1) * WORKERS_PER_CORE))
+
+
+def gpu_count() -> int:
+    """CUDA GPUs this process sees (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def _execute(specs_json: list[dict], store_root: str, code: str | None, root: str | None, checkpoint_every: int,
@@ -65,7 +97,11 @@ def run_in_processes(units: Sequence[Sequence[RunSpec]], store: RunStore, *, wor
     root_text = None if root is None else str(Path(root).resolve())
     store = store.reading(root_text)
     allowance = worker_allowance(m for unit in units for spec in unit for m in spec.imports)
-    with ProcessPoolExecutor(max_workers=min(workers, cap), mp_context=context) as pool:
+    # a spec naming a GPU by its index ("cuda:1") needs every GPU in sight: then the workers are left to see all
+    devices = worker_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), gpu_count()) \
+        if all(spec.device in ("auto", "cuda") for unit in units for spec in unit) else []
+    spread = dict(initializer=_take_device, initargs=(devices, context.Value("i", 0))) if len(devices) > 1 else {}
+    with ProcessPoolExecutor(max_workers=min(workers, cap), mp_context=context, **spread) as pool:
         futures: dict[Future, Sequence[RunSpec]] = {
             pool.submit(_execute, [spec.to_json() for spec in unit], str(store.root.resolve()), store.code,
                         root_text, checkpoint_every, allowance): unit

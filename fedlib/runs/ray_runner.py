@@ -19,7 +19,7 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +47,15 @@ def _threads_keyed(store: RunStore, spec: RunSpec) -> int:
         return int(json.loads(store.context(spec)).get("threads", 1))
     except (ValueError, TypeError, AttributeError):  # a test store's code override
         return 1
+
+
+def task_gpus(spec: RunSpec, cluster_has_gpus: bool, gpus_per_run: float | None = None) -> float:
+    """The share of a GPU a spec's task asks Ray for: `gpus_per_run` where given, else `DEFAULT_GPU_FRACTION` for a
+    spec not pinned to the CPU on a cluster with GPUs (Ray then places four runs on each GPU, and each task sees its
+    GPU alone: Ray sets its CUDA_VISIBLE_DEVICES), else none."""
+    if gpus_per_run is not None:
+        return gpus_per_run
+    return DEFAULT_GPU_FRACTION if cluster_has_gpus and spec.device != "cpu" else 0.0
 
 
 def init_ray(address: str | None, timeout: float = INIT_TIMEOUT_S) -> None:
@@ -88,7 +97,9 @@ def check_address(address: str | None, timeout: float = 10.0) -> None:
 
 
 def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
-               address: str | None = None, gpus_per_run: float | None = None) -> None:
+               address: str | None = None, gpus_per_run: float | None = None,
+               on_done: Callable[[RunSpec], None] | None = None) -> None:
+    """One Ray task per spec (see the module docstring); `on_done(spec)` is called here as each run is stored."""
     try:
         import ray
     except ImportError as err:
@@ -100,8 +111,7 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
     refs = {}
     allowance = worker_allowance(m for spec in specs for m in spec.imports)
     for spec in specs:
-        gpus = gpus_per_run if gpus_per_run is not None else (
-            DEFAULT_GPU_FRACTION if has_gpus and spec.device != "cpu" else 0.0)
+        gpus = task_gpus(spec, has_gpus, gpus_per_run)
         threads = _threads_keyed(store, spec)
         task = ray.remote(num_cpus=min(threads, cpus), num_gpus=gpus,
                           runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}})(_run_task)
@@ -116,3 +126,5 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
         records = _records(texts)
         if not store.has(spec):  # a worker on another machine wrote to its own disk
             store.save(spec, records)
+        if on_done is not None:
+            on_done(spec)

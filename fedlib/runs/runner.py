@@ -18,7 +18,7 @@ import reprlib
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -42,11 +42,14 @@ EXECUTORS = ("local", "ray")
 
 def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "local", ray_address: str | None = None,
               root: str | Path | None = None, checkpoint_every: int = 10, progress: bool = True,
-              gpus_per_run: float | None = None, workers: int = 1, seed_batches: bool = True) -> Records:
+              gpus_per_run: float | None = None, workers: int = 1, seed_batches: bool = True,
+              on_done: Callable[[RunSpec], None] | None = None) -> Records:
     """Execute the specs not yet in the store and return every spec's records as tidy tables.
 
     `workers` > 1 runs the local executor's units (a cell's seeds, `seed_batches`) in that many worker processes
-    (`fedlib.runs.pool`)."""
+    (`fedlib.runs.pool`). `progress` draws bars (over runs, and with one local worker over the current run's rounds);
+    `on_done(spec)` is called in this process as each computed run is stored (e.g.
+    `fedlib.runs.progress.RunProgress.done`, one log line each)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     instance("run_specs store", store, RunStore, "e.g. RunStore.at() (results/runs) or RunStore('a/folder')")
@@ -59,16 +62,25 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     if todo and executor == "local":
         units = seed_cells(todo) if seed_batches else [[spec] for spec in todo]
         with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
+            def finished(spec: RunSpec) -> None:
+                bar.update()
+                if on_done is not None:
+                    on_done(spec)
+
+            def finished_unit(unit: Sequence[RunSpec]) -> None:
+                for spec in unit:
+                    finished(spec)
+
             if workers > 1:
                 run_in_processes(units, store, workers=workers, root=root, checkpoint_every=checkpoint_every,
-                                 on_done=lambda unit: bar.update(len(unit)))
+                                 on_done=finished_unit)
             else:
                 for unit in units:
                     execute_cell(unit, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
-                    bar.update(len(unit))
+                    finished_unit(unit)
     elif todo:
         run_on_ray(todo, store, root=root, checkpoint_every=checkpoint_every, address=ray_address,
-                   gpus_per_run=gpus_per_run)
+                   gpus_per_run=gpus_per_run, on_done=on_done)
     if todo:
         print(f"computed {len(todo)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return tidy(specs, store)
