@@ -16,6 +16,7 @@ import pytest
 
 from fedlib.paper_params import params_class
 from fedlib.runs import RunSpec, RunStore, execute
+from fedlib.trust import ALLOW_VAR
 
 ROOT = Path(__file__).resolve().parents[1]
 # every experiment module (fedlib/papers/<x>.py, with its notebook notebooks/<x>.py)
@@ -68,24 +69,32 @@ def _frames_equal(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> Non
 
 FRESH = """
 import json, pickle, sys
+from pathlib import Path
 from fedlib.runs import RunSpec, RunStore, execute
-specs = [RunSpec.from_json(d) for d in json.load(open(sys.argv[1]))]
-store = RunStore(sys.argv[2])
-pickle.dump([execute(s, store) for s in specs], open(sys.argv[3], "wb"))
+specs = json.load(open(sys.argv[1]))
+pickle.dump({experiment: [execute(RunSpec.from_json(d), RunStore(Path(sys.argv[2]) / experiment)) for d in ds]
+             for experiment, ds in specs.items()}, open(sys.argv[3], "wb"))
 """
 
 
+@pytest.fixture(scope="module")
+def fresh_process_records(tmp_path_factory) -> dict[str, list[dict[str, pd.DataFrame]]]:
+    """Every experiment's representative specs, rebuilt from their JSON and executed in one fresh process (one
+    interpreter start for all experiments, each into a store of its own)."""
+    tmp = tmp_path_factory.mktemp("fresh")
+    (tmp / "specs.json").write_text(json.dumps({e: [s.to_json() for s in representative_specs(e)] for e in EXPERIMENTS}))
+    subprocess.run([sys.executable, "-c", FRESH, str(tmp / "specs.json"), str(tmp / "there"), str(tmp / "out.pkl")],
+                   check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), ALLOW_VAR: ""}, timeout=600)
+    return pickle.loads((tmp / "out.pkl").read_bytes())
+
+
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
-def test_each_spec_runs_and_its_json_rebuilds_the_same_run_in_a_fresh_process(experiment, tmp_path):
+def test_each_spec_runs_and_its_json_rebuilds_the_same_run_in_a_fresh_process(experiment, fresh_process_records,
+                                                                               tmp_path):
     specs = representative_specs(experiment)
     assert specs, f"{experiment}: experiments(defaults) gave no spec"
     here = [execute(s, RunStore(tmp_path / "here")) for s in specs]
-    (tmp_path / "specs.json").write_text(json.dumps([s.to_json() for s in specs]))
-    subprocess.run([sys.executable, "-c", FRESH, str(tmp_path / "specs.json"), str(tmp_path / "there"),
-                    str(tmp_path / "out.pkl")], check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                   timeout=600)
-    there = pickle.loads((tmp_path / "out.pkl").read_bytes())
-    for a, b in zip(here, there, strict=True):
+    for a, b in zip(here, fresh_process_records[experiment], strict=True):
         _frames_equal(a, b)
 
 

@@ -6,10 +6,12 @@ import contextlib
 import importlib.util
 import io
 import json
+import os
 import re
 import shutil
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -52,35 +54,63 @@ def test_a_bad_parameter_stops_the_plan_naming_notebook_and_parameter(reproduce,
     assert stored_entries(tmp_path) == [] and not (tmp_path / "REPORT.md").exists()
 
 
+STAMPED = ["-p", "lr", "1e-1"]  # an override the rendered folder's report stamps (written as 0.1)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The module's one quick reproduce from an empty store."""
+    started_in: Path  # the folder it was started from
+    results: Path  # its --results, given relative to `started_in`
+    printed: str
+    progress: str  # what it wrote to stderr
+    data_root: str  # FEDLIB_DATA as its kernels inherited it
+
+
 @pytest.fixture(scope="module")
-def rendered(reproduce, tmp_path_factory) -> tuple[Path, str, str]:
-    """One quick reproduce into a fresh results folder: (the folder, what it printed, its progress on stderr). The
-    tests that start from a rendered folder copy it (`copy_of`), so the quickstart renders once for them."""
-    results = tmp_path_factory.mktemp("rendered")
-    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
-        assert reproduce.main(quick(results)) == 0
-    return results, out.getvalue(), err.getvalue()
+def rendered(reproduce, tmp_path_factory) -> Rendered:
+    """One quick reproduce (with `STAMPED`) started in a folder of its own, with --results and FEDLIB_DATA relative to
+    it, into a results folder that holds an earlier notebook's table and stamp and another profile's table. The
+    tests that read a rendered folder read this one or copy it (`copy_of`), so the quickstart renders once for them."""
+    started_in = tmp_path_factory.mktemp("rendered")
+    results = started_in / "rel"
+    earlier = results / "quick" / "taco"
+    earlier.mkdir(parents=True)
+    (earlier / "claims.csv").write_text("claim,paper_value,measured,criterion,evidence,verdict\n"
+                                        "EARLIER CLAIM,x,y,z,w,not reproduced\n")
+    (earlier / "stamp.json").write_text(json.dumps({"status": "ok", "seconds": 60.0,
+                                                    "stamp": "profile `quick`, commit `abc1234`, -p rounds 9"}))
+    other = results / "cpu" / "quickstart"  # another profile's table is never shown
+    other.mkdir(parents=True)
+    (other / "claims.csv").write_text("claim,paper_value,measured,criterion,evidence,verdict\nOTHER,x,y,z,w,reproduced\n")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.chdir(started_in)
+        monkeypatch.setenv("FEDLIB_DATA", "my-data")
+        with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+            assert reproduce.main(quick("rel", *STAMPED)) == 0
+        data_root = os.environ["FEDLIB_DATA"]
+    return Rendered(started_in, results, out.getvalue(), err.getvalue(), data_root)
 
 
-def copy_of(rendered: tuple[Path, str, str], tmp_path: Path) -> Path:
-    shutil.copytree(rendered[0], tmp_path, dirs_exist_ok=True)
+def copy_of(rendered: Rendered, tmp_path: Path) -> Path:
+    shutil.copytree(rendered.results, tmp_path, dirs_exist_ok=True)
     return tmp_path
 
 
 def test_three_phases_then_a_second_reproduce_computes_nothing_and_writes_the_same_claims(reproduce, rendered, tmp_path,
                                                                                          capsys):
-    _, printed, progress = rendered
+    printed, progress = rendered.printed, rendered.progress
     assert "== plan: profile quick" in printed and "== compute: 3 runs" in printed and "== render: 1" in printed
     assert re.search(r"\[quickstart\] 3 runs: 0 from the store, 3 to compute; [1-9][0-9,]* local SGD steps", printed)
     assert re.search(r"^\[1/3\] .* done; elapsed .*; ETA ", progress, re.M) and "[3/3]" in progress  # a line a run
     copy_of(rendered, tmp_path)
     first = (tmp_path / "quick" / "quickstart" / "claims.csv").read_text()
-    assert reproduce.main(quick(tmp_path)) == 0
+    assert reproduce.main(quick(tmp_path, *STAMPED)) == 0
     out = capsys.readouterr()
     assert "[quickstart] 3 runs: 3 from the store, 0 to compute" in out.out and "== compute: 0 runs" in out.out
     assert (tmp_path / "quick" / "quickstart" / "claims.csv").read_text() == first
     shutil.rmtree(stored_entries(tmp_path)[0])  # one run lost: the plan and the computing step count alike
-    assert reproduce.main(quick(tmp_path)) == 0
+    assert reproduce.main(quick(tmp_path, *STAMPED)) == 0
     out = capsys.readouterr()
     assert "[quickstart] 3 runs: 2 from the store, 1 to compute" in out.out and "== compute: 1 runs" in out.out
     assert "3 runs: 2 from the store" in out.err
@@ -143,33 +173,19 @@ def test_claims_only_without_only_judges_the_notebooks_that_declare_claims(repro
     assert "[flower]" not in out  # no claims module: its notebook ends with a parity table
 
 
-def test_relative_results_and_data_paths_are_taken_from_the_invoking_folder(reproduce, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("FEDLIB_DATA", "my-data")
-    assert reproduce.main(quick("rel")) == 0
-    assert len(stored_entries(tmp_path / "rel")) == 3
-    assert (tmp_path / "rel" / "quick" / "quickstart" / "claims.csv").is_file()
-    report = (tmp_path / "rel" / "REPORT.md").read_text()
+def test_relative_results_and_data_paths_are_taken_from_the_invoking_folder(reproduce, rendered, monkeypatch):
+    assert len(stored_entries(rendered.results)) == 3
+    assert (rendered.results / "quick" / "quickstart" / "claims.csv").is_file()
+    report = (rendered.results / "REPORT.md").read_text()
     assert "no claims tables" not in report and "## quickstart" in report
     assert not (ROOT / "notebooks" / "rel").exists()
-    import os
+    assert rendered.data_root == str(rendered.started_in / "my-data")  # what the kernels inherited
+    monkeypatch.chdir(rendered.started_in)
+    assert reproduce.parse_overrides([("data_root", "d")])["data_root"] == str(rendered.started_in / "d")
 
-    assert os.environ["FEDLIB_DATA"] == str(tmp_path / "my-data")  # what the kernels inherited
-    assert reproduce.parse_overrides([("data_root", "d")])["data_root"] == str(tmp_path / "d")
 
-
-def test_report_stamps_overrides_and_keeps_earlier_notebooks_with_their_own_stamp(reproduce, tmp_path):
-    earlier = tmp_path / "quick" / "taco"
-    earlier.mkdir(parents=True)
-    (earlier / "claims.csv").write_text("claim,paper_value,measured,criterion,evidence,verdict\n"
-                                        "EARLIER CLAIM,x,y,z,w,not reproduced\n")
-    (earlier / "stamp.json").write_text(json.dumps({"status": "ok", "seconds": 60.0,
-                                                    "stamp": "profile `quick`, commit `abc1234`, -p rounds 9"}))
-    other = tmp_path / "cpu" / "quickstart"  # another profile's table is never shown
-    other.mkdir(parents=True)
-    (other / "claims.csv").write_text("claim,paper_value,measured,criterion,evidence,verdict\nOTHER,x,y,z,w,reproduced\n")
-    assert reproduce.main(quick(tmp_path, "-p", "lr", "1e-1")) == 0
-    report = (tmp_path / "REPORT.md").read_text()
+def test_report_stamps_overrides_and_keeps_earlier_notebooks_with_their_own_stamp(rendered):
+    report = (rendered.results / "REPORT.md").read_text()
     assert "-p rounds 2, -p num_clients 4, -p clients_per_round 2, -p lr 0.1" in report.splitlines()[2]
     assert "| quickstart | ok |" in report and "by this invocation |" in report
     assert "| taco | ok | 1.0 | earlier: profile `quick`, commit `abc1234`, -p rounds 9 |" in report
