@@ -90,7 +90,7 @@ def test_the_worker_pool_spreads_over_several_gpus_only_where_every_run_may_take
     for gpus, device in ((2, "auto"), (2, "cuda:1"), (1, "auto")):
         monkeypatch.setattr(pool, "gpu_count", lambda: gpus)
         try:
-            pool.run_in_processes([tiny_spec(0).with_(device=device), tiny_spec(1).with_(device=device)],
+            pool.run_in_processes([[tiny_spec(0).with_(device=device)], [tiny_spec(1).with_(device=device)]],
                                   RunStore(tmp_path), workers=2)
         except Recorded:
             pass

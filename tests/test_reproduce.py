@@ -129,12 +129,12 @@ def test_make_report_publishes_the_report_and_each_rendered_notebook_as_a_page(r
     out = tmp_path / "pages"
     out.mkdir()
     (out / "taco.html").write_text("an earlier publication's page")
-    assert publish.main(["--results", str(rendered[0]), "--profile", "quick", "--out", str(out)]) == 0
+    assert publish.main(["--results", str(rendered.results), "--profile", "quick", "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["REPORT.html", "quickstart.html"]
-    claims = pd.read_csv(rendered[0] / "quick" / "quickstart" / "claims.csv")
+    claims = pd.read_csv(rendered.results / "quick" / "quickstart" / "claims.csv")
     report, page = (out / "REPORT.html").read_text(), (out / "quickstart.html").read_text()
     assert '<a href="quickstart.html">' in report and "<table>" in report
-    figures = notebook_figures(rendered[0] / "quick" / "quickstart" / "quickstart.ipynb")
+    figures = notebook_figures(rendered.results / "quick" / "quickstart" / "quickstart.ipynb")
     assert figures and all(png[:200] in page for _, png in figures)
     assert all(claim.split()[0] in page for claim in claims["claim"]) and "celltag_parameters" in page
     assert publish.main(["--results", str(tmp_path / "none"), "--profile", "quick", "--out", str(out)]) == 2
@@ -259,7 +259,7 @@ def test_two_worker_processes_give_the_records_of_one(tmp_path):
 
 def test_dry_run_builds_a_full_grid_on_fabricated_files(reproduce, tmp_path, capsys):
     assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run"]) == 0
-    assert re.search(r"fedaq \(full\): 18 runs, [\d,]+ local SGD steps; 8 combinations ran one round", capsys.readouterr().out)
+    assert re.search(r"fedaq \(full\): 54 runs, [\d,]+ local SGD steps; 8 combinations ran one round", capsys.readouterr().out)
     assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run", "-p", "rounds", "3"]) == 2
 
 

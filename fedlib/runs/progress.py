@@ -1,6 +1,6 @@
 """Progress of many runs as one line per finished run, readable in a log (`reproduce`'s compute phase):
 
-    [3/39] fedaq mode=joint scheme=fixed8 seed=1 done; elapsed 2.1 min; ETA 24.0 min (4,535 client-steps/s over
+    [3/39] <experiment> <its labels> seed=1 done; elapsed 2.1 min; ETA 24.0 min (4,535 client-steps/s over
     the 3 finished runs, 6,768,000 local SGD steps left)
 
 The ETA is the local SGD steps of the runs not yet finished over the client-steps/s of those finished (their steps
