@@ -380,6 +380,15 @@ def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, 
     return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, floor_note, _decides(more, alpha)), **tested)
 
 
+def _combined(parts: Sequence[tuple[str, Judgement]]) -> tuple[int, str | None, np.ndarray, np.ndarray]:
+    """The parts' most seeds, the first not-testable cause among them (None: none), and their p-values for and
+    against (an untested part's NaN read as 1)."""
+    blocked = next((j.verdict for _, j in parts if j.verdict in NOT_TESTABLE), None)
+    p_for = np.nan_to_num(np.array([j.p_value for _, j in parts]), nan=1.0)
+    p_against = np.nan_to_num(np.array([j.p_against for _, j in parts]), nan=1.0)
+    return max(j.seeds for _, j in parts), blocked, p_for, p_against
+
+
 def all_hold(parts: Sequence[tuple[str, Judgement]], *, what: str, alpha: float = ALPHA, partly: bool = False,
              measured_with: str = "") -> Judgement:
     """Tests that must all hold (an ordering between neighbours, a best-of against each other method, "for every
@@ -396,12 +405,9 @@ def all_hold(parts: Sequence[tuple[str, Judgement]], *, what: str, alpha: float 
                  f"opposite of one at alpha / {k} (Bonferroni): not reproduced"
                  + (f"; one at alpha / {k}: partly" if partly else "") + f" ({parts[0][1].criterion})")
     evidence = _join(measured_with, "; ".join(f"{name}: {j.verdict}, {j.evidence}" for name, j in parts))
-    seeds = max(j.seeds for _, j in parts)
-    blocked = next((j.verdict for _, j in parts if j.verdict in NOT_TESTABLE), None)
+    seeds, blocked, p_for, p_against = _combined(parts)
     if blocked is not None:
         return Judgement(blocked, criterion, evidence, seeds=seeds)
-    p_for = np.nan_to_num(np.array([j.p_value for _, j in parts]), nan=1.0)
-    p_against = np.nan_to_num(np.array([j.p_against for _, j in parts]), nan=1.0)
     tested = {"p_value": float(p_for.max()), "p_against": float(min(1.0, k * p_against.min())), "seeds": seeds}
     if (p_for < alpha).all():
         return Judgement(REPRODUCED, criterion, evidence, **tested)
@@ -426,12 +432,9 @@ def any_holds(parts: Sequence[tuple[str, Judgement]], *, what: str, alpha: float
     criterion = (f"{what}: one of {k} tests at alpha / {k} = {alpha / k:.3g} (Bonferroni); the opposite of every one at "
                  f"alpha = {alpha:g} (intersection-union): not reproduced ({parts[0][1].criterion})")
     evidence = "; ".join(f"{name}: {j.verdict}, {j.evidence}" for name, j in parts)
-    seeds = max(j.seeds for _, j in parts)
-    blocked = next((j.verdict for _, j in parts if j.verdict in NOT_TESTABLE), None)
+    seeds, blocked, p_for, p_against = _combined(parts)
     if blocked is not None:
         return Judgement(blocked, criterion, evidence, seeds=seeds)
-    p_for = np.nan_to_num(np.array([j.p_value for _, j in parts]), nan=1.0)
-    p_against = np.nan_to_num(np.array([j.p_against for _, j in parts]), nan=1.0)
     tested = {"p_value": float(min(1.0, k * p_for.min())), "p_against": float(p_against.max()), "seeds": seeds}
     if (p_for < alpha / k).any():
         return Judgement(REPRODUCED, criterion, evidence, **tested)
