@@ -15,8 +15,9 @@ For each notebook, the parameters are its parameters dataclass's defaults update
    paper's plan) on its first seed, and draws the split of every other seed (a seed draws the split; each split
    once: a grid of hundreds of runs holds a few dozen splits), which gives every spec's local SGD steps;
 3. runs each distinct (dataset, model, algorithm, uplink codec, downlink codec) combination of the notebook once,
-   on the CPU, for one round of `steps` local steps for 2 clients (`one_round_rate`: the spec's own sampler where its
-   algorithm needs every client), record tables included;
+   on the CPU, for one round of `steps` local steps of the federation's first 2 clients, both training
+   (`one_round_rate`), record tables included (`reproduce --dry-run`: only the combinations of runs meant for a
+   CPU; those of runs meant for a GPU are built, their minutes estimated from the ledger);
 4. prints per notebook the grid's runs, its local SGD steps at full size, and estimated times: on this CPU from
    the rates step 3 measured (client-steps per second of each combination), and where each run runs (a GPU; a
    CPU for a spec pinned to one) at the client-steps/s whole runs of its combination, else of its experiment,
@@ -108,32 +109,26 @@ def notebooks_folder(given: str | Path | None = None) -> Path:
 ONE_ROUND_CLIENTS = 2  # clients a one-round run trains: a client-step costs the same whether 2 or 100 train a round
 
 
-def one_round(spec: RunSpec, steps: int, clients: int | None = ONE_ROUND_CLIENTS) -> RunSpec:
-    """`spec` cut to one round of `steps` local steps per client for `clients` clients drawn uniformly (None: its
-    own sampler), on the CPU with one thread."""
+def one_round(spec: RunSpec, steps: int) -> RunSpec:
+    """`spec` cut to one round of `steps` local steps per client for `ONE_ROUND_CLIENTS` clients drawn uniformly,
+    on the CPU with one thread."""
     local = {k: v for k, v in spec.get("local").items() if k != "epochs"}
     loop = spec.get("loop")
     loop.update({"threads": 1} if "threads" in loop else {})
-    sampler = spec.sampler if clients is None else Component.of("uniform", {"clients": clients})
     return spec.with_(rounds=1, local=freeze({**local, "steps": steps}, "local"), loop=freeze(loop, "loop"),
-                      device="cpu", sampler=sampler)
+                      device="cpu", sampler=Component.of("uniform", {"clients": ONE_ROUND_CLIENTS}))
 
 
 def one_round_rate(spec: RunSpec, steps: int, root: Path) -> float:
-    """Client-steps/s of `spec`'s `one_round`, record tables included: a round of `ONE_ROUND_CLIENTS` clients, or,
-    where the spec's algorithm refuses that (TACO needs every client every round), of the spec's own sampler, whose
-    error is the one raised if that fails too."""
-    def rate(cut: RunSpec) -> float:
-        plan = build_run(cut, root)
-        result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
-        for collect in plan.collect:
-            collect(result)
-        return float(result.clients["steps"].sum()) / max(float(result.rounds["train_s"].sum()), 1e-9)
-
-    try:
-        return rate(one_round(spec, steps))
-    except Exception:  # noqa: BLE001 - the spec's own sampler decides
-        return rate(one_round(spec, steps, clients=None))
+    """Client-steps/s of `spec`'s `one_round`, record tables included, on its federation cut to the first
+    `ONE_ROUND_CLIENTS` clients: every client of the cut trains the round, so an algorithm that needs every client
+    (TACO) runs as in its grid, and a round costs 2 clients' steps whatever the grid's client count."""
+    plan = build_run(one_round(spec, steps), root)
+    data = FederatedData(plan.data.dataset, plan.data.client_indices[:ONE_ROUND_CLIENTS])
+    result = run_federation(plan.model_fn, data, progress=False, **plan.kwargs)
+    for collect in plan.collect:
+        collect(result)
+    return float(result.clients["steps"].sum()) / max(float(result.rounds["train_s"].sum()), 1e-9)
 
 
 def full_size_steps(spec: RunSpec, plan: RunPlan) -> int:
@@ -147,7 +142,8 @@ class NotebookReport:
     notebook: str
     runs: int = 0
     steps: int = 0
-    combinations: int = 0
+    combinations: int = 0  # combinations run one round
+    built_only: int = 0  # combinations of runs meant for a GPU, built and not run (`cpu_rounds_only`)
     cpu_seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
     steps_of: dict[RunSpec, int] = field(default_factory=dict)  # each spec built: its local SGD steps at full size
@@ -159,9 +155,11 @@ def _failure(what: str, spec: RunSpec, err: BaseException) -> str:
             f"[{Path(where.filename).name}:{where.lineno}]")
 
 
-def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder: Path = NOTEBOOKS) -> NotebookReport:
+def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder: Path = NOTEBOOKS,
+                     cpu_rounds_only: bool = False) -> NotebookReport:
     """Build every spec of `notebook`'s grid under `profile` (read from the notebooks `folder`) and run each
-    distinct combination once (files under `root` must exist: see `fabricate_for`)."""
+    distinct combination once, or with `cpu_rounds_only` only those of runs meant for a CPU (`device_type_of`;
+    files under `root` must exist: see `fabricate_for`)."""
     report = NotebookReport(notebook)
     specs = notebook_specs(notebook, notebook_parameters(notebook, profile, notebooks=folder))
     report.runs = len(specs)
@@ -185,6 +183,10 @@ def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder
             report.failures.append(_failure("build", spec, err))
     report.steps = sum(steps_of.values())
     representatives = {combination(s): s for s in reversed(list(steps_of))}  # the first spec of each combination
+    if cpu_rounds_only:
+        everything = len(representatives)
+        representatives = {k: s for k, s in representatives.items() if device_type_of(s) == "cpu"}
+        report.built_only = everything - len(representatives)
     rates: dict[tuple, float] = {}
     for key, spec in representatives.items():
         try:
@@ -298,13 +300,15 @@ def device_type_of(spec: RunSpec) -> str:
 
 def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, out: TextIO | None = None,
             train_size: int | None = None, folder: str | Path | None = None, rate: float | None = None,
-            ledger: str | Path | None = None) -> int:
+            ledger: str | Path | None = None, cpu_rounds_only: bool = False) -> int:
     """Dry-run `notebooks` under `profile` on fabricated files in a temporary data root; print per notebook its
     runs, local SGD steps and estimated times; return the exit code (0: every spec built and every combination
     ran). `train_size` fabricates that many training samples per dataset instead of `FABRICATED_TRAIN` (faster,
     but a grid's splits may then not draw as on the real files). `out` defaults to the current standard output;
-    `folder` is the notebooks folder (`notebooks_folder`: found when None). Last, the priority order
-    (`print_priority`) with minutes at the client-steps/s measured in the `ledger` folder's entries, else `rate`."""
+    `folder` is the notebooks folder (`notebooks_folder`: found when None). `cpu_rounds_only` runs one round of the
+    combinations of runs meant for a CPU only (the others are built: their minutes come from the ledger's GPU rates,
+    and a round on this CPU would take minutes for nothing). Last, the priority order (`print_priority`) with
+    minutes at the client-steps/s measured in the `ledger` folder's entries, else `rate`."""
     out = sys.stdout if out is None else out
     folder = notebooks_folder(folder)
     unknown = sorted(set(notebooks) - set(notebook_names(folder)))
@@ -320,17 +324,19 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
         fabricate_for(datasets_of(notebooks, profile, folder), root, train_size)
         for notebook in notebooks:
             start = time.perf_counter()
-            r = dry_run_notebook(notebook, profile, root, steps, folder)
+            r = dry_run_notebook(notebook, profile, root, steps, folder, cpu_rounds_only)
             reports.append(r)
             status = "ok" if not r.failures else f"{len(r.failures)} FAILED"
+            built = (f" ({r.built_only} more, of runs meant for a GPU, built only; `python -m fedlib.dryrun` runs "
+                     "them one round here)" if r.built_only else "")
             print(f"{notebook} ({profile}): {r.runs:,} runs, {r.steps:,} local SGD steps; "
-                  f"{r.combinations} combinations ran one round of {steps} steps: {status} "
+                  f"{r.combinations} combinations ran one round of {steps} steps{built}: {status} "
                   f"({time.perf_counter() - start:.0f} s)", file=out)
             where = Estimate()
             for spec, n in r.steps_of.items():
                 where.add(spec, n, rates)
-            print(f"  estimated: {_duration(r.cpu_seconds)} on this CPU (its one-round rates, measured now); "
-                  f"{where.text()}", file=out)
+            here = f"{_duration(r.cpu_seconds)} on this CPU (its one-round rates, measured now); " if r.combinations else ""
+            print(f"  estimated: {here}{where.text()}", file=out)
             for failure in r.failures:
                 print(f"  FAILED: {failure}", file=out)
             print_decidability(notebook, profile, folder, out)

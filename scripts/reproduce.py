@@ -676,7 +676,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             if overrides or selection or args.piece:
                 raise UsageError("--dry-run runs the profiles as they are: leave out -p, --select and --piece")
-            return dry_run(names, args.profile, rate=args.rate, ledger=ledger_option(args.ledger).root)
+            return dry_run(names, args.profile, rate=args.rate, ledger=ledger_option(args.ledger).root,
+                           cpu_rounds_only=True)
         ledger = ledger_option(args.ledger, creatable=True) if args.piece else None
         if os.environ.get(ENV_VAR):  # the kernels run in notebooks/: a relative FEDLIB_DATA would move with them
             os.environ[ENV_VAR] = str(absolute(os.environ[ENV_VAR]))

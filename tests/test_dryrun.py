@@ -12,7 +12,9 @@ from fedlib.dryrun import (
 )
 from fedlib.ledger.piece import Rates
 from fedlib.grids import notebook_parameters, notebook_specs
+from fedlib.federation import run_federation
 from fedlib.runs import Component, RunSpec
+from fedlib.runs.spec import freeze
 from fedlib.runs.build import build_run
 
 
@@ -95,20 +97,29 @@ def test_one_round_keeps_everything_but_the_amount_of_work():
         1, "cpu", {"lr": 0.5, "batch_size": 8, "steps": 2}, {"threads": 1})
     assert combination(small) == combination(spec) and small.seed == 3 and small.split == spec.split
     assert small.sampler == Component.of("uniform", {"clients": 2})  # 2 of the 10 it samples a round train
-    assert one_round(spec, 2, clients=None).sampler == spec.sampler
 
 
-def test_a_one_round_rate_of_two_clients_or_of_every_client_where_the_algorithm_needs_them_all(tmp_path):
-    """TACO refuses a round without every client: its one-round rate comes from the spec's own sampler; a spec that
-    fails with its own sampler too raises that error."""
-    from fedlib.dryrun import one_round_rate
+def test_a_one_round_rate_trains_the_first_two_clients_both_whatever_the_algorithm(tmp_path, monkeypatch):
+    """A round of the federation's first 2 clients, both training: TACO (which refuses a round without every client)
+    runs as FedAvg does, on 2 clients' steps whatever the grid's client count; a failing spec raises its error."""
+    import fedlib.dryrun as dryrun
 
-    taco = RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {"hidden": [8]}), ("taco", {}),
-                        5, 0, local={"lr": 0.05, "batch_size": 8, "steps": 3})
-    assert one_round_rate(taco, 1, tmp_path) > 0 and one_round_rate(taco.with_(algorithm=Component.of("fedavg")),
-                                                                    1, tmp_path) > 0
-    with pytest.raises(ValueError, match="TACO needs every non-expelled client"):
-        one_round_rate(taco.with_(sampler=Component.of("uniform", {"clients": 3})), 1, tmp_path)
+    rounds = []
+
+    def recorded(model_fn, data, **kwargs):
+        result = run_federation(model_fn, data, **kwargs)
+        rounds.append((data.num_clients, int(result.clients["steps"].sum())))
+        return result
+
+    monkeypatch.setattr(dryrun, "run_federation", recorded)
+    taco = RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 6}), ("mlp", {"hidden": [8]}), ("taco", {}),
+                        5, 0, local={"lr": 0.05, "batch_size": 8, "steps": 3}, sampler=("uniform", {"clients": 6}))
+    assert dryrun.one_round_rate(taco, 3, tmp_path) > 0
+    assert dryrun.one_round_rate(taco.with_(algorithm=Component.of("fedavg")), 3, tmp_path) > 0
+    assert rounds == [(2, 6), (2, 6)]
+    with pytest.raises(ValueError, match="batch_size"):
+        dryrun.one_round_rate(taco.with_(local=freeze({"lr": 0.05, "batch_size": 0, "steps": 3}, "local")), 3,
+                              tmp_path)
 
 
 def test_unknown_notebook_and_bad_steps():

@@ -258,8 +258,17 @@ def test_two_worker_processes_give_the_records_of_one(tmp_path):
 
 
 def test_dry_run_builds_a_full_grid_on_fabricated_files(reproduce, tmp_path, capsys):
+    """The full profile's runs are meant for a GPU: every spec built, no combination run a round on this CPU; the
+    quick profile's are meant for a CPU: each combination runs one round, its minutes estimated here."""
     assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run"]) == 0
-    assert re.search(r"fedaq \(full\): 54 runs, [\d,]+ local SGD steps; 8 combinations ran one round", capsys.readouterr().out)
+    out = capsys.readouterr().out
+    assert re.search(r"fedaq \(full\): 54 runs, [\d,]+ local SGD steps; 0 combinations ran one round of 2 steps "
+                     r"\(8 more, of runs meant for a GPU, built only;", out)
+    assert "on this CPU (its one-round rates" not in out
+    assert reproduce.main(["--profile", "quick", "--only", "quickstart", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"quickstart \(quick\): \d+ runs, [\d,]+ local SGD steps; [1-9]\d* combinations ran one round "
+                     r"of 2 steps: ok", out) and "built only" not in out and "on this CPU (its one-round rates" in out
     assert reproduce.main(["--profile", "full", "--only", "fedaq", "--dry-run", "-p", "rounds", "3"]) == 2
 
 

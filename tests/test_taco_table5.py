@@ -63,7 +63,7 @@ def test_shakespeare_column_runs_a_round_on_fabricated_roles(tmp_path, full):
 
     write_shakespeare(tmp_path, roles=30, per_role=6)
     spec = next(s for s in table5_grid(full) if s.dataset == "shakespeare" and s.get("labels")["algorithm"] == "TACO")
-    plan = build_run(one_round(spec, 1, clients=None), tmp_path)  # TACO: every client every round
+    plan = build_run(one_round(spec, 1).with_(sampler=spec.sampler), tmp_path)  # TACO: every client every round
     groups = plan.dataset.groups
     assert len(plan.data.client_indices) == 20 and all(len(set(groups[i])) == 1 for i in plan.data.client_indices)
     result = run_federation(plan.model_fn, plan.data, progress=False, **plan.kwargs)
