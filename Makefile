@@ -36,9 +36,9 @@ $(STAMP): pyproject.toml
 test: setup
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 
-# ARGS: more options of scripts/reproduce.py (--help), e.g. ARGS='--only fedaq -p rounds 2'.
+# ARGS: more options of `python -m fedlib reproduce` (--help), e.g. ARGS='--only fedaq -p rounds 2'.
 reproduce: setup
-	$(PY) scripts/reproduce.py --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS)) $(ARGS)
+	$(PY) -m fedlib reproduce --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS)) $(ARGS)
 
 # A profile's rendered results as pages to commit (docs/report/<profile>/: REPORT.html and every notebook as HTML),
 # from RESULTS, the --results folder of a `make reproduce` run: `make report` after `make reproduce`.
@@ -49,7 +49,7 @@ report: setup
 # One piece of the gpu profile: the next runs the ledger (evidence/gpu/) lacks, in the papers' priority order, within
 # BUDGET; RATE=<client-steps/s> for runs of which no rate is measured yet, STALE=1 to recompute stale entries first.
 gpu-piece: setup
-	$(PY) scripts/reproduce.py --profile gpu --piece --budget $(BUDGET) $(if $(RATE),--rate $(RATE)) $(if $(STALE),--recompute-stale)
+	$(PY) -m fedlib piece --profile gpu --budget $(BUDGET) $(if $(RATE),--rate $(RATE)) $(if $(STALE),--recompute-stale)
 
 # The same piece in the background at the lowest CPU priority, on any machine (a CPU computes the gpu profile's runs
 # too, slower; each finished run goes into the ledger at once): `make ledger-piece BUDGET=3h`, its log in PIECE_LOG.
@@ -57,12 +57,12 @@ gpu-piece: setup
 PIECE_LOG ?= results/ledger-piece.log
 ledger-piece: setup
 	mkdir -p $(dir $(PIECE_LOG))
-	nohup nice -n 19 $(PY) scripts/reproduce.py --profile gpu --piece --budget $(BUDGET) $(if $(RATE),--rate $(RATE)) > $(PIECE_LOG) 2>&1 &
+	nohup nice -n 19 $(PY) -m fedlib piece --profile gpu --budget $(BUDGET) $(if $(RATE),--rate $(RATE)) > $(PIECE_LOG) 2>&1 &
 	@echo "a ledger piece runs in the background (budget $(BUDGET), nice 19); follow it with: tail -f $(PIECE_LOG)"
 
 # After a piece: notebooks/expected-results-gpu.md rebuilt from the ledger by the headline judge (no dataset needed).
 ledger-expected: setup
-	$(PY) scripts/reproduce.py --profile gpu --from-ledger --headlines-only --write-expected
+	$(PY) -m fedlib from-ledger --profile gpu --headlines-only --write-expected
 
 # What a bare GPU machine (torch, numpy, pandas, sympy, seaborn; no network) needs for a piece, in .gpu-carry/,
 # and the command to run there.

@@ -347,8 +347,8 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
     return 1 if failed else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fedlib.dryrun", description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None, prog: str = "python -m fedlib.dryrun") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--profile", default="full")
     parser.add_argument("--only", nargs="+", action="extend",
                         help="notebooks: --only a b, or --only a --only b (default: all)")

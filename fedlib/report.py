@@ -301,6 +301,34 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
         seeds_to_decide(min(margin - d.mean(), d.mean() - low), sd, alpha), alpha)), **tested)
 
 
+def _sooner_criterion(quantity: str, names: tuple[str, str], margin: float, alpha: float) -> str:
+    return (f"{quantity}, one value per seed: {names[0]} below {1 - margin:g} x {names[1]} by a one-sided paired t "
+            f"test on the log ratios at alpha = {alpha:g}, a run that never reached it counted at its end on the side "
+            "where that is conservative; where censoring or ties leave no t test, by the exact sign test "
+            f"(>= {SIGN_SEEDS} seeds); the opposite test rejecting: not reproduced; else inconclusive")
+
+
+def _sooner_untestable(x: np.ndarray, y: np.ndarray, names: tuple[str, str], quantity: str,
+                       min_pairs: int) -> tuple[str, str] | None:
+    """(verdict, why) where `reaches_sooner`'s values cannot be tested: a NaN, a negative value, too few seeds."""
+    na, nb = names
+    if np.isnan(x).any() or np.isnan(y).any():
+        bad = np.flatnonzero(np.isnan(x) | np.isnan(y))
+        return NOT_COMPUTED, f"pairs {', '.join(map(str, bad))} have a NaN {quantity}: a run is missing"
+    if (x < 0).any() or (y < 0).any():
+        return IMPOSSIBLE, f"a negative {quantity} ({na} {list(x)}, {nb} {list(y)}): impossible evidence"
+    if len(x) < min_pairs:
+        return TOO_FEW_SEEDS, f"{len(x)} pairs; the rule needs >= {min_pairs} independent pairs (seeds)"
+    return None
+
+
+def _sooner_side(t_ok: bool, ratios: np.ndarray, sign: float, floor: float, up: bool) -> tuple[float, str]:
+    """(p, "t") of one side of `reaches_sooner` where the t test applies to the log `ratios`, else (`sign`, "sign")."""
+    if t_ok and len(ratios) >= DECIDING_SEEDS and np.all(np.isfinite(ratios)) and np.ptp(ratios) > 0:
+        return (_p_greater(-ratios, -floor, "t") if up else _p_greater(ratios, floor, "t")), "t"
+    return sign, "sign"
+
+
 def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, str] = ("A", "B"),
                    quantity: str = "rounds to target", evidence: str = "", min_pairs: int = DECIDING_SEEDS,
                    margin: float, alpha: float = ALPHA,
@@ -329,20 +357,10 @@ def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, 
         raise ValueError(f"margin is a fraction of B's value in [0, 1), got {margin!r}")
     n = len(x)
     na, nb = names
-    criterion = (f"{quantity}, one value per seed: {na} below {1 - margin:g} x {nb} by a one-sided paired t test on "
-                 f"the log ratios at alpha = {alpha:g}, a run that never reached it counted at its end on the side "
-                 "where that is conservative; where censoring or ties leave no t test, by the exact sign test "
-                 f"(>= {SIGN_SEEDS} seeds); the opposite test rejecting: not reproduced; else inconclusive")
-    if np.isnan(x).any() or np.isnan(y).any():
-        bad = np.flatnonzero(np.isnan(x) | np.isnan(y))
-        return Judgement(NOT_COMPUTED, criterion, _join(evidence, f"pairs {', '.join(map(str, bad))} have a NaN "
-                                                        f"{quantity}: a run is missing"), seeds=n)
-    if (x < 0).any() or (y < 0).any():
-        return Judgement(IMPOSSIBLE, criterion, _join(evidence, f"a negative {quantity} ({na} {list(x)}, {nb} "
-                                                      f"{list(y)}): impossible evidence"), seeds=n)
-    if n < min_pairs:
-        return Judgement(TOO_FEW_SEEDS, criterion, _join(evidence, f"{n} pairs; the rule needs >= {min_pairs} "
-                                                         "independent pairs (seeds)"), seeds=n)
+    criterion = _sooner_criterion(quantity, names, margin, alpha)
+    refused = _sooner_untestable(x, y, names, quantity, min_pairs)
+    if refused is not None:
+        return Judgement(refused[0], criterion, _join(evidence, refused[1]), seeds=n)
     never_a, never_b = ~np.isfinite(x), ~np.isfinite(y)
     reached = f"{na} reached it on {int((~never_a).sum())}/{n} seeds, {nb} on {int((~never_b).sum())}/{n}"
     if (never_a & never_b).all():
@@ -351,18 +369,11 @@ def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, 
     floor = math.log(1 - margin) if margin > 0 else 0.0
     wins = int((x < (1 - margin) * y).sum())
     sign_up, sign_down = _sign_p(wins, n)
-
-    def side(t_ok: bool, ratios: np.ndarray, sign: float, up: bool) -> tuple[float, str]:
-        if t_ok and len(ratios) >= DECIDING_SEEDS and np.all(np.isfinite(ratios)) and np.ptp(ratios) > 0:
-            p = _p_greater(-ratios, -floor, "t") if up else _p_greater(ratios, floor, "t")
-            return p, "t"
-        return sign, "sign"
-
     with np.errstate(divide="ignore", invalid="ignore"):
         up_ratios = np.log(x / np.where(never_b, hb, y))
         down_ratios = np.log(np.where(never_a, ha, x) / y)
-    up, up_test = side(not never_a.any(), up_ratios, sign_up, True)
-    down, down_test = side(not never_b.any(), down_ratios, sign_down, False)
+    up, up_test = _sooner_side(not never_a.any(), up_ratios, sign_up, floor, True)
+    down, down_test = _sooner_side(not never_b.any(), down_ratios, sign_down, floor, False)
     shown = up_ratios if up_test == "t" else down_ratios if down_test == "t" else None
     ratio = (f"mean log ratio {np.mean(shown):+.3g} (ratio {math.exp(np.mean(shown)):.3g}) vs floor {floor:+.3g}; "
              if shown is not None else "")

@@ -28,7 +28,7 @@ timeout 200 python3 benchmarks/bench_gpu.py 2>&1 | tee "$out/bench-gpu.log"
 budget=$(($(left) - 75))  # planning the profile, the last run's export and packing the ledger come after
 echo "piece budget: ${budget} s"
 if [ "$budget" -gt 30 ]; then
-    python3 scripts/reproduce.py --profile gpu --piece --budget "${budget}s" >"$out/piece.log" 2>&1
+    python3 -m fedlib piece --profile gpu --budget "${budget}s" >"$out/piece.log" 2>&1
     echo "piece (exit $?):"
     grep -v "not started" "$out/piece.log" | tail -20
 fi

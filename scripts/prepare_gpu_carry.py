@@ -6,7 +6,7 @@ The machine is assumed to have Python with torch, numpy, pandas, sympy, seaborn 
 nothing of this project's other dependencies, and no network. The folder gets
 
 * `wheels/` and `requirements.txt`: every distribution the piece's code imports (measured: the modules a fresh
-  interpreter holds after importing scripts/reproduce.py, loading every component and the run executor) that those
+  interpreter holds after importing the application (`python -m fedlib piece`), loading every component and the run executor) that those
   six and their dependencies do not provide, with the dependencies of those; downloaded with pip from its
   configured index (the local mirror here) for the machine's Python (`--python-version`, default 3.12: the
   lent machines' Python);
@@ -41,9 +41,9 @@ LIMIT_BYTES = 64 * 2**20
 # What a piece imports, measured in a fresh interpreter: printed as JSON, one distribution name per module found.
 IMPORTS = """
 import importlib.metadata as md, json, runpy, sys
-sys.argv = ["reproduce.py", "--help"]
+sys.argv = ["fedlib", "piece", "--help"]
 try:
-    runpy.run_path("scripts/reproduce.py", run_name="imported")
+    runpy.run_module("fedlib", run_name="__main__")
 except SystemExit:
     pass
 import fedlib.runs.execute
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     print("device command (run tool: carry [\".gpu-carry\"], timeout_s 600; it ends itself 20 s inside its limit):\n"
           f"bash scripts/gpu_lease.sh 580 {commit}\n"
           "then here: tar xzf <files_at>/ledger.tar.gz -C evidence && "
-          ".venv/bin/python scripts/reproduce.py --profile gpu --from-ledger --write-expected")
+          ".venv/bin/python -m fedlib from-ledger --profile gpu --write-expected")
     return 0
 
 

@@ -6,10 +6,10 @@ import json
 
 import pandas as pd
 
+from fedlib.app.render import judge_again, write_stamp
 from fedlib.claims import evidence
 from fedlib.claims.quickstart import bundle, claims
 from fedlib.papers.quickstart import QuickstartParams
-from test_reproduce import load_reproduce
 
 
 def _rendered(folder) -> None:
@@ -31,20 +31,19 @@ def test_digest_changes_with_any_byte_of_the_evidence(tmp_path):
 
 
 def test_a_re_judge_keeps_the_rendering_stamp_and_says_when_the_evidence_changed(tmp_path):
-    reproduce = load_reproduce()
     _rendered(tmp_path)
-    reproduce.write_stamp(tmp_path, "ok", 3.0, "profile `cpu`, commit `abc1234`")
+    write_stamp(tmp_path, "ok", 3.0, "profile `cpu`, commit `abc1234`")
     stamp = json.loads((tmp_path / "stamp.json").read_text())
     assert stamp["evidence_sha256"] == evidence.digest(tmp_path) and stamp["rendered"] == stamp["stamp"]
     for _ in range(2):  # judged again twice: the rendering's stamp is quoted once, never nested
-        assert reproduce.judge_again("quickstart", tmp_path, "re-judge") == "ok"
+        assert judge_again("quickstart", tmp_path, "re-judge") == "ok"
     stamp = json.loads((tmp_path / "stamp.json").read_text())
     assert stamp["stamp"] == ("claims judged again (re-judge) from the evidence rendered profile `cpu`, commit "
                               "`abc1234`")
     assert stamp["rendered"] == "profile `cpu`, commit `abc1234`"
     records = tmp_path / "evidence" / "records" / "runs.csv"
     records.write_text(records.read_text().replace("0.86", "0.66"))
-    assert reproduce.judge_again("quickstart", tmp_path, "re-judge") == "ok"
+    assert judge_again("quickstart", tmp_path, "re-judge") == "ok"
     stamp = json.loads((tmp_path / "stamp.json").read_text())
     assert "THE EVIDENCE CHANGED since it was rendered" in stamp["stamp"]
     assert stamp["stamp"].count("claims judged again") == 1
@@ -53,9 +52,8 @@ def test_a_re_judge_keeps_the_rendering_stamp_and_says_when_the_evidence_changed
 def test_a_re_judge_without_a_readable_stamp_fails_naming_it(tmp_path):
     """A stamp.json deleted, emptied or stripped of the evidence's hash would hide that the evidence changed since it
     was rendered: the notebook fails, the file named, its claims table left as it was, and it keeps failing."""
-    reproduce = load_reproduce()
     _rendered(tmp_path)
-    reproduce.write_stamp(tmp_path, "ok", 3.0, "profile `cpu`, commit `abc1234`")
+    write_stamp(tmp_path, "ok", 3.0, "profile `cpu`, commit `abc1234`")
     claims = (tmp_path / "claims.csv").read_text()
     records = tmp_path / "evidence" / "records" / "runs.csv"
     records.write_text(records.read_text().replace("0.86", "0.66"))
@@ -66,7 +64,7 @@ def test_a_re_judge_without_a_readable_stamp_fails_naming_it(tmp_path):
                          (lambda: stamp.write_text(json.dumps(without_hash)), "records no hash of the evidence")):
         broken()
         for _ in range(2):  # the stamp written on failure fails again
-            assert reproduce.judge_again("quickstart", tmp_path, "re-judge") == \
+            assert judge_again("quickstart", tmp_path, "re-judge") == \
                 f"FAILED: {stamp} {said}: the evidence cannot be checked against its rendering; render quickstart again"
             said = "records no hash of the evidence"
         assert json.loads(stamp.read_text())["status"].startswith("FAILED")

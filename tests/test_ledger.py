@@ -17,6 +17,9 @@ import pytest
 import torch
 from test_reproduce import load_reproduce
 
+from fedlib.app.from_ledger import LEDGER_DIGEST_LABEL, rendered_claims
+from fedlib.app.options import duration
+from fedlib.app.plan import fabricated_if_missing, missing_datasets, plan_runs, unloadable
 from fedlib.claims.judge import declared
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger import piece as piece_module
@@ -243,7 +246,7 @@ def judged_ledger() -> tuple[dict, dict, list, dict]:
     (the gpu profile's parameters, its grids, the ledger's entries, the judged tables)."""
     params, grids = gpu_plan()
     entries = Ledger(ROOT / "evidence" / "gpu").entries()
-    with load_reproduce().fabricated_if_missing({e.spec.dataset for e in entries}) as root:
+    with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
         tables = ledger_verdicts(params, grids, entries, root)
     return params, grids, entries, tables
 
@@ -280,7 +283,7 @@ def test_headline_claims_from_the_ledger_name_the_runs_they_lack():
     lost = records["rounds"]["run"].iloc[0]
     lost_labels = records["rounds"].loc[records["rounds"]["run"] == lost, ["scheme", "seed"]].iloc[0]
     partial = {name: table[table["run"] != lost] for name, table in records.items()}
-    with load_reproduce().fabricated_if_missing({"fashion_mnist"}) as root:
+    with fabricated_if_missing({"fashion_mnist"}) as root:
         table = judged_headlines("fedaq", params["fedaq"], partial, root)
         table = table.set_index(table["claim"].str.split().str[0])
         assert judged_headlines("taco", params["taco"], ledger.records(grids["taco"]), root) == \
@@ -322,7 +325,7 @@ def reproduce():
 
 @pytest.mark.parametrize("budget, seconds", [("10m", 600), ("90s", 90), ("1.5h", 5400), ("0.5m", 30)])
 def test_reproduce_reads_budgets(reproduce, budget, seconds):
-    assert reproduce.duration(budget) == seconds
+    assert duration(budget) == seconds
 
 
 @pytest.mark.parametrize("budget, said", [
@@ -371,7 +374,7 @@ def test_from_a_partial_ledger_the_headlines_are_judged_without_the_datasets_on_
     assert code == 0, captured.err
     assert "The ledger holds 2 entries" in captured.out and "### fedshift\n" in captured.out
     label = "Datasets this machine lacks (fashion_mnist) were fabricated as stand-ins (random files in their formats)"
-    lacking = reproduce.unloadable({"fashion_mnist"}) == ["fashion_mnist"]
+    lacking = unloadable({"fashion_mnist"}) == ["fashion_mnist"]
     assert (label in captured.out) == lacking and (label in (tmp_path / "results" / "REPORT.md").read_text()) == lacking
 
 
@@ -425,7 +428,7 @@ def test_a_run_pinned_to_a_gpu_waits_for_one_and_an_auto_run_computes_here(tmp_p
 def test_a_piece_leaves_out_the_runs_of_datasets_this_machine_cannot_load(reproduce, tmp_path, capsys):
     """The gpu profile's Fashion-MNIST runs are left out where the dataset is not installed (as here) and the
     runs on bundled data are still planned: a CPU piece computes FedShift's Theorem 1 runs (digits, device cpu)."""
-    if not reproduce.missing_datasets(reproduce.plan_runs(["quickstart"], {"quickstart": notebook_parameters(
+    if not missing_datasets(plan_runs(["quickstart"], {"quickstart": notebook_parameters(
             "quickstart", "gpu")}, {})):
         pytest.skip("Fashion-MNIST is installed here")
     code = reproduce.main(["--profile", "gpu", "--only", "quickstart", "--piece", "--budget", "1m", "--ledger",
@@ -554,7 +557,7 @@ def test_a_notebook_renders_from_the_ledger_computing_nothing_and_names_what_it_
     report = (results / "REPORT.md").read_text()
     assert "--from-ledger" in report and "## quickstart" in report and "# The ledger" in report
     assert "| quickstart | Q2 | 3 of 6 | not testable: 3 of 6 runs computed" in report
-    text = reproduce.rendered_claims(results / "quick", ["quickstart"], ledger, "quick")
+    text = rendered_claims(results / "quick", ["quickstart"], ledger, "quick")
     assert ledger.digest() in text and "Q2" in text and "runs not computed yet: algorithm=FedProx" in text
 
 
@@ -564,7 +567,7 @@ def test_from_the_ledger_a_notebook_without_claims_or_data_is_refused_before_any
     common = ["--from-ledger", "--ledger", str(ledger.root), "--results", str(tmp_path / "results")]
     assert reproduce.main(["--profile", "quick", "--only", "flower", *common]) == 2
     assert "flower declares no claims" in capsys.readouterr().err
-    if reproduce.missing_datasets(reproduce.plan_runs(["quickstart"], {"quickstart": notebook_parameters(
+    if missing_datasets(plan_runs(["quickstart"], {"quickstart": notebook_parameters(
             "quickstart", "gpu")}, {})):
         assert reproduce.main(["--profile", "gpu", "--only", "quickstart", *common]) == 2
         err = capsys.readouterr().err
@@ -587,9 +590,8 @@ def test_the_committed_rendered_claims_are_of_todays_ledger_and_agree_with_its_h
     """notebooks/expected-claims-gpu.md was rendered from the committed ledger (its digest), and every headline
     claim there has the verdict the ledger's judge gives it today (the notebook's route and the judge's agree)."""
     text = (ROOT / "notebooks" / "expected-claims-gpu.md").read_text()
-    reproduce = load_reproduce()
     ledger = Ledger(ROOT / "evidence" / "gpu")
-    assert f"{reproduce.LEDGER_DIGEST_LABEL} `{ledger.digest()}`" in text, \
+    assert f"{LEDGER_DIGEST_LABEL} `{ledger.digest()}`" in text, \
         "rebuild it: python scripts/reproduce.py --profile gpu --from-ledger --write-expected"
     _, _, _, tables = judged_ledger
     checked = 0

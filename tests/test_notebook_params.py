@@ -3,7 +3,6 @@ papermill path) and in scripts/reproduce.py (profiles and -p options)."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,9 @@ import papermill
 import pytest
 import yaml
 
+from fedlib.app import notebooks as app_notebooks
+from fedlib.app import reproduce as reproduce_module
+from fedlib.app.plan import run_parameters
 from fedlib.notebook_params import python_source, check_notebook_parameters
 from fedlib.paper_params import ParameterError, UnknownParameterError, check_names, params_class
 
@@ -162,21 +164,17 @@ def test_plain_papermill_run_with_a_typo_fails_in_the_check_cell(tmp_path):
 
 @pytest.fixture
 def reproduce(tmp_path, monkeypatch):
-    """scripts/reproduce.py over a copy of the quickstart notebook, with papermill forbidden to start."""
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "reproduce", module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
+    """reproduce over a copy of the quickstart notebook, with papermill forbidden to start."""
     notebooks = tmp_path / "notebooks"
     (notebooks / "profiles" / "quickstart").mkdir(parents=True)
     shutil.copy(NOTEBOOKS / "quickstart.py", notebooks)
-    monkeypatch.setattr(module, "NOTEBOOKS", notebooks)
+    monkeypatch.setattr(app_notebooks, "NOTEBOOKS", notebooks)
 
     def no_execution(*args, **kwargs):
         raise AssertionError("papermill started although a parameter is unknown")
 
     monkeypatch.setattr(papermill, "execute_notebook", no_execution)
-    return module, notebooks / "profiles" / "quickstart" / "cpu.yaml"
+    return reproduce_module, notebooks / "profiles" / "quickstart" / "cpu.yaml"
 
 
 def test_reproduce_rejects_unknown_profile_key_before_executing(reproduce, tmp_path, capsys):
@@ -201,6 +199,6 @@ def test_reproduce_passes_profile_and_overrides_to_papermill(reproduce, tmp_path
     profile.write_text(yaml.safe_dump({"profile": "cpu", "rounds": 3}))
     injected = {"results_root": str(tmp_path), "runs_root": str(tmp_path / "runs"), "runner": "local",
                 "ray_address": None}
-    assert module.run_parameters("quickstart", "cpu", {"seeds": [0, 1]}, injected) == {
+    assert run_parameters("quickstart", "cpu", {"seeds": [0, 1]}, injected) == {
         "profile": "cpu", "rounds": 3, "seeds": [0, 1], "results_root": str(tmp_path),
         "runs_root": str(tmp_path / "runs"), "runner": "local", "ray_address": None}

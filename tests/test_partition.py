@@ -4,16 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedlib.data import (
-    by_group,
-    dirichlet,
-    from_indices,
-    iid,
-    label_counts,
-    labels_per_client,
-    split_clients,
-    shards,
-)
+from fedlib.data.partition import (by_group, dirichlet, from_indices, iid, label_counts, labels_per_client, shards,
+                                   split_clients)
 
 # 10 classes of unequal size (60..150), shuffled: 1050 samples
 LABELS = np.random.default_rng(123).permutation(np.repeat(np.arange(10), np.arange(60, 160, 10)))

@@ -10,13 +10,15 @@ import os
 import re
 import shutil
 import socket
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from fedlib.app.options import parse_args, parse_overrides
+from fedlib.app.plan import NotebookPlan, Plan, count_steps, imported_runs, print_plan
+from fedlib.app.render import write_report, write_stamp
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.runs import RunStore, run_specs
 from fedlib.runs.ray_runner import check_address
@@ -26,11 +28,8 @@ SMALL = ["-p", "rounds", "2", "-p", "num_clients", "4", "-p", "clients_per_round
 
 
 def load_reproduce():
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["reproduce"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    """reproduce's main module, which `python -m fedlib reproduce` and scripts/reproduce.py run."""
+    return importlib.import_module("fedlib.app.reproduce")
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +180,7 @@ def test_relative_results_and_data_paths_are_taken_from_the_invoking_folder(repr
     assert not (ROOT / "notebooks" / "rel").exists()
     assert rendered.data_root == str(rendered.started_in / "my-data")  # what the kernels inherited
     monkeypatch.chdir(rendered.started_in)
-    assert reproduce.parse_overrides([("data_root", "d")])["data_root"] == str(rendered.started_in / "d")
+    assert parse_overrides([("data_root", "d")])["data_root"] == str(rendered.started_in / "d")
 
 
 def test_report_stamps_overrides_and_keeps_earlier_notebooks_with_their_own_stamp(rendered):
@@ -301,7 +300,7 @@ def test_a_broken_earlier_stamp_is_named_and_skipped(reproduce, tmp_path, capsys
                                                                                    "stamp": "earlier stamp"}))):
         (profile / name).mkdir(parents=True)
         (profile / name / "stamp.json").write_text(text)
-    report = reproduce.write_report(tmp_path, profile, "this header", [])
+    report = write_report(tmp_path, profile, "this header", [])
     text = report.read_text()
     err = capsys.readouterr().err
     assert f"{profile / 'taco' / 'stamp.json'} is not a readable stamp" in err and "fedaq" in err
@@ -313,14 +312,14 @@ def test_a_stamp_is_written_whole_or_not_at_all(reproduce, tmp_path, monkeypatch
     import errno
     import os
 
-    reproduce.write_stamp(tmp_path, "ok", 60.0, "first")
+    write_stamp(tmp_path, "ok", 60.0, "first")
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full)  # the disk fills while the new stamp is written
     with pytest.raises(OSError, match=f"cannot write {tmp_path / 'stamp.json'} .No space left"):
-        reproduce.write_stamp(tmp_path, "ok", 1.0, "second")
+        write_stamp(tmp_path, "ok", 1.0, "second")
     assert json.loads((tmp_path / "stamp.json").read_text())["stamp"] == "first"
     assert [p.name for p in tmp_path.iterdir()] == ["stamp.json"]
 
@@ -364,12 +363,12 @@ def test_workers_are_capped_by_the_runs_and_the_cores_with_a_message(reproduce, 
 def test_store_counts_name_runs_shared_with_another_notebook_of_the_plan(reproduce, tmp_path, capsys):
     params = notebook_parameters("quickstart", "quick", {"rounds": 2, "num_clients": 4, "clients_per_round": 2})
     specs = notebook_specs("quickstart", params)
-    plan = reproduce.Plan([reproduce.NotebookPlan("first", params, specs),
-                           reproduce.NotebookPlan("second", params, [*specs[:2], specs[0].with_(seed=9)])])
+    plan = Plan([NotebookPlan("first", params, specs),
+                           NotebookPlan("second", params, [*specs[:2], specs[0].with_(seed=9)])])
     store = RunStore(tmp_path / "runs")
     store.save(specs[1], {"rounds": pd.DataFrame({"round": [0]})})
-    reproduce.count_steps(plan, store)
-    reproduce.print_plan(plan, "quick")
+    count_steps(plan, store)
+    print_plan(plan, "quick")
     out = capsys.readouterr().out
     assert f"[first] {len(specs)} runs: 1 from the store, {len(specs) - 1} to compute" in out
     assert "[second] 3 runs: 1 from the store, 1 shared with first (computed there), 1 to compute" in out
@@ -397,17 +396,17 @@ def test_the_report_says_which_notebooks_rest_on_imported_runs(reproduce, tmp_pa
     elsewhere.save(specs[0], {"rounds": pd.DataFrame({"round": [0]})})
     export_entries(elsewhere, [elsewhere.folder(specs[0])], tmp_path / "grid.tar")
     import_entries(here, tmp_path / "grid.tar")
-    plan = reproduce.Plan([reproduce.NotebookPlan("quickstart", params, specs)])
-    lines = reproduce.imported_runs(plan, here)
+    plan = Plan([NotebookPlan("quickstart", params, specs)])
+    lines = imported_runs(plan, here)
     assert lines == [f"Runs imported from another machine: [quickstart] 1 of {len(specs)} (from grid.tar); its claims "
                      "rest on them."]
-    report = reproduce.write_report(tmp_path, tmp_path / "quick", "header", [], lines).read_text()
+    report = write_report(tmp_path, tmp_path / "quick", "header", [], lines).read_text()
     assert lines[0] in report
 
 
 def test_only_takes_names_after_it_and_repeated(reproduce):
     """--only a b and --only a --only b name the same notebooks (a repeated --only used to keep only the last)."""
     for argv in (["--only", "taco", "fedaq"], ["--only", "taco", "--only", "fedaq"], ["--only", "taco", "fedaq", "taco"]):
-        assert reproduce.parse_args(argv).only[:2] == ["taco", "fedaq"]
+        assert parse_args(argv).only[:2] == ["taco", "fedaq"]
     with pytest.raises(SystemExit):
-        reproduce.parse_args(["--only"])  # a name is required after it
+        parse_args(["--only"])  # a name is required after it

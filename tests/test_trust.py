@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import fedlib
+from fedlib.app.options import parse_args
 from fedlib.ledger.entries import LedgerEntry
 from fedlib.ledger.status import stale_notes
 from fedlib.runs import RunSpec, RunStore, build_run, run_specs
@@ -268,7 +269,5 @@ def test_a_ledger_entry_importing_a_module_not_allowed_is_listed_as_such_never_i
 
 
 def test_reproduce_takes_allow_import():
-    from test_reproduce import load_reproduce
-
-    args = load_reproduce().parse_args(["--allow-import", "mymod", "--allow-import", "pkg.sub"])
+    args = parse_args(["--allow-import", "mymod", "--allow-import", "pkg.sub"])
     assert args.allow_import == ["mymod", "pkg.sub"]

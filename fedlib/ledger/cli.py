@@ -21,8 +21,8 @@ from fedlib.ledger.entries import Ledger
 from fedlib.paths import checkout
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m fedlib.ledger", description=__doc__.splitlines()[0])
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     index = commands.add_parser("index", help="check the archives against the index, or write the index")
     action = index.add_mutually_exclusive_group(required=True)
@@ -32,8 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "python -m fedlib.ledger") -> int:
+    args = _parser(prog).parse_args(argv)
     root = args.ledger
     if root is None:
         found = checkout()

@@ -145,9 +145,45 @@ class PieceReport:
     left: list[Ranked] = field(default_factory=list)  # runs the ledger still lacks after the piece
     rates: dict[str, float] = field(default_factory=dict)  # device kind -> client-steps/s over this piece's runs
 
+    def skip(self, r: Ranked, why: str, said: str, out: TextIO) -> None:
+        self.skipped.append((r, why))
+        print(f"[piece] {said}: {describe_run(r)}: {why}", file=out, flush=True)
+
 
 def held_by(ledger_entries: Sequence[LedgerEntry], spec: RunSpec, data: str) -> LedgerEntry | None:
     return next((e for e in ledger_entries if e.spec == spec and e.data == data), None)
+
+
+def pending(ranked: Sequence[Ranked], held: Mapping[RunSpec, LedgerEntry | None], roots: Mapping[str, str | None],
+            recompute_stale: bool, out: TextIO) -> list[Ranked]:
+    """The runs of `ranked` the ledger does not hold, after (with `recompute_stale`) those it holds from other code
+    than today's."""
+    todo = [r for r in ranked if held[r.spec] is None]
+    if not recompute_stale:
+        return todo
+    stale = [r for r in ranked if (e := held[r.spec]) is not None
+             and e.provenance.get("code_version") != code_version(r.spec, roots.get(r.notebook))]
+    print(f"[piece] {len(stale)} stale ledger entries to recompute first", file=out, flush=True)
+    return stale + todo
+
+
+def written_meanwhile(path: Path, held: LedgerEntry | None, spec: RunSpec, root: str | None) -> bool:
+    """Whether another piece wrote the run's entry `path` since the ledger was read: any, where it held none (`held`);
+    else one computed by today's code."""
+    return path.exists() and (held is None or read_entry_archive(path).provenance.get("code_version")
+                              == code_version(spec, root))
+
+
+def compute_into(ledger: Ledger, spec: RunSpec, store: RunStore, root: str | None, deadline: float,
+                 clock: Callable[[], float]) -> tuple[Path, float, int]:
+    """`spec` computed into `store`, watched against `deadline` (`Stop` where it cannot finish), and exported into
+    `ledger`: (its entry, seconds, client-steps)."""
+    began = clock()
+    records = execute(spec, store, root=root, progress=False, checkpoint_every=max(1, spec.rounds // WATCH_POINTS),
+                      watch=Watch(spec.rounds, deadline, clock))
+    seconds = max(clock() - began, 1e-9)
+    done = int(records["clients"]["steps"].sum())
+    return ledger.add(store, spec, provenance(spec, store, root, seconds, done)), seconds, done
 
 
 def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_s: float, *,
@@ -164,77 +200,48 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
     entries = ledger.entries()  # every entry verified: a damaged one stops the piece, naming its file
     data = {r.spec: data_fingerprint(r.spec.dataset, roots.get(r.notebook)) for r in ranked}
     held = {r.spec: held_by(entries, r.spec, data[r.spec]) for r in ranked}
-    todo = [r for r in ranked if held[r.spec] is None]
-    if recompute_stale:
-        stale = [r for r in ranked if (e := held[r.spec]) is not None
-                 and e.provenance.get("code_version") != code_version(r.spec, roots.get(r.notebook))]
-        print(f"[piece] {len(stale)} stale ledger entries to recompute first", file=out, flush=True)
-        todo = stale + todo
+    todo = pending(ranked, held, roots, recompute_stale, out)
     print(f"[piece] {len(ranked)} runs in the plan, {sum(e is not None for e in held.values())} "
           f"held by the ledger ({ledger.root}), {len(todo)} to compute; budget {budget_s / 60:.1f} min",
           file=out, flush=True)
-    names = {r.spec: entry_name(r.spec, data[r.spec]) for r in todo}
-    rates = Rates(rate, [o for e in entries if (o := observed(e)) is not None])
-    report = PieceReport()
-    mine = Rates(None)
-    claims = Claims(ledger.root)
-
-    def skip(r: Ranked, why: str, said: str) -> None:
-        report.skipped.append((r, why))
-        print(f"[piece] {said}: {describe_run(r)}: {why}", file=out, flush=True)
-
-    def written_meanwhile(r: Ranked) -> bool:
-        """Whether another piece wrote the run's entry since the ledger was read: any, where it held none; else
-        one computed by today's code."""
-        path = ledger.root / names[r.spec]
-        return path.exists() and (held[r.spec] is None or read_entry_archive(path).provenance.get("code_version")
-                                  == code_version(r.spec, roots.get(r.notebook)))
-
+    seen = [o for e in entries if (o := observed(e)) is not None]
+    rates, report, claims = Rates(rate, seen), PieceReport(), Claims(ledger.root)
     for r in todo:
-        root = roots.get(r.notebook)
+        root, name = roots.get(r.notebook), entry_name(r.spec, data[r.spec])
         if device_type(r.spec.device) == "cuda" and not torch.cuda.is_available():
-            skip(r, f"needs a GPU (device {r.spec.device}); this machine has none", "not started")
+            report.skip(r, f"needs a GPU (device {r.spec.device}); this machine has none", "not started", out)
             continue
         steps = client_steps(r.spec, build_run(r.spec, root))
         found, left = rates.rate(r.spec), deadline - clock()
         if found is not None and steps / found[0] > left:
-            skip(r, f"{steps:,} client-steps, {span(steps / found[0])} at {found[0]:,.0f} client-steps/s "
-                    f"({found[1]}); {span(max(left, 0))} left", "not started (cannot finish)")
+            report.skip(r, f"{steps:,} client-steps, {span(steps / found[0])} at {found[0]:,.0f} client-steps/s "
+                           f"({found[1]}); {span(max(left, 0))} left", "not started (cannot finish)", out)
             continue
-        holder = claims.claim(names[r.spec])
+        holder = claims.claim(name)
         if holder is not None:
-            skip(r, f"another piece is computing it ({holder})", "not started (claimed)")
+            report.skip(r, f"another piece is computing it ({holder})", "not started (claimed)", out)
             continue
         try:
-            if written_meanwhile(r):
-                skip(r, "another piece wrote its ledger entry since this piece read the ledger",
-                     "not started (computed meanwhile)")
+            if written_meanwhile(ledger.root / name, held[r.spec], r.spec, root):
+                report.skip(r, "another piece wrote its ledger entry since this piece read the ledger",
+                            "not started (computed meanwhile)", out)
                 continue
             if found is None:
                 print(f"[piece] no measured or given rate for {describe_run(r)}: started, its pace measured as it "
                       "runs", file=out, flush=True)
-            began = clock()
-            try:
-                records = execute(r.spec, store, root=root, progress=False,
-                                  checkpoint_every=max(1, r.spec.rounds // WATCH_POINTS),
-                                  watch=Watch(r.spec.rounds, deadline, clock))
-            except Stop as stop:
-                skip(r, str(stop), "stopped")
-                continue
-            seconds = max(clock() - began, 1e-9)
-            done = int(records["clients"]["steps"].sum())
-            path = ledger.add(store, r.spec, provenance(r.spec, store, root, seconds, done))
+            path, seconds, done = compute_into(ledger, r.spec, store, root, deadline, clock)
+        except Stop as stop:
+            report.skip(r, str(stop), "stopped", out)
+            continue
         finally:
-            claims.release(names[r.spec])
-        obs = Observation(combination(r.spec), r.spec.experiment, device_type(r.spec.device), done, seconds)
-        rates.add(obs)
-        mine.add(obs)
+            claims.release(name)
+        rates.add(Observation(combination(r.spec), r.spec.experiment, device_type(r.spec.device), done, seconds))
         report.added.append((r, path, seconds, done))
         print(f"[piece] added {describe_run(r)}: {done:,} client-steps in {seconds:.1f} s "
               f"({done / seconds:,.0f}/s) -> {path.name} ({path.stat().st_size / 1024:.1f} KiB)", file=out, flush=True)
     now = ledger.entries()
     report.left = [r for r in ranked if held_by(now, r.spec, data[r.spec]) is None]
-    report.rates = mine.measured()
+    report.rates = Rates(None, rates.seen[len(seen):]).measured()  # after the ledger's: this piece's runs
     print_summary(report, ledger, out)
     return report
 

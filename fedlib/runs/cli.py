@@ -116,8 +116,8 @@ def _print_strangers(store: RunStore) -> None:
         print(f"left alone {path.name}: not a store entry")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m fedlib.runs", description=__doc__.split("\n")[0])
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     root_help = "the run store (default: results/runs/)"
     parser.add_argument("--root", type=Path, default=None, help=root_help)
     anywhere = argparse.ArgumentParser(add_help=False)  # --root after the command too, without resetting it
@@ -145,8 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "python -m fedlib.runs") -> int:
+    args = _parser(prog).parse_args(argv)
     try:
         allow_imports(*args.allow_import, *getattr(args, "allow_import_after", []))
     except ValueError as err:  # a FEDLIB_ALLOW_IMPORTS naming no module
