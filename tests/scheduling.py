@@ -14,11 +14,12 @@ RAY_MODULES = ("tests/test_cluster.py", "tests/test_ray_environment.py", "tests/
 RAY_UNIT = "tests/ (the modules that start Ray)"
 
 # The longest units, longest first (pytest --durations on the 2-core development VM, 2026-11-29, other jobs running:
-# the Ray modules 342 s, the notebooks 292 (taco) to 185 s (flower)). xdist hands out the units with the most tests
-# first, which leaves these (few tests, minutes of work) to the end of a run, where one worker would finish one of
-# them alone while the others stand idle.
+# the Ray modules 342 s; the notebooks taco 292, mucsc 255, fedshift 247, fedaq 195, flower 185 (its Ray start timing
+# out); test_reproduce.py 114, test_flower_local_run.py 108, test_benchmarks.py 55). xdist hands out the units with
+# the most tests first, which leaves these (few tests, minutes of work) to the end of a run, where one worker would
+# finish one of them alone while the others stand idle.
 LONGEST_FIRST = (RAY_UNIT, "notebooks/taco.ipynb", "notebooks/mucsc.ipynb", "notebooks/fedshift.ipynb",
-                 "tests/test_reproduce.py", "notebooks/fedaq.ipynb", "notebooks/flower.ipynb",
+                 "notebooks/fedaq.ipynb", "notebooks/flower.ipynb", "tests/test_reproduce.py",
                  "tests/test_flower_local_run.py", "tests/test_benchmarks.py")
 
 
