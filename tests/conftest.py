@@ -1,4 +1,5 @@
-"""Shared test settings, and the one Ray each test process starts for the tests that need one."""
+"""Shared test settings, the one Ray each test process starts for the tests that need one, and how `make test`'s
+workers get their tests (tests/scheduling.py)."""
 from __future__ import annotations
 
 import pytest
@@ -6,6 +7,17 @@ import torch
 from local_ray import LocalRay
 
 from fedlib.trust import ALLOW_VAR
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which a run may leave out (-p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadscope` (`make test`) with the Ray modules one unit and the longest units first; any other
+    distribution is xdist's own."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from scheduling import LongestFirst
+
+    return LongestFirst(config, log)
 
 
 @pytest.fixture(autouse=True, scope="session")
