@@ -32,7 +32,7 @@ table (results/<profile>/<notebook>/evidence/: the records and values the claims
 to the judge or a rule, no run is computed and no notebook executed.
 
 `--piece --budget 10m` computes the next runs of the profile that the ledger (`--ledger`, default evidence/gpu/)
-lacks, in the priority order the paper modules declare (`HEADLINE_RUNS`), starting a run only when its estimate at
+lacks, in the priority order the papers declare (`Paper.headlines`), starting a run only when its estimate at
 the measured client-steps/s fits in what is left of the budget (a run of which no rate is known is started, and
 stopped only when its own pace cannot finish it: `fedlib.ledger.piece`), and exports each finished run into the
 ledger (`fedlib.ledger`); `--rate` states a rate for runs of which nothing is measured yet; `--recompute-stale`
@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib
 import json
 import math
 import os
@@ -71,7 +70,7 @@ from typing import Any
 
 from fedlib.claims import evidence
 from fedlib.claims.evidence import EvidenceError
-from fedlib.claims.judge import declared
+from fedlib.claims.ledger_verdicts import ledger_verdicts, verdicts_markdown
 from fedlib.data import load_dataset
 from fedlib.data.datasets import MissingDatasetError
 from fedlib.data.roots import ENV_VAR, data_root
@@ -84,7 +83,7 @@ from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
 from fedlib.ledger.results import headline_results, results_pages, scales
 from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
-from fedlib.ledger.verdicts import ledger_verdicts, verdicts_markdown
+from fedlib.paper import declared, paper, papers
 from fedlib.paper_params import PaperParams, ParameterError, check_names, params_class
 from fedlib.report import collect_report, markdown_row
 from fedlib.runs import RunSpec, RunStore, build_run, parse_selection, run_specs
@@ -138,7 +137,7 @@ def run_parameters(name: str, profile: str, overrides: Mapping[str, Any], inject
     (fields of every notebook's parameters, `PaperParams`). Raises `UnknownParameterError` (listing the valid
     names) for a name in the profile or the overrides that the notebook does not declare."""
     check_names(overrides, params_class(name).names(), f"notebook '{name}', -p option")
-    return {**profile_values(name, profile, NOTEBOOKS), **overrides, **injected}
+    return {**profile_values(name, profile), **overrides, **injected}
 
 
 @dataclass
@@ -321,9 +320,10 @@ def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple
     print(f"[{name}] rendering -> {output}", flush=True)
     start = time.perf_counter()
     try:  # executes the jupytext source (the source of truth), not the committed quick-profile copy
-        nbformat.write(jupytext.read(NOTEBOOKS / f"{name}.py"), output)
+        folder = paper(name).notebooks
+        nbformat.write(jupytext.read(folder / f"{name}.py"), output)
         papermill.execute_notebook(str(output), str(output), parameters=params, kernel_name="python3",
-                                   cwd=str(NOTEBOOKS), progress_bar=False, log_output=False,
+                                   cwd=str(folder), progress_bar=False, log_output=False,
                                    extra_arguments=KERNEL_QUIET)
         status = "ok"
     except Exception as err:  # report and go on: results of the other notebooks are kept
@@ -382,7 +382,7 @@ def judge_again(name: str, out_dir: Path, note: str) -> str:
             raise EvidenceError(f"{out_dir / evidence.FOLDER}: evidence of {module!r}, not {name!r}; "
                                 f"render {name} again")
         if unproven is None:
-            importlib.import_module(f"fedlib.claims.{module}").claims(bundle).save(out_dir)  # module: checked above
+            paper(name).judge(bundle).save(out_dir)
         status = "ok" if unproven is None else (f"FAILED: {unproven}: the evidence cannot be checked against its "
                                                 f"rendering; render {name} again")
     except EvidenceError as err:
@@ -457,7 +457,7 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     declare claims) rendered from the ledger into results/<profile>/ (their datasets must be on this machine);
     REPORT.md written, and with `write_expected` notebooks/expected-results-<profile>.md (and, rendered,
     notebooks/expected-claims-<profile>.md). Computes no run."""
-    params = {name: notebook_parameters(name, profile, overrides, NOTEBOOKS) for name in names}
+    params = {name: notebook_parameters(name, profile, overrides) for name in names}
     grids = {name: notebook_specs(name, params[name]) for name in names}
     try:
         entries = Ledger(ledger_root).entries()  # every archive read and verified once, for everything below
@@ -631,10 +631,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    available = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
-    names = list(dict.fromkeys(args.only)) if args.only else available
     try:
         allow_imports(*args.allow_import)  # kept in the environment: the notebooks' kernels and workers inherit it
+        available = [p.name for p in papers()]  # fedlib's and those of the modules allowed
+        names = list(dict.fromkeys(args.only)) if args.only else available
         unknown = sorted(set(names) - set(available))
         if unknown:
             raise UsageError(f"unknown notebook(s) {unknown}; available: {available}")

@@ -22,6 +22,8 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import Bundle, Claim, Finding, Runs, judge
 from fedlib.claims.scale import Scale
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
 from fedlib.papers import fedshift as fs
 from fedlib.report import Claims, Judgement
 from fedlib.runs.spec import RunSpec
@@ -595,3 +597,9 @@ def on_profile(claim: Claim[FedShiftBundle], params: fs.FedShiftParams) -> Claim
 def claims(b: FedShiftBundle) -> Claims:
     """FedShift's claims table: every declared claim, on this profile's cells, judged on `b`."""
     return judge([on_profile(c, b.params) for c in CLAIMS], b)
+
+
+PAPER = declare(Paper(
+    name="fedshift", notebooks=NOTEBOOKS, params=fs.FedShiftParams, experiments=fs.experiments,
+    headlines=fs.HEADLINE_RUNS, claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=on_profile,
+    scale=scale, paper_scale=PAPER_SCALE, noise_rules={}, notes="docs/fedshift.md", theory="theory/fedshift.py"))

@@ -20,7 +20,10 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import AllOf, Battery, Bundle, Claim, Contrast, Finding, Runs, judge
 from fedlib.claims.scale import Scale
-from fedlib.papers.mucsc import D_CIFAR, LABELS, METHODS, PARTITION_SCHEMES, MucscParams, run_tables, setting_label
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
+from fedlib.papers.mucsc import (D_CIFAR, HEADLINE_RUNS, LABELS, METHODS, PARTITION_SCHEMES, MucscParams, experiments,
+                                 run_tables, setting_label)
 from fedlib.report import Claims
 from fedlib.runs.store import Records
 from fedlib.targets import cost_to_target
@@ -382,3 +385,9 @@ def selected(params: MucscParams) -> tuple[Claim, ...]:
 def claims(evidence: MucscBundle) -> Claims:
     """The claims table of the notebook's bundle."""
     return judge(selected(evidence.params), evidence)
+
+
+PAPER = declare(Paper(
+    name="mucsc", notebooks=NOTEBOOKS, params=MucscParams, experiments=experiments, headlines=HEADLINE_RUNS,
+    claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=None, scale=scale,
+    paper_scale=PAPER_SCALE, noise_rules={}, notes="docs/mucsc.md", theory="theory/mucsc.py"))

@@ -5,7 +5,9 @@ import pandas as pd
 
 from fedlib.claims.judge import Bundle, Claim, Contrast, judge
 from fedlib.claims.scale import Scale
-from fedlib.papers.quickstart import QuickstartParams
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
+from fedlib.papers.quickstart import HEADLINE_RUNS, QuickstartParams, experiments
 from fedlib.report import Claims
 from fedlib.runs.store import Records
 
@@ -40,3 +42,9 @@ def bundle_from_runs(params: QuickstartParams, records: Records, num_classes: in
 def claims(evidence: Bundle) -> Claims:
     """Both claims judged."""
     return judge(CLAIMS, evidence)
+
+
+PAPER = declare(Paper(
+    name="quickstart", notebooks=NOTEBOOKS, params=QuickstartParams, experiments=experiments, headlines=HEADLINE_RUNS,
+    claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=None, scale=scale,
+    paper_scale=PAPER_SCALE, noise_rules={}, notes="docs/quickstart.md", theory=None))

@@ -20,6 +20,8 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import AllOf, Battery, Bundle, Claim, Contrast, Finding, Runs, judge
 from fedlib.claims.scale import Scale
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import missing
 from fedlib.report import Claims, Judgement
@@ -470,3 +472,9 @@ CLAIMS: tuple[Claim[TacoBundle], ...] = (
           "oscillation (ours)", "Algorithm 2 uses α^{t+1} from this round's uploads", _lagged,
           reads=tuple(OSC.values()), min_seeds=MIN_SEEDS, requires=("Fa1",), scale=_oscillation_scale, ours=True),
 )
+
+
+PAPER = declare(Paper(
+    name="taco", notebooks=NOTEBOOKS, params=tp.TacoParams, experiments=tp.experiments, headlines=tp.HEADLINE_RUNS,
+    claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=None, scale=scale,
+    paper_scale=PAPER_SCALE, noise_rules={}, notes="docs/taco.md", theory="theory/taco.py"))

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedlib.ledger.entries import LedgerEntry, changed_since, definition_digests
-from fedlib.ledger.priority import REST, headlines, prioritized
+from fedlib.ledger.priority import REST, prioritized
+from fedlib.paper import paper
 from fedlib.runs.fingerprint import code_version
 from fedlib.runs.spec import RunSpec, named_runs, run_name
 from fedlib.trust import ImportNotAllowedError
@@ -43,7 +44,7 @@ def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) 
     `held`: the specs the ledger holds."""
     out = []
     for notebook, specs in grids.items():
-        for headline in headlines(notebook):
+        for headline in paper(notebook).headlines:
             runs = tuple(s for s in specs if headline.matches(s))
             out.append(HeadlineStatus(notebook, headline.claims, runs, tuple(s for s in runs if s in held)))
     return out
