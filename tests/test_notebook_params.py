@@ -3,6 +3,7 @@ papermill path) and in scripts/reproduce.py (profiles and -p options)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from fedlib.notebook_params import python_source, check_notebook_parameters
+from fedlib.paper import PAPERS, paper
 from fedlib.paper_params import ParameterError, UnknownParameterError, check_names, params_class
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +164,8 @@ def test_plain_papermill_run_with_a_typo_fails_in_the_check_cell(tmp_path):
 
 @pytest.fixture
 def reproduce(tmp_path, monkeypatch):
-    """scripts/reproduce.py over a copy of the quickstart notebook, with papermill forbidden to start."""
+    """scripts/reproduce.py over a copy of the quickstart notebook (its `Paper.notebooks`), with papermill forbidden
+    to start."""
     spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "reproduce", module)  # its dataclasses look their module up
@@ -170,7 +173,7 @@ def reproduce(tmp_path, monkeypatch):
     notebooks = tmp_path / "notebooks"
     (notebooks / "profiles" / "quickstart").mkdir(parents=True)
     shutil.copy(NOTEBOOKS / "quickstart.py", notebooks)
-    monkeypatch.setattr(module, "NOTEBOOKS", notebooks)
+    monkeypatch.setitem(PAPERS._entries, "quickstart", dataclasses.replace(paper("quickstart"), notebooks=notebooks))
 
     def no_execution(*args, **kwargs):
         raise AssertionError("papermill started although a parameter is unknown")
@@ -182,7 +185,7 @@ def reproduce(tmp_path, monkeypatch):
 def test_reproduce_rejects_unknown_profile_key_before_executing(reproduce, tmp_path, capsys):
     module, profile = reproduce
     profile.write_text(yaml.safe_dump({"profile": "cpu", "lrr": 0.1, "rounds": 3}))
-    assert module.main(["--profile", "cpu", "--results", str(tmp_path / "results")]) == 2
+    assert module.main(["--profile", "cpu", "--only", "quickstart", "--results", str(tmp_path / "results")]) == 2
     err = capsys.readouterr().err
     assert f"notebook 'quickstart', {profile}: unknown parameter(s) lrr (did you mean lr?)" in err
     assert "Valid parameters: alpha, batch_size" in err
@@ -192,7 +195,7 @@ def test_reproduce_rejects_unknown_profile_key_before_executing(reproduce, tmp_p
 def test_reproduce_rejects_unknown_override_before_executing(reproduce, tmp_path, capsys):
     module, profile = reproduce
     profile.write_text(yaml.safe_dump({"profile": "cpu", "rounds": 3}))
-    assert module.main(["--profile", "cpu", "-p", "round", "5", "--results", str(tmp_path / "results")]) == 2
+    assert module.main(["--profile", "cpu", "--only", "quickstart", "-p", "round", "5", "--results", str(tmp_path / "results")]) == 2
     assert "notebook 'quickstart', -p option: unknown parameter(s) round (did you mean rounds?)" in capsys.readouterr().err
 
 
