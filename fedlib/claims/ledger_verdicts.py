@@ -1,13 +1,10 @@
 """The headline claims judged on the ledger's runs alone, on any CPU (`reproduce --from-ledger`).
 
-A paper that can build its bundle from runs alone declares `bundle_from_runs(params, records, num_classes)`
-(`fedlib.paper.Paper`): what its notebook derives from the runs, with the tables the notebook computes on the CPU
-(theory, Monte Carlo) left empty. The judge then decides the claims the paper's headlines name (with the claims they
-require), every guard included: a claim whose runs the ledger lacks reads "not testable", naming them, and every
-row states the scale it was judged at. A paper whose claims read the profile's cells rather than the declared ones
-declares `on_profile(claim, params)` (FedShift's), and the judge reads those. A paper declared with
-`bundle_from_runs=None` gets one line saying so; its claims are judged where its notebook runs. Beside each verdict stands the cpu
-profile's verdict on the same claim, from the committed cpu record (`fedlib.ledger.cpu_record`).
+A paper's `bundle_from_runs` (`fedlib.paper.Paper`) builds what its notebook derives from the runs, the tables
+the notebook computes on the CPU (theory, Monte Carlo) left empty; the judge then decides the claims its headlines
+name (with those they require, on the profile's cells where it has `on_profile`), every guard included: a claim
+whose runs the ledger lacks reads "not testable", naming them. A paper without that builder gets one line saying
+so. Beside each verdict stands the cpu profile's, from the committed cpu record (`fedlib.ledger.cpu_record`).
 """
 from __future__ import annotations
 
