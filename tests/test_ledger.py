@@ -176,6 +176,21 @@ def set_provenance(archive: Path, **changes) -> None:
     rewrite(archive, change)
 
 
+def test_a_definition_moved_unchanged_to_another_module_leaves_its_entries_fresh(filled, tmp_path):
+    """The entry recorded quickstart's plan in another module, with today's digest, under another code version (the
+    store key hashes where a definition lives): moved, not changed, so not stale; its digest edited too: both said."""
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    old = ledger.entries()[0]
+    here, there = "fedlib.papers.quickstart.plan", "fedlib.papers.quickstart_before.plan"
+    set_provenance(old.path, code_version="0" * 16,
+                   definitions=lambda d: {(there if n == here else n): v for n, v in d.items()})
+    ledger.reindex()
+    entry = read_entry_archive(old.path)
+    today = {(here if n == there else n): v for n, v in entry.provenance["definitions"].items()}
+    assert changed_since(entry, today) == [] and stale_notes(ledger.entries(), lambda spec: None) == []
+    assert changed_since(entry, {**today, here: "edited"}) == [f"{there} (gone)", f"{here} (new)"]
+
+
 def test_an_entry_of_other_code_is_used_said_stale_and_recomputed_on_request(filled, tmp_path):
     ledger = copy_ledger(filled, tmp_path / "ledger")
     old = ledger.entries()[3]

@@ -103,7 +103,8 @@ def devices_note(devices: Sequence[str]) -> str:
 def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str | Path | None]
                 ) -> list[tuple[LedgerEntry, str]]:
     """(entry, "computed at commit X; changed since: <definitions>") for every entry whose code version differs
-    from today's for its spec (`root_of(spec)`: where its run is built from, for today's code version), and
+    from today's for its spec (`root_of(spec)`: where its run is built from, for today's code version) by more than
+    definitions moved unchanged between modules (`changed_since`), and
     (entry, "its spec imports X (not allowed): ...") for one whose spec imports a module that is not allowed."""
     notes = []
     for entry in entries:
@@ -113,8 +114,10 @@ def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str
         except ImportNotAllowedError as err:  # told only by importing it: never done unasked
             notes.append((entry, err.skipped("not imported, so not compared with today's code")))
             continue
-        if entry.provenance.get("code_version") != today:
-            changed = changed_since(entry, definition_digests(entry.spec, root))
+        if entry.provenance.get("code_version") == today:
+            continue
+        changed = changed_since(entry, definition_digests(entry.spec, root))
+        if changed or not entry.provenance.get("definitions"):  # only moved: not stale
             notes.append((entry, f"computed at commit {entry.commit[:10]}; changed since: "
                                  + (", ".join(changed) or "definitions not recorded")))
     return notes
