@@ -98,8 +98,8 @@ def bundle_from_runs(params: FedAQParams, records: Records, num_classes: int, *,
     """The bundle from the tidy records of any subset of the plan's runs (none: no "rounds" table), with what the
     notebook derives from them (the best fixed width and the best AdaQuantFL per target); the judge names the runs
     a claim lacks. The notebook passes the tables it computes on the CPU (Eq. 22's allocations, the quantizer's
-    Monte Carlo, the theorems' toys); the ledger's judge (`fedlib.ledger.verdicts`, the headline claims) leaves
-    them empty: claims that read those are judged where the notebook runs."""
+    Monte Carlo, the theorems' toys); the ledger's judge (`fedlib.claims.ledger_verdicts`, the headline claims)
+    leaves them empty: claims that read those are judged where the notebook runs."""
     record = records.get("rounds", _NO_RUNS)
     runs = run_frames(record)
     _, _, best_fixed_at = fixed_sweep(runs, record, params)

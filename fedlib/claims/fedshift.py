@@ -192,12 +192,12 @@ NO_THEORY = Theory(threshold_ratio=float("nan"), theorem2=pd.DataFrame(), assume
 
 
 def bundle_from_runs(params: fs.FedShiftParams, records: Records, num_classes: int) -> FedShiftBundle:
-    """The bundle of the claims that the runs alone decide (`fedlib.ledger.verdicts`: the headline claims, judged on
-    the ledger's runs), from the records of any subset of the notebook's runs (`fedlib.runs.run_specs`): what the
-    notebook derives from its runs with fedlib (Tables I-II, the K-means-setting grid, Fig. 8's label bias and
-    Fig. 9's divergence). Left empty: what it computes independently of the runs (Table III from the codecs, the
-    test set's labels, the theory's toys) and Theorem 2's checks of the runs, which `theory.fedshift` computes
-    (fedlib does not import theory): claims that read those are judged where the notebook runs."""
+    """The bundle of the claims that the runs alone decide (`fedlib.claims.ledger_verdicts`: the headline claims, judged
+    on the ledger's runs), from the records of any subset of the notebook's runs (`fedlib.runs.run_specs`): what the
+    notebook derives from its runs with fedlib (Tables I-II, the K-means-setting grid, Fig. 8's label bias and Fig. 9's
+    divergence). Left empty: what it computes independently of the runs (Table III from the codecs, the test set's
+    labels, the theory's toys) and Theorem 2's checks of the runs, which `theory.fedshift` computes (fedlib does not
+    import theory): claims that read those are judged where the notebook runs."""
     runs = fs.run_table(records)
     table1 = table1_of(runs, params)
     shown = figure_runs(table1, params)

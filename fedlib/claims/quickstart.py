@@ -35,7 +35,8 @@ def bundle(record: pd.DataFrame, params: QuickstartParams, num_classes: int) -> 
 
 
 def bundle_from_runs(params: QuickstartParams, records: Records, num_classes: int) -> Bundle:
-    """The same evidence from the run records alone (`fedlib.ledger.verdicts`): the notebook derives nothing else."""
+    """The same evidence from the run records alone (`fedlib.claims.ledger_verdicts`): the notebook derives nothing
+    else."""
     return bundle(records["rounds"], params, num_classes)
 
 

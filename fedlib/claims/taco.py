@@ -104,10 +104,10 @@ RUN_GRIDS = ("main", "ablation", "scalability", "plugin", "gamma", "overcorrecti
 
 
 def bundle_from_runs(params: tp.TacoParams, records: Records, num_classes: int) -> TacoBundle:
-    """The bundle from the plan's runs alone (`fedlib.ledger.verdicts`: the headline claims, judged on the ledger's
-    runs), split into grids by `tp.grids_of_runs`: every table the notebook derives from its runs, through the same
-    functions; the theory's values, which the notebook computes on the CPU without runs (the quadratic boundaries and
-    fixed points, Lemma 2, Corollary 2, Theorem 1), left empty: their claims are judged where the notebook runs. Any
+    """The bundle from the plan's runs alone (`fedlib.claims.ledger_verdicts`: the headline claims, judged on the
+    ledger's runs), split into grids by `tp.grids_of_runs`: every table the notebook derives from its runs, through the
+    same functions; the theory's values, which the notebook computes on the CPU without runs (the quadratic boundaries
+    and fixed points, Lemma 2, Corollary 2, Theorem 1), left empty: their claims are judged where the notebook runs. Any
     subset of the plan's runs gives a bundle; the judge names the missing runs."""
     grids = tp.grids_of_runs(params, records)
     freeloading, empty = grids["freeloaders"], pd.DataFrame()

@@ -1,5 +1,5 @@
 """The cpu profile's verdicts beside the ledger's: a committed record (`evidence/cpu/verdicts.csv`) of what a real
-`reproduce --profile cpu` run judged, read by `fedlib.ledger.verdicts` for the "cpu verdict" column.
+`reproduce --profile cpu` run judged, read by `fedlib.claims.ledger_verdicts` for the "cpu verdict" column.
 
 `read_cpu_results(folder)` reads the `--results` folder of such a run: for each notebook with declared claims
 (its `Paper`'s claims) that has a folder there, `cpu/<notebook>/claims.csv` (`fedlib.report.COLUMNS`),

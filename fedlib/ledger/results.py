@@ -3,7 +3,7 @@ ledger's, as the markdown block that heads README.md and docs/results.md.
 
 Generated, never typed: `make ledger-expected` (`reproduce --profile gpu --from-ledger --write-expected`) writes it
 from the committed evidence, the cpu record (`evidence/cpu/verdicts.csv`, `fedlib.ledger.cpu_record`) and the
-headline claims judged on the ledger (`fedlib.ledger.verdicts`), with each headline's runs counted
+headline claims judged on the ledger (`fedlib.claims.ledger_verdicts`), with each headline's runs counted
 (`fedlib.ledger.status`); a test regenerates it and compares. Every value is read by column name, so columns added
 to the record or to the judged tables leave it working.
 

@@ -52,7 +52,7 @@ def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) 
 
 def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[LedgerEntry], ledger_name: str,
                      profile: str = "gpu", stale: Mapping[RunSpec, str] | None = None, verdicts: str = "") -> str:
-    """Markdown: the headline claims judged on the ledger (`verdicts`, `fedlib.ledger.verdicts.verdicts_markdown`)
+    """Markdown: the headline claims judged on the ledger (`verdicts`, `fedlib.claims.ledger_verdicts`)
     first, then the bookkeeping: the ledger's devices, commits and minutes per notebook, and every headline's runs
     computed in the `profile`'s plan (`grids`), each headline naming its runs in `stale` with their notes (REPORT.md
     gives them; the committed expected results, which must not change with unrelated code, do not)."""
