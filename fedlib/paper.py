@@ -57,7 +57,7 @@ class Paper:
     `on_profile(claim, params)`: a claim on the profile's cells, None where claims read their declared cells;
     `scale(params)` and `paper_scale`: the setting its notebook ran and the paper's (`fedlib.claims.scale`);
     `noise_rules`: its own statistical rules the noise battery feeds (name -> rule(rng, seeds)); `notes`: its reading
-    notes (docs/<name>.md); `theory`: its theory module (theory/<name>/), None where it has none."""
+    notes (docs/<name>.md); `theory`: its theory module (theory/<name>.py); None where it has none."""
 
     name: str
     notebooks: Path
@@ -71,7 +71,7 @@ class Paper:
     scale: Callable[[Any], Scale] | None
     paper_scale: Scale | None
     noise_rules: Mapping[str, Callable[[np.random.Generator, int], Judgement]]
-    notes: str
+    notes: str | None
     theory: str | None
 
     def on(self, claim: Claim, params: Any) -> Claim:

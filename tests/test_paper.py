@@ -18,6 +18,13 @@ def test_fedlibs_papers_are_declared():
     assert paper("taco").params.__name__ == "TacoParams" and paper("taco").experiments(paper("taco").params())
 
 
+def test_where_each_paper_lives_exists():
+    """One place answers 'where does TACO live?': its notebook, profiles, reading notes and theory module."""
+    for p in papers():
+        assert (p.notebooks / f"{p.name}.py").is_file() and (p.notebooks / "profiles" / p.name).is_dir(), p.name
+        assert all((ROOT / where).is_file() for where in (p.notes, p.theory) if where is not None), p.name
+
+
 def test_a_missing_or_misspelled_field_is_an_error_at_declaration():
     fields = {f.name: getattr(paper("quickstart"), f.name) for f in dataclasses.fields(Paper)}
     missing = {k: v for k, v in fields.items() if k != "bundle_from_runs"}

@@ -48,4 +48,4 @@ def claims(evidence: Bundle) -> Claims:
 PAPER = declare(Paper(
     name="quickstart", notebooks=NOTEBOOKS, params=QuickstartParams, experiments=experiments, headlines=HEADLINE_RUNS,
     claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=None, scale=scale,
-    paper_scale=PAPER_SCALE, noise_rules={}, notes="docs/quickstart.md", theory=None))
+    paper_scale=PAPER_SCALE, noise_rules={}, notes=None, theory=None))
