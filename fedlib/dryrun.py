@@ -7,7 +7,7 @@ checkout's `notebooks/`, else the working folder or its `notebooks/` subfolder (
 dry run works from an installed package too.
 
 For each notebook, the parameters are its parameters dataclass's defaults updated with the profile's YAML (as
-`scripts/reproduce.py` gives them), and the grid is `fedlib.papers.<notebook>.experiments(params)`. The dry run
+`scripts/reproduce.py` gives them), and the grid is its `Paper`'s `experiments(params)`. The dry run
 
 1. writes fabricated files of every file-based dataset the grids name (`fedlib.data.fabricate`: the real
    formats and sample shapes, random content, fewer samples) to a temporary data root;
@@ -57,7 +57,7 @@ from fedlib.grids import client_steps, combination, notebook_parameters, noteboo
 from fedlib.ledger.entries import Ledger
 from fedlib.ledger.piece import Rates, describe_run, observed
 from fedlib.ledger.priority import REST, prioritized
-from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import papers
 from fedlib.paths import checkout
 from fedlib.runs import RunSpec
 from fedlib.runs.build import RunPlan, build_run, build_split
@@ -155,7 +155,7 @@ def _failure(what: str, spec: RunSpec, err: BaseException) -> str:
             f"[{Path(where.filename).name}:{where.lineno}]")
 
 
-def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder: Path = NOTEBOOKS,
+def dry_run_notebook(notebook: str, profile: str, root: Path, steps: int, folder: Path | None = None,
                      cpu_rounds_only: bool = False) -> NotebookReport:
     """Build every spec of `notebook`'s grid under `profile` (read from the notebooks `folder`) and run each
     distinct combination once, or with `cpu_rounds_only` only those of runs meant for a CPU (`device_type_of`;
@@ -239,7 +239,7 @@ class Estimate:
 WHERE = {"cuda": "on one GPU", "cpu": "on a CPU"}
 
 
-def datasets_of(notebooks: Sequence[str], profile: str, folder: Path = NOTEBOOKS) -> set[str]:
+def datasets_of(notebooks: Sequence[str], profile: str, folder: Path | None = None) -> set[str]:
     return {s.dataset for nb in notebooks for s in notebook_specs(nb, notebook_parameters(nb, profile, notebooks=folder))}
 
 
@@ -262,7 +262,7 @@ def print_priority(reports: Sequence[NotebookReport], rates: Rates, out: TextIO)
     steps_of = {spec: n for r in reports for spec, n in r.steps_of.items()}
     ranked = prioritized(grids)
     print(f"== priority: {sum(r.rank != REST for r in ranked)} of {len(ranked)} runs back headline claims "
-          "(HEADLINE_RUNS of fedlib/papers/<notebook>.py), computed first, in this order:", file=out)
+          "(each paper's declared headlines), computed first, in this order:", file=out)
     headline, rest = Estimate(), Estimate()
     for i, r in enumerate(ranked, 1):
         if r.rank == REST:
@@ -286,7 +286,7 @@ def print_priority(reports: Sequence[NotebookReport], rates: Rates, out: TextIO)
     print(f"== total: {total.text()} (the sum of the lines above)", file=out)
 
 
-def print_decidability(notebook: str, profile: str, folder: Path, out: TextIO) -> None:
+def print_decidability(notebook: str, profile: str, folder: Path | None, out: TextIO) -> None:
     """Per claim of `notebook` that reads runs, at `profile`'s seeds: "decidable at N seeds" or "cannot decide:
     <why>" (a headline claim marked)."""
     for d in notebook_decidability(notebook, notebook_parameters(notebook, profile, notebooks=folder)):
@@ -305,15 +305,17 @@ def dry_run(notebooks: Sequence[str], profile: str = "full", *, steps: int = 2, 
     runs, local SGD steps and estimated times; return the exit code (0: every spec built and every combination
     ran). `train_size` fabricates that many training samples per dataset instead of `FABRICATED_TRAIN` (faster,
     but a grid's splits may then not draw as on the real files). `out` defaults to the current standard output;
-    `folder` is the notebooks folder (`notebooks_folder`: found when None). `cpu_rounds_only` runs one round of the
-    combinations of runs meant for a CPU only (the others are built: their minutes come from the ledger's GPU rates,
-    and a round on this CPU would take minutes for nothing). Last, the priority order (`print_priority`) with
-    minutes at the client-steps/s measured in the `ledger` folder's entries, else `rate`."""
+    `folder` is the notebooks folder (`notebooks_folder`; None: each paper's own, `Paper.notebooks`).
+    `cpu_rounds_only` runs one round of the combinations of runs meant for a CPU only (the others are built: their
+    minutes come from the ledger's GPU rates, and a round on this CPU would take minutes for nothing). Last, the
+    priority order (`print_priority`) with minutes at the client-steps/s measured in the `ledger` folder's entries,
+    else `rate`."""
     out = sys.stdout if out is None else out
-    folder = notebooks_folder(folder)
-    unknown = sorted(set(notebooks) - set(notebook_names(folder)))
+    folder = notebooks_folder(folder) if folder is not None else None
+    known = notebook_names(folder) if folder is not None else tuple(p.name for p in papers())
+    unknown = sorted(set(notebooks) - set(known))
     if unknown:
-        raise ValueError(f"unknown notebook(s) {unknown} in {folder}; choose from {list(notebook_names(folder))}")
+        raise ValueError(f"unknown notebook(s) {unknown} in {folder or 'the declared papers'}; choose from {list(known)}")
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     failed = False

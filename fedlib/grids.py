@@ -1,7 +1,7 @@
 """A notebook's grid under a profile: its parameters, its run specs, and their size in local SGD steps.
 
     params = notebook_parameters("taco", "cpu", {"rounds": 60})   # TacoParams: defaults <- profile YAML <- overrides
-    specs = notebook_specs("taco", params)                          # fedlib.papers.taco.experiments(params)
+    specs = notebook_specs("taco", params)                          # PAPERS["taco"].experiments(params)
     client_steps(spec, build_run(spec))                             # local SGD steps the run will take
 
 `scripts/reproduce.py` (plan phase, `--select`) and `fedlib.dryrun` read grids through these functions only, so
@@ -12,7 +12,6 @@ aliases, no duplicated keys, and every error naming the file or option and the l
 """
 from __future__ import annotations
 
-import importlib
 import math
 import re
 import typing
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import notebooks_of, paper
 from fedlib.paper_params import PaperParams, check_names, params_class
 from fedlib.runs.spec import RunSpec
 
@@ -111,11 +110,12 @@ def read_yaml(text: str, source: str) -> Any:
         raise YamlValueError(f"{source}: not readable as YAML ({err})") from None
 
 
-def profile_path(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> Path:
-    return notebooks / "profiles" / notebook / f"{profile}.yaml"
+def profile_path(notebook: str, profile: str, notebooks: Path | None = None) -> Path:
+    """`notebooks` (default: its paper's folder) /profiles/<notebook>/<profile>.yaml."""
+    return notebooks_of(notebook, notebooks) / "profiles" / notebook / f"{profile}.yaml"
 
 
-def profile_values(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> dict[str, Any]:
+def profile_values(notebook: str, profile: str, notebooks: Path | None = None) -> dict[str, Any]:
     """The values `notebooks/profiles/<notebook>/<profile>.yaml` sets (quick.yaml: only `profile: quick`, the
     dataclass's defaults being the quick profile; tests/test_paper_params.py checks that).
 
@@ -137,7 +137,7 @@ def profile_values(notebook: str, profile: str, notebooks: Path = NOTEBOOKS) -> 
 
 
 def notebook_parameters(notebook: str, profile: str, overrides: Mapping[str, Any] | None = None,
-                        notebooks: Path = NOTEBOOKS) -> PaperParams:
+                        notebooks: Path | None = None) -> PaperParams:
     """Every parameter of `notebook` (its paper's dataclass): the defaults, updated by the profile, then
     `overrides`."""
     cls, overrides = params_class(notebook), dict(overrides or {})
@@ -147,8 +147,8 @@ def notebook_parameters(notebook: str, profile: str, overrides: Mapping[str, Any
 
 
 def notebook_specs(notebook: str, params: PaperParams) -> list[RunSpec]:
-    """The notebook's grid: `fedlib.papers.<notebook>.experiments(params)`, duplicates removed (order kept)."""
-    return list(dict.fromkeys(importlib.import_module(f"fedlib.papers.{notebook}").experiments(params)))
+    """The notebook's grid: its paper's `experiments(params)` (`fedlib.paper`), duplicates removed (order kept)."""
+    return list(dict.fromkeys(paper(notebook).experiments(params)))
 
 
 def combination(spec: RunSpec) -> tuple[str, str, str, str, str]:

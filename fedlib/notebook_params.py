@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fedlib.paper import notebooks_of
 from fedlib.paper_params import PaperParams, ParameterError, params_class
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -149,9 +150,9 @@ def generated_parameters_cell(name: str) -> str:
     return f"{PARAMETERS_HEADER}\n{parameters_source(params_class(name))}"
 
 
-def write_parameters_cell(name: str, notebooks: Path = NOTEBOOKS) -> bool:
+def write_parameters_cell(name: str, notebooks: Path | None = None) -> bool:
     """Write `generated_parameters_cell(name)` into notebooks/<name>.py; True if the file changed."""
-    source = notebooks / f"{name}.py"
+    source = notebooks_of(name, notebooks) / f"{name}.py"
     text = source.read_text()
     start, end = _parameters_cell_span(text, source)
     updated = f"{text[:start]}{generated_parameters_cell(name)}\n\n{text[end:]}"
@@ -172,7 +173,7 @@ def _kernel_names() -> set[str]:
 
 
 def check_notebook_parameters(name: str, namespace: Mapping[str, object],
-                              notebooks: Path = NOTEBOOKS) -> PaperParams:
+                              notebooks: Path | None = None) -> PaperParams:
     """The notebook's parameters as its paper's dataclass, built from `namespace` (the notebook's `globals()`);
     `UnknownParameterError` for a name papermill injected that is not a field, `ParameterError` for a wrong value.
 
@@ -180,7 +181,7 @@ def check_notebook_parameters(name: str, namespace: Mapping[str, object],
     and names any cell of the notebook binds (so re-running the cell later in a live session is
     fine) are not parameters; a mistyped parameter is none of these.
     """
-    source = notebooks / f"{name}.py"
+    source = notebooks_of(name, notebooks) / f"{name}.py"
     if not source.is_file():
         raise FileNotFoundError(f"{source} is missing: check_notebook_parameters reads the notebook's jupytext "
                                 f"source from the repository (install fedlib with `pip install -e .`)")

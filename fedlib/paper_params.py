@@ -7,7 +7,7 @@ one-line docs and valid values.
 
     QuickstartParams.from_mapping({"rounds": 40}, "notebooks/profiles/quickstart/cpu.yaml")
 
-Every paper's class lives in `fedlib.papers.<notebook>` (`params_class` finds it there) and subclasses
+Every paper's class is its `Paper`'s `params` (`params_class` finds it there) and subclasses
 `PaperParams`, which holds the fields scripts/reproduce.py sets for every notebook. Construction checks each value
 against its field's annotation (`int`, `float`, `str`, `bool`, `X | None`, `Literal[...]`, `tuple[X, ...]`,
 `Mapping[K, V]`, `Any`): YAML lists become tuples and dicts `FrozenMap`s, so an instance is hashable; an int is a
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 import math
 import numbers
 import types
@@ -254,14 +253,10 @@ class PaperParams:
 
 
 def params_class(notebook: str) -> type[PaperParams]:
-    """The one `PaperParams` subclass defined in `fedlib.papers.<notebook>`."""
+    """The parameters class of the paper declared as `notebook` (`fedlib.paper`)."""
+    from fedlib.paper import paper  # the papers' modules import this one
+
     try:
-        module = importlib.import_module(f"fedlib.papers.{notebook}")
-    except ModuleNotFoundError as err:
-        raise ParameterError(f"notebook {notebook!r} has no module fedlib/papers/{notebook}.py ({err})") from None
-    found = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, PaperParams)
-             and c.__module__ == module.__name__]
-    if len(found) != 1:
-        raise ParameterError(f"fedlib/papers/{notebook}.py defines {len(found)} PaperParams classes "
-                             f"({[c.__name__ for c in found]}); it must define exactly one")
-    return found[0]
+        return paper(notebook).params
+    except KeyError as err:
+        raise ParameterError(f"notebook {notebook!r} is no declared paper: {err.args[0]}") from None

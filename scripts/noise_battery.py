@@ -7,10 +7,10 @@ battery: each declared claim fed evidence, at each judging profile's seeds, on a
     python scripts/noise_battery.py                                  # 2000 draws per row
     python scripts/noise_battery.py --claim-draws 1000 --workers 2   # fewer on the declared claims, two processes
 
-Rows: each rule of `fedlib.report` at the edge of its null at 2, 3, 5 and 8 seeds, FedAQ's energy-to-target rule at
-FedAQ's profiles' seed counts, and every declared claim fed noise (`fedlib.claims.noise.noise_cases`) at each of its
-paper's profiles' seed counts, on each kind of noise (`noise.NOISE_KINDS`: the null's edge, targets rarely reached, a
-noisier arm on a plateau). A row above the bound is marked ABOVE, and the script exits with status 1. Below a
+Rows: each rule of `fedlib.report` at the edge of its null at 2, 3, 5 and 8 seeds, each rule a paper declares for
+the battery (`Paper.noise_rules`: FedAQ's energy-to-target rule) at its profiles' seed counts, and every declared
+claim fed noise (`fedlib.claims.noise.noise_cases`) at each of its paper's profiles' seed counts, on each kind of
+noise (`noise.NOISE_KINDS`: the null's edge, targets rarely reached, a noisier arm on a plateau). A row above the bound is marked ABOVE, and the script exits with status 1. Below a
 claim's `min_seeds` the judge's seed guard decides before any rule whatever the noise: such a row is one draw, checked
 to read "not testable", and says so.
 """
@@ -34,7 +34,8 @@ Row = tuple[str, str, int]  # (kind, name, seeds)
 def rows() -> list[Row]:
     """Every (kind, rule or claim, seed count) the table reports."""
     found: list[Row] = [("rule", name, n) for name in noise.NULL_EDGE for n in noise.RULE_SEEDS]
-    found += [("rule", noise.FEDAQ_ENERGY, n) for n in noise.profile_seed_counts("fedaq", "seeds")]
+    found += [("rule", name, n) for name, (paper, _) in noise.paper_rules().items()
+              for n in noise.profile_seed_counts(paper, "seeds")]
     found += [("claim", f"{paper}:{claim.id} {kind}", n) for paper, claim in noise.noise_cases()
               for kind in noise.NOISE_KINDS for n in noise.profile_seed_counts(paper, claim.reads[0].seeds)]
     return found
@@ -45,7 +46,7 @@ def rate(row: Row, draws: int, seed: int) -> tuple[float, int, bool]:
     below a claim's `min_seeds`)."""
     kind, name, n = row
     if kind == "rule":
-        rule = noise.NULL_EDGE.get(name) or noise.fedaq_energy
+        rule = noise.NULL_EDGE.get(name) or noise.paper_rules()[name][1]
         return noise.positive_rate(lambda rng: rule(rng, n).verdict, draws, seed), draws, False
     paper, claim, kind = next((p, c, k) for p, c in noise.noise_cases() for k in noise.NOISE_KINDS
                               if f"{p}:{c.id} {k}" == name)

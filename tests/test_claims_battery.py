@@ -5,7 +5,7 @@
    does. Then every rule meets pure noise at the edge of its null (a gain at its floor, a difference at its margin,
    two arms drawn from one distribution) at 2, 3, 5 and 8 seeds, `DRAWS` times: its positive rate ("reproduced" or
    "partly") must stay within alpha + 3 Monte Carlo standard errors.
-2. Declared claims (`fedlib.claims.judge.declared()`: a new claim falls in by being declared): every claim that
+2. Declared claims (`fedlib.paper.declared()`: a paper's claims fall in by the paper being declared): every claim that
    reads runs meets broken evidence in the tables and cells it declares (every run at chance, one run missing, a NaN
    loss, an inf accuracy, a single seed, a seed listed twice, runs of different lengths, accuracy in percent, a
    negative or falling cost, a run at chance hidden among healthy ones, two runs under one name) and never reads
@@ -26,8 +26,9 @@ import pytest
 
 from fedlib import report as R
 from fedlib.claims import judge
-from fedlib.claims.noise import (K, NULL_EDGE, ROUNDS, RULE_SEEDS, bound, declared_verdict, fed, fedaq_energy,
+from fedlib.claims.noise import (K, NULL_EDGE, ROUNDS, RULE_SEEDS, bound, declared_verdict, fed, paper_rules,
                                  noise_cases, params, positive_rate, profile_seed_counts, reading, records, verdict)
+from fedlib.paper import declared
 
 DRAWS = 300  # noise draws per rule and seed count: 3 SE of a 5% rate is 3.8 points
 NOISE = 0.5  # spread of a pair's measurement
@@ -88,11 +89,13 @@ def test_rule_on_pure_noise_stays_within_alpha(rule: str, n: int) -> None:
     assert rate <= bound(DRAWS), f"{rule} at {n} seeds: positive on {rate:.1%} of pure-noise draws"
 
 
-@pytest.mark.parametrize("n", profile_seed_counts("fedaq", "seeds"))
-def test_fedaq_energy_rule_on_pure_noise_stays_within_alpha(n: int) -> None:
-    draws = 200  # the bound is 10.3%: the 31% the rule read before it was a test is far above it
-    rate = positive_rate(lambda rng: fedaq_energy(rng, n).verdict, draws)
-    assert rate <= bound(draws), f"FedAQ's energy rule at {n} seeds: positive on {rate:.1%} of pure-noise draws"
+@pytest.mark.parametrize(("name", "n"), [(name, n) for name, (paper, _) in paper_rules().items()
+                                         for n in profile_seed_counts(paper, "seeds")])
+def test_papers_rules_on_pure_noise_stay_within_alpha(name: str, n: int) -> None:
+    """Each rule a paper declares for the battery (`Paper.noise_rules`, e.g. FedAQ's energy-to-target rule)."""
+    draws = 200  # the bound is 10.3%: the 31% FedAQ's energy rule read before it was a test is far above it
+    rate = positive_rate(lambda rng: paper_rules()[name][1](rng, n).verdict, draws)
+    assert rate <= bound(draws), f"{name} at {n} seeds: positive on {rate:.1%} of pure-noise draws"
 
 
 def test_ties_leave_the_sign_test_which_cannot_decide_on_three_seeds_and_says_how_many_would():
@@ -104,7 +107,7 @@ def test_ties_leave_the_sign_test_which_cannot_decide_on_three_seeds_and_says_ho
 
 # ---- every declared claim against adversarial evidence in the shapes of the tables it reads ------------------------
 
-DECLARED = [(paper, claim) for paper, claims in judge.declared().items() for claim in claims]
+DECLARED = [(paper, claim) for paper, claims in declared().items() for claim in claims]
 SEEDS = [0, 1, 2, 3, 4, 5]
 
 
@@ -178,7 +181,7 @@ def _id(case: tuple[str, judge.Claim]) -> str:
 
 def test_every_paper_declares_claims_with_unique_ids():
     assert DECLARED
-    for paper, claims in judge.declared().items():
+    for paper, claims in declared().items():
         ids = [c.id for c in claims]
         assert len(ids) == len(set(ids)), paper
 

@@ -14,7 +14,7 @@ from fedlib.claims import evidence as saved
 from fedlib.claims import fedshift as claims_module
 from fedlib.claims.fedshift import CLAIMS, ShiftGains, Theory, bundle, bundle_from_runs, claims, on_profile
 from fedlib.contracts import SERVER
-from fedlib.ledger.verdicts import judged_headlines
+from fedlib.claims.ledger_verdicts import judged_headlines
 from fedlib.papers import fedshift as fs
 from fedlib.papers.fedshift import FedShiftParams
 from fedlib.runs.runner import tidy_runs

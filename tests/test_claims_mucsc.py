@@ -19,7 +19,8 @@ from fedlib.claims.judge import judge
 from fedlib.claims.mucsc import CLAIMS, bundle, bundle_from_runs, claims
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger.entries import Ledger
-from fedlib.ledger.verdicts import headline_claims, judged_headlines
+from fedlib.claims.ledger_verdicts import judged_headlines
+from fedlib.paper import PAPERS
 from fedlib.papers import mucsc as paper
 from fedlib.papers.mucsc import LABELS, METHODS, MucscParams, setting_label, table2, traffic_tables
 from fedlib.runs import RunStore, run_specs
@@ -393,7 +394,7 @@ def test_the_tables_from_runs_are_the_notebooks_whatever_the_run_keys(tiny_runs)
         pd.testing.assert_frame_equal(without_run(ledger.records)[name], frame)
     pd.testing.assert_frame_equal(ledger.to_target, notebook.to_target)
     assert ledger.d is None and ledger.measured_rates.empty and ledger.table2.empty  # not from runs
-    judged = judge(headline_claims("mucsc"), ledger).table()
+    judged = judge(PAPERS["mucsc"].headline_claims(), ledger).table()
     assert judged["claim"].str.split().str[0].tolist()[:2] == ["C3b", "C3c"]
     c3c = row(judged, "C3c")  # the judge read the ledger's runs: both variants present on both seeds
     assert c3c["verdict"] not in report.NOT_TESTABLE[1:] and "2 seeds" in c3c["evidence"]
@@ -418,10 +419,10 @@ def test_a_partial_set_of_runs_reads_not_testable_naming_what_is_missing(tiny_ru
     for grid in (paper.main_grid, paper.z_sweep, paper.level_grid):
         subsets.append(list(paper.grid_records(ledger, grid(TINY))["rounds"]["run"].unique()))
     for subset in subsets:
-        judged = judge(headline_claims("mucsc"), bundle_from_runs(TINY, {n: f[f["run"].isin(subset)]
+        judged = judge(PAPERS["mucsc"].headline_claims(), bundle_from_runs(TINY, {n: f[f["run"].isin(subset)]
                                                                            for n, f in ledger.items()}, 10)).table()
         absent = judged[judged["verdict"] == report.NOT_COMPUTED]
-        assert len(judged) == len(headline_claims("mucsc"))
+        assert len(judged) == len(PAPERS["mucsc"].headline_claims())
         assert absent["evidence"].str.contains(r"^\d+ of \d+ runs not computed yet: ").all()
 
 
@@ -436,7 +437,7 @@ def test_no_runs_at_all_give_the_notebooks_tables_empty_and_claims_naming_every_
         empty, held = getattr(tables, field), getattr(full, field)
         assert empty.empty and set(empty.columns) <= set(held.columns), field
     assert paper.measured_rates(tables.runs, 100, 0.5).empty
-    table = judge(headline_claims("mucsc"), bundle_from_runs(TINY, {}, 10)).table()
+    table = judge(PAPERS["mucsc"].headline_claims(), bundle_from_runs(TINY, {}, 10)).table()
     assert (table["verdict"] == report.NOT_COMPUTED).all()
     assert table["evidence"].str.contains(r"^\d+ of \d+ runs not computed yet: ").all()
     assert "runs not computed yet: partition=iid method=nc (every seed)" in row(table, "C7 iid")["evidence"]
@@ -452,7 +453,7 @@ def test_a_partition_without_nc_has_no_target_and_its_claims_name_nc(tiny_runs):
     b = bundle_from_runs(two, both, 10)
     assert set(b.records["runs"]["partition"]) == {"iid", "noniid"} and set(b.to_target["partition"]) == {"iid"}
     pd.testing.assert_frame_equal(b.to_target, paper.run_tables(TINY, records).to_target)
-    c5 = row(judge(headline_claims("mucsc"), b).table(), "C5 noniid")
+    c5 = row(judge(PAPERS["mucsc"].headline_claims(), b).table(), "C5 noniid")
     assert c5["verdict"] == report.NOT_COMPUTED
     assert "runs not computed yet: partition=noniid method=nc (every seed)" in c5["evidence"]
 
@@ -465,6 +466,6 @@ def test_the_gpu_ledgers_runs_enter_the_bundle_under_the_keys_they_were_computed
     assert len(held) >= 7
     b = bundle_from_runs(params, records, 10)
     assert set().union(*(set(frame["run"]) for frame in b.records.values())) == held
-    judged = judge(headline_claims("mucsc"), b).table()
+    judged = judge(PAPERS["mucsc"].headline_claims(), b).table()
     absent = judged[judged["verdict"] == report.NOT_COMPUTED]
     assert absent["evidence"].str.contains(r"^\d+ of \d+ runs not computed yet: ").all()

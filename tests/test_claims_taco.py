@@ -16,7 +16,8 @@ from fedlib.claims.taco import CLAIMS as CLAIMS_DECLARED
 from fedlib.claims.judge import judge, missing_runs
 from fedlib.claims.taco import LEAD, TIE, bundle, bundle_from_runs, claims
 from fedlib.grids import notebook_parameters
-from fedlib.ledger.verdicts import headline_claims, judged_headlines
+from fedlib.claims.ledger_verdicts import judged_headlines
+from fedlib.paper import paper
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import Detection, TacoParams
 from fedlib.notebook_runs import NotebookRecords, notebook_records
@@ -606,7 +607,7 @@ def test_a_partial_set_of_runs_is_judged_not_testable_naming_the_missing(tiny_ru
 def test_no_runs_at_all_still_build_a_bundle_judged_not_testable():
     b = bundle_from_runs(TINY, {}, 10)
     assert all(getattr(b, field).isna().all().all() for field in FIELDS)  # no value: empty, or NaN by group
-    table = judge(headline_claims("taco"), b).table()
+    table = judge(paper("taco").headline_claims(), b).table()
     assert (table["verdict"] == report.NOT_COMPUTED).all()
     assert table["evidence"].str.contains("runs not computed yet: ").all()
 
@@ -620,7 +621,7 @@ def test_runs_two_specs_of_the_plan_would_record_alike_belong_to_no_grid(tiny_ru
     grids = tp.grids_of_runs(alike, elsewhere(records))
     assert set(grids["main"]["rounds"]["seed"]) == {1} and grids["scalability"]["rounds"].empty
     assert grids["ablation"]["rounds"]["run"].nunique() == 4 * 3
-    assert "runs not computed yet: algorithm=FedAvg seed=0" in row(judge(headline_claims("taco"), bundle_from_runs(
+    assert "runs not computed yet: algorithm=FedAvg seed=0" in row(judge(paper("taco").headline_claims(), bundle_from_runs(
         alike, elsewhere(records), 10)).table(), "C1 ")["evidence"]
 
 
@@ -632,8 +633,8 @@ def test_any_subset_of_the_runs_is_judged_without_error(tiny_runs):
         kept = set(rng.choice(runs, size=rng.integers(0, len(runs) + 1), replace=False))
         partial = elsewhere(drop_runs(records, lambda r: r.name in kept))
         b = bundle_from_runs(TINY, partial, 10)
-        table = judge(headline_claims("taco"), b).table()
-        for claim, (_, judged_row) in zip(headline_claims("taco"), table.iterrows()):
+        table = judge(paper("taco").headline_claims(), b).table()
+        for claim, (_, judged_row) in zip(paper("taco").headline_claims(), table.iterrows()):
             lacking = missing_runs(claim, b)
             if lacking:
                 assert judged_row["verdict"] == report.NOT_COMPUTED and lacking[0] in judged_row["evidence"]

@@ -16,7 +16,7 @@ from fedlib import report
 from fedlib.ledger.cpu_record import (COLUMNS, FORMER_COLUMNS, REBUILD, TO_BE_REBUILT, CpuRecordError,
                                       CpuRecordPredatesRules, CpuVerdicts, claim_id, predates_rules, read_cpu_results,
                                       read_current, read_record, write_record)
-from fedlib.ledger.verdicts import verdicts_markdown
+from fedlib.claims.ledger_verdicts import verdicts_markdown
 
 STAMP = "profile `cpu`, commit `abc1234`, 2026-11-27 19:10 UTC, vm (x86_64, 2 CPUs, no GPU), no -p overrides"
 SCALE = "digits, mlp, 4 clients/round, 2 rounds, 3 seeds"

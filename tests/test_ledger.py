@@ -10,6 +10,7 @@ import json
 import shutil
 import tarfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +21,7 @@ from test_reproduce import load_reproduce
 from fedlib.app.from_ledger import LEDGER_DIGEST_LABEL, rendered_claims
 from fedlib.app.options import duration
 from fedlib.app.plan import fabricated_if_missing, missing_datasets, plan_runs, unloadable
-from fedlib.claims.judge import declared
+from fedlib.claims.ledger_verdicts import judged_headlines, ledger_verdicts, verdicts_markdown
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger import piece as piece_module
 from fedlib.ledger.cpu_record import CpuVerdicts, read_current
@@ -30,10 +31,10 @@ from fedlib.dryrun import NotebookReport, print_priority
 from fedlib.grids import combination
 from fedlib.ledger.piece import Observation, Rates, run_piece
 from fedlib.runs.spec import run_name
-from fedlib.ledger.priority import REST, check_headlines, headlines, prioritized
+from fedlib.ledger.priority import REST, check_headlines, prioritized
 from fedlib.ledger.results import headline_results, results_pages, scales
 from fedlib.ledger.status import devices_note, expected_results, headline_status, stale_lines, stale_notes
-from fedlib.ledger.verdicts import headline_claims, judged_headlines, ledger_verdicts, verdicts_markdown
+from fedlib.paper import declared, paper
 from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs import RunStore
 from fedlib.runs.archive import export_entries, unpack
@@ -178,6 +179,21 @@ def set_provenance(archive: Path, **changes) -> None:
     rewrite(archive, change)
 
 
+def test_a_definition_moved_unchanged_to_another_module_leaves_its_entries_fresh(filled, tmp_path):
+    """The entry recorded quickstart's plan in another module, with today's digest, under another code version (the
+    store key hashes where a definition lives): moved, not changed, so not stale; its digest edited too: both said."""
+    ledger = copy_ledger(filled, tmp_path / "ledger")
+    old = ledger.entries()[0]
+    here, there = "fedlib.papers.quickstart.plan", "fedlib.papers.quickstart_before.plan"
+    set_provenance(old.path, code_version="0" * 16,
+                   definitions=lambda d: {(there if n == here else n): v for n, v in d.items()})
+    ledger.reindex()
+    entry = read_entry_archive(old.path)
+    today = {(here if n == there else n): v for n, v in entry.provenance["definitions"].items()}
+    assert changed_since(entry, today) == [] and stale_notes(ledger.entries(), lambda spec: None) == []
+    assert changed_since(entry, {**today, here: "edited"}) == [f"{there} (gone)", f"{here} (new)"]
+
+
 def test_an_entry_of_other_code_is_used_said_stale_and_recomputed_on_request(filled, tmp_path):
     ledger = copy_ledger(filled, tmp_path / "ledger")
     old = ledger.entries()[3]
@@ -209,11 +225,11 @@ def test_an_entry_of_other_code_is_used_said_stale_and_recomputed_on_request(fil
 
 def test_every_paper_declares_headline_runs_on_three_seeds_of_its_gpu_profile():
     for notebook in declared():
-        assert headlines(notebook), f"fedlib.papers.{notebook} declares no HEADLINE_RUNS"
+        assert paper(notebook).headlines, f"paper {notebook!r} declares no headlines"
         specs = notebook_specs(notebook, notebook_parameters(notebook, "gpu"))
         check_headlines(notebook, specs)
         ids = {claim.id for claim in __import__(f"fedlib.claims.{notebook}", fromlist=["CLAIMS"]).CLAIMS}
-        for headline in headlines(notebook):
+        for headline in paper(notebook).headlines:
             named = {c.strip() for c in headline.claims.split(",")}
             assert named <= ids, f"{notebook}: {headline.claims} names claims it does not declare"
 
@@ -268,7 +284,7 @@ def test_the_results_table_of_the_readme_and_docs_is_what_the_evidence_gives(jud
     params, grids, entries, tables = judged_ledger
     cpu = committed_cpu_record()
     rows = headline_results(params, tables, headline_status(grids, {e.spec for e in entries}), cpu)
-    assert len(rows) == sum(len(headline_claims(name)) for name in tables)
+    assert len(rows) == sum(len(paper(name).headline_claims()) for name in tables)
     for page, text in results_pages(ROOT, rows, cpu, scales({n: params[n] for n in tables}, cpu)).items():
         assert page.read_text() == text, f"{page.relative_to(ROOT)}: rebuild its results table: make ledger-expected"
 
@@ -277,7 +293,7 @@ def test_headline_claims_from_the_ledger_name_the_runs_they_lack():
     """FedAQ's C1-C3 read the ledger's six joint-mode runs: without one of them, the claims that read it are not
     testable, naming it; a paper none of whose runs the ledger holds says so."""
     params, grids = gpu_plan()
-    assert [c.id for c in headline_claims("fedaq")] == ["C1", "C2", "C5", "C6", "C3", "C7", "C7b"]
+    assert [c.id for c in paper("fedaq").headline_claims()] == ["C1", "C2", "C5", "C6", "C3", "C7", "C7b"]
     ledger = Ledger(ROOT / "evidence" / "gpu")
     records = ledger.records(grids["fedaq"])
     lost = records["rounds"]["run"].iloc[0]
@@ -507,15 +523,15 @@ def test_the_commit_a_copy_is_sent_with_wins_over_the_git_it_carries(monkeypatch
     assert git_commit() == ("f" * 40, None)
 
 
-def test_a_claims_module_without_a_builder_is_said_not_judged(monkeypatch):
-    """A paper whose claims module cannot build its bundle from runs alone gets one line saying so, not a verdict."""
-    import fedlib.claims.quickstart as module
+def test_a_paper_without_a_builder_is_said_not_judged(monkeypatch):
+    """A paper declared without `bundle_from_runs` gets one line saying so, not a verdict."""
+    from fedlib.paper import PAPERS
 
-    monkeypatch.delattr(module, "bundle_from_runs")
+    monkeypatch.setitem(PAPERS._entries, "quickstart", replace(paper("quickstart"), bundle_from_runs=None))
     records = Ledger(ROOT / "evidence" / "gpu").records(experiments(TINY))
     assert judged_headlines("quickstart", TINY, records, None).startswith(
-        "`fedlib.claims.quickstart` builds no bundle from runs alone yet")
-    assert "### quickstart\n\nNot judged from the ledger: `fedlib.claims.quickstart` builds no bundle" in \
+        "paper 'quickstart' builds no bundle from runs alone yet")
+    assert "### quickstart\n\nNot judged from the ledger: paper 'quickstart' builds no bundle" in \
         verdicts_markdown({"quickstart": judged_headlines("quickstart", TINY, records, None)}, "gpu",
                           committed_cpu_record())
 

@@ -3,6 +3,7 @@ papermill path) and in scripts/reproduce.py (profiles and -p options)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -14,10 +15,10 @@ import papermill
 import pytest
 import yaml
 
-from fedlib.app import notebooks as app_notebooks
 from fedlib.app import reproduce as reproduce_module
 from fedlib.app.plan import run_parameters
 from fedlib.notebook_params import python_source, check_notebook_parameters
+from fedlib.paper import PAPERS, paper
 from fedlib.paper_params import ParameterError, UnknownParameterError, check_names, params_class
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,11 +165,11 @@ def test_plain_papermill_run_with_a_typo_fails_in_the_check_cell(tmp_path):
 
 @pytest.fixture
 def reproduce(tmp_path, monkeypatch):
-    """reproduce over a copy of the quickstart notebook, with papermill forbidden to start."""
+    """reproduce over a copy of the quickstart notebook (its `Paper.notebooks`), with papermill forbidden to start."""
     notebooks = tmp_path / "notebooks"
     (notebooks / "profiles" / "quickstart").mkdir(parents=True)
     shutil.copy(NOTEBOOKS / "quickstart.py", notebooks)
-    monkeypatch.setattr(app_notebooks, "NOTEBOOKS", notebooks)
+    monkeypatch.setitem(PAPERS._entries, "quickstart", dataclasses.replace(paper("quickstart"), notebooks=notebooks))
 
     def no_execution(*args, **kwargs):
         raise AssertionError("papermill started although a parameter is unknown")
@@ -180,7 +181,7 @@ def reproduce(tmp_path, monkeypatch):
 def test_reproduce_rejects_unknown_profile_key_before_executing(reproduce, tmp_path, capsys):
     module, profile = reproduce
     profile.write_text(yaml.safe_dump({"profile": "cpu", "lrr": 0.1, "rounds": 3}))
-    assert module.main(["--profile", "cpu", "--results", str(tmp_path / "results")]) == 2
+    assert module.main(["--profile", "cpu", "--only", "quickstart", "--results", str(tmp_path / "results")]) == 2
     err = capsys.readouterr().err
     assert f"notebook 'quickstart', {profile}: unknown parameter(s) lrr (did you mean lr?)" in err
     assert "Valid parameters: alpha, batch_size" in err
@@ -190,7 +191,7 @@ def test_reproduce_rejects_unknown_profile_key_before_executing(reproduce, tmp_p
 def test_reproduce_rejects_unknown_override_before_executing(reproduce, tmp_path, capsys):
     module, profile = reproduce
     profile.write_text(yaml.safe_dump({"profile": "cpu", "rounds": 3}))
-    assert module.main(["--profile", "cpu", "-p", "round", "5", "--results", str(tmp_path / "results")]) == 2
+    assert module.main(["--profile", "cpu", "--only", "quickstart", "-p", "round", "5", "--results", str(tmp_path / "results")]) == 2
     assert "notebook 'quickstart', -p option: unknown parameter(s) round (did you mean rounds?)" in capsys.readouterr().err
 
 

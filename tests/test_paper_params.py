@@ -260,6 +260,6 @@ def test_every_field_has_a_one_line_doc_and_a_checked_type(name):
 
 
 def test_params_class_names_what_is_missing():
-    with pytest.raises(ParameterError, match="notebook 'nope' has no module fedlib/papers/nope.py"):
+    with pytest.raises(ParameterError, match="notebook 'nope' is no declared paper: unknown paper 'nope'; registered: "):
         params_class("nope")
 

@@ -16,7 +16,7 @@ from fedlib.ledger.cpu_record import (TO_BE_REBUILT, CpuRecordError, CpuVerdicts
 from fedlib.ledger.entries import Ledger, LedgerEntry, LedgerError
 from fedlib.ledger.results import headline_results, results_pages, scales
 from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
-from fedlib.ledger.verdicts import ledger_verdicts, verdicts_markdown
+from fedlib.claims.ledger_verdicts import ledger_verdicts, verdicts_markdown
 from fedlib.paper_params import PaperParams
 from fedlib.report import collect_report
 from fedlib.runs.entry import write_atomic
@@ -67,7 +67,7 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
     declare claims) rendered from the ledger into results/<profile>/ (their datasets must be on this machine);
     REPORT.md written, and with `write_expected` notebooks/expected-results-<profile>.md (and, rendered,
     notebooks/expected-claims-<profile>.md). Computes no run."""
-    params = {name: notebook_parameters(name, profile, overrides, notebooks.NOTEBOOKS) for name in names}
+    params = {name: notebook_parameters(name, profile, overrides) for name in names}
     grids = {name: notebook_specs(name, params[name]) for name in names}
     try:
         entries, cpu = read_inputs(ledger_root, to_render, params, cpu_record, cpu_results)

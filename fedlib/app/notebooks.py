@@ -1,21 +1,24 @@
-"""Where the application finds the checkout's notebooks and the papers' claims: each lookup one small function,
-read at call time (a test points `NOTEBOOKS` at a copy)."""
+"""Where the application finds the papers' notebooks and claims: the declared papers (`fedlib.paper`), fedlib's and
+those of the modules the user allowed; `NOTEBOOKS` is the checkout's folder of the expected-results files."""
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from fedlib.claims.judge import declared
-from fedlib.dryrun import notebook_names
+from fedlib.paper import declared, paper, papers
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 
 
 def available() -> list[str]:
-    """Every notebook of the checkout: the stems of its jupytext sources."""
-    return list(notebook_names(NOTEBOOKS))
+    """Every declared paper's notebook (read after `allow_imports`: a paper of an allowed module counts)."""
+    return [p.name for p in papers()]
+
+
+def folder(name: str) -> Path:
+    """The folder of paper `name`'s notebook source and its profiles (`Paper.notebooks`)."""
+    return paper(name).notebooks
 
 
 def with_claims(names: Sequence[str]) -> list[str]:
@@ -23,7 +26,7 @@ def with_claims(names: Sequence[str]) -> list[str]:
     return [name for name in names if name in declared()]
 
 
-def judge_claims(module: str, bundle: object, out_dir: Path) -> None:
-    """Paper `module`'s claims judged on the evidence `bundle`, saved as out_dir/claims.csv (`module`: one that
+def judge_claims(name: str, bundle: object, out_dir: Path) -> None:
+    """Paper `name`'s claims judged on the evidence `bundle`, saved as out_dir/claims.csv (`name`: one that
     `with_claims` names; the caller checks)."""
-    importlib.import_module(f"fedlib.claims.{module}").claims(bundle).save(out_dir)
+    paper(name).judge(bundle).save(out_dir)

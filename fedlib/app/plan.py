@@ -28,7 +28,7 @@ def run_parameters(name: str, profile: str, overrides: Mapping[str, Any], inject
     (fields of every notebook's parameters, `PaperParams`). Raises `UnknownParameterError` (listing the valid
     names) for a name in the profile or the overrides that the notebook does not declare."""
     check_names(overrides, params_class(name).names(), f"notebook '{name}', -p option")
-    return {**profile_values(name, profile, notebooks.NOTEBOOKS), **overrides, **injected}
+    return {**profile_values(name, profile), **overrides, **injected}
 
 
 @dataclass

@@ -84,9 +84,10 @@ def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple
     print(f"[{name}] rendering -> {output}", flush=True)
     start = time.perf_counter()
     try:  # executes the jupytext source (the source of truth), not the committed quick-profile copy
-        nbformat.write(jupytext.read(notebooks.NOTEBOOKS / f"{name}.py"), output)
+        folder = notebooks.folder(name)
+        nbformat.write(jupytext.read(folder / f"{name}.py"), output)
         papermill.execute_notebook(str(output), str(output), parameters=params, kernel_name="python3",
-                                   cwd=str(notebooks.NOTEBOOKS), progress_bar=False, log_output=False,
+                                   cwd=str(folder), progress_bar=False, log_output=False,
                                    extra_arguments=KERNEL_QUIET)
         status = "ok"
     except Exception as err:  # report and go on: results of the other notebooks are kept

@@ -11,12 +11,12 @@ claim of a profile that judges (`JUDGING_PROFILES`) cannot decide.
 from __future__ import annotations
 
 import functools
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from fedlib import report
 from fedlib.claims.judge import AllOf, Claim, Contrast
+from fedlib.paper import paper
 
 # The profiles whose verdicts are read (the cpu record, the gpu ledger, the papers' scale). The quick profile runs
 # one seed of every grid: it checks that each notebook runs, in `make test`, and decides no run-based claim.
@@ -84,14 +84,8 @@ def decidability(claims: tuple[Claim, ...], params: Any, headlines: set[str]) ->
 
 
 def notebook_decidability(notebook: str, params: Any) -> list[Decidability]:
-    """`decidability` of the claims `fedlib.claims.<notebook>` declares (on the profile's cells, where the module
-    has `on_profile`), its headline claims marked; [] for a notebook without declared claims."""
-    from fedlib.ledger.verdicts import headline_claims  # the ledger package imports the judge: imported on use
-
-    try:
-        module = importlib.import_module(f"fedlib.claims.{notebook}")
-    except ModuleNotFoundError:
-        return []
-    on_profile = getattr(module, "on_profile", lambda claim, _: claim)
-    claims = tuple(on_profile(c, params) for c in module.CLAIMS)
-    return decidability(claims, params, {c.id for c in headline_claims(notebook)})
+    """`decidability` of the claims `notebook`'s paper declares (on the profile's cells, where it has
+    `on_profile`), its headline claims marked; [] for a paper without declared claims."""
+    declared = paper(notebook)
+    claims = tuple(declared.on(c, params) for c in declared.claims)
+    return decidability(claims, params, {c.id for c in declared.headline_claims()})

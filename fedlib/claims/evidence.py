@@ -184,7 +184,7 @@ def _load_value(meta: Mapping[str, Any], folder: Path) -> Any:
 
 
 def save(bundle: Bundle, folder: Path, claims: str) -> Path:
-    """Write `bundle`, judged by the claims of module `fedlib.claims.<claims>`, to `folder/evidence/` (replacing an
+    """Write `bundle`, judged by the claims of the paper named `claims`, to `folder/evidence/` (replacing an
     earlier one only once the new one is complete)."""
     target = Path(folder) / FOLDER
     partial = Path(folder) / f".{FOLDER}.{os.getpid()}"

@@ -21,10 +21,12 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import Bundle, Claim, Finding, Runs, judge
 from fedlib.claims.scale import Scale
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
 from fedlib.papers.fedaq import (BASELINE, MODES, PAPER_TABLES, RunFrames, best_by_energy, beta_label,
                                  energy_to_target_judgement, energy_to_targets, relative_targets, run_frames,
                                  saving_table, to_target_per_seed)
-from fedlib.papers.fedaq import FedAQParams
+from fedlib.papers.fedaq import HEADLINE_RUNS, FedAQParams, experiments
 from fedlib.report import Claims
 from fedlib.runs.store import Records
 
@@ -96,8 +98,8 @@ def bundle_from_runs(params: FedAQParams, records: Records, num_classes: int, *,
     """The bundle from the tidy records of any subset of the plan's runs (none: no "rounds" table), with what the
     notebook derives from them (the best fixed width and the best AdaQuantFL per target); the judge names the runs
     a claim lacks. The notebook passes the tables it computes on the CPU (Eq. 22's allocations, the quantizer's
-    Monte Carlo, the theorems' toys); the ledger's judge (`fedlib.ledger.verdicts`, the headline claims) leaves
-    them empty: claims that read those are judged where the notebook runs."""
+    Monte Carlo, the theorems' toys); the ledger's judge (`fedlib.claims.ledger_verdicts`, the headline claims)
+    leaves them empty: claims that read those are judged where the notebook runs."""
     record = records.get("rounds", _NO_RUNS)
     runs = run_frames(record)
     _, _, best_fixed_at = fixed_sweep(runs, record, params)
@@ -381,3 +383,25 @@ CLAIMS: tuple[Claim[FedAQBundle], ...] = (
 def claims(b: FedAQBundle) -> Claims:
     """FedAQ's claims table: every declared claim judged on the bundle."""
     return judge(CLAIMS, b)
+
+
+def energy_rule(rng: np.random.Generator, n: int) -> report.Judgement:
+    """The energy-to-target rule (`energy_to_target_judgement`, at the claims' floor) on runs of FedAQ and fixed
+    8-bit drawn from one distribution, for the noise battery: a learning curve and an energy per round per run,
+    three targets, some never reached."""
+    rounds = np.arange(1, 41)
+    runs = {}
+    for scheme in ("fedaq", "fixed8"):
+        for seed in range(n):
+            acc = 0.1 + (0.72 + 0.03 * rng.standard_normal() - 0.1) * (1 - np.exp(-rounds / rng.lognormal(np.log(8), 0.3)))
+            energy = np.cumsum(rng.lognormal(np.log(5.0), 0.1, len(rounds)))
+            runs[("joint", scheme, seed)] = pd.DataFrame({"round": rounds, "test_acc": acc, "cum_energy_mJ": energy})
+    return energy_to_target_judgement(runs, "joint", {t: "fixed8" for t in (0.6, 0.65, 0.7)}, "fedaq", list(range(n)),
+                                      floor=SAVING_FLOOR)
+
+
+PAPER = declare(Paper(
+    name="fedaq", notebooks=NOTEBOOKS, params=FedAQParams, experiments=experiments, headlines=HEADLINE_RUNS,
+    claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=None, scale=scale,
+    paper_scale=PAPER_SCALE, noise_rules={"energy_to_target_judgement": energy_rule}, notes="docs/fedaq.md",
+    theory="theory/fedaq.py"))

@@ -22,6 +22,8 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import Bundle, Claim, Finding, Runs, judge
 from fedlib.claims.scale import Scale
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
 from fedlib.papers import fedshift as fs
 from fedlib.report import Claims, Judgement
 from fedlib.runs.spec import RunSpec
@@ -190,12 +192,12 @@ NO_THEORY = Theory(threshold_ratio=float("nan"), theorem2=pd.DataFrame(), assume
 
 
 def bundle_from_runs(params: fs.FedShiftParams, records: Records, num_classes: int) -> FedShiftBundle:
-    """The bundle of the claims that the runs alone decide (`fedlib.ledger.verdicts`: the headline claims, judged on
-    the ledger's runs), from the records of any subset of the notebook's runs (`fedlib.runs.run_specs`): what the
-    notebook derives from its runs with fedlib (Tables I-II, the K-means-setting grid, Fig. 8's label bias and
-    Fig. 9's divergence). Left empty: what it computes independently of the runs (Table III from the codecs, the
-    test set's labels, the theory's toys) and Theorem 2's checks of the runs, which `theory.fedshift` computes
-    (fedlib does not import theory): claims that read those are judged where the notebook runs."""
+    """The bundle of the claims that the runs alone decide (`fedlib.claims.ledger_verdicts`: the headline claims, judged
+    on the ledger's runs), from the records of any subset of the notebook's runs (`fedlib.runs.run_specs`): what the
+    notebook derives from its runs with fedlib (Tables I-II, the K-means-setting grid, Fig. 8's label bias and Fig. 9's
+    divergence). Left empty: what it computes independently of the runs (Table III from the codecs, the test set's
+    labels, the theory's toys) and Theorem 2's checks of the runs, which `theory.fedshift` computes (fedlib does not
+    import theory): claims that read those are judged where the notebook runs."""
     runs = fs.run_table(records)
     table1 = table1_of(runs, params)
     shown = figure_runs(table1, params)
@@ -595,3 +597,9 @@ def on_profile(claim: Claim[FedShiftBundle], params: fs.FedShiftParams) -> Claim
 def claims(b: FedShiftBundle) -> Claims:
     """FedShift's claims table: every declared claim, on this profile's cells, judged on `b`."""
     return judge([on_profile(c, b.params) for c in CLAIMS], b)
+
+
+PAPER = declare(Paper(
+    name="fedshift", notebooks=NOTEBOOKS, params=fs.FedShiftParams, experiments=fs.experiments,
+    headlines=fs.HEADLINE_RUNS, claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=on_profile,
+    scale=scale, paper_scale=PAPER_SCALE, noise_rules={}, notes="docs/fedshift.md", theory="theory/fedshift.py"))

@@ -1,8 +1,8 @@
 """A claim as a declaration, and the one judge that applies every guard before a claim's rule.
 
-A paper's claims module declares its claims (`Claim`: an id, the paper's words and value, the runs it reads, a
-rule) in a tuple `CLAIMS`, and builds one frozen bundle (a `Bundle` subclass) from the records and the values its
-notebook computed. `judge(CLAIMS, bundle)` is the claims table. A claim's rule never sees evidence the guards
+A paper declares its claims (`Claim`: an id, the paper's words and value, the runs it reads, a rule) in a tuple,
+its `Paper.claims` (`fedlib.paper`), and builds one frozen bundle (a `Bundle` subclass) from the records and the
+values its notebook computed. `judge(claims, bundle)` is the claims table. A claim's rule never sees evidence the guards
 below have not passed, so no claim can opt out of them.
 
 The judge's order, for a claim that reads runs (`Claim.reads`):
@@ -25,10 +25,8 @@ or open verdict on a claim the paper made at a larger scale reads "... at this s
 """
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,6 +39,7 @@ from fedlib import report
 from fedlib.claims import evidence, guards
 from fedlib.claims.bundle import Bundle
 from fedlib.claims.scale import Scale
+from fedlib.paper import declared, paper
 from fedlib.paper_params import PaperParams
 from fedlib.report import Claims, Judgement
 from fedlib.targets import rounds_to_target
@@ -285,15 +284,11 @@ def judge_one(claim: Claim[B], bundle: B) -> Finding:
     return replace(found, judgement=replace(found.judgement, criterion=f"{found.judgement.criterion}; {named}"))
 
 
-def _declaring_module(claims: Sequence[Claim]) -> str:
-    """The `fedlib.claims` module whose CLAIMS these are (a selection of them, or them on a profile's cells)."""
-    prefix = "fedlib.claims."
-    rules = {getattr(c.rule, "__module__", "") for c in claims} - {__name__}
-    if len(rules) == 1 and next(iter(rules)).startswith(prefix):
-        return next(iter(rules)).removeprefix(prefix)
-    found = [name for name, declared_claims in declared().items() if all(c in declared_claims for c in claims)]
+def _declaring_paper(claims: Sequence[Claim]) -> str:
+    """The paper that declares these claims (a selection of them, or them on a profile's cells: the same rules)."""
+    found = [name for name, theirs in declared().items() if all(any(c.rule is d.rule for d in theirs) for c in claims)]
     if len(found) != 1:
-        raise ValueError("judge() takes claims declared in one module's CLAIMS (fedlib.claims.<module>.CLAIMS)")
+        raise ValueError("judge() takes claims one paper declares (its `Paper.claims`, fedlib.paper)")
     return found[0]
 
 
@@ -308,9 +303,9 @@ class JudgedClaims(Claims):
         self.module, self.bundle = module, bundle
 
     def scales(self) -> tuple[Scale | None, Scale | None]:
-        """(this notebook's scale, the paper's), from the module's `scale(params)` and `PAPER_SCALE`."""
-        module = importlib.import_module(f"fedlib.claims.{self.module}")
-        return module.scale(self.bundle.params), module.PAPER_SCALE
+        """(this notebook's scale, the paper's), from its paper's `scale(params)` and `paper_scale`."""
+        declaring = paper(self.module)
+        return declaring.scale(self.bundle.params) if declaring.scale else None, declaring.paper_scale
 
     def save(self, folder: Path) -> Path:
         path = super().save(folder)
@@ -350,11 +345,11 @@ def _prerequisite(claim: Claim, verdicts: Mapping[str, str]) -> Judgement | None
 
 def judge(claims: Sequence[Claim[B]], bundle: B) -> JudgedClaims:
     """The claims table: every claim judged by `judge_one`, in declaration order (a claim's prerequisites first).
-    `claims` is a declared tuple (some module's `CLAIMS`)."""
+    `claims`: claims one paper declares (`Paper.claims`)."""
     ids = [c.id for c in claims]
     if len(set(ids)) != len(ids):
         raise ValueError(f"claim ids must be unique, got {sorted(i for i in ids if ids.count(i) > 1)}")
-    table = JudgedClaims(_declaring_module(claims), bundle)
+    table = JudgedClaims(_declaring_paper(claims), bundle)
     here, paper = table.scales()
     verdicts: dict[str, str] = {}
     for claim in claims:
@@ -469,19 +464,3 @@ class AllOf:
 
 def _rounds(values: np.ndarray) -> str:
     return "[" + ", ".join("never" if not np.isfinite(v) else f"{v:g}" for v in values) + "]"
-
-
-Declared = Mapping[str, tuple[Claim, ...]]
-
-
-def declared() -> Declared:
-    """Every paper's declared claims, by module name: each module of `fedlib.claims` with a `CLAIMS` tuple
-    (the registry the claims battery runs over; a paper falls into it by declaring its claims)."""
-    import fedlib.claims as package
-
-    found = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        if hasattr(module, "CLAIMS"):
-            found[info.name] = tuple(module.CLAIMS)
-    return found

@@ -20,7 +20,10 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import AllOf, Battery, Bundle, Claim, Contrast, Finding, Runs, judge
 from fedlib.claims.scale import Scale
-from fedlib.papers.mucsc import D_CIFAR, LABELS, METHODS, PARTITION_SCHEMES, MucscParams, run_tables, setting_label
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
+from fedlib.papers.mucsc import (D_CIFAR, HEADLINE_RUNS, LABELS, METHODS, PARTITION_SCHEMES, MucscParams, experiments,
+                                 run_tables, setting_label)
 from fedlib.report import Claims
 from fedlib.runs.store import Records
 from fedlib.targets import cost_to_target
@@ -78,12 +81,12 @@ def bundle(params: MucscParams, *, num_classes: int, runs: pd.DataFrame, sweep: 
 
 
 def bundle_from_runs(params: MucscParams, records: Records, num_classes: int) -> MucscBundle:
-    """The bundle of the claims that the runs alone decide (`fedlib.ledger.verdicts`: the headline claims, judged on
-    the ledger's runs): what the notebook derives from its runs (`papers.mucsc.run_tables`: the main grid, the Z sweep,
-    the level-search grid, traffic and time to target), for any subset of its plan. The paper's arithmetic, the
-    Monte Carlo, the level searches on one update and the theory toys, which the notebook computes on the CPU, are
-    left empty, with the measured rates, which need the model's d: claims that read those are judged where the
-    notebook runs."""
+    """The bundle of the claims that the runs alone decide (`fedlib.claims.ledger_verdicts`: the headline claims, judged
+    on the ledger's runs): what the notebook derives from its runs (`papers.mucsc.run_tables`: the main grid, the Z
+    sweep, the level-search grid, traffic and time to target), for any subset of its plan. The paper's arithmetic, the
+    Monte Carlo, the level searches on one update and the theory toys, which the notebook computes on the CPU, are left
+    empty, with the measured rates, which need the model's d: claims that read those are judged where the notebook
+    runs."""
     tables, empty = run_tables(params, records), pd.DataFrame()
     return bundle(params, num_classes=num_classes, runs=tables.runs, sweep=tables.sweep, level_runs=tables.level_runs,
                   levels=pd.DataFrame({"data": []}), to_target=tables.to_target, measured_rates=empty, d=None,
@@ -382,3 +385,9 @@ def selected(params: MucscParams) -> tuple[Claim, ...]:
 def claims(evidence: MucscBundle) -> Claims:
     """The claims table of the notebook's bundle."""
     return judge(selected(evidence.params), evidence)
+
+
+PAPER = declare(Paper(
+    name="mucsc", notebooks=NOTEBOOKS, params=MucscParams, experiments=experiments, headlines=HEADLINE_RUNS,
+    claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=None, scale=scale,
+    paper_scale=PAPER_SCALE, noise_rules={}, notes="docs/mucsc.md", theory="theory/mucsc.py"))

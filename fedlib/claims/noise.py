@@ -4,8 +4,9 @@
 The claims battery (tests/test_claims_battery.py) bounds these rates with few draws; scripts/noise_battery.py prints
 them with many. Both read the definitions here, so the rules and claims they judge are the same:
 - `NULL_EDGE`: each rule of `fedlib.report` on noise at the edge of its null (a gain exactly at its floor, a
-  difference exactly at its margin, two arms drawn from one distribution), at `RULE_SEEDS` seeds; `fedaq_energy`:
-  FedAQ's energy-to-target rule itself on runs of two schemes drawn from one distribution;
+  difference exactly at its margin, two arms drawn from one distribution), at `RULE_SEEDS` seeds; `paper_rules()`:
+  the rules a paper declares for the battery (`Paper.noise_rules`: e.g. FedAQ's energy-to-target rule on runs of
+  two schemes drawn from one distribution), at its profiles' seed counts;
 - `noise_cases()`: every declared claim that reads runs and is a contrast or a rule on the records alone
   (`RECORD_RULES`); `declared_verdict(paper, claim, rng, seeds)` judges it once on per-round records whose every arm
   is drawn from one distribution, shifted to the edge of each contrast's null (`null_edge`);
@@ -25,11 +26,9 @@ import pandas as pd
 from fedlib import report as R
 from fedlib.claims import judge
 from fedlib.claims.decidability import JUDGING_PROFILES
-from fedlib.claims.fedaq import SAVING_FLOOR
 from fedlib.grids import notebook_parameters, profile_values
-from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import declared, notebooks_of, papers
 from fedlib.paper_params import PaperParams, params_class
-from fedlib.papers.fedaq import energy_to_target_judgement
 
 ALPHA = 0.05
 K = 10  # classes of the synthetic task
@@ -61,22 +60,8 @@ def rounds_to_target(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.where(rng.random(n) < 0.2, np.inf, rounds)
 
 
-def fedaq_energy(rng: np.random.Generator, n: int) -> R.Judgement:
-    """FedAQ's energy-to-target rule (`fedlib.papers.fedaq.energy_to_target_judgement`, its claims' floor) on runs of
-    FedAQ and fixed 8-bit drawn from one distribution: a learning curve and an energy per round per run, three
-    targets, some never reached."""
-    rounds = np.arange(1, 41)
-    runs = {}
-    for scheme in ("fedaq", "fixed8"):
-        for seed in range(n):
-            acc = 0.1 + (0.72 + 0.03 * rng.standard_normal() - 0.1) * (1 - np.exp(-rounds / rng.lognormal(np.log(8), 0.3)))
-            energy = np.cumsum(rng.lognormal(np.log(5.0), 0.1, len(rounds)))
-            runs[("joint", scheme, seed)] = pd.DataFrame({"round": rounds, "test_acc": acc, "cum_energy_mJ": energy})
-    return energy_to_target_judgement(runs, "joint", {t: "fixed8" for t in (0.6, 0.65, 0.7)}, "fedaq", list(range(n)),
-                                      floor=SAVING_FLOOR)
-
-
-NULL_EDGE: dict[str, Callable[[np.random.Generator, int], R.Judgement]] = {
+Rule = Callable[[np.random.Generator, int], R.Judgement]
+NULL_EDGE: dict[str, Rule] = {
     "paired_gain t": lambda rng, n: R.paired_gain(0.5 + rng.standard_normal(n), threshold=0.5, test="t"),
     "paired_gain wilcoxon": lambda rng, n: R.paired_gain(0.5 + rng.standard_normal(n), threshold=0.5),
     "paired_equivalence": lambda rng, n: R.paired_equivalence(0.1 + 0.05 * rng.standard_normal(n), margin=0.1),
@@ -89,7 +74,11 @@ NULL_EDGE: dict[str, Callable[[np.random.Generator, int], R.Judgement]] = {
         sum(rounds_to_target(rng, n) for _ in range(3)), sum(rounds_to_target(rng, n) for _ in range(3)), margin=0.05),
 }
 RULE_SEEDS = (2, 3, 5, 8)  # the seed counts at which the rules meet noise
-FEDAQ_ENERGY = "FedAQ energy_to_target_judgement"  # `fedaq_energy`, at FedAQ's profiles' seed counts
+
+
+def paper_rules() -> dict[str, tuple[str, Rule]]:
+    """"<paper> <rule>" -> (the paper, the rule) for every rule a paper declares for the battery (`noise_rules`)."""
+    return {f"{p.name} {name}": (p.name, rule) for p in papers() for name, rule in p.noise_rules.items()}
 
 
 # ---- declared claims on synthetic per-round records --------------------------------------------------------------
@@ -242,7 +231,7 @@ def expected(claim: judge.Claim, effect: int) -> str:
 
 def reading() -> list[tuple[str, judge.Claim]]:
     """Every declared claim that reads runs, with its paper."""
-    return [(paper, c) for paper, claims in judge.declared().items() for c in claims if c.reads]
+    return [(paper, c) for paper, claims in declared().items() for c in claims if c.reads]
 
 
 def noise_cases() -> list[tuple[str, judge.Claim]]:
@@ -260,10 +249,10 @@ def judging_seed_counts(paper: str, seeds: str) -> dict[str, int]:
     return {profile: len(getattr(notebook_parameters(paper, profile), seeds)) for profile in JUDGING_PROFILES}
 
 
-def profile_seed_counts(paper: str, seeds: str, notebooks: Path = NOTEBOOKS) -> list[int]:
+def profile_seed_counts(paper: str, seeds: str, notebooks: Path | None = None) -> list[int]:
     """How many seeds the parameter `seeds` lists under each profile of `paper` (quick: the defaults)."""
     counts = {len(getattr(params_class(paper)(), seeds))}
-    for path in sorted((notebooks / "profiles" / paper).glob("*.yaml")):
+    for path in sorted((notebooks_of(paper, notebooks) / "profiles" / paper).glob("*.yaml")):
         values = profile_values(paper, path.stem, notebooks)
         if seeds in values:
             counts.add(len(values[seeds]))

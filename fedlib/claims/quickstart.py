@@ -5,7 +5,9 @@ import pandas as pd
 
 from fedlib.claims.judge import Bundle, Claim, Contrast, judge
 from fedlib.claims.scale import Scale
-from fedlib.papers.quickstart import QuickstartParams
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
+from fedlib.papers.quickstart import HEADLINE_RUNS, QuickstartParams, experiments
 from fedlib.report import Claims
 from fedlib.runs.store import Records
 
@@ -33,10 +35,17 @@ def bundle(record: pd.DataFrame, params: QuickstartParams, num_classes: int) -> 
 
 
 def bundle_from_runs(params: QuickstartParams, records: Records, num_classes: int) -> Bundle:
-    """The same evidence from the run records alone (`fedlib.ledger.verdicts`): the notebook derives nothing else."""
+    """The same evidence from the run records alone (`fedlib.claims.ledger_verdicts`): the notebook derives nothing
+    else."""
     return bundle(records["rounds"], params, num_classes)
 
 
 def claims(evidence: Bundle) -> Claims:
     """Both claims judged."""
     return judge(CLAIMS, evidence)
+
+
+PAPER = declare(Paper(
+    name="quickstart", notebooks=NOTEBOOKS, params=QuickstartParams, experiments=experiments, headlines=HEADLINE_RUNS,
+    claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=None, scale=scale,
+    paper_scale=PAPER_SCALE, noise_rules={}, notes=None, theory=None))

@@ -1,10 +1,10 @@
 """The scale a claim was judged at, and the paper's: dataset, model, clients per round, rounds, seeds.
 
-Every claims module declares `PAPER_SCALE` (the setting of the paper's headline table) and `scale(params)` (the
-setting its notebook ran under those parameters); a claim on a secondary grid declares its own (`Claim.scale`,
-`Claim.paper_scale`). The judge writes the scale into every evidence cell of a claim that reads runs, and a negative
-or open verdict on a claim the paper made at a larger scale reads "... at this scale": a small-scale analogue that
-did not show the effect is not a refutation of the paper.
+Every paper declares its `paper_scale` (the setting of the paper's headline table) and `scale(params)` (the
+setting its notebook ran under those parameters; `fedlib.paper.Paper`); a claim on a secondary grid declares its
+own (`Claim.scale`, `Claim.paper_scale`). The judge writes the scale into every evidence cell of a claim that reads
+runs, and a negative or open verdict on a claim the paper made at a larger scale reads "... at this scale": a
+small-scale analogue that did not show the effect is not a refutation of the paper.
 """
 from __future__ import annotations
 

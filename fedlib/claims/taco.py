@@ -20,6 +20,8 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import AllOf, Battery, Bundle, Claim, Contrast, Finding, Runs, judge
 from fedlib.claims.scale import Scale
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import missing
 from fedlib.report import Claims, Judgement
@@ -102,10 +104,10 @@ RUN_GRIDS = ("main", "ablation", "scalability", "plugin", "gamma", "overcorrecti
 
 
 def bundle_from_runs(params: tp.TacoParams, records: Records, num_classes: int) -> TacoBundle:
-    """The bundle from the plan's runs alone (`fedlib.ledger.verdicts`: the headline claims, judged on the ledger's
-    runs), split into grids by `tp.grids_of_runs`: every table the notebook derives from its runs, through the same
-    functions; the theory's values, which the notebook computes on the CPU without runs (the quadratic boundaries and
-    fixed points, Lemma 2, Corollary 2, Theorem 1), left empty: their claims are judged where the notebook runs. Any
+    """The bundle from the plan's runs alone (`fedlib.claims.ledger_verdicts`: the headline claims, judged on the
+    ledger's runs), split into grids by `tp.grids_of_runs`: every table the notebook derives from its runs, through the
+    same functions; the theory's values, which the notebook computes on the CPU without runs (the quadratic boundaries
+    and fixed points, Lemma 2, Corollary 2, Theorem 1), left empty: their claims are judged where the notebook runs. Any
     subset of the plan's runs gives a bundle; the judge names the missing runs."""
     grids = tp.grids_of_runs(params, records)
     freeloading, empty = grids["freeloaders"], pd.DataFrame()
@@ -470,3 +472,9 @@ CLAIMS: tuple[Claim[TacoBundle], ...] = (
           "oscillation (ours)", "Algorithm 2 uses α^{t+1} from this round's uploads", _lagged,
           reads=tuple(OSC.values()), min_seeds=MIN_SEEDS, requires=("Fa1",), scale=_oscillation_scale, ours=True),
 )
+
+
+PAPER = declare(Paper(
+    name="taco", notebooks=NOTEBOOKS, params=tp.TacoParams, experiments=tp.experiments, headlines=tp.HEADLINE_RUNS,
+    claims=CLAIMS, judge=claims, bundle_from_runs=bundle_from_runs, on_profile=None, scale=scale,
+    paper_scale=PAPER_SCALE, noise_rules={}, notes="docs/taco.md", theory="theory/taco.py"))

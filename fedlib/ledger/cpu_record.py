@@ -1,8 +1,8 @@
 """The cpu profile's verdicts beside the ledger's: a committed record (`evidence/cpu/verdicts.csv`) of what a real
-`reproduce --profile cpu` run judged, read by `fedlib.ledger.verdicts` for the "cpu verdict" column.
+`reproduce --profile cpu` run judged, read by `fedlib.claims.ledger_verdicts` for the "cpu verdict" column.
 
 `read_cpu_results(folder)` reads the `--results` folder of such a run: for each notebook with declared claims
-(`fedlib.claims.<notebook>.CLAIMS`) that has a folder there, `cpu/<notebook>/claims.csv` (`fedlib.report.COLUMNS`),
+(its `Paper`'s claims) that has a folder there, `cpu/<notebook>/claims.csv` (`fedlib.report.COLUMNS`),
 `stamp.json` (its "stamp": "profile `cpu`, commit ..., date, machine, overrides") and `scale.json` (its "here": the
 notebook's scale). Each row carries its reasons, read by name from the claims table: the criterion, the evidence,
 the p-value and the seeds. `write_record` writes that as the record; `read_record` reads the record back. Both
@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedlib import report
-from fedlib.claims.judge import declared
+from fedlib.paper import declared, paper
 from fedlib.runs.entry import write_atomic
 
 PROFILE = "cpu"
@@ -99,9 +99,9 @@ class CpuVerdicts:
 
 
 def claim_id(notebook: str, claim: str) -> str | None:
-    """The id of the claim declared by `fedlib.claims.<notebook>` that the claims table's text `claim` ("<id>
-    <statement>") names: the longest declared id it starts with, None if none."""
-    ids = [c.id for c in importlib.import_module(f"fedlib.claims.{notebook}").CLAIMS]
+    """The id of the claim `notebook`'s paper declares that the claims table's text `claim` ("<id> <statement>")
+    names: the longest declared id it starts with, None if none."""
+    ids = [c.id for c in paper(notebook).claims]
     named = [i for i in ids if claim == i or claim.startswith(f"{i} ")]
     return max(named, key=len) if named else None
 

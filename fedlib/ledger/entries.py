@@ -127,11 +127,14 @@ def definition_digests(spec: RunSpec, root: str | Path | None = None) -> dict[st
 
 def changed_since(entry: LedgerEntry, today: Mapping[str, str]) -> list[str]:
     """The definitions whose digest differs between the entry's provenance and `today` (`definition_digests`),
-    those gone ("(gone)") and those new ("(new)")."""
+    those gone ("(gone)") and those new ("(new)"). One gone from a module and new in another under the same name
+    with the same digest has moved, unchanged: it is neither."""
     then = entry.provenance.get("definitions") or {}
+    gone, new = ({n: a[n] for n in set(a) - set(b)} for a, b in ((then, today), (today, then)))
+    moved = {(n.rpartition(".")[2], d) for n, d in gone.items()} & {(n.rpartition(".")[2], d) for n, d in new.items()}
     changed = [name for name in sorted(set(then) & set(today)) if then[name] != today[name]]
-    return changed + [f"{n} (gone)" for n in sorted(set(then) - set(today))] + \
-        [f"{n} (new)" for n in sorted(set(today) - set(then))]
+    return changed + [f"{n} ({word})" for found, word in ((gone, "gone"), (new, "new")) for n in sorted(found)
+                      if (n.rpartition(".")[2], found[n]) not in moved]
 
 
 def git_commit() -> tuple[str, bool | None]:

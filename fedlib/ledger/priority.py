@@ -1,12 +1,12 @@
 """Which runs of a profile back each paper's headline claims, and the order a piece computes them in.
 
-A paper module declares `HEADLINE_RUNS`: a tuple of `Headline`s, most valued first, each naming the claims it backs
-and the runs they read, as a selection over the runs' fields (the same rule as `--select`: seed, experiment,
-dataset, algorithm, model, device, rounds, the spec's options and labels; values of one key OR, keys AND, case
-ignored):
+A paper declares its `headlines` (`fedlib.paper.Paper`): `Headline`s, most valued first, each naming the claims
+it backs and the runs they read, as a selection over the runs' fields (the same rule as `--select`: seed,
+experiment, dataset, algorithm, model, device, rounds, the spec's options and labels; values of one key OR, keys
+AND, case ignored):
 
-    HEADLINE_RUNS = (Headline("Q1", {"algorithm": ("SCAFFOLD", "FedAvg")}),
-                     Headline("Q2", {"algorithm": ("FedProx", "FedAvg")}))
+    headlines=(Headline("Q1", {"algorithm": ("SCAFFOLD", "FedAvg")}),
+               Headline("Q2", {"algorithm": ("FedProx", "FedAvg")}))
 
 `prioritized` orders a profile's runs: the first headline of every notebook (in the plan's notebook order), then
 the second of every notebook, and so on, so that each paper's most valued claim gets its runs first; within a
@@ -15,28 +15,13 @@ notebooks is listed once. Runs that back no headline follow, in the grid's order
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from fedlib.paper import paper
 from fedlib.runs.spec import RunSpec
 
 REST = 10**6  # the rank of a run that backs no headline claim
-
-
-@dataclass(frozen=True)
-class Headline:
-    """Claims a reader values (their ids, e.g. "C2, C3") and the runs they read: a `--select`-style selection, and
-    `without` the fields those runs do not have (a grid's extra label, e.g. the timing runs' `repeat`)."""
-
-    claims: str
-    runs: Mapping[str, Sequence[str]]
-    without: tuple[str, ...] = ()
-
-    def matches(self, spec: RunSpec) -> bool:
-        fields = spec.fields_for_selection()
-        return (spec.matches({k: [str(v) for v in values] for k, values in self.runs.items()})
-                and not any(name in fields for name in self.without))
 
 
 @dataclass(frozen=True)
@@ -50,18 +35,13 @@ class Ranked:
     backs: str
 
 
-def headlines(notebook: str) -> tuple[Headline, ...]:
-    """The notebook's `fedlib.papers.<notebook>.HEADLINE_RUNS` (none declared: no headline)."""
-    return tuple(getattr(importlib.import_module(f"fedlib.papers.{notebook}"), "HEADLINE_RUNS", ()))
-
-
 def check_headlines(notebook: str, specs: Sequence[RunSpec], min_seeds: int = 3) -> None:
     """ValueError naming the headline if one of the notebook's headlines selects no run of `specs`, or runs on fewer
     than `min_seeds` seeds (a headline claim is judged on >= 3 seeds)."""
-    for headline in headlines(notebook):
+    for headline in paper(notebook).headlines:
         seeds = {s.seed for s in specs if headline.matches(s)}
         if len(seeds) < min_seeds:
-            raise ValueError(f"fedlib.papers.{notebook}.HEADLINE_RUNS: headline {headline.claims!r} selects "
+            raise ValueError(f"paper {notebook!r}, headlines: headline {headline.claims!r} selects "
                              f"{dict(headline.runs)} on {len(seeds)} seed(s) {sorted(seeds)} of this profile; "
                              f"a headline needs its runs on >= {min_seeds} seeds: fix the selection or the profile")
 
@@ -71,7 +51,7 @@ def prioritized(grids: Mapping[str, Sequence[RunSpec]]) -> list[Ranked]:
     ranked: dict[RunSpec, Ranked] = {}
     order: dict[RunSpec, tuple[int, int, int]] = {}
     for n, (notebook, specs) in enumerate(grids.items()):
-        declared = headlines(notebook)
+        declared = paper(notebook).headlines
         for i, spec in enumerate(specs):
             rank = next((r for r, h in enumerate(declared) if h.matches(spec)), REST)
             key = (rank, n, i)

@@ -3,7 +3,7 @@ ledger's, as the markdown block that heads README.md and docs/results.md.
 
 Generated, never typed: `make ledger-expected` (`reproduce --profile gpu --from-ledger --write-expected`) writes it
 from the committed evidence, the cpu record (`evidence/cpu/verdicts.csv`, `fedlib.ledger.cpu_record`) and the
-headline claims judged on the ledger (`fedlib.ledger.verdicts`), with each headline's runs counted
+headline claims judged on the ledger (`fedlib.claims.ledger_verdicts`), with each headline's runs counted
 (`fedlib.ledger.status`); a test regenerates it and compares. Every value is read by column name, so columns added
 to the record or to the judged tables leave it working.
 
@@ -13,7 +13,6 @@ to the record or to the judged tables leave it working.
 """
 from __future__ import annotations
 
-import importlib
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -25,7 +24,7 @@ import pandas as pd
 from fedlib.display import VERDICT_SYMBOLS, verdict_symbol
 from fedlib.ledger.cpu_record import REBUILD, TO_BE_REBUILT, CpuVerdicts, claim_id
 from fedlib.ledger.status import HeadlineStatus
-from fedlib.ledger.verdicts import headline_claims
+from fedlib.paper import paper
 from fedlib.paper_params import PaperParams
 from fedlib.report import NOT_COMPUTED, NOT_TESTABLE, NOTHING_TO_TEST, markdown_row
 
@@ -90,7 +89,7 @@ def headline_results(params: Mapping[str, PaperParams], tables: Mapping[str, pd.
                 if found is not None:
                     judged[found] = row
         on_cpu = cpu.rows[cpu.rows["notebook"] == notebook].set_index("claim_id")
-        for claim in headline_claims(notebook):
+        for claim in paper(notebook).headline_claims():
             statement = claim.statement(params[notebook]) if callable(claim.statement) else claim.statement
             status = runs.get((notebook, claim.id))
             row = judged.get(claim.id)
@@ -111,10 +110,10 @@ def scales(params: Mapping[str, PaperParams], cpu: CpuVerdicts) -> dict[str, str
     missing = "record to be rebuilt" if cpu.predates else "no cpu record"
     out = {}
     for notebook, p in params.items():
-        module = importlib.import_module(f"fedlib.claims.{notebook}")
-        paper = module.PAPER_SCALE
-        out[notebook] = " · ".join([f"paper: {paper if paper is not None else 'no single setting'}",
-                                    f"gpu: {module.scale(p)}", f"cpu: {on_cpu.get(notebook, missing)}"])
+        declared = paper(notebook)
+        scale = declared.paper_scale if declared.paper_scale is not None else "no single setting"
+        here = declared.scale(p) if declared.scale is not None else None
+        out[notebook] = " · ".join([f"paper: {scale}", f"gpu: {here}", f"cpu: {on_cpu.get(notebook, missing)}"])
     return out
 
 

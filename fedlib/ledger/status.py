@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedlib.ledger.entries import LedgerEntry, changed_since, definition_digests
-from fedlib.ledger.priority import REST, headlines, prioritized
+from fedlib.ledger.priority import REST, prioritized
+from fedlib.paper import paper
 from fedlib.runs.fingerprint import code_version
 from fedlib.runs.spec import RunSpec, named_runs, run_name
 from fedlib.trust import ImportNotAllowedError
@@ -43,7 +44,7 @@ def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) 
     `held`: the specs the ledger holds."""
     out = []
     for notebook, specs in grids.items():
-        for headline in headlines(notebook):
+        for headline in paper(notebook).headlines:
             runs = tuple(s for s in specs if headline.matches(s))
             out.append(HeadlineStatus(notebook, headline.claims, runs, tuple(s for s in runs if s in held)))
     return out
@@ -51,7 +52,7 @@ def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) 
 
 def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[LedgerEntry], ledger_name: str,
                      profile: str = "gpu", stale: Mapping[RunSpec, str] | None = None, verdicts: str = "") -> str:
-    """Markdown: the headline claims judged on the ledger (`verdicts`, `fedlib.ledger.verdicts.verdicts_markdown`)
+    """Markdown: the headline claims judged on the ledger (`verdicts`, `fedlib.claims.ledger_verdicts`)
     first, then the bookkeeping: the ledger's devices, commits and minutes per notebook, and every headline's runs
     computed in the `profile`'s plan (`grids`), each headline naming its runs in `stale` with their notes (REPORT.md
     gives them; the committed expected results, which must not change with unrelated code, do not)."""
@@ -102,7 +103,8 @@ def devices_note(devices: Sequence[str]) -> str:
 def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str | Path | None]
                 ) -> list[tuple[LedgerEntry, str]]:
     """(entry, "computed at commit X; changed since: <definitions>") for every entry whose code version differs
-    from today's for its spec (`root_of(spec)`: where its run is built from, for today's code version), and
+    from today's for its spec (`root_of(spec)`: where its run is built from, for today's code version) by more than
+    definitions moved unchanged between modules (`changed_since`), and
     (entry, "its spec imports X (not allowed): ...") for one whose spec imports a module that is not allowed."""
     notes = []
     for entry in entries:
@@ -112,8 +114,10 @@ def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str
         except ImportNotAllowedError as err:  # told only by importing it: never done unasked
             notes.append((entry, err.skipped("not imported, so not compared with today's code")))
             continue
-        if entry.provenance.get("code_version") != today:
-            changed = changed_since(entry, definition_digests(entry.spec, root))
+        if entry.provenance.get("code_version") == today:
+            continue
+        changed = changed_since(entry, definition_digests(entry.spec, root))
+        if changed or not entry.provenance.get("definitions"):  # only moved: not stale
             notes.append((entry, f"computed at commit {entry.commit[:10]}; changed since: "
                                  + (", ".join(changed) or "definitions not recorded")))
     return notes

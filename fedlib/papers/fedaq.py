@@ -40,7 +40,7 @@ from fedlib.energy import add_energy, saving
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, SPLITS
 from fedlib.runs import RunPlan, RunSpec
-from fedlib.ledger.priority import Headline
+from fedlib.paper import Headline
 from fedlib.runs.store import Records
 from fedlib.seeding import Seeds
 from fedlib.targets import cost_to_target, rounds_to_target

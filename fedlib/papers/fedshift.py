@@ -56,7 +56,7 @@ from fedlib.paper_params import PaperParams, Threads, param
 from fedlib.params import Params
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, HOOKS, LR_SCHEDULES, SAMPLERS, SPLITS
 from fedlib.runs import RunPlan, RunSpec
-from fedlib.ledger.priority import Headline
+from fedlib.paper import Headline
 from fedlib.seeding import Seeds
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fedlib.notebook_params import NOTEBOOKS
+from fedlib.paper import Paper, declare
 from fedlib.paper_params import ParameterError, PaperParams, param
 from fedlib.papers.fedaq import SPLIT, downlink_resolution, link_components
 from fedlib.runs import RunSpec
@@ -65,3 +67,9 @@ def experiments(p: FlowerParams) -> list[RunSpec]:
             int(seed), uplink=up, downlink=down, loop={"executor": "sequential", "threads": p.threads},
             labels={"run": "FedAQ quantized links"}, **common))
     return specs
+
+
+PAPER = declare(Paper(
+    name="flower", notebooks=NOTEBOOKS, params=FlowerParams, experiments=experiments, headlines=(), claims=(),
+    judge=None, bundle_from_runs=None, on_profile=None, scale=None, paper_scale=None, noise_rules={},
+    notes="docs/flower.md", theory=None))

@@ -32,7 +32,7 @@ from fedlib.federation import evaluate, run_federation
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, LR_SCHEDULES, SPLITS
 from fedlib.runs import Component, Records, RunPlan, RunSpec, build_run
-from fedlib.ledger.priority import Headline
+from fedlib.paper import Headline
 from fedlib.runs.build import make_link
 from fedlib.seeding import Seeds
 from fedlib.targets import NEVER, rounds_to_target

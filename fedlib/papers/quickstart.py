@@ -9,7 +9,7 @@ from typing import Any
 from fedlib.paper_params import Executor, PaperParams, param
 from fedlib.registry import EXPERIMENTS
 from fedlib.runs import RunPlan, RunSpec
-from fedlib.ledger.priority import Headline
+from fedlib.paper import Headline
 
 ALGORITHMS = {"FedAvg": "fedavg", "FedProx": "fedprox", "SCAFFOLD": "scaffold"}
 

@@ -42,7 +42,7 @@ from fedlib.params import Params
 from fedlib.registry import ALGORITHMS as ALGORITHM_CLASSES
 from fedlib.registry import CLIENT_BEHAVIORS, COLLECTORS, EXPERIMENTS, SPLITS
 from fedlib.runs import Records, RunPlan, RunSpec
-from fedlib.ledger.priority import Headline
+from fedlib.paper import Headline
 from fedlib.seeding import Seeds
 
 GROUP_NAMES = ("A", "B", "C")

@@ -1,61 +1,41 @@
 """The headline claims judged on the ledger's runs alone, on any CPU (`reproduce --from-ledger`).
 
-A paper's claims module that can build its bundle from runs alone declares `bundle_from_runs(params, records,
-num_classes)`: what its notebook derives from the runs, with the tables the notebook computes on the CPU (theory,
-Monte Carlo) left empty. The judge then decides the claims the paper's headlines name (`HEADLINE_RUNS`, with the
-claims they require), every guard included: a claim whose runs the ledger lacks reads "not testable", naming them,
-and every row states the scale it was judged at. A module whose claims read the profile's cells rather than the
-declared ones declares `on_profile(claim, params)` (FedShift's), and the judge reads those. A paper without that
-builder gets one line saying so; its claims are judged where its notebook runs. Beside each verdict stands the cpu
-profile's verdict on the same claim, from the committed cpu record (`fedlib.ledger.cpu_record`).
+A paper's `bundle_from_runs` (`fedlib.paper.Paper`) builds what its notebook derives from the runs, the tables
+the notebook computes on the CPU (theory, Monte Carlo) left empty; the judge then decides the claims its headlines
+name (with those they require, on the profile's cells where it has `on_profile`), every guard included: a claim
+whose runs the ledger lacks reads "not testable", naming them. A paper without that builder gets one line saying
+so. Beside each verdict stands the cpu profile's, from the committed cpu record (`fedlib.ledger.cpu_record`).
 """
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from fedlib.claims.judge import Claim, judge
+from fedlib.claims.judge import judge
 from fedlib.data import load_dataset
 from fedlib.display import verdict_symbol
 from fedlib.ledger.cpu_record import TO_BE_REBUILT, CpuVerdicts, cpu_column, cpu_note
 from fedlib.ledger.entries import LedgerEntry, held_records
-from fedlib.ledger.priority import headlines
+from fedlib.paper import paper
 from fedlib.paper_params import PaperParams
 from fedlib.report import NOT_COMPUTED, markdown_row
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import Records
 
 
-def headline_claims(notebook: str) -> list[Claim]:
-    """The declared claims that `notebook`'s headlines name, with those they require, in declaration order."""
-    declared = importlib.import_module(f"fedlib.claims.{notebook}").CLAIMS
-    wanted = {name.strip() for h in headlines(notebook) for name in h.claims.split(",")}
-    by_id = {c.id: c for c in declared}
-    todo = list(wanted)
-    while todo:
-        for required in by_id[todo.pop()].requires:
-            if required not in wanted:
-                wanted.add(required)
-                todo.append(required)
-    return [c for c in declared if c.id in wanted]
-
-
 def judged_headlines(notebook: str, params: PaperParams, records: Records, root: str | None) -> pd.DataFrame | str:
     """The claims table of `notebook`'s headline claims judged on `records` (the ledger's runs of its plan; the
     dataset, under the data root `root`, gives the class count the chance guard reads), or why they are not judged."""
-    module = importlib.import_module(f"fedlib.claims.{notebook}")
-    build = getattr(module, "bundle_from_runs", None)
-    if build is None:
-        return (f"`fedlib.claims.{notebook}` builds no bundle from runs alone yet (`bundle_from_runs`); its claims are "
-                "judged where its notebook runs")
+    declared = paper(notebook)
+    if declared.bundle_from_runs is None:
+        return (f"paper {notebook!r} builds no bundle from runs alone yet (`bundle_from_runs`); its claims are judged "
+                "where its notebook runs")
     if "rounds" not in records:
         return "the ledger holds none of its runs"
-    bundle = build(params, records, load_dataset(params.dataset, root=root).num_classes)
-    on_profile = getattr(module, "on_profile", lambda claim, _: claim)
-    return judge([on_profile(claim, params) for claim in headline_claims(notebook)], bundle).table()
+    bundle = declared.bundle_from_runs(params, records, load_dataset(params.dataset, root=root).num_classes)
+    return judge([declared.on(claim, params) for claim in declared.headline_claims()], bundle).table()
 
 
 def ledger_verdicts(params: Mapping[str, PaperParams], specs: Mapping[str, Sequence[RunSpec]],
@@ -63,7 +43,7 @@ def ledger_verdicts(params: Mapping[str, PaperParams], specs: Mapping[str, Seque
     """Per notebook that declares headlines (`params` and `specs`: its parameters and its plan), `judged_headlines`
     on the runs of the ledger's `entries` (`Ledger.entries()`, read once by the caller)."""
     return {name: judged_headlines(name, params[name], held_records(entries, specs[name]), root) for name in params
-            if headlines(name)}
+            if paper(name).headlines}
 
 
 def verdicts_summary(tables: Mapping[str, pd.DataFrame | str]) -> str:
@@ -71,7 +51,7 @@ def verdicts_summary(tables: Mapping[str, pd.DataFrame | str]) -> str:
     headline claims not testable, its runs not computed yet), with the verdicts' symbols."""
     verdicts = [v for name, table in tables.items()
                 for v in (table["verdict"] if isinstance(table, pd.DataFrame)
-                          else [NOT_COMPUTED] * len(headline_claims(name)))]
+                          else [NOT_COMPUTED] * len(paper(name).headline_claims()))]
     counts = Counter(verdicts)
     return (f"**Summary**: {len(verdicts)} headline claims judged on the ledger's runs: "
             + ", ".join(f"{n} {verdict_symbol(v)} {v}" for v, n in counts.most_common()) + ".")
