@@ -10,7 +10,7 @@ import os
 import pytest
 from local_ray import LocalRay
 
-from fedlib.ray_start import START_ATTEMPTS, START_MARK_VARIABLE, RayStartTimeout, start_local_ray
+from fedlib.ray_start import RETRY_PAUSE_S, START_ATTEMPTS, START_MARK_VARIABLE, RayStartTimeout, start_local_ray
 
 TIMEOUT = "The current node timed out during startup. This could happen because ..."
 
@@ -49,14 +49,19 @@ def stand_in(monkeypatch):
     return install
 
 
-def test_a_start_that_times_out_is_retried_then_reported(stand_in):
+def test_a_start_that_times_out_is_retried_after_a_growing_pause_then_reported(stand_in, monkeypatch):
+    import fedlib.ray_start
+
+    pauses = []
+    monkeypatch.setattr(fedlib.ray_start.time, "sleep", pauses.append)
     fake = stand_in(Exception(TIMEOUT), None)
     mark = start_local_ray(num_cpus=1)
-    assert fake.inits == 2 and fake.marked[-1] == mark and fake.marked[0] != mark
-    fake = stand_in(*[Exception(TIMEOUT)] * START_ATTEMPTS)
+    assert fake.inits == 2 and fake.marked[-1] == mark and fake.marked[0] != mark and pauses == [RETRY_PAUSE_S]
+    fake, pauses[:] = stand_in(*[Exception(TIMEOUT)] * START_ATTEMPTS), []
     with pytest.raises(RayStartTimeout, match=f"did not start in {START_ATTEMPTS} attempts .*: {TIMEOUT}"):
-        start_local_ray()
+        start_local_ray(pause_s=2.0)
     assert fake.inits == START_ATTEMPTS and len(set(fake.marked)) == START_ATTEMPTS and None not in fake.marked
+    assert pauses == [2.0 * k for k in range(1, START_ATTEMPTS)]
     assert START_MARK_VARIABLE not in os.environ  # only the starts' own processes carry a mark
 
 
