@@ -19,6 +19,7 @@ this process, in the process pool's workers, on Ray workers and in Flower's clie
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import pkgutil
@@ -54,6 +55,24 @@ class Registry(Mapping[str, T]):
             return component
 
         return add
+
+    @contextlib.contextmanager
+    def override(self, name: str, component: T) -> Iterator[T]:
+        """`component` registered as `name` inside the block, in place of what `name` registers (an unknown name: the
+        registry's KeyError), and that again after it: a test's variant of a registered component."""
+        before = self[name]
+        self._entries[name] = component
+        try:
+            yield component
+        finally:
+            self._entries[name] = before
+
+    def withdraw(self, name: str) -> None:
+        """Forget `name` (a component whose module a test imported and then unloads); an unknown name: the
+        registry's KeyError."""
+        self[name]
+        del self._entries[name]
+        self._examples.pop(name, None)
 
     def __getitem__(self, name: str) -> T:
         if name not in self._entries:

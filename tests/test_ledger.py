@@ -523,17 +523,17 @@ def test_the_commit_a_copy_is_sent_with_wins_over_the_git_it_carries(monkeypatch
     assert git_commit() == ("f" * 40, None)
 
 
-def test_a_paper_without_a_builder_is_said_not_judged(monkeypatch):
+def test_a_paper_without_a_builder_is_said_not_judged():
     """A paper declared without `bundle_from_runs` gets one line saying so, not a verdict."""
     from fedlib.paper import PAPERS
 
-    monkeypatch.setitem(PAPERS._entries, "quickstart", replace(paper("quickstart"), bundle_from_runs=None))
     records = Ledger(ROOT / "evidence" / "gpu").records(experiments(TINY))
-    assert judged_headlines("quickstart", TINY, records, None).startswith(
-        "paper 'quickstart' builds no bundle from runs alone yet")
-    assert "### quickstart\n\nNot judged from the ledger: paper 'quickstart' builds no bundle" in \
-        verdicts_markdown({"quickstart": judged_headlines("quickstart", TINY, records, None)}, "gpu",
-                          committed_cpu_record())
+    with PAPERS.override("quickstart", replace(paper("quickstart"), bundle_from_runs=None)):
+        assert judged_headlines("quickstart", TINY, records, None).startswith(
+            "paper 'quickstart' builds no bundle from runs alone yet")
+        assert "### quickstart\n\nNot judged from the ledger: paper 'quickstart' builds no bundle" in \
+            verdicts_markdown({"quickstart": judged_headlines("quickstart", TINY, records, None)}, "gpu",
+                              committed_cpu_record())
 
 
 # ---- the notebooks rendered from the ledger (`reproduce --from-ledger`) -------------------------------------------

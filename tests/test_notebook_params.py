@@ -169,13 +169,13 @@ def reproduce(tmp_path, monkeypatch):
     notebooks = tmp_path / "notebooks"
     (notebooks / "profiles" / "quickstart").mkdir(parents=True)
     shutil.copy(NOTEBOOKS / "quickstart.py", notebooks)
-    monkeypatch.setitem(PAPERS._entries, "quickstart", dataclasses.replace(paper("quickstart"), notebooks=notebooks))
 
     def no_execution(*args, **kwargs):
         raise AssertionError("papermill started although a parameter is unknown")
 
     monkeypatch.setattr(papermill, "execute_notebook", no_execution)
-    return reproduce_module, notebooks / "profiles" / "quickstart" / "cpu.yaml"
+    with PAPERS.override("quickstart", dataclasses.replace(paper("quickstart"), notebooks=notebooks)):
+        yield reproduce_module, notebooks / "profiles" / "quickstart" / "cpu.yaml"
 
 
 def test_reproduce_rejects_unknown_profile_key_before_executing(reproduce, tmp_path, capsys):

@@ -45,6 +45,28 @@ def test_registry_finds_what_was_registered_and_refuses_a_second_registration():
         del REGISTRIES["test-widget"]
 
 
+def test_override_holds_inside_its_block_only_and_withdraw_forgets():
+    reg: Registry[object] = Registry("test-gadget")
+    try:
+        reg.register("a")(first := object())
+        variant = object()
+        with reg.override("a", variant):
+            assert reg["a"] is variant
+        assert reg["a"] is first
+        with pytest.raises(RuntimeError), reg.override("a", variant):
+            raise RuntimeError("a failing test")
+        assert reg["a"] is first  # restored after an exception too
+        with pytest.raises(KeyError, match="unknown test-gadget 'b'"), reg.override("b", variant):
+            pass
+        reg.withdraw("a")
+        assert "a" not in reg
+        reg.register("a")(first)  # registrable again, no second-registration error
+        with pytest.raises(KeyError, match="unknown test-gadget 'b'"):
+            reg.withdraw("b")
+    finally:
+        del REGISTRIES["test-gadget"]
+
+
 def test_component_module_names_the_defining_module():
     load_components()
     assert component_module("split", "dirichlet") == "fedlib.runs.splits"

@@ -120,7 +120,8 @@ def toy(tmp_path, monkeypatch):
                                                       os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv(ALLOW_VAR, "toy_paper")
     yield paper("toy")
-    PAPERS._entries.pop("toy", None)
+    if "toy" in PAPERS:
+        PAPERS.withdraw("toy")
     for name in [m for m in sys.modules if m == "toy_paper" or m.startswith("toy_paper.")]:
         del sys.modules[name]
 

@@ -1,29 +1,20 @@
-"""Where the application finds the papers' notebooks and claims: the declared papers (`fedlib.paper`), fedlib's and
-those of the modules the user allowed; `NOTEBOOKS` is the checkout's folder of the expected-results files."""
+"""Which of the declared papers (`fedlib.paper`: fedlib's and those of the modules the user allowed) have claims, and
+their judging; `NOTEBOOKS` is the checkout's folder of the expected-results files."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from fedlib.paper import declared, paper, papers
+from fedlib.paper import declared, paper
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 
 
-def available() -> list[str]:
-    """Every declared paper's notebook (read after `allow_imports`: a paper of an allowed module counts)."""
-    return [p.name for p in papers()]
-
-
-def folder(name: str) -> Path:
-    """The folder of paper `name`'s notebook source and its profiles (`Paper.notebooks`)."""
-    return paper(name).notebooks
-
-
 def with_claims(names: Sequence[str]) -> list[str]:
     """Those of `names` whose paper declares claims (the Flower notebook's result is its parity table)."""
-    return [name for name in names if name in declared()]
+    claimed = declared()
+    return [name for name in names if name in claimed]
 
 
 def judge_claims(name: str, bundle: object, out_dir: Path) -> None:

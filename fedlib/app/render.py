@@ -16,6 +16,7 @@ from fedlib.app import notebooks
 from fedlib.claims import evidence
 from fedlib.claims.evidence import EvidenceError
 from fedlib.ledger.entries import git_commit
+from fedlib.paper import paper
 from fedlib.report import collect_report, markdown_row
 from fedlib.runs.entry import write_atomic
 
@@ -84,7 +85,7 @@ def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple
     print(f"[{name}] rendering -> {output}", flush=True)
     start = time.perf_counter()
     try:  # executes the jupytext source (the source of truth), not the committed quick-profile copy
-        folder = notebooks.folder(name)
+        folder = paper(name).notebooks
         nbformat.write(jupytext.read(folder / f"{name}.py"), output)
         papermill.execute_notebook(str(output), str(output), parameters=params, kernel_name="python3",
                                    cwd=str(folder), progress_bar=False, log_output=False,

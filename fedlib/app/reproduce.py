@@ -27,6 +27,7 @@ from fedlib.grids import BUNDLED_DATASETS
 from fedlib.ledger.entries import LedgerError
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
+from fedlib.paper import papers
 from fedlib.paper_params import ParameterError, params_class
 from fedlib.runs import RunStore, parse_selection, run_specs
 from fedlib.runs.pool import default_workers, gpu_count, worker_cap
@@ -96,7 +97,7 @@ def main(argv: Sequence[str] | None = None, *, mode: str | None = None, prog: st
 def checked(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], dict[str, list[str]]]:
     """The notebooks (--only's, each once, else every one), the -p overrides and the --select selection; UsageError
     for a value that cannot be used."""
-    available = notebooks.available()
+    available = [p.name for p in papers()]
     names = list(dict.fromkeys(args.only)) if args.only else available
     unknown = sorted(set(names) - set(available))
     if unknown:
