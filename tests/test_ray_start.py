@@ -83,6 +83,9 @@ def test_the_tests_ray_is_shared_until_it_stops_or_the_pythonpath_changes(stand_
     assert local.start() is None and fake.inits == 3
 
 
-def test_the_tests_ray_reports_a_start_that_timed_out(stand_in):
+def test_the_tests_ray_reports_a_start_that_timed_out(stand_in, monkeypatch):
+    import fedlib.ray_start
+
+    monkeypatch.setattr(fedlib.ray_start.time, "sleep", lambda seconds: None)  # the pauses: the test above
     stand_in(*[Exception(TIMEOUT)] * START_ATTEMPTS)
     assert f"did not start in {START_ATTEMPTS} attempts" in LocalRay().start()
