@@ -15,8 +15,8 @@ import os
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from fedlib.report import (AGREES, AT_ODDS, AT_THIS_SCALE, CONSISTENT, DISAGREES, DIVERGED, ILLUSTRATIVE,
-                           INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, NOTHING_TO_TEST, PARTLY, REPRODUCED, VACUOUS)
+from fedlib.report import (AGREES, AT_THIS_SCALE, DISAGREES, DIVERGED, ILLUSTRATIVE, INCONCLUSIVE, NOT_REPRODUCED,
+                           NOT_TESTABLE, NOTHING_TO_TEST, PARTLY, REPRODUCED, VACUOUS)
 
 GREEN, AMBER, RED, GREY = "#c8e6c9", "#ffe9a8", "#ffcdd2", "#e6e6e6"
 # A verdict's colour says how it reads: supported (green), mixed or undecided (amber), contradicted (red),
@@ -26,7 +26,6 @@ VERDICT_COLOURS: dict[str, str] = {
     PARTLY: AMBER, INCONCLUSIVE: AMBER, VACUOUS: AMBER, AT_THIS_SCALE[INCONCLUSIVE]: AMBER,
     NOT_REPRODUCED: RED, DIVERGED: RED, DISAGREES: RED, AT_THIS_SCALE[NOT_REPRODUCED]: RED,
     **{cause: GREY for cause in NOT_TESTABLE}, NOTHING_TO_TEST: GREY, ILLUSTRATIVE: GREY,
-    CONSISTENT: GREY, AT_ODDS: GREY, AT_THIS_SCALE[AT_ODDS]: GREY,  # a point estimate beside the paper: no test
 }
 # The same four kinds where markdown shows no colour (README.md, docs/results.md, the expected results).
 SYMBOLS = {GREEN: "✅", AMBER: "⚠️", RED: "❌", GREY: "·"}

@@ -63,13 +63,10 @@ DISAGREES = "arithmetic check: disagrees"
 ILLUSTRATIVE = "illustrative"
 INCONCLUSIVE = "inconclusive"
 VACUOUS = "holds (vacuous)"
-CONSISTENT = "consistent with the paper, not tested"
-AT_ODDS = "at odds with the paper, not tested"
 # A claim the paper made at a larger scale than the evidence's: its negative or open verdicts say so
-AT_THIS_SCALE = {NOT_REPRODUCED: "not reproduced at this scale", INCONCLUSIVE: "inconclusive at this scale",
-                 AT_ODDS: "at odds with the paper at this scale, not tested"}
+AT_THIS_SCALE = {NOT_REPRODUCED: "not reproduced at this scale", INCONCLUSIVE: "inconclusive at this scale"}
 VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, DIVERGED, *NOT_TESTABLE, NOTHING_TO_TEST, AGREES, DISAGREES,
-            ILLUSTRATIVE, INCONCLUSIVE, VACUOUS, CONSISTENT, AT_ODDS, *AT_THIS_SCALE.values())
+            ILLUSTRATIVE, INCONCLUSIVE, VACUOUS, *AT_THIS_SCALE.values())
 POSITIVE = (REPRODUCED, PARTLY)  # the verdicts that support a claim
 VACUOUS_FACTOR = 100.0  # a bound more than this many times the measured quantity everywhere says nothing about it
 COLUMNS = ["claim", "paper_value", "measured", "criterion", "evidence", "p_value", "seeds", "verdict"]
@@ -452,12 +449,6 @@ def any_holds(parts: Sequence[tuple[str, Judgement]], *, what: str, alpha: float
     if (p_against < alpha).all():
         return Judgement(NOT_REPRODUCED, criterion, evidence, **tested)
     return Judgement(INCONCLUSIVE, criterion, evidence, **tested)
-
-
-def point_estimate(criterion: str, agrees: bool, *, evidence: str = "") -> Judgement:
-    """A comparison of point estimates (means over seeds, an ordering, a best-of) that no test backs: it can agree
-    with the paper or not, but it tests nothing ("consistent with the paper, not tested" / "at odds ...")."""
-    return Judgement(CONSISTENT if agrees else AT_ODDS, f"{criterion} (point estimates, no test)", evidence)
 
 
 def _tolerance(measured: object, reference: object, rtol: float, atol: float) -> tuple[bool, str, str]:

@@ -670,7 +670,7 @@ theory = Theory(threshold_ratio=th.threshold_ratio(), theorem2=t2, assumed=vals,
                 theorem1_missing=named_runs(records.lacking(fs.theorem1_specs(params))))
 evidence = bundle(params, curves_all, table1=grid, table2=grid2, kmeans=ks, label_bias=lb,
                   label_bias_seeds=lb_seeds,
-                  test_labels=ds.y_test.numpy(), divergence=div_summary, table3=table3, theory=theory,
+                  test_labels=ds.y_test.numpy(), divergence=div, table3=table3, theory=theory,
                   num_classes=ds.num_classes)
 claims = fedshift_claims(evidence)  # fedlib/claims/fedshift.py: each claim's runs, rule, paper value and evidence
 claims.save(out_dir)

@@ -39,8 +39,17 @@ def build(name: str) -> float:
     for cell in executed.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
+        for output in cell.get("outputs", []):
+            if output.get("name") in ("stdout", "stderr"):
+                output["text"] = relative_paths(output["text"])
     nbformat.write(executed, target)
     return time.perf_counter() - start
+
+
+def relative_paths(text: str) -> str:
+    """`text` with this checkout's folder left out of the paths it prints (the store's, the claims'): a committed
+    notebook names them from the repository's root, not the folder of the machine that built it."""
+    return text.replace(f"{NOTEBOOKS.parent}{os.sep}", "")
 
 
 def main(argv: list[str]) -> None:

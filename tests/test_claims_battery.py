@@ -244,8 +244,8 @@ def test_a_claim_whose_prerequisite_failed_has_nothing_to_test(monkeypatch):
 
 # ---- pure noise through the judge, at each profile's own seed count ------------------------------------------------
 
-# Rules that read tables the notebook computes (bundle fields); each is a point estimate ("not tested"), a rule on
-# every seed, or is tested with hand-built tables in its paper's test module
+# Rules that read tables the notebook computes (bundle fields); each is a rule on every seed, tested with hand-built
+# tables in its paper's test module
 FIELD_RULES = {
     "fedaq": {"C1", "C2", "C5", "C6", "C3", "C4a", "C4b", "C6b", "C7", "C7b", "C5b"},
     "fedshift": {"C1", "C2", "C3", "C4", "C5a", "C5b", "C6", "C7", "Ablation", "G1", "G2"},

@@ -69,22 +69,42 @@ def test_the_library_imports_none_of_the_notebook_and_test_tools():
     assert offenders == []
 
 
+def notebook_builder():
+    """scripts/build_notebooks.py as a module (`make notebooks`)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_notebooks", ROOT / "scripts" / "build_notebooks.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    return builder
+
+
 def test_committed_notebooks_carry_the_kernelspec_make_installs():
     """JupyterLab writes the running kernel's spec into a notebook it opens: a difference marks the
     notebook as modified before the reader touched it."""
-    import importlib.util
     import json
 
     install = re.search(r"ipykernel install .*--name (\S+) --display-name \"([^\"]+)\"",
                         (ROOT / "Makefile").read_text())
     assert install, "Makefile no longer installs a named kernel"
     installed = {"name": install.group(1), "display_name": install.group(2), "language": "python"}
-    spec = importlib.util.spec_from_file_location("build_notebooks", ROOT / "scripts" / "build_notebooks.py")
-    builder = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(builder)
+    builder = notebook_builder()
     assert builder.KERNELSPEC == installed
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         assert json.loads(notebook.read_text())["metadata"]["kernelspec"] == installed, notebook.name
+
+
+def test_committed_notebooks_name_paths_from_the_repository_root():
+    """A committed notebook prints the store's and the claims' folders as the repository names them, not the folder
+    of the machine that built it (scripts/build_notebooks.py: `relative_paths`)."""
+    import nbformat
+
+    builder = notebook_builder()
+    assert builder.relative_paths(f"the store ({ROOT}/results/runs)") == "the store (results/runs)"
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        printed = "".join(o.get("text", "") for c in nbformat.read(notebook, as_version=4).cells
+                          for o in c.get("outputs", []))
+        assert not re.findall(r"/\S*/results/", printed), notebook.name
 
 
 def test_make_lab_allows_root_exactly_when_run_as_root():

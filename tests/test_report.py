@@ -129,12 +129,6 @@ def test_paired_equivalence():
     assert R.paired_equivalence([0.0], margin=0.02).verdict in R.NOT_TESTABLE
 
 
-def test_point_estimates_are_never_a_test():
-    assert R.point_estimate("best", True).verdict == R.CONSISTENT == "consistent with the paper, not tested"
-    assert R.point_estimate("best", False).verdict == R.AT_ODDS
-    assert not {R.CONSISTENT, R.AT_ODDS} & set(R.POSITIVE)
-
-
 # ------------------------------------------------------------------------- tolerance / arithmetic / rest
 def test_within_tolerance_states_its_tolerance():
     j = R.within_tolerance([14.54, 196.6], [14.54, 196.57], rtol=0.001)

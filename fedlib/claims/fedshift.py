@@ -34,6 +34,8 @@ PAPER_LOWEST_BITS = 4  # Table I's lowest inferior bit width
 C5B_KL_DROP = 0.10  # the smallest relative drop of the predictions' KL to uniform that counts as "evens the labels"
 GAIN_FLOOR = 0.5  # points of accuracy: the shift's gains are tested above this (the paper's smallest is +0.7, Table I)
 G2_MARGIN = 1.0  # points: the two K-means settings' gains "agree" within this
+C5B_CLOSER = 0.02  # FedShift's share of inferior-class predictions must be this much closer to the labels' share
+C6_DROP = 0.05  # the smallest relative drop of Fig. 9's divergence and drift that counts as "lowers"
 C5A_FLOOR = 0.01  # the baseline's share of predictions in the inferior classes must exceed the labels' by a point
 SHIFT = (False, True)
 
@@ -160,6 +162,7 @@ class FedShiftBundle(Bundle):
     label_bias_seeds: pd.DataFrame  # `fs.label_bias` of Fig. 8's runs: one row per (shift, seed)
     test_labels: np.ndarray
     divergence: pd.DataFrame  # Fig. 9: mean divergence per kind (index global / drift), columns baseline / FedShift
+    divergence_seeds: pd.DataFrame  # the same means per seed: index (what, seed), columns baseline / FedShift
     table3: pd.DataFrame  # Table III from the codecs beside the paper's columns
     theory: Theory
 
@@ -177,13 +180,15 @@ def _per_round(rounds: pd.DataFrame, runs: pd.DataFrame, ids: list[str]) -> pd.D
 def bundle(params: fs.FedShiftParams, rounds: pd.DataFrame, *, table1: pd.DataFrame, table2: pd.DataFrame,
            kmeans: pd.DataFrame, label_bias: pd.DataFrame, label_bias_seeds: pd.DataFrame, test_labels: np.ndarray,
            divergence: pd.DataFrame, table3: pd.DataFrame, theory: Theory, num_classes: int) -> FedShiftBundle:
-    """FedShift's bundle: `rounds` (every run's per-round records) split by grid for the judge, and the tables."""
+    """FedShift's bundle: `rounds` (every run's per-round records) split by grid for the judge, and the tables
+    (`divergence`: Fig. 9's rows, `fs.divergence_rows`)."""
     grids = {"table1": table1, "table2": table2, "kmeans": kmeans}
     records = {name: _per_round(rounds, runs, IDS[name]) for name, runs in grids.items()}
+    per_seed = divergence.groupby(["what", "seed", "model"])["value"].mean().unstack("model")
     return FedShiftBundle(params, records, num_classes, table1=table1, table2=table2, kmeans=kmeans,
                           gains=ShiftGains.of(table1), label_bias=label_bias, label_bias_seeds=label_bias_seeds,
-                          test_labels=np.asarray(test_labels),
-                          divergence=divergence, table3=table3, theory=theory)
+                          test_labels=np.asarray(test_labels), divergence=fs.divergence_summary(divergence),
+                          divergence_seeds=per_seed, table3=table3, theory=theory)
 
 
 NO_THEORY = Theory(threshold_ratio=float("nan"), theorem2=pd.DataFrame(), assumed={}, bound_at_1e6=float("nan"),
@@ -205,7 +210,7 @@ def bundle_from_runs(params: fs.FedShiftParams, records: Records, num_classes: i
     return bundle(params, fs.record_table(records, "rounds"), table1=table1, table2=fs.table2_runs(runs),
                   kmeans=fs.kmeans_setting_runs(runs, params.kmeans_reference_bits),
                   label_bias=fs.label_bias_means(bias), label_bias_seeds=bias, test_labels=np.array([], dtype=int),
-                  divergence=fs.divergence_summary(fs.divergence_rows(records, shown)), table3=pd.DataFrame(),
+                  divergence=fs.divergence_rows(records, shown), table3=pd.DataFrame(),
                   theory=NO_THEORY, num_classes=num_classes)
 
 
@@ -383,27 +388,58 @@ def leans_inferior(b: FedShiftBundle) -> Finding:
 
 
 def evens_labels(b: FedShiftBundle) -> Finding:
-    """C5b: the shift moves the predictions' label share toward the labels' and flattens their histogram."""
+    """C5b: the shift moves the predictions' label share toward the labels' (by more than `C5B_CLOSER`) and lowers
+    their histogram's KL to uniform (by at least `C5B_KL_DROP`), both paired by seed."""
     base_share, shift_share, true_share = _share(b, "baseline"), _share(b, "FedShift"), _labels_share(b)
-    closer = abs(shift_share - true_share) < abs(base_share - true_share) - 0.02
     kl_base, kl_shift = b.label_bias.loc["baseline", "kl_to_uniform"], b.label_bias.loc["FedShift", "kl_to_uniform"]
-    flatter = kl_shift < (1 - C5B_KL_DROP) * kl_base
+    seeds = b.label_bias_seeds.assign(shift=b.label_bias_seeds["shift"].astype(bool))
+    base, shifted = (seeds[seeds["shift"] == s].set_index("seed") for s in (False, True))
+    closer = ((base["share_inferior_classes"] - true_share).abs()
+              - (shifted["share_inferior_classes"] - true_share).abs())
+    flatter = _drop(base["kl_to_uniform"], shifted["kl_to_uniform"])
     return Finding(f"share in inferior classes {base_share:.3f} -> {shift_share:.3f} (labels {true_share:.3f}); "
                    f"KL to uniform {kl_base:.3f} -> {kl_shift:.3f}",
-                   report.point_estimate("FedShift's share of predictions in the inferior classes closer to the "
-                                         f"labels' share by more than 0.02 and its KL to uniform >= {C5B_KL_DROP:.0%} "
-                                         "lower", closer and flatter,
-                                         evidence=f"mean over {len(b.params.seeds)} seed(s)"))
+                   report.all_hold([
+                       ("share closer to the labels'", report.paired_gain(
+                           closer, threshold=C5B_CLOSER, test="t",
+                           evidence=f"|baseline's share - labels'| - |FedShift's - labels'| per seed, {len(closer)} "
+                                    "seed(s)")),
+                       (f"KL to uniform >= {C5B_KL_DROP:.0%} lower", report.paired_gain(
+                           flatter, threshold=C5B_KL_DROP, test="t",
+                           evidence=f"1 - FedShift's KL / the baseline's per seed, {len(flatter)} seed(s)"))],
+                       what="FedShift's predictions closer to the labels' share and flatter"))
 
 
 def lowers_divergence(b: FedShiftBundle) -> Finding:
-    """C6: the shift lowers Fig. 9's global divergence and client drift by >= 5% each."""
-    d = b.divergence
-    lower = {w: d.loc[w, "FedShift"] < 0.95 * d.loc[w, "baseline"] for w in ("global", "drift")}
-    return Finding(", ".join(f"{w}: {d.loc[w, 'baseline']:.3f} -> {d.loc[w, 'FedShift']:.3f}" for w in lower),
-                   report.point_estimate("FedShift's mean global divergence and mean client drift each >= 5% below "
-                                         "the baseline's", all(lower.values()),
-                                         evidence=f"{len(b.params.seeds)} seed(s), all rounds and layers"))
+    """C6: the shift lowers Fig. 9's global divergence and client drift by at least `C6_DROP` each, paired by seed
+    (each seed's mean over rounds and layers)."""
+    d, per_seed = b.divergence, b.divergence_seeds
+    parts = [(f"{what} >= {C6_DROP:.0%} lower", report.paired_gain(
+                  drops, threshold=C6_DROP, test="t",
+                  evidence=f"1 - FedShift's mean {what} / the baseline's per seed, {len(drops)} seed(s)"))
+             for what in ("global", "drift")
+             for drops in [_drop(*(_column(per_seed, what, m) for m in ("baseline", "FedShift")))]]
+    return Finding(", ".join(f"{w}: {_cell(d, w, 'baseline'):.3f} -> {_cell(d, w, 'FedShift'):.3f}"
+                             for w in ("global", "drift")),
+                   report.all_hold(parts, what="FedShift's global divergence and client drift each lower"))
+
+
+def _drop(before: pd.Series, after: pd.Series) -> pd.Series:
+    """The relative drop 1 - after / before per seed (index: seed); a seed missing on one side is NaN, which the
+    paired test reads as a run not computed."""
+    before, after = before.astype(float), after.astype(float)
+    return 1 - after / before
+
+
+def _column(per_seed: pd.DataFrame, what: str, model: str) -> pd.Series:
+    """Fig. 9's per-seed mean of `what` for `model`; no seeds where it is absent."""
+    if what not in per_seed.index.get_level_values("what") or model not in per_seed:
+        return pd.Series(dtype=float)
+    return per_seed.loc[what, model]
+
+
+def _cell(summary: pd.DataFrame, what: str, model: str) -> float:
+    return float(summary.loc[what, model]) if what in summary.index and model in summary else float("nan")
 
 
 def dirichlet_gains(b: FedShiftBundle) -> Finding:

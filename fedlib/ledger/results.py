@@ -148,7 +148,7 @@ def results_block(results: Sequence[HeadlineResult], cpu: CpuVerdicts, scale_of:
              f"from the ledger): {_counts([r.gpu[0] for r in results])}; {len(judged)} of {len(results)} testable on "
              "the runs computed so far.", "",
              "✅ reproduced or agrees · ⚠️ partly, inconclusive or vacuous · ❌ not reproduced, diverged or "
-             "disagrees · `·` not a test here (not testable, illustrative, a point estimate beside the paper). "
+             "disagrees · `·` not a test here (not testable, illustrative). "
              f"[How to read a verdict]({prefix}docs/results.md#how-to-read-a-verdict).", ""]
     stamps = "; ".join(f"{stamp} ({', '.join(names)})" for stamp, names in cpu.stamps().items())
     order = list(TITLES)  # the papers first, the quickstart last
