@@ -210,7 +210,7 @@ def test_code_versions_change_with_the_code_a_run_builds_only(tmp_path):
 
     [before] = keys([])
     assert len(set(before.values())) == len(before)
-    edit(package / "papers" / "fedshift.py", '.fillna("")\n', '.fillna("-")\n')  # a display helper
+    edit(package / "papers" / "fedshift" / "__init__.py", '.fillna("")\n', '.fillna("-")\n')  # a display helper
     edit(package / "federation.py", "def run_federation(\n", "def run_federation(  # a comment\n")
     edit(package / "algorithms" / "fedavg.py", '"""FedAvg (McMahan', '"""FedAvg, a docstring edit (McMahan')
     (package / "algorithms" / "fedsomething.py").write_text(
