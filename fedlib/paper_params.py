@@ -7,7 +7,7 @@ one-line docs and valid values.
 
     QuickstartParams.from_mapping({"rounds": 40}, "notebooks/profiles/quickstart/cpu.yaml")
 
-Every paper's class is its `Paper`'s `params` (`params_class` finds it there) and subclasses
+Every paper's class is its `Paper`'s `params` (`fedlib.paper.params_class` finds it there) and subclasses
 `PaperParams`, which holds the fields scripts/reproduce.py sets for every notebook. Construction checks each value
 against its field's annotation (`int`, `float`, `str`, `bool`, `X | None`, `Literal[...]`, `tuple[X, ...]`,
 `Mapping[K, V]`, `Any`): YAML lists become tuples and dicts `FrozenMap`s, so an instance is hashable; an int is a
@@ -251,12 +251,3 @@ class PaperParams:
                 if v is not None and not ok(v):
                     raise ParameterError(f"{type(self).__name__}.{name} {must}, got {v!r}")
 
-
-def params_class(notebook: str) -> type[PaperParams]:
-    """The parameters class of the paper declared as `notebook` (`fedlib.paper`)."""
-    from fedlib.paper import paper  # the papers' modules import this one
-
-    try:
-        return paper(notebook).params
-    except KeyError as err:
-        raise ParameterError(f"notebook {notebook!r} is no declared paper: {err.args[0]}") from None

@@ -96,7 +96,7 @@ import seaborn as sns
 import torch
 
 from fedlib import build_model, load_dataset
-from fedlib.claims.fedaq import (TABLE_OF_MODE, adaquantfl_sweep, bundle_from_runs, claims as fedaq_claims,
+from fedlib.papers.fedaq.claims import (TABLE_OF_MODE, adaquantfl_sweep, bundle_from_runs, claims as fedaq_claims,
                                 fixed_sweep, savings)
 from fedlib.codecs import make_codec
 from fedlib.codecs.base import Identity
@@ -282,7 +282,7 @@ if records.complete(first_fedaq, "The side information's share"):
 # (mJ) and round are read at the first round that reaches the target; saving = (E_base − E_FedAQ)/E_base.
 
 # %%
-tables = {}  # mode -> its Table II-IV analogue (fedlib/claims/fedaq.py: savings)
+tables = {}  # mode -> its Table II-IV analogue (fedlib/papers/fedaq/claims.py: savings)
 paper_rows = pd.DataFrame([{"table": TABLE_OF_MODE[mode], "mode": mode, "paper row": row,
                             "paper target": t, "paper baseline mJ": b, "paper FedAQ mJ": p, "paper saving %": s}
                            for mode, rows_ in PAPER_TABLES.items() for row, (t, b, p, s) in rows_.items()])
@@ -360,7 +360,7 @@ if records.complete(first_fedaq, "Fig. 2 analogue"):
 # %%
 fixed_specs = cell_specs(specs, "joint", *(f"fixed{b}" for b in params.fixed_bits))
 if records.shown(fixed_specs, "The fixed-bit sweep"):
-    sweep_targets, sweep, best_fixed_at = fixed_sweep(runs, record, params)  # fedlib/claims/fedaq.py
+    sweep_targets, sweep, best_fixed_at = fixed_sweep(runs, record, params)  # fedlib/papers/fedaq/claims.py
     sweep_wide = sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median")
     sweep_wide["final_acc"] = sweep.groupby("scheme")["final_acc"].mean()
     print(f"median energy (mJ) over seeds to each target, joint mode; best fixed width per target: {best_fixed_at}")
@@ -385,7 +385,7 @@ if records.complete(alpha_specs + fixed_specs, "The α sweep"):  # at the fixed-
     print("alpha sweep (medians over seeds):")
     print(alpha_table.to_string(index=False))
 if records.complete(cell_specs(specs, "up", "fedaq", "adaquantfl", sweeps=True), "The AdaQuantFL s0 sweep"):
-    up_targets, s0_sweep, best_s0_at = adaquantfl_sweep(runs, record, params)  # fedlib/claims/fedaq.py
+    up_targets, s0_sweep, best_s0_at = adaquantfl_sweep(runs, record, params)  # fedlib/papers/fedaq/claims.py
     print(f"\nAdaQuantFL s0 sweep (uplink mode), best AdaQuantFL per target: {best_s0_at}")
     display(s0_sweep.pivot_table(index="scheme", columns="target_acc", values="energy_mJ", aggfunc="median"))
 
@@ -500,7 +500,7 @@ quad.groupby(["n", "theorem", "scheme"])[["lhs", "uplink", "downlink", "initial_
 # %% [markdown]
 # ## Claims
 #
-# Each claim is declared in `fedlib/claims/fedaq.py` (its id, the paper's words, the runs it reads, its rule); one
+# Each claim is declared in `fedlib/papers/fedaq/claims.py` (its id, the paper's words, the runs it reads, its rule); one
 # judge checks the runs it reads first (all present, none diverged or at chance, enough seeds), then applies the
 # rule from `fedlib.report` (criterion and evidence columns). Energy and rounds to a target are compared seed by
 # seed with `fedlib.targets`: a run that never reaches the target counts as worse, not dropped.

@@ -105,7 +105,7 @@ from fedlib.papers import fedshift as fs
 from fedlib.notebook_runs import notebook_records
 from fedlib.runs import build_run
 from fedlib.runs.spec import named_runs
-from fedlib.claims.fedshift import (ShiftGains, Theory, bundle, claims as fedshift_claims, figure_algorithm, figure_runs,
+from fedlib.papers.fedshift.claims import (ShiftGains, Theory, bundle, claims as fedshift_claims, figure_algorithm, figure_runs,
                                     figure_specs, kmeans_gain, table1_of)
 from fedlib.paths import results_dir
 from theory import fedshift as th
@@ -271,7 +271,7 @@ plt.show()
 # The paper's cells (CIFAR-10, 800 rounds, 3 seeds) are shown beside ours where the bit width matches.
 
 # %%
-grid = table1_of(runs, params)  # Table I's runs as the claims read them (fedlib/claims/fedshift.py)
+grid = table1_of(runs, params)  # Table I's runs as the claims read them (fedlib/papers/fedshift/claims.py)
 grid.to_csv(out_dir / "table1_runs.csv", index=False)
 records.complete(fs.table1_specs(params), "Table I's missing cells")
 if len(grid):
@@ -280,7 +280,7 @@ if len(grid):
     display(fs.beside_paper(t1, ["quantizer", "algorithm"]))
 
 # %%
-gains = ShiftGains.of(grid)  # FedShift minus its baseline on the same seed (fedlib/claims/fedshift.py)
+gains = ShiftGains.of(grid)  # FedShift minus its baseline on the same seed (fedlib/papers/fedshift/claims.py)
 if records.complete(fs.table1_specs(params), "FedShift's gains"):
     paper_gains = th.PAPER_TABLE1.pivot_table(index=["algorithm", "bits"], columns="shift", values="paper_acc")
     paper_gains = (paper_gains[True] - paper_gains[False]).unstack("bits")
@@ -657,7 +657,7 @@ plt.show()
 
 # %% [markdown]
 # ## Claims
-# `fedlib/claims/fedshift.py` declares each claim: its paper value, the runs it reads (this profile's cells) and
+# `fedlib/papers/fedshift/claims.py` declares each claim: its paper value, the runs it reads (this profile's cells) and
 # its rule. One judge (`fedlib.claims.judge`) checks every claim's runs first: a missing run or a NaN accuracy reads
 # "not testable" and names the run, a diverged or at-chance run "not reproduced (diverged)", fewer than two seeds
 # "not testable"; then the rule (from `fedlib.report`, stated in the `criterion` column) judges the tables above.
@@ -672,7 +672,7 @@ evidence = bundle(params, curves_all, table1=grid, table2=grid2, kmeans=ks, labe
                   label_bias_seeds=lb_seeds,
                   test_labels=ds.y_test.numpy(), divergence=div, table3=table3, theory=theory,
                   num_classes=ds.num_classes)
-claims = fedshift_claims(evidence)  # fedlib/claims/fedshift.py: each claim's runs, rule, paper value and evidence
+claims = fedshift_claims(evidence)  # fedlib/papers/fedshift/claims.py: each claim's runs, rule, paper value and evidence
 claims.save(out_dir)
 print(f"total notebook run time: {time.perf_counter() - t_start:.0f} s")
 claims_table = claims.table()

@@ -110,7 +110,7 @@ from fedlib.models import build_model, count_parameters
 from fedlib.papers import mucsc as paper
 from fedlib.papers.mucsc import D_CIFAR, D_FEMNIST, LABELS, Setup, links, message_bits, table2, traffic_tables
 from fedlib.notebook_runs import notebook_records
-from fedlib.claims import mucsc as mucsc_claims
+from fedlib.papers.mucsc import claims as mucsc_claims
 from fedlib.paths import results_dir
 import theory.mucsc as th
 
@@ -492,7 +492,7 @@ print("bound (32) precondition:", b32)
 # ## 9. Claims
 
 # %%
-# The claims are declared in fedlib/claims/mucsc.py over one bundle of the tables above; one judge applies every
+# The claims are declared in fedlib/papers/mucsc/claims.py over one bundle of the tables above; one judge applies every
 # guard (each declared run present with finite accuracy, none diverged or at chance, >= 2 seeds) before a claim's
 # rule (fedlib.report; criterion and evidence columns). Tables II-V and C4/C6 recompute the paper's numbers from its
 # own inputs (d, T, Eqs. 16-17): arithmetic checks, not reproductions. A claim whose runs a parameter left out

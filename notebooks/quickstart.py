@@ -63,11 +63,11 @@ import seaborn as sns
 
 from fedlib.data import label_counts, load_dataset
 from fedlib.models import build_model, count_parameters
-from fedlib.papers.quickstart import experiments
 from fedlib.notebook_runs import notebook_records
-from fedlib.runs import build_run
-from fedlib.claims.quickstart import bundle as quickstart_bundle, claims as quickstart_claims
+from fedlib.papers.quickstart import experiments
+from fedlib.papers.quickstart.claims import bundle as quickstart_bundle, claims as quickstart_claims
 from fedlib.paths import results_dir
+from fedlib.runs import build_run
 
 out = results_dir("quickstart", params.results_root)
 ds = load_dataset(params.dataset, root=params.data_root)
@@ -145,7 +145,7 @@ summary.round(4)
 
 # %% [markdown]
 # ## Claims
-# Both claims are declared in `fedlib/claims/quickstart.py` and judged by one judge (`fedlib.claims.judge`):
+# Both claims are declared in `fedlib/papers/quickstart/claims.py` and judged by one judge (`fedlib.claims.judge`):
 # first its guards (every run present, none diverged or at chance, i.e. final accuracy <= 1.2/classes, at least
 # two seeds), then the rule, stated in the table's `criterion` column and paired by seed: SCAFFOLD must beat
 # FedAvg − 0.01 by a one-sided paired t test; FedProx must stay within ±0.02 of FedAvg by two one-sided tests
@@ -153,7 +153,7 @@ summary.round(4)
 # its evidence, which `reproduce --claims-only` judges again without running anything.
 
 # %%
-claims = quickstart_claims(quickstart_bundle(record, params, ds.num_classes))  # fedlib/claims/quickstart.py
+claims = quickstart_claims(quickstart_bundle(record, params, ds.num_classes))  # fedlib/papers/quickstart/claims.py
 claims.save(out)
 claims_table = claims.table()
 scorecard.show(claims_table)

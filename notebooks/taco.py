@@ -124,11 +124,11 @@ import seaborn as sns
 from IPython.display import Markdown
 
 from fedlib import load_dataset, targets
-from fedlib.claims.taco import bundle as taco_bundle
-from fedlib.claims.taco import claims as taco_claims
-from fedlib.paths import results_dir
-from fedlib.papers import taco as tp
 from fedlib.notebook_runs import notebook_records
+from fedlib.papers import taco as tp
+from fedlib.papers.taco.claims import bundle as taco_bundle
+from fedlib.papers.taco.claims import claims as taco_claims
+from fedlib.paths import results_dir
 from theory import taco as th
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -573,7 +573,7 @@ full_table(th.theorem_scope())
 # %% [markdown]
 # ## Claims
 #
-# Each claim is declared in `fedlib/claims/taco.py` (its words, the paper's value, the runs it reads, its rule) and
+# Each claim is declared in `fedlib/papers/taco/claims.py` (its words, the paper's value, the runs it reads, its rule) and
 # judged by `fedlib.claims.judge`: a missing run or a NaN -> not testable, a diverged or at-chance run it does not
 # expect to fail -> not reproduced (diverged), too few seeds -> not testable, then the rule (criterion and evidence
 # columns). Main-run claims are paired by seed; the secondary grids' point rules (ties below `margin_pts` points)

@@ -82,7 +82,7 @@ def test_papers_pass_the_augmentation_to_every_run(notebook, augment):
 
     from dataclasses import replace
 
-    from fedlib.paper_params import params_class
+    from fedlib.paper import params_class
 
     experiments = importlib.import_module(f"fedlib.papers.{notebook}").experiments
     params = params_class(notebook)()

@@ -29,6 +29,8 @@ from fedlib.claims import judge
 from fedlib.claims.noise import (K, NULL_EDGE, ROUNDS, RULE_SEEDS, bound, declared_verdict, fed, paper_rules,
                                  noise_cases, params, positive_rate, profile_seed_counts, reading, records, verdict)
 from fedlib.paper import declared
+from fedlib.paper.bundle import Bundle
+from fedlib.paper.claim import Claim, Runs
 
 DRAWS = 300  # noise draws per rule and seed count: 3 SE of a 5% rate is 3.8 points
 NOISE = 0.5  # spread of a pair's measurement
@@ -111,12 +113,12 @@ DECLARED = [(paper, claim) for paper, claims in declared().items() for claim in 
 SEEDS = [0, 1, 2, 3, 4, 5]
 
 
-def _records(claim: judge.Claim, shape: Callable[[dict, int], tuple[float, float]],
+def _records(claim: Claim, shape: Callable[[dict, int], tuple[float, float]],
              seeds: list[int] = SEEDS) -> dict[str, pd.DataFrame]:
     return records(claim, shape, seeds)
 
 
-def _verdict(paper: str, claim: judge.Claim, evidence: dict[str, pd.DataFrame], seeds: list[int] = SEEDS,
+def _verdict(paper: str, claim: Claim, evidence: dict[str, pd.DataFrame], seeds: list[int] = SEEDS,
              given=None) -> str:
     return verdict(paper, claim, evidence, seeds, given)
 
@@ -125,12 +127,12 @@ def _healthy(cell: dict, seed: int) -> tuple[float, float]:
     return 0.8, 3.0
 
 
-def _guarded(claim: judge.Claim) -> judge.Runs:
+def _guarded(claim: Claim) -> Runs:
     """The first runs of the claim that may not diverge."""
     return next(r for r in claim.reads if not r.may_diverge)
 
 
-def _edit_first_run(claim: judge.Claim, records: dict[str, pd.DataFrame],
+def _edit_first_run(claim: Claim, records: dict[str, pd.DataFrame],
                     edit: Callable[[pd.DataFrame, np.ndarray], pd.DataFrame], seed: int = SEEDS[0]):
     runs = _guarded(claim)
     table = records[runs.table].copy()
@@ -144,7 +146,7 @@ def _set_last(column: str, value: float) -> Callable[[pd.DataFrame, np.ndarray],
     return edit
 
 
-def _duplicate_seeds(paper: str, claim: judge.Claim) -> str:
+def _duplicate_seeds(paper: str, claim: Claim) -> str:
     """A seed listed twice: the parameters refuse it, so the judge meets it only in edited evidence."""
     given = params(paper, claim, SEEDS)
     for runs in claim.reads:
@@ -152,7 +154,7 @@ def _duplicate_seeds(paper: str, claim: judge.Claim) -> str:
     return _verdict(paper, claim, _records(claim, _healthy), given=given)
 
 
-GUARD_CASES: dict[str, Callable[[str, judge.Claim], str]] = {
+GUARD_CASES: dict[str, Callable[[str, Claim], str]] = {
     "every run at chance": lambda p, c: _verdict(p, c, _records(c, lambda cell, seed: (1 / K, 3.0))),
     "one run missing": lambda p, c: _verdict(p, c, _edit_first_run(c, _records(c, _healthy),
                                                                     lambda t, hit: t[~hit], SEEDS[-1])),
@@ -175,7 +177,7 @@ GUARD_CASES: dict[str, Callable[[str, judge.Claim], str]] = {
 READING = reading()
 
 
-def _id(case: tuple[str, judge.Claim]) -> str:
+def _id(case: tuple[str, Claim]) -> str:
     return f"{case[0]}:{case[1].id}"
 
 
@@ -190,7 +192,7 @@ def test_every_paper_declares_claims_with_unique_ids():
 def test_healthy_evidence_passes_every_guard(case):
     """The declaration is satisfiable: healthy runs in the declared tables and cells reach the rule."""
     claim = case[1]
-    assert judge.guard(claim, judge.Bundle(params(case[0], claim, SEEDS), _records(claim, _healthy), K)) is None
+    assert judge.guard(claim, Bundle(params(case[0], claim, SEEDS), _records(claim, _healthy), K)) is None
 
 
 @pytest.mark.parametrize("scenario", GUARD_CASES)
@@ -209,7 +211,7 @@ def test_a_seed_listed_twice_is_refused_by_the_parameters_and_named_by_the_judge
     paper, claim = next((p, c) for p, c in READING if p == "quickstart")
     given = params(paper, claim, SEEDS)
     object.__setattr__(given, "seeds", (0, 0, 1))
-    found = judge.judge_one(claim, judge.Bundle(given, _records(claim, _healthy), K)).judgement
+    found = judge.judge_one(claim, Bundle(given, _records(claim, _healthy), K)).judgement
     assert found.verdict in R.NOT_TESTABLE and "lists a seed twice" in found.evidence
 
 
@@ -226,7 +228,7 @@ def test_the_reference_baseline_may_not_diverge():
 
 
 def test_a_claim_whose_prerequisite_failed_has_nothing_to_test(monkeypatch):
-    import fedlib.claims.quickstart as q
+    import fedlib.papers.quickstart.claims as q
     from fedlib.papers.quickstart import QuickstartParams
 
     chained = (q.CLAIMS[0], replace(q.CLAIMS[1], requires=("Q1",)))

@@ -11,9 +11,9 @@ from scipy import stats
 
 from fedlib import report
 from fedlib.claims import evidence as saved
-from fedlib.claims.fedaq import CLAIMS, bundle, bundle_from_runs, claims, savings
 from fedlib.claims.judge import missing_runs
 from fedlib.papers.fedaq import FedAQParams
+from fedlib.papers.fedaq.claims import CLAIMS, bundle, bundle_from_runs, claims, savings
 
 SEEDS = [1, 2, 3, 4, 5]  # five seeds: a sign test can decide the energy claims (three never can)
 ACC = [0.5, 0.7, 0.85, 0.9]  # reaches the 0.8 target at round 3

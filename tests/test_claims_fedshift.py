@@ -11,12 +11,12 @@ from scipy import stats
 
 from fedlib import report
 from fedlib.claims import evidence as saved
-from fedlib.claims import fedshift as claims_module
-from fedlib.claims.fedshift import CLAIMS, ShiftGains, Theory, bundle, bundle_from_runs, claims, on_profile
-from fedlib.contracts import SERVER
 from fedlib.claims.ledger_verdicts import judged_headlines
+from fedlib.contracts import SERVER
 from fedlib.papers import fedshift as fs
+from fedlib.papers.fedshift import claims as claims_module
 from fedlib.papers.fedshift import FedShiftParams
+from fedlib.papers.fedshift.claims import CLAIMS, ShiftGains, Theory, bundle, bundle_from_runs, claims, on_profile
 from fedlib.runs.runner import tidy_runs
 from theory import fedshift as th
 

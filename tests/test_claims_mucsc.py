@@ -16,13 +16,13 @@ from scipy import stats
 from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims.judge import judge
-from fedlib.claims.mucsc import CLAIMS, bundle, bundle_from_runs, claims
+from fedlib.claims.ledger_verdicts import judged_headlines
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger.entries import Ledger
-from fedlib.claims.ledger_verdicts import judged_headlines
 from fedlib.paper import PAPERS
 from fedlib.papers import mucsc as paper
 from fedlib.papers.mucsc import LABELS, METHODS, MucscParams, setting_label, table2, traffic_tables
+from fedlib.papers.mucsc.claims import CLAIMS, bundle, bundle_from_runs, claims
 from fedlib.runs import RunStore, run_specs
 
 PARAMS = MucscParams(seeds=[0, 1, 2], rounds=2, methods=METHODS, partitions=["iid", "noniid"], zu=16,

@@ -9,8 +9,8 @@ import pytest
 from scipy import stats
 
 from fedlib import report
-from fedlib.claims.quickstart import bundle, claims
 from fedlib.papers.quickstart import QuickstartParams
+from fedlib.papers.quickstart.claims import bundle, claims
 
 PARAMS = QuickstartParams(rounds=2, mu=0.01)
 

@@ -8,8 +8,8 @@ import pandas as pd
 
 from fedlib.app.render import judge_again, write_stamp
 from fedlib.claims import evidence
-from fedlib.claims.quickstart import bundle, claims
 from fedlib.papers.quickstart import QuickstartParams
+from fedlib.papers.quickstart.claims import bundle, claims
 
 
 def _rendered(folder) -> None:

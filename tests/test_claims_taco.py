@@ -12,15 +12,15 @@ from scipy import stats
 
 from fedlib import report
 from fedlib.claims import evidence as saved
-from fedlib.claims.taco import CLAIMS as CLAIMS_DECLARED
 from fedlib.claims.judge import judge, missing_runs
-from fedlib.claims.taco import LEAD, TIE, bundle, bundle_from_runs, claims
-from fedlib.grids import notebook_parameters
 from fedlib.claims.ledger_verdicts import judged_headlines
+from fedlib.grids import notebook_parameters
+from fedlib.notebook_runs import NotebookRecords, notebook_records
 from fedlib.paper import paper
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import Detection, TacoParams
-from fedlib.notebook_runs import NotebookRecords, notebook_records
+from fedlib.papers.taco.claims import CLAIMS as CLAIMS_DECLARED
+from fedlib.papers.taco.claims import LEAD, TIE, bundle, bundle_from_runs, claims
 
 ALGORITHMS = ["FedAvg", "FedProx", "FoolsGold", "Scaffold", "STEM", "FedACG", "TACO"]
 OSCILLATION = ["TACO", "FedAvg", tp.UNIFORM_AGGREGATION, tp.PREVIOUS_WEIGHTS]

@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 
 from fedlib import report
-from fedlib.claims import fedaq
 from fedlib.claims.decidability import JUDGING_PROFILES, decidability, notebook_decidability
 from fedlib.dryrun import print_decidability
 from fedlib.grids import notebook_parameters
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper import declared
+from fedlib.papers.fedaq import claims as fedaq
 from fedlib.papers.fedaq import FedAQParams
 
 @pytest.mark.parametrize("profile", JUDGING_PROFILES)

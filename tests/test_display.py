@@ -48,7 +48,7 @@ def test_scorecard_counts_each_verdict_and_links_to_the_claims():
 def test_scorecard_counts_errata_checks_apart_from_the_experiments():
     """TACO's Lemma 2 and Corollary 2 rows check formulas the paper prints: their "not reproduced" stands on the
     errata line, not among the experimental verdicts."""
-    from fedlib.claims.taco import CLAIMS
+    from fedlib.papers.taco.claims import CLAIMS
     from fedlib.report import Claims, criterion_met
 
     assert {c.id for c in CLAIMS if c.erratum} == {"L2", "Cor2"}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.paper_params import params_class
+from fedlib.paper import params_class
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "report").glob("*.md"))]

@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 
 from fedlib import report
-from fedlib.claims import evidence, quickstart
-from fedlib.claims.bundle import Bundle
+from fedlib.claims import evidence
 from fedlib.claims.evidence import EvidenceError
+from fedlib.paper.bundle import Bundle
 from fedlib.papers.quickstart import QuickstartParams
+from fedlib.papers.quickstart import claims as quickstart
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,14 @@ class RichBundle(Bundle):
 
 
 @pytest.fixture(autouse=True)
-def rich_bundle_in_fedlib_claims(monkeypatch):
-    """RichBundle as if a claims module defined it (load only accepts bundle classes of fedlib.claims modules)."""
-    module = types.ModuleType("fedlib.claims.rich")
+def rich_bundle_in_a_papers_folder(monkeypatch):
+    """RichBundle as if a paper's claims module defined it (load only accepts bundle classes of the papers' folders,
+    `fedlib.papers`)."""
+    module = types.ModuleType("fedlib.papers.rich")
     module.RichBundle, module.Detail = RichBundle, Detail
-    monkeypatch.setitem(sys.modules, "fedlib.claims.rich", module)
+    monkeypatch.setitem(sys.modules, "fedlib.papers.rich", module)
     for cls in (RichBundle, Detail):
-        monkeypatch.setattr(cls, "__module__", "fedlib.claims.rich")
+        monkeypatch.setattr(cls, "__module__", "fedlib.papers.rich")
 
 
 def rich() -> RichBundle:
@@ -106,8 +108,8 @@ def _manifest(tmp_path) -> dict:
     return json.loads((tmp_path / "evidence" / "manifest.json").read_text())
 
 
-@pytest.mark.parametrize("name", ["os:system", "fedlib.runs.store:RunStore", "fedlib.claims.quickstart:claims",
-                                  "fedlib.claims.judge:Bundle.__init__"])
+@pytest.mark.parametrize("name", ["os:system", "fedlib.runs.store:RunStore", "fedlib.papers.quickstart.claims:claims",
+                                  "fedlib.paper.bundle:Bundle.__init__"])
 def test_a_manifest_cannot_choose_code_outside_the_bundle_classes(tmp_path, name):
     evidence.save(rich(), tmp_path, "quickstart")
     manifest = _manifest(tmp_path)

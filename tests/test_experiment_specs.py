@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedlib.paper_params import params_class
+from fedlib.paper import params_class
 from fedlib.runs import RunSpec, RunStore, execute
 from fedlib.trust import ALLOW_VAR
 

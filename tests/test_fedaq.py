@@ -89,7 +89,7 @@ def test_notebook_profiles_parse_and_name_known_things(profile):
 
     import yaml
 
-    from fedlib.paper_params import params_class
+    from fedlib.paper import params_class
 
     from fedlib.data import available_datasets
     from fedlib.models import available_models

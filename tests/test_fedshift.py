@@ -383,7 +383,7 @@ def test_notebook_profiles_name_known_parameters_and_datasets(profile: str) -> N
 
     import yaml
 
-    from fedlib.paper_params import params_class
+    from fedlib.paper import params_class
 
     from fedlib.data import available_datasets
 

@@ -56,7 +56,7 @@ def test_only_what_the_run_reaches_is_hashed():
             ("fedlib.federation", "run_federation"), ("fedlib.runs.build", "build_run"),
             ("fedlib.papers.fedshift", "plan"), ("fedlib.models", "MLP")} <= reached
     modules = {module for module, _ in reached}
-    assert not {"fedlib.algorithms.scaffold", "fedlib.papers.taco", "fedlib.report", "fedlib.claims.fedshift",
+    assert not {"fedlib.algorithms.scaffold", "fedlib.papers.taco", "fedlib.report", "fedlib.papers.fedshift.claims",
                 "fedlib.runs.store", "fedlib.codecs.kmeans"} & modules
     assert not {("fedlib.papers.fedshift", "beside_paper"), ("fedlib.papers.fedshift", "experiments"),
                 ("fedlib.models", "SmallCNN")} & reached
@@ -173,17 +173,17 @@ QUICKSTART_SPECS = {"plain", "fedprox+kmeans", "logistic", "freeloaders", "synth
 EDITS = [
     ("codecs/kmeans.py", "KMeansQuantizer.encode", {"fedprox+kmeans", "policy-kmeans"}),  # a codec, also in a policy
     ("algorithms/fedprox.py", "FedProx", {"fedprox+kmeans"}),  # an algorithm
-    ("papers/fedshift.py", "mixed_precision_uplink", {"policy-kmeans", "policy-uniform"}),  # a codec policy
+    ("papers/fedshift/__init__.py", "mixed_precision_uplink", {"policy-kmeans", "policy-uniform"}),  # a codec policy
     ("codecs/policies.py", "PerClient.codec_of", {"policy-kmeans", "policy-uniform"}),  # the policy object's class
     ("models.py", "Logistic", {"logistic"}),  # a model
     ("data/datasets.py", "_load_synthetic", {"synthetic"}),  # a dataset loader
-    ("papers/fedshift.py", "parity_split", {"policy-kmeans", "policy-uniform"}),  # a split
-    ("papers/fedshift.py", "StratifiedSampler", {"policy-kmeans"}),  # a sampler (the object the run holds)
-    ("papers/fedshift.py", "FedShift", {"policy-kmeans"}),  # a hook (the object the run holds)
-    ("papers/taco.py", "Freeloaders", {"freeloaders"}),  # a client behaviour
-    ("papers/mucsc.py", "PaperLR", {"lr-schedule"}),  # an lr schedule
-    ("papers/fedshift.py", "prediction_table", {"policy-kmeans"}),  # a collector
-    ("papers/quickstart.py", "plan", QUICKSTART_SPECS),  # an experiment's plan
+    ("papers/fedshift/__init__.py", "parity_split", {"policy-kmeans", "policy-uniform"}),  # a split
+    ("papers/fedshift/__init__.py", "StratifiedSampler", {"policy-kmeans"}),  # a sampler (the object the run holds)
+    ("papers/fedshift/__init__.py", "FedShift", {"policy-kmeans"}),  # a hook (the object the run holds)
+    ("papers/taco/__init__.py", "Freeloaders", {"freeloaders"}),  # a client behaviour
+    ("papers/mucsc/__init__.py", "PaperLR", {"lr-schedule"}),  # an lr schedule
+    ("papers/fedshift/__init__.py", "prediction_table", {"policy-kmeans"}),  # a collector
+    ("papers/quickstart/__init__.py", "plan", QUICKSTART_SPECS),  # an experiment's plan
 ]
 
 
@@ -210,7 +210,7 @@ def test_code_versions_change_with_the_code_a_run_builds_only(tmp_path):
 
     [before] = keys([])
     assert len(set(before.values())) == len(before)
-    edit(package / "papers" / "fedshift.py", '.fillna("")\n', '.fillna("-")\n')  # a display helper
+    edit(package / "papers" / "fedshift" / "__init__.py", '.fillna("")\n', '.fillna("-")\n')  # a display helper
     edit(package / "federation.py", "def run_federation(\n", "def run_federation(  # a comment\n")
     edit(package / "algorithms" / "fedavg.py", '"""FedAvg (McMahan', '"""FedAvg, a docstring edit (McMahan')
     (package / "algorithms" / "fedsomething.py").write_text(

@@ -118,7 +118,7 @@ def _paper_spec(paper: str, has) -> RunSpec:
     """The first spec of a paper notebook's default grid that `has`, cut to 3 rounds."""
     import importlib
 
-    from fedlib.paper_params import params_class
+    from fedlib.paper import params_class
 
     specs = importlib.import_module(f"fedlib.papers.{paper}").experiments(params_class(paper)())
     return next(s for s in specs if has(s)).with_(rounds=3)

@@ -192,7 +192,7 @@ def test_notebook_profiles_name_known_parameters_datasets_and_models(profile):
 
     import yaml
 
-    from fedlib.paper_params import params_class
+    from fedlib.paper import params_class
 
     from fedlib.data import available_datasets
     from fedlib.models import available_models

@@ -18,8 +18,8 @@ import yaml
 from fedlib.app import reproduce as reproduce_module
 from fedlib.app.plan import run_parameters
 from fedlib.notebook_params import python_source, check_notebook_parameters
-from fedlib.paper import PAPERS, paper
-from fedlib.paper_params import ParameterError, UnknownParameterError, check_names, params_class
+from fedlib.paper import PAPERS, paper, params_class
+from fedlib.paper_params import ParameterError, UnknownParameterError, check_names
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

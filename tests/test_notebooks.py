@@ -55,7 +55,7 @@ def test_parameters_and_profiles(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_papermill_help_shows_every_parameter_typed_and_described(name, tmp_path):
-    from fedlib.paper_params import params_class
+    from fedlib.paper import params_class
 
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

@@ -25,6 +25,17 @@ def test_where_each_paper_lives_exists():
         assert all((ROOT / where).is_file() for where in (p.notes, p.theory) if where is not None), p.name
 
 
+
+def test_each_of_fedlibs_papers_with_claims_is_one_folder():
+    """A paper's components (`fedlib/papers/<name>/__init__.py`, the module name its runs' keys hash) and its claims
+    and `Paper` (`<name>/claims.py`) sit in one folder; the generic claims package holds no paper's module."""
+    for p in papers():
+        if p.judge is not None and p.judge.__module__.startswith("fedlib."):
+            assert (p.params.__module__, p.judge.__module__) == (f"fedlib.papers.{p.name}",
+                                                                 f"fedlib.papers.{p.name}.claims"), p.name
+            assert (ROOT / "fedlib" / "papers" / p.name / "claims.py").is_file(), p.name
+        assert not (ROOT / "fedlib" / "claims" / f"{p.name}.py").exists(), p.name
+
 def test_a_missing_or_misspelled_field_is_an_error_at_declaration():
     fields = {f.name: getattr(paper("quickstart"), f.name) for f in dataclasses.fields(Paper)}
     missing = {k: v for k, v in fields.items() if k != "bundle_from_runs"}

@@ -16,8 +16,8 @@ from papermill.translators import PythonTranslator
 from fedlib.grids import notebook_parameters, profile_values
 from fedlib.notebook_params import (NOTEBOOKS, generated_parameters_cell, parameters_cell_source, parameters_source,
                                     write_parameters_cell)
-from fedlib.paper_params import (COUNTED, MAX_COUNT, FrozenMap, ParameterError, PaperParams, UnknownParameterError,
-                                 param, params_class)
+from fedlib.paper import params_class
+from fedlib.paper_params import COUNTED, MAX_COUNT, FrozenMap, ParameterError, PaperParams, UnknownParameterError, param
 from fedlib.papers.fedshift import FedShiftParams
 from fedlib.papers.mucsc import MucscParams
 from fedlib.papers.quickstart import QuickstartParams

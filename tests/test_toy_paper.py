@@ -66,8 +66,10 @@ FILES = {
                     for seed in p.seeds for label, name in ALGORITHMS.items()]
     ''',
     "claims.py": '''
-        from fedlib.claims.judge import Bundle, Claim, Contrast, judge
-        from fedlib.claims.scale import Scale
+        from fedlib.claims.judge import Contrast, judge
+        from fedlib.paper.bundle import Bundle
+        from fedlib.paper.claim import Claim
+        from fedlib.paper.scale import Scale
 
         CLAIMS = (Claim("T1", "FedProx stays within 5 points of FedAvg", "|gap| < 0.05",
                         Contrast({"algorithm": "FedProx"}, {"algorithm": "FedAvg"}, "equivalent", margin=0.05)),)

@@ -17,7 +17,8 @@ from fedlib.data.datasets import MissingDatasetError
 from fedlib.data.roots import data_root
 from fedlib.dryrun import fabricate_for
 from fedlib.grids import client_steps, datasets_named, notebook_specs, profile_values
-from fedlib.paper_params import PaperParams, check_names, params_class
+from fedlib.paper import params_class
+from fedlib.paper_params import PaperParams, check_names
 from fedlib.runs import RunSpec, RunStore, build_run
 from fedlib.runs.archive import origin
 from fedlib.runs.selection import check_selection

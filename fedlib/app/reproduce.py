@@ -27,8 +27,8 @@ from fedlib.grids import BUNDLED_DATASETS
 from fedlib.ledger.entries import LedgerError
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
-from fedlib.paper import papers
-from fedlib.paper_params import ParameterError, params_class
+from fedlib.paper import papers, params_class
+from fedlib.paper_params import ParameterError
 from fedlib.runs import RunStore, parse_selection, run_specs
 from fedlib.runs.pool import default_workers, gpu_count, worker_cap
 from fedlib.runs.progress import RunProgress

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedlib import report
-from fedlib.claims.judge import AllOf, Claim, Contrast
+from fedlib.claims.judge import AllOf, Contrast
 from fedlib.paper import paper
+from fedlib.paper.claim import Claim
 
 # The profiles whose verdicts are read (the cpu record, the gpu ledger, the papers' scale). The quick profile runs
 # one seed of every grid: it checks that each notebook runs, in `make test`, and decides no run-based claim.

@@ -4,8 +4,8 @@
 file) and one file per table: DataFrames and Series as CSV (floats written exactly; dtypes and index columns
 recorded in the manifest), numbers, strings and containers of them as JSON (NaN and inf allowed; mapping keys and
 tuples keep their types), numeric arrays as JSON with their dtype, and dataclasses and containers holding tables
-as folders. `load(folder)` rebuilds the bundle; the bundle class must be a `Bundle` subclass of a `fedlib.claims`
-module and every other class a dataclass of a `fedlib` module, so a data file never chooses which code runs.
+as folders. `load(folder)` rebuilds the bundle; the bundle class must be `fedlib.paper.bundle.Bundle` or a subclass in
+a paper's folder (`fedlib.papers`) and every other class a dataclass of a `fedlib` module, so a data file never chooses which code runs.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fedlib.claims.bundle import Bundle
+from fedlib.paper.bundle import Bundle
 
 FOLDER = "evidence"
 
@@ -134,7 +134,8 @@ def _file_name(key: Any, position: int) -> str:
 
 # Where a saved class may come from: a module imported already, or one of the papers' and claims' modules, whose
 # import only defines and registers (a file names no other module to import: `fedlib.runs.__main__` would run a CLI).
-EVIDENCE_PACKAGES = ("fedlib.claims.", "fedlib.papers.")
+EVIDENCE_PACKAGES = ("fedlib.claims.", "fedlib.paper.", "fedlib.papers.")
+BUNDLE_MODULES = ("fedlib.paper.bundle:", "fedlib.papers.")  # the base and each paper's (in its claims.py)
 
 
 def _dataclass(name: str, where: Path) -> type:
@@ -203,10 +204,10 @@ def save(bundle: Bundle, folder: Path, claims: str) -> Path:
 
 
 def bundle_class(name: str, where: Path) -> type[Bundle]:
-    """The `Bundle` subclass `module:Class` names, only from `fedlib.claims` modules."""
-    if not name.startswith("fedlib.claims."):
-        raise EvidenceError(f"{where}: bundle class {name!r} is not a fedlib.claims bundle; this file was not written "
-                            "by fedlib: delete the folder and run the notebook again")
+    """The `Bundle` (sub)class `module:Class` names, only from `BUNDLE_MODULES`."""
+    if not name.startswith(BUNDLE_MODULES):
+        raise EvidenceError(f"{where}: bundle class {name!r} is not one of fedlib's papers' bundles; this file was not "
+                            "written by fedlib: delete the folder and run the notebook again")
     cls = _dataclass(name, where)
     if not issubclass(cls, Bundle):
         raise EvidenceError(f"{where}: {name!r} is not a Bundle class (renamed since it was saved?); run the notebook "

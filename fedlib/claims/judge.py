@@ -1,6 +1,6 @@
-"""A claim as a declaration, and the one judge that applies every guard before a claim's rule.
+"""The one judge that applies every guard before a claim's rule.
 
-A paper declares its claims (`Claim`: an id, the paper's words and value, the runs it reads, a rule) in a tuple,
+A paper declares its claims (`fedlib.paper.claim.Claim`: an id, the paper's words and value, the runs it reads, a rule) in a tuple,
 its `Paper.claims` (`fedlib.paper`), and builds one frozen bundle (a `Bundle` subclass) from the records and the
 values its notebook computed. `judge(claims, bundle)` is the claims table. A claim's rule never sees evidence the guards
 below have not passed, so no claim can opt out of them.
@@ -20,128 +20,28 @@ The judge's order, for a claim that reads runs (`Claim.reads`):
 7. the rule: statistical rules (`fedlib.report`) get one value per independent seed and state their effect floor or
    margin; a `Contrast` (or `AllOf` contrasts) declares them, and the judge extracts the values from the records.
 A claim that reads no runs (an arithmetic check, a bound on a toy, a Monte Carlo) goes straight to its rule.
-Every evidence cell of a claim that reads runs names the scale it was judged at (`fedlib.claims.scale`); a negative
+Every evidence cell of a claim that reads runs names the scale it was judged at (`fedlib.paper.scale`); a negative
 or open verdict on a claim the paper made at a larger scale reads "... at this scale".
 """
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from fedlib import report
 from fedlib.claims import evidence, guards
-from fedlib.claims.bundle import Bundle
-from fedlib.claims.scale import Scale
 from fedlib.paper import declared, paper
-from fedlib.paper_params import PaperParams
+from fedlib.paper.bundle import Bundle
+from fedlib.paper.claim import B, Claim, Finding, Runs
+from fedlib.paper.scale import Scale
 from fedlib.report import Claims, Judgement
 from fedlib.targets import rounds_to_target
-
-B = TypeVar("B", bound=Bundle)
-
-
-@dataclass(frozen=True)
-class Runs:
-    """Runs a claim reads: the rows of `records[table]` whose columns take the listed values, one run per
-    combination of values, value of each `ids` column (an id column the claim does not filter on, e.g. a partition
-    it averages over) and seed (of the parameter named `seeds`). `may_diverge`: the claim is about these runs
-    failing."""
-
-    where: Mapping[str, Sequence[Any]]
-    table: str = "runs"
-    seeds: str = "seeds"
-    may_diverge: bool = False
-    ids: tuple[str, ...] = ()
-
-    def seed_list(self, params: PaperParams) -> list[int]:
-        return [int(s) for s in getattr(params, self.seeds)]
-
-    def cells(self) -> list[dict[str, Any]]:
-        """Each combination of the `where` values, as {column: value}."""
-        cols = list(self.where)
-        return [dict(zip(cols, combo)) for combo in itertools.product(*(self.where[c] for c in cols))]
-
-    def select(self, records: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-        table = records[self.table]
-        mask = np.ones(len(table), dtype=bool)
-        for col, values in self.where.items():
-            mask &= table[col].isin(list(values)).to_numpy()
-        return table[mask]
-
-    def by(self) -> list[str]:
-        """The columns that name one run."""
-        return [*self.where, *self.ids, "seed"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A rule's output: the measured value in words and the judgement."""
-
-    measured: str
-    judgement: Judgement
-
-
-Rule = Callable[[B], Finding]
-
-
-Cell = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Battery:
-    """What the claims batteries (`fedlib.claims.noise`) need of a claim whose rule reads the records alone but is not
-    a `Contrast` or `AllOf` (those they read from the rule itself): `lift(effect)`, the final accuracy of each
-    cell's runs above the others' as (cell, lift) pairs (a run takes the first cell it matches, 0 where none), for
-    `effect` 0 (the edge of the rule's null), +1 (a clear effect in the claim's direction) and -1 (a clear effect
-    the other way). `opposite`: why a clear effect the other way cannot read "not reproduced" ('' where it can)."""
-
-    lift: Callable[[int], tuple[tuple[Cell, float], ...]]
-    opposite: str = ""
-
-
-@dataclass(frozen=True)
-class Claim(Generic[B]):
-    """One row of a paper's claims table, declared: `rule(bundle)` judges it once the guards passed. `requires`: ids
-    of earlier claims that must read "reproduced" for this one to have anything to test. `scale`, `paper_scale`: the
-    claim's own (a secondary grid's) in place of its module's `scale(params)` and `PAPER_SCALE`; `ours`: a finding
-    the paper did not make, so no paper scale applies; `erratum`: it checks a formula or derivation the paper prints
-    (its "not reproduced" confirms an erratum of docs/<paper>.md), counted apart from the experimental verdicts.
-    `min_seeds`: the fewest seeds with which the rule decides either way (below, the guard reads "not testable: too
-    few seeds"); `test`: the test that decides it ("t", or "sign" where only the exact sign test can), for its
-    smallest attainable p; `setting`: why a profile's parameters cannot test the claim at all ('' where they can:
-    another scale or setting than the claim's), read before the guards as "not testable: claim made at another
-    scale". `battery`: what the claims batteries need to feed the rule noise and clear effects (`Battery`; None for
-    a `Contrast` or `AllOf`, which declare it themselves)."""
-
-    id: str
-    statement: str | Callable[[Any], str]  # the paper's words; a function of the params (a PaperParams) if they vary
-    paper_value: str
-    rule: Rule
-    reads: tuple[Runs, ...] = ()
-    min_seeds: int = report.DECIDING_SEEDS
-    requires: tuple[str, ...] = ()
-    scale: Callable[[Any], Scale] | None = None
-    paper_scale: Scale | None = None
-    ours: bool = False
-    erratum: bool = False
-    test: Literal["t", "sign"] = "t"
-    setting: Callable[[Any], str] | None = None
-    battery: Battery | None = None
-
-    def elsewhere(self, params: Any) -> str:
-        """Why `params` cannot test this claim ('' where they can)."""
-        return self.setting(params) if self.setting is not None else ""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.rule, (Contrast, AllOf)):
-            object.__setattr__(self, "reads", self.reads or self.rule.runs())
 
 
 def run_mask(table: pd.DataFrame, cell: Mapping[str, Any], seed: int | None = None) -> np.ndarray:

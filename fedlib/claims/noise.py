@@ -27,8 +27,10 @@ from fedlib import report as R
 from fedlib.claims import judge
 from fedlib.claims.decidability import JUDGING_PROFILES
 from fedlib.grids import notebook_parameters, profile_values
-from fedlib.paper import declared, notebooks_of, papers
-from fedlib.paper_params import PaperParams, params_class
+from fedlib.paper import declared, notebooks_of, papers, params_class
+from fedlib.paper.bundle import Bundle
+from fedlib.paper.claim import Cell, Claim
+from fedlib.paper_params import PaperParams
 
 ALPHA = 0.05
 K = 10  # classes of the synthetic task
@@ -95,7 +97,7 @@ def curve(final: float, tau: float) -> np.ndarray:
     return 1 / K + (final - 1 / K) * (1 - np.exp(-r / tau)) / (1 - np.exp(-ROUNDS / tau))
 
 
-def records(claim: judge.Claim, shape: Shape, seeds: list[int]) -> dict[str, pd.DataFrame]:
+def records(claim: Claim, shape: Shape, seeds: list[int]) -> dict[str, pd.DataFrame]:
     """Per-round records of every run the claim reads; `shape(cell, seed)` gives the run's accuracy per round (or its
     (final, tau) for `curve`). A run two declarations share is recorded once."""
     runs_of: dict[str, dict[tuple, tuple[dict, np.ndarray]]] = {}
@@ -120,20 +122,20 @@ def records(claim: judge.Claim, shape: Shape, seeds: list[int]) -> dict[str, pd.
     return out
 
 
-def contrasts(claim: judge.Claim) -> list[judge.Contrast]:
+def contrasts(claim: Claim) -> list[judge.Contrast]:
     rule = claim.rule
     return [rule] if isinstance(rule, judge.Contrast) else list(rule.contrasts) if isinstance(rule, judge.AllOf) else []
 
 
-def fed(claim: judge.Claim) -> bool:
+def fed(claim: Claim) -> bool:
     """Whether the batteries can feed the claim evidence: a contrast, or a rule that declares its `battery`."""
     return bool(contrasts(claim)) or claim.battery is not None
 
 
-Arms = tuple[tuple[judge.Cell, float, float], ...]  # (cell, lift of final accuracy, factor on its pace tau)
+Arms = tuple[tuple[Cell, float, float], ...]  # (cell, lift of final accuracy, factor on its pace tau)
 
 
-def arms(claim: judge.Claim, effect: int) -> Arms:
+def arms(claim: Claim, effect: int) -> Arms:
     """Each declared cell's lift and pace at `effect` (0: the edge of every contrast's null; +1, -1: a clear effect
     each way): a contrast's `a` sits its floor (or margin, or pace) from `b`'s level, so an ordering climbs from its
     lowest arm and a best-of's arm clears its highest floor; a `Claim.battery` declares its own."""
@@ -157,7 +159,7 @@ def _matched(found: Arms, cell: dict) -> int:
     return next((i + 1 for i, (c, _, _) in enumerate(found) if all(cell.get(k) == v for k, v in c.items())), 0)
 
 
-def clear_effect(claim: judge.Claim, effect: int) -> Shape:
+def clear_effect(claim: Claim, effect: int) -> Shape:
     """(final, tau) per run at a clear `effect` (+1 or -1): the declared arms' levels and paces, each run a little
     apart (a fixed draw per seed and arm, so every paired test has a spread and the verdict is the same each time)."""
     found = arms(claim, effect)
@@ -171,7 +173,7 @@ def clear_effect(claim: judge.Claim, effect: int) -> Shape:
     return shape
 
 
-def params(paper: str, claim: judge.Claim, seeds: list[int], target: float = 0.6) -> PaperParams:
+def params(paper: str, claim: Claim, seeds: list[int], target: float = 0.6) -> PaperParams:
     """The paper's default parameters with `seeds` for every seed list the claim reads (and `target` for every
     target a contrast names)."""
     changes: dict[str, object] = {runs.seeds: seeds for runs in claim.reads}
@@ -181,14 +183,14 @@ def params(paper: str, claim: judge.Claim, seeds: list[int], target: float = 0.6
     return replace(params_class(paper)(), **changes)
 
 
-def verdict(paper: str, claim: judge.Claim, evidence: dict[str, pd.DataFrame], seeds: list[int],
+def verdict(paper: str, claim: Claim, evidence: dict[str, pd.DataFrame], seeds: list[int],
             given: PaperParams | None = None) -> str:
     """The judge's verdict on `claim` from `evidence` (records) under `given` (default: `params(paper, ...)`)."""
-    bundle = judge.Bundle(given or params(paper, claim, seeds), evidence, K)
+    bundle = Bundle(given or params(paper, claim, seeds), evidence, K)
     return judge.judge_one(claim, bundle).judgement.verdict
 
 
-def null_edge(claim: judge.Claim, rng: np.random.Generator, kind: str = "edge") -> Shape:
+def null_edge(claim: Claim, rng: np.random.Generator, kind: str = "edge") -> Shape:
     """Per run, noise at the edge of every contrast's null (`arms` at effect 0: a gain exactly at its floor, a
     difference at its margin, a pace exactly its margin faster). `kind` "censored": a target near the final
     accuracy, rarely reached (`declared_verdict`); "noisier arm on a plateau": every run levels off early, and the
@@ -209,19 +211,19 @@ def null_edge(claim: judge.Claim, rng: np.random.Generator, kind: str = "edge") 
     return shape
 
 
-def declared_verdict(paper: str, claim: judge.Claim, rng: np.random.Generator, seeds: list[int],
+def declared_verdict(paper: str, claim: Claim, rng: np.random.Generator, seeds: list[int],
                      kind: str = "edge") -> str:
     """The claim judged once on noise of `kind` (`NOISE_KINDS`) at the edge of its null, on `seeds`."""
     given = params(paper, claim, seeds, target=CENSORING_TARGET if kind == "censored" else 0.6)
     return verdict(paper, claim, records(claim, null_edge(claim, rng, kind), seeds), seeds, given)
 
 
-def effect_verdict(paper: str, claim: judge.Claim, effect: int, seeds: list[int]) -> str:
+def effect_verdict(paper: str, claim: Claim, effect: int, seeds: list[int]) -> str:
     """The claim judged on a clear `effect` (+1: in the claim's direction, -1: the other way) on `seeds`."""
     return verdict(paper, claim, records(claim, clear_effect(claim, effect), seeds), seeds)
 
 
-def expected(claim: judge.Claim, effect: int) -> str:
+def expected(claim: Claim, effect: int) -> str:
     """What a clear `effect` must read: "reproduced" one way, "not reproduced" the other, unless the claim declares
     why its rule has no "not reproduced" (`Battery.opposite`), where any verdict but a positive one will do."""
     if effect > 0:
@@ -229,12 +231,12 @@ def expected(claim: judge.Claim, effect: int) -> str:
     return "not positive" if claim.battery is not None and claim.battery.opposite else R.NOT_REPRODUCED
 
 
-def reading() -> list[tuple[str, judge.Claim]]:
+def reading() -> list[tuple[str, Claim]]:
     """Every declared claim that reads runs, with its paper."""
     return [(paper, c) for paper, claims in declared().items() for c in claims if c.reads]
 
 
-def noise_cases() -> list[tuple[str, judge.Claim]]:
+def noise_cases() -> list[tuple[str, Claim]]:
     """The declared claims the batteries feed (`fed`): contrasts and claims that declare their `battery`."""
     return [(p, c) for p, c in reading() if fed(c)]
 

@@ -104,7 +104,7 @@ def headline_results(params: Mapping[str, PaperParams], tables: Mapping[str, pd.
 
 
 def scales(params: Mapping[str, PaperParams], cpu: CpuVerdicts) -> dict[str, str]:
-    """notebook -> "paper: <its scale> · gpu: <the profile's> · cpu: <the record's>" (`fedlib.claims.scale`), for
+    """notebook -> "paper: <its scale> · gpu: <the profile's> · cpu: <the record's>" (`fedlib.paper.scale`), for
     the notebooks of `params` (the gpu profile's parameters of notebooks that declare claims)."""
     on_cpu = cpu.scales()
     missing = "record to be rebuilt" if cpu.predates else "no cpu record"

@@ -19,8 +19,10 @@ import numpy as np
 import pandas as pd
 
 from fedlib import report
-from fedlib.claims.judge import Bundle, Claim, Finding, Runs, judge
-from fedlib.claims.scale import Scale
+from fedlib.claims.judge import judge
+from fedlib.paper.bundle import Bundle
+from fedlib.paper.claim import Claim, Finding, Runs
+from fedlib.paper.scale import Scale
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper import Paper, declare
 from fedlib.papers.fedaq import (BASELINE, MODES, PAPER_TABLES, RunFrames, best_by_energy, beta_label,

@@ -9,6 +9,9 @@ Every field is keyword-only and required (a missing or misspelled one is a TypeE
 something says so (`bundle_from_runs=None`, `claims=()`). fedlib's papers are declared by importing `fedlib.papers`;
 a user's paper by importing its module, which the user allows as a spec's imports are (`fedlib.trust`):
 `papers()` imports both.
+
+What a paper declares besides lives in this package, below the judge (`fedlib.claims`) that reads `PAPERS`: its
+claims (`fedlib.paper.claim`), their bundle (`fedlib.paper.bundle`) and its scale (`fedlib.paper.scale`).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fedlib.paper_params import PaperParams, ParameterError
 from fedlib.registry import Registry, load_components
 from fedlib.runs.spec import RunSpec
 from fedlib.trust import allowed_imports
@@ -24,10 +28,9 @@ from fedlib.trust import allowed_imports
 if TYPE_CHECKING:
     import numpy as np
 
-    from fedlib.claims.bundle import Bundle
-    from fedlib.claims.judge import Claim
-    from fedlib.claims.scale import Scale
-    from fedlib.paper_params import PaperParams
+    from fedlib.paper.bundle import Bundle
+    from fedlib.paper.claim import Claim
+    from fedlib.paper.scale import Scale
     from fedlib.report import Claims, Judgement
 
 
@@ -55,7 +58,7 @@ class Paper:
     its claims table from a bundle (`claims(bundle)`), None where it declares no claims; `bundle_from_runs(params,
     records, num_classes)`: its bundle from runs alone (`reproduce --from-ledger`), None where it has none;
     `on_profile(claim, params)`: a claim on the profile's cells, None where claims read their declared cells;
-    `scale(params)` and `paper_scale`: the setting its notebook ran and the paper's (`fedlib.claims.scale`);
+    `scale(params)` and `paper_scale`: the setting its notebook ran and the paper's (`fedlib.paper.scale`);
     `noise_rules`: its own statistical rules the noise battery feeds (name -> rule(rng, seeds)); `notes`: its reading
     notes (docs/<name>.md); `theory`: its theory module (theory/<name>.py); None where it has none."""
 
@@ -115,6 +118,15 @@ def paper(name: str) -> Paper:
     """The paper declared as `name`; an unknown name: a KeyError listing the declared ones."""
     papers()
     return PAPERS[name]
+
+
+def params_class(notebook: str) -> type[PaperParams]:
+    """The parameters class of the paper declared as `notebook`; an unknown name: a `ParameterError` listing the
+    declared ones."""
+    try:
+        return paper(notebook).params
+    except KeyError as err:
+        raise ParameterError(f"notebook {notebook!r} is no declared paper: {err.args[0]}") from None
 
 
 def notebooks_of(name: str, given: Path | None = None) -> Path:

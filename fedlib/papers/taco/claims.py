@@ -18,10 +18,12 @@ import numpy as np
 import pandas as pd
 
 from fedlib import report
-from fedlib.claims.judge import AllOf, Battery, Bundle, Claim, Contrast, Finding, Runs, judge
-from fedlib.claims.scale import Scale
+from fedlib.claims.judge import AllOf, Contrast, judge
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper import Paper, declare
+from fedlib.paper.bundle import Bundle
+from fedlib.paper.claim import Battery, Claim, Finding, Runs
+from fedlib.paper.scale import Scale
 from fedlib.papers import taco as tp
 from fedlib.papers.taco import missing
 from fedlib.report import Claims, Judgement

@@ -18,8 +18,10 @@ import numpy as np
 import pandas as pd
 
 from fedlib import report
-from fedlib.claims.judge import AllOf, Battery, Bundle, Claim, Contrast, Finding, Runs, judge
-from fedlib.claims.scale import Scale
+from fedlib.claims.judge import AllOf, Contrast, judge
+from fedlib.paper.bundle import Bundle
+from fedlib.paper.claim import Battery, Claim, Finding, Runs
+from fedlib.paper.scale import Scale
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper import Paper, declare
 from fedlib.papers.mucsc import (D_CIFAR, HEADLINE_RUNS, LABELS, METHODS, PARTITION_SCHEMES, MucscParams, experiments,

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fedlib.claims.judge import Bundle, Claim, Contrast, judge
-from fedlib.claims.scale import Scale
+from fedlib.claims.judge import Contrast, judge
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper import Paper, declare
+from fedlib.paper.bundle import Bundle
+from fedlib.paper.claim import Claim
+from fedlib.paper.scale import Scale
 from fedlib.papers.quickstart import HEADLINE_RUNS, QuickstartParams, experiments
 from fedlib.report import Claims
 from fedlib.runs.store import Records
