@@ -48,9 +48,11 @@ def test_workers_per_gpu_and_at_most_one_per_core(monkeypatch):
     from fedlib.runs import pool
 
     monkeypatch.setattr(pool.os, "cpu_count", lambda: 16)
-    assert [pool.default_workers("cuda", g) for g in (0, 1, 2, 8)] == [4, 4, 8, 16] and pool.default_workers() == 1
+    assert [pool.default_workers("cuda", g) for g in (0, 1, 2, 8)] == [4, 4, 8, 16]
+    # on a CPU: runs of one thread (dense models) one per core, runs on every core one at a time
+    assert [pool.default_workers("cpu", threads=t) for t in (1, 2, 3, 16, 32)] == [16, 8, 5, 1, 1]
     monkeypatch.setattr(pool.os, "cpu_count", lambda: 2)
-    assert pool.default_workers("cuda", 2) == 2
+    assert pool.default_workers("cuda", 2) == 2 and pool.default_workers() == 2
 
 
 def test_each_worker_sees_one_gpu_in_turn(monkeypatch):

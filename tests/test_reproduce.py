@@ -360,6 +360,27 @@ def test_workers_are_capped_by_the_runs_and_the_cores_with_a_message(reproduce, 
     assert "--workers 1000: 1 started (1 runs" in out and "== compute: 1 runs (local, 1 worker(s))" in out
 
 
+def test_local_workers_follow_each_runs_threads_on_a_cpu(reproduce, tmp_path, monkeypatch):
+    """Without --workers, a CPU runs one-thread runs one per core and runs on every core one at a time; a given
+    --workers, a GPU or Ray leave the runs in one group."""
+    import fedlib.app.reproduce as app
+    from fedlib.runs import pool
+
+    params = notebook_parameters("quickstart", "quick", {"rounds": 2, "num_clients": 4, "clients_per_round": 2})
+    specs = notebook_specs("quickstart", params)
+    plan = Plan([NotebookPlan("quickstart", params, specs)])
+    store = RunStore(tmp_path / "runs")
+    run_specs(specs[:1], store=store, progress=False)  # one of them in the store already
+    monkeypatch.setattr(pool.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(app, "run_threads", lambda spec, root: 2 if spec == specs[0] else 1)
+    groups = app._worker_groups(parse_args(["--profile", "quick"]), plan, store, gpus=0)
+    # (threads, workers) -> (runs, runs to compute): two one-thread runs on 2 workers, the stored run's group idle
+    assert {key[1:]: (len(all_), len(todo)) for key, (all_, todo) in groups.items()} == {(2, 1): (1, 0), (1, 2): (2, 2)}
+    for given, gpus in ((["--workers", "3"], 0), ([], 1), (["--executor", "ray"], 0)):
+        one = app._worker_groups(parse_args(["--profile", "quick", *given]), plan, store, gpus=gpus)
+        assert [(all_, todo) for all_, todo in one.values()] == [(specs, specs[1:])], given
+
+
 def test_store_counts_name_runs_shared_with_another_notebook_of_the_plan(reproduce, tmp_path, capsys):
     params = notebook_parameters("quickstart", "quick", {"rounds": 2, "num_clients": 4, "clients_per_round": 2})
     specs = notebook_specs("quickstart", params)

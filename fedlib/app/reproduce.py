@@ -30,8 +30,10 @@ from fedlib.ledger.priority import prioritized
 from fedlib.paper import papers, params_class
 from fedlib.paper_params import ParameterError
 from fedlib.runs import RunStore, parse_selection, run_specs
+from fedlib.runs.fingerprint import run_threads
 from fedlib.runs.pool import default_workers, gpu_count, worker_cap
 from fedlib.runs.progress import RunProgress
+from fedlib.runs.spec import RunSpec
 from fedlib.trust import allow_imports
 
 
@@ -167,24 +169,47 @@ def prepare(args: argparse.Namespace, names: list[str], overrides: dict[str, Any
 
 
 def compute(args: argparse.Namespace, prepared: Prepared) -> None:
-    """The compute phase: the runs not yet in the store, each from the data root its key names."""
+    """The compute phase: the runs not yet in the store, each from the data root its key names; locally, in as many
+    worker processes as `--workers` says, else as fill this machine (`default_workers`, per thread count of the
+    runs: a CPU runs dense models one per core and convolutional ones one at a time)."""
     store, plan = prepared.store, prepared.plan
-    by_root = plan.by_data_root()
-    todo = {root: [s for s in specs if not store.reading(root).has(s)] for root, specs in by_root.items()}
-    count = sum(map(len, todo.values()))
     gpus = gpu_count()
-    workers = args.workers or default_workers("cuda" if gpus else "cpu", gpus)
-    if workers > worker_cap(count):
-        print(f"--workers {workers}: {worker_cap(count)} started ({count} runs, {os.cpu_count()} CPU cores)", flush=True)
-        workers = worker_cap(count)
-    print(f"== compute: {count} runs ({args.executor}" + (f", {workers} worker(s))" if args.executor == "local"
+    groups = _worker_groups(args, plan, store, gpus)
+    count = sum(len(todo) for _, todo in groups.values())
+    sizes = [f"{workers} worker(s)" + (f" for {len(todo)} run(s) of {threads} thread(s)" if len(groups) > 1 else "")
+             for (_, threads, workers), (_, todo) in groups.items() if todo or len(groups) == 1]
+    print(f"== compute: {count} runs ({args.executor}" + (f", {', '.join(sizes)})" if args.executor == "local"
                                                            else ")"), flush=True)
     steps_of = {s: n for nb in plan.notebooks for s, n in nb.steps_of.items()}
-    progress = RunProgress({s: steps_of[s] for specs in todo.values() for s in specs})  # one line per finished run
-    for root, specs in by_root.items():
-        if todo[root]:  # all of the root's specs, so that run_specs' count of those in the store is the plan's
+    progress = RunProgress({s: steps_of[s] for _, todo in groups.values() for s in todo})  # a line per finished run
+    for (root, _, workers), (specs, todo) in groups.items():
+        if todo:  # all of the group's specs, so that run_specs' count of those in the store is the plan's
             run_specs(specs, store=store, executor=args.executor, ray_address=args.ray_address, workers=workers,
                       root=root, progress=False, on_done=progress.done, seed_batches=not args.no_seed_batches)
+
+
+def _worker_groups(args: argparse.Namespace, plan: Plan, store: RunStore, gpus: int
+                   ) -> dict[tuple[str | None, int, int], tuple[list[RunSpec], list[RunSpec]]]:
+    """(data root, threads, workers) -> (its specs, those not yet in the store). Runs are grouped by thread count
+    only where the workers follow it (local runs on a CPU, no `--workers`); workers beyond the runs or the cores
+    are not started, with a message."""
+    by_threads = args.workers is None and not gpus and args.executor == "local"
+    groups: dict[tuple[str | None, int, int], tuple[list[RunSpec], list[RunSpec]]] = {}
+    for root, specs in plan.by_data_root().items():
+        for spec in specs:
+            threads = run_threads(spec, root) if by_threads else 0
+            workers = args.workers or default_workers("cuda" if gpus else "cpu", gpus, max(threads, 1))
+            group = groups.setdefault((root, threads, workers), ([], []))
+            group[0].append(spec)
+            if not store.reading(root).has(spec):
+                group[1].append(spec)
+    capped = {}
+    for (root, threads, workers), (specs, todo) in groups.items():
+        cap = worker_cap(len(todo))
+        if workers > cap and args.workers is not None:
+            print(f"--workers {workers}: {cap} started ({len(todo)} runs, {os.cpu_count()} CPU cores)", flush=True)
+        capped[(root, threads, min(workers, cap))] = (specs, todo)
+    return capped
 
 
 def render_phase(args: argparse.Namespace, names: list[str], overrides: dict[str, Any], prepared: Prepared) -> int:

@@ -142,6 +142,16 @@ def _built(spec: RunSpec, root: str | None) -> tuple[tuple[tuple[str, str], ...]
     return tuple(sorted(origins)), torch_picks
 
 
+def run_threads(spec: RunSpec, root: str | Path | None = None) -> int:
+    """The intra-op threads `spec`'s run trains with on a CPU: its loop's `threads`, or where it leaves them to
+    fedlib ("auto", `fedlib.federation.choose_threads`), torch's default for a convolutional model and one for a
+    dense one."""
+    threads = spec.get("loop").get("threads", "auto")
+    if threads != "auto":
+        return int(threads)
+    return DEFAULT_THREADS if _built(spec, None if root is None else str(root))[1] else 1
+
+
 def code_roots(spec: RunSpec, root: str | Path | None = None) -> list[tuple[str, str]]:
     """(module, top-level name) of every definition `spec`'s built run starts from (see the module docstring)."""
     return list(_built(spec, None if root is None else str(root))[0])

@@ -31,11 +31,14 @@ from fedlib.trust import allow_imports, worker_allowance
 RUNS_PER_GPU = 4  # small federated runs are launch-bound: a few at once keep one GPU busy
 
 
-def default_workers(device: str = "cpu", gpus: int = 1) -> int:
+def default_workers(device: str = "cpu", gpus: int = 1, threads: int = 1) -> int:
     """Worker processes for `reproduce`: up to `RUNS_PER_GPU` runs sharing each of the `gpus` GPUs, at most one per
-    core; one on a CPU, where a convolutional model already trains on every core and more processes would only
-    oversubscribe them (`--workers N` pays for grids of dense models, which train on one core each)."""
-    return max(1, min(RUNS_PER_GPU * max(gpus, 1), os.cpu_count() or 1)) if device != "cpu" else 1
+    core; on a CPU, as many runs of `threads` intra-op threads each as fill the cores (`fedlib.runs.fingerprint.
+    run_threads`: one for a convolutional model, which already trains on every core; one per core for dense
+    models, which train on one core each)."""
+    if device != "cpu":
+        return max(1, min(RUNS_PER_GPU * max(gpus, 1), os.cpu_count() or 1))
+    return max(1, (os.cpu_count() or 1) // max(threads, 1))
 
 
 def worker_devices(visible: str | None, gpus: int) -> list[str]:
