@@ -176,10 +176,10 @@ def compute(args: argparse.Namespace, prepared: Prepared) -> None:
     gpus = gpu_count()
     groups = _worker_groups(args, plan, store, gpus)
     count = sum(len(todo) for _, todo in groups.values())
-    sizes = [f"{workers} worker(s)" + (f" for {len(todo)} run(s) of {threads} thread(s)" if len(groups) > 1 else "")
-             for (_, threads, workers), (_, todo) in groups.items() if todo or len(groups) == 1]
-    print(f"== compute: {count} runs ({args.executor}" + (f", {', '.join(sizes)})" if args.executor == "local"
-                                                           else ")"), flush=True)
+    busy = [(threads, workers, len(todo)) for (_, threads, workers), (_, todo) in groups.items() if todo]
+    sizes = [f", {workers} worker(s)" + (f" for {n} run(s) of {threads} thread(s)" if len(busy) > 1 else "")
+             for threads, workers, n in busy] if args.executor == "local" else []
+    print(f"== compute: {count} runs ({args.executor}{''.join(sizes)})", flush=True)
     steps_of = {s: n for nb in plan.notebooks for s, n in nb.steps_of.items()}
     progress = RunProgress({s: steps_of[s] for _, todo in groups.values() for s in todo})  # a line per finished run
     for (root, _, workers), (specs, todo) in groups.items():
