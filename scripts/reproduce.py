@@ -4,4 +4,5 @@ import sys
 
 from fedlib.app.reproduce import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a worker process started by spawn imports this module again: it must not run
+    sys.exit(main())

@@ -78,14 +78,12 @@ def test_unknown_augmentation_is_rejected():
 def test_papers_pass_the_augmentation_to_every_run(notebook, augment):
     """The notebook parameter `augment` reaches every spec's local training; unset, FedAQ's specs carry no key
     (their store keys stay as they were)."""
-    import importlib
-
     from dataclasses import replace
 
-    from fedlib.paper import params_class
+    from fedlib.paper import paper
 
-    experiments = importlib.import_module(f"fedlib.papers.{notebook}").experiments
-    params = params_class(notebook)()
+    experiments = paper(notebook).experiments
+    params = paper(notebook).params()
     assert all(LocalTraining(**s.get("local")).augment is None for s in experiments(params))
     if notebook == "fedaq":
         assert all("augment" not in s.get("local") for s in experiments(params))

@@ -3,7 +3,6 @@ components builds and runs (one round, one local step), and its JSON rebuilds th
 process (records equal). A spec that needed code outside itself (a plan patching the run) would differ."""
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import pickle
@@ -14,13 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedlib.paper import params_class
+from fedlib.paper import paper, papers
 from fedlib.runs import RunSpec, RunStore, execute
 from fedlib.trust import ALLOW_VAR
 
 ROOT = Path(__file__).resolve().parents[1]
-# every experiment module (fedlib/papers/<x>.py, with its notebook notebooks/<x>.py)
-EXPERIMENTS = tuple(sorted(p.stem for p in (ROOT / "fedlib" / "papers").glob("*.py") if not p.stem.startswith("_")))
+# every declared paper's experiment (its grid in fedlib/papers/<x>, its notebook notebooks/<x>.py)
+EXPERIMENTS = tuple(sorted(p.name for p in papers()))
 
 
 def _components(spec: RunSpec) -> tuple:
@@ -48,8 +47,8 @@ def _optional(spec: RunSpec) -> dict:
 
 
 def representative_specs(experiment: str) -> list[RunSpec]:
-    module = importlib.import_module(f"fedlib.papers.{experiment}")
-    specs = module.experiments(params_class(experiment)())
+    declared = paper(experiment)
+    specs = declared.experiments(declared.params())
     firsts = {}
     for spec in specs:
         firsts.setdefault(_components(spec), spec)
@@ -104,8 +103,8 @@ def test_every_registered_component_is_named_by_some_experiment_spec():
 
     used: dict[str, set[str]] = {}
     for experiment in EXPERIMENTS:
-        module = importlib.import_module(f"fedlib.papers.{experiment}")
-        for spec in module.experiments(params_class(experiment)()):
+        declared = paper(experiment)
+        for spec in declared.experiments(declared.params()):
             used.setdefault("experiment", set()).add(spec.experiment)
             used.setdefault("split", set()).add(spec.split.name)
             for kind in ("sampler", "client_behavior", "lr_schedule"):

@@ -116,11 +116,9 @@ def test_adaquantfl_reads_the_servers_record_rows_on_the_client():
 
 def _paper_spec(paper: str, has) -> RunSpec:
     """The first spec of a paper notebook's default grid that `has`, cut to 3 rounds."""
-    import importlib
+    from fedlib.paper import paper as declared
 
-    from fedlib.paper import params_class
-
-    specs = importlib.import_module(f"fedlib.papers.{paper}").experiments(params_class(paper)())
+    specs = declared(paper).experiments(declared(paper).params())
     return next(s for s in specs if has(s)).with_(rounds=3)
 
 

@@ -228,7 +228,7 @@ def test_every_paper_declares_headline_runs_on_three_seeds_of_its_gpu_profile():
         assert paper(notebook).headlines, f"paper {notebook!r} declares no headlines"
         specs = notebook_specs(notebook, notebook_parameters(notebook, "gpu"))
         check_headlines(notebook, specs)
-        ids = {claim.id for claim in __import__(f"fedlib.papers.{notebook}.claims", fromlist=["CLAIMS"]).CLAIMS}
+        ids = {claim.id for claim in paper(notebook).claims}
         for headline in paper(notebook).headlines:
             named = {c.strip() for c in headline.claims.split(",")}
             assert named <= ids, f"{notebook}: {headline.claims} names claims it does not declare"
