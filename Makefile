@@ -29,15 +29,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (fedlib)" > /dev/null
 	touch $(STAMP)
 
-# Test modules and notebooks run in parallel worker processes, one more than the cores (at most 4): a test waits
-# about a third of its time (Ray and Flower starting, subprocesses), so with one worker per core the cores idled
-# (128% of 2 cores measured on the 2-core VM; docs/tests.md, "Speed"). --dist loadscope keeps each notebook's
-# cells, and each test module, in one worker (nbval runs a notebook's cells in one kernel).
+# Test modules and notebooks run in parallel worker processes, one per core (at most 4); --dist loadscope keeps each
+# notebook's cells, and each test module, in one worker (nbval runs a notebook's cells in one kernel). A third
+# worker on 2 cores was measured no faster (docs/tests.md, "How long `make test` takes").
 # The workers keep every core busy, where a run with two torch threads (a CNN with threads "auto") would spin its
-# OpenMP threads for many times its arithmetic: passive waiting, the same results.
-TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0)) + 1))")
+# OpenMP threads for many times its arithmetic: passive waiting, the same results (docs/tests.md, "Speed").
 test: setup
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 
 # ARGS: more options of `python -m fedlib reproduce` (--help), e.g. ARGS='--only fedaq -p rounds 2'.
 reproduce: setup
