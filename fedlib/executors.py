@@ -177,20 +177,60 @@ def train_vmap(
     capture: bool = False,
 ) -> list[ClientOutcome]:
     model.train()
-    c = len(jobs)
-    bsz = local.batch_size
-    steps = [len(j.batches) for j in jobs]
+    c, steps = len(jobs), [len(j.batches) for j in jobs]
     p = {n: v.detach().unsqueeze(0).repeat(c, *([1] * v.dim())) for n, v in received.items()}
     states = _stack([j.state for j in jobs]) if jobs[0].state else {}
-    names = list(p)
-    plist = [p[n] for n in names]
+    names, plist = list(p), list(p.values())
     momentum_buf = [torch.zeros_like(v) for v in plist] if local.momentum else None
+    grads_of, directions_of = _batched_gradients(model, loss_fn, algorithm, received, server_state)
+    idx_all, wts_all, active_all = _padded_batches(jobs, local.batch_size, x.device)  # on the device once a round
+    loss_sum = torch.zeros(c, device=x.device)  # accumulated on the device: no host sync inside the loop
+    lrs = [local.lr_at(round_, k) for k in range(max(steps))]
+
+    def step(xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor, active: torch.Tensor, lr: float | torch.Tensor,
+             masked: bool) -> None:
+        """One local step of every client; `masked`: clients past their last step keep their state. A captured
+        step writes the client states in place (a graph replays fixed addresses)."""
+        nonlocal states
+        grads, losses = grads_of(p, xb, yb, wb)
+        d = grads
+        if has_correction(algorithm):
+            d, stepped = directions_of(p, grads, states, xb, yb, wb)
+            stepped = _where_active(active, stepped, states) if masked else stepped
+            if capture:
+                _copy_into(states, stepped)
+            else:
+                states = stepped
+        with torch.no_grad():
+            sgd_step(plist, [d[n] for n in names], momentum_buf, lr, local, active if masked else None)
+            loss_sum.add_(losses.detach() * active)
+
+    if capture:
+        if local.augment:
+            raise ValueError("a captured step cannot draw augmentations (each client's own host-side stream); "
+                             "use executor='vmap'")
+        _captured_steps(lambda idx, wts, active, lr: step(x[idx], y[idx], wts, active, lr, masked=True),
+                        (idx_all, wts_all, active_all), lrs, x.device)
+    else:
+        for k in range(max(steps)):
+            xb = _augmented(x[idx_all[k]], jobs, k, local)
+            step(xb, y[idx_all[k]], wts_all[k], active_all[k], lrs[k], masked=any(k >= s for s in steps))
+    for ci, job in enumerate(jobs):
+        job.state.update(_unstack(states, ci))
+    losses_done = loss_sum.cpu().tolist()
+    return [ClientOutcome(params={n: v[ci].clone() for n, v in p.items()}, buffers={},
+                          loss=losses_done[ci] / steps[ci], lr_sum=float(sum(lrs[: steps[ci]])))
+            for ci in range(c)]
+
+
+def _batched_gradients(model: nn.Module, loss_fn: LossFn, algorithm: Algorithm, received: Params,
+                       server_state: dict[str, Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Every client's (gradient, loss) of its padded mini-batch, and every client's local direction with its
+    client state after the step, each one call over the stacked clients."""
 
     def masked_loss(params: Params, xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
         per_sample = loss_fn(functional_call(model, params, (xb,)), yb)
         return (per_sample * wb).sum() / wb.sum().clamp_min(1.0)
-
-    grads_of = vmap(grad_and_value(masked_loss), randomness="different")
 
     def direction_of(params: Params, grads: Params, state: dict[str, Any], xb: torch.Tensor, yb: torch.Tensor,
                      wb: torch.Tensor) -> tuple[Params, dict[str, Any]]:
@@ -201,62 +241,36 @@ def train_vmap(
                                       lambda q: grad(masked_loss)(q, xb, yb, wb))
         return d, state
 
-    directions_of = vmap(direction_of)
-    idx_all, wts_all, active_all = _padded_batches(jobs, bsz, x.device)  # moved to the device once per round
-    ragged = [k for k in range(max(steps)) if any(k >= s for s in steps)]  # steps where some client is done
-    use_direction = has_correction(algorithm)
-    loss_sum = torch.zeros(c, device=x.device)  # accumulated on the device: no host sync inside the loop
-    lrs = [local.lr_at(round_, k) for k in range(max(steps))]
-    if capture:
-        if local.augment:
-            raise ValueError("a captured step cannot draw augmentations (each client's own host-side stream); "
-                             "use executor='vmap'")
-        # The step's inputs live in static buffers, refilled before each step (a graph replays fixed addresses).
-        idx, wts, active = idx_all[0].clone(), wts_all[0].clone(), active_all[0].clone()
-        lr = torch.zeros((), device=x.device)
+    return vmap(grad_and_value(masked_loss), randomness="different"), vmap(direction_of)
 
-        def load(k: int) -> None:
-            idx.copy_(idx_all[k])
-            wts.copy_(wts_all[k])
-            active.copy_(active_all[k])
-            lr.fill_(lrs[k])
 
-        def static_step() -> None:
-            xb, yb = x[idx], y[idx]
-            grads, losses = grads_of(p, xb, yb, wts)
-            d = grads
-            if use_direction:
-                d, stepped = directions_of(p, grads, states, xb, yb, wts)
-                _copy_into(states, _where_active(active, stepped, states))
-            with torch.no_grad():
-                sgd_step(plist, [d[n] for n in names], momentum_buf, lr, local, active)
-                loss_sum.add_(losses.detach() * active)
+def _captured_steps(step: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None],
+                    batches: tuple[torch.Tensor, torch.Tensor, torch.Tensor], lrs: list[float],
+                    device: torch.device) -> None:
+    """`step(idx, wts, active, lr)` for every step of the round, through `run_steps`: its inputs live in static
+    buffers, refilled before each step (a graph replays fixed addresses)."""
+    idx_all, wts_all, active_all = batches
+    idx, wts, active = idx_all[0].clone(), wts_all[0].clone(), active_all[0].clone()
+    lr = torch.zeros((), device=device)
 
-        run_steps(static_step, load, max(steps), x.device)
-    else:
-        for k in range(max(steps)):
-            idx, wts, active = idx_all[k], wts_all[k], active_all[k]
-            xb = x[idx]
-            if local.augment:  # each client's real samples, drawn from its own stream in the sequential order
-                for ci, job in enumerate(jobs):
-                    if k < steps[ci]:
-                        n = len(job.batches[k])
-                        xb[ci, :n] = AUGMENTATIONS[local.augment](xb[ci, :n], job.augment_gen)
-            grads, losses = grads_of(p, xb, y[idx], wts)
-            if use_direction:
-                d, stepped = directions_of(p, grads, states, xb, y[idx], wts)
-                states = _where_active(active, stepped, states) if k in ragged else stepped
-            else:
-                d = grads
-            with torch.no_grad():
-                sgd_step(plist, [d[n] for n in names], momentum_buf, lrs[k], local, active if k in ragged else None)
-                loss_sum += losses.detach() * active
-    for ci, job in enumerate(jobs):
-        job.state.update(_unstack(states, ci))
-    losses_done = loss_sum.cpu().tolist()
-    return [ClientOutcome(params={n: v[ci].clone() for n, v in p.items()}, buffers={},
-                          loss=losses_done[ci] / steps[ci], lr_sum=float(sum(lrs[: steps[ci]])))
-            for ci in range(c)]
+    def load(k: int) -> None:
+        idx.copy_(idx_all[k])
+        wts.copy_(wts_all[k])
+        active.copy_(active_all[k])
+        lr.fill_(lrs[k])
+
+    run_steps(lambda: step(idx, wts, active, lr), load, len(lrs), device)
+
+
+def _augmented(xb: torch.Tensor, jobs: Sequence[ClientJob], k: int, local: LocalTraining) -> torch.Tensor:
+    """Step k's stacked inputs with each client's real samples augmented from its own stream, in the sequential
+    executor's order (`xb` itself where the run has no augmentation)."""
+    if local.augment:
+        for ci, job in enumerate(jobs):
+            if k < len(job.batches):
+                n = len(job.batches[k])
+                xb[ci, :n] = AUGMENTATIONS[local.augment](xb[ci, :n], job.augment_gen)
+    return xb
 
 
 def train_graph(*args: Any, **kwargs: Any) -> list[ClientOutcome]:
@@ -364,16 +378,8 @@ def train_stacked(model: nn.Module, x: torch.Tensor, y: torch.Tensor, groups: Se
     idx_all, wts_all, active_all = _padded_batches(jobs, local.batch_size, x.device)  # moved once per round
     lrs = [local.lr_at(round_, k) for k in range(max(steps))]
     if capture:
-        idx, wts, active = idx_all[0].clone(), wts_all[0].clone(), active_all[0].clone()  # static step inputs
-        lr = torch.zeros((), device=x.device)
-
-        def load(k: int) -> None:
-            idx.copy_(idx_all[k])
-            wts.copy_(wts_all[k])
-            active.copy_(active_all[k])
-            lr.fill_(lrs[k])
-
-        run_steps(lambda: batch.step(idx, wts, active, lr, ragged=True), load, max(steps), x.device)
+        _captured_steps(lambda idx, wts, active, lr: batch.step(idx, wts, active, lr, ragged=True),
+                        (idx_all, wts_all, active_all), lrs, x.device)
     else:
         for k in range(max(steps)):
             ragged = any(k >= s for s in steps)  # some client is done: mask its move and keep its state
