@@ -189,19 +189,21 @@ def compute(args: argparse.Namespace, prepared: Prepared) -> None:
 
 
 def _worker_groups(args: argparse.Namespace, plan: Plan, store: RunStore, gpus: int
-                   ) -> dict[tuple[str | None, int, int], tuple[list[RunSpec], list[RunSpec]]]:
+                   ) -> dict[tuple[str | None, int | None, int], tuple[list[RunSpec], list[RunSpec]]]:
     """(data root, threads, workers) -> (its specs, those not yet in the store). Runs are grouped by thread count
-    only where the workers follow it (local runs on a CPU, no `--workers`); workers beyond the runs or the cores
-    are not started, with a message."""
+    only where the workers follow it (local runs on a CPU, no `--workers`; else threads is None: one group per data
+    root). A group starts no more workers than it has runs to compute, nor than twice the cores (`worker_cap`);
+    a given `--workers` that this caps is told so."""
     by_threads = args.workers is None and not gpus and args.executor == "local"
-    groups: dict[tuple[str | None, int, int], tuple[list[RunSpec], list[RunSpec]]] = {}
+    groups: dict[tuple[str | None, int | None, int], tuple[list[RunSpec], list[RunSpec]]] = {}
     for root, specs in plan.by_data_root().items():
+        stored = store.reading(root)
         for spec in specs:
-            threads = run_threads(spec, root) if by_threads else 0
-            workers = args.workers or default_workers("cuda" if gpus else "cpu", gpus, max(threads, 1))
+            threads = run_threads(spec, root) if by_threads else None
+            workers = args.workers or default_workers("cuda" if gpus else "cpu", gpus, threads or 1)
             group = groups.setdefault((root, threads, workers), ([], []))
             group[0].append(spec)
-            if not store.reading(root).has(spec):
+            if not stored.has(spec):
                 group[1].append(spec)
     capped = {}
     for (root, threads, workers), (specs, todo) in groups.items():
