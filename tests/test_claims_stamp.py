@@ -69,3 +69,29 @@ def test_a_re_judge_without_a_readable_stamp_fails_naming_it(tmp_path):
             said = "records no hash of the evidence"
         assert json.loads(stamp.read_text())["status"].startswith("FAILED")
         assert (tmp_path / "claims.csv").read_text() == claims
+
+
+def test_notebooks_render_as_many_at_a_time_as_there_are_cores_their_statuses_in_order(monkeypatch, tmp_path):
+    import threading
+    import time
+
+    from fedlib.app import render as rendering
+
+    running, most, lock = [], [0], threading.Lock()
+
+    def one(name, params, out_dir, note):
+        with lock:
+            running.append(name)
+            most[0] = max(most[0], len(running))
+        time.sleep(0.2 if name == "a" else 0.05)  # the first job the longest: the others overtake it
+        with lock:
+            running.remove(name)
+        return ("ok" if name != "c" else "FAILED: c", 1.0)
+
+    monkeypatch.setattr(rendering, "render", one)
+    jobs = [(n, {}, tmp_path / n) for n in "abcd"]
+    monkeypatch.setattr(rendering.os, "cpu_count", lambda: 2)
+    assert rendering.render_all(jobs, "note") == ["ok", "ok", "FAILED: c", "ok"] and most[0] == 2
+    most[0] = 0
+    monkeypatch.setattr(rendering.os, "cpu_count", lambda: 1)
+    assert rendering.render_all(jobs, "note") == ["ok", "ok", "FAILED: c", "ok"] and most[0] == 1

@@ -9,7 +9,7 @@ from typing import Any
 
 from fedlib.app import notebooks
 from fedlib.app.plan import fabricated_if_missing, missing_datasets, plan_runs, run_parameters, unloadable
-from fedlib.app.render import read_stamp, render, stamp, write_report
+from fedlib.app.render import read_stamp, render_all, stamp, write_report
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.ledger.cpu_record import (TO_BE_REBUILT, CpuRecordError, CpuVerdicts, read_cpu_results, read_current,
                                       write_record)
@@ -124,8 +124,8 @@ def report_from_ledger(names: Sequence[str], profile: str, overrides: Mapping[st
     injected = {"profile": profile, "results_root": str(results / profile), "runs_root": str(results / "runs"),
                 "runner": "local", "ray_address": None, "ledger": str(ledger_root)}
     print(f"== render from the ledger: {len(names)} notebook(s)", flush=True)
-    statuses = [render(name, run_parameters(name, profile, overrides, injected), results / profile / name, note)[0]
-                for name in names]
+    statuses = render_all([(name, run_parameters(name, profile, overrides, injected), results / profile / name)
+                           for name in names], note)
     report = write_report(results, results / profile, note, names, tail="\n# The ledger\n" + ledger_md)
     print(f"wrote {report}")
     if write_expected and all(status == "ok" for status in statuses):

@@ -9,6 +9,7 @@ import platform
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,13 @@ def render(name: str, params: dict[str, Any], out_dir: Path, note: str) -> tuple
     write_stamp(out_dir, status, seconds, note)
     print(f"[{name}] {status} in {seconds:.0f} s", flush=True)
     return status, seconds
+
+
+def render_all(jobs: Sequence[tuple[str, dict[str, Any], Path]], note: str) -> list[str]:
+    """`render(name, params, out_dir, note)` of every job, as many at a time as the machine has cores (each notebook
+    executes in a kernel process of its own, mostly on one core); the statuses in the jobs' order."""
+    with ThreadPoolExecutor(max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        return [status for status, _ in pool.map(lambda job: render(*job, note), jobs)]
 
 
 def write_report(results: Path, profile_dir: Path, header: str, rendered: Sequence[str],

@@ -20,7 +20,7 @@ from fedlib.app.options import (CPU_RECORD, UsageError, absolute, duration, ledg
                                 parse_overrides)
 from fedlib.app.plan import (Plan, check_threads, count_steps, imported_runs, missing_datasets, plan_runs,
                              print_plan, run_parameters)
-from fedlib.app.render import claims_only, render, stamp, write_report
+from fedlib.app.render import claims_only, render_all, stamp, write_report
 from fedlib.data.roots import ENV_VAR
 from fedlib.dryrun import dry_run
 from fedlib.grids import BUNDLED_DATASETS
@@ -222,7 +222,7 @@ def render_phase(args: argparse.Namespace, names: list[str], overrides: dict[str
     header = stamp(args.profile, overrides, args.select)
     results = prepared.results
     print(f"== render: {len(names)} notebook(s)", flush=True)
-    statuses = [render(name, prepared.given[name], results / args.profile / name, header)[0] for name in names]
+    statuses = render_all([(name, prepared.given[name], results / args.profile / name) for name in names], header)
     report = write_report(results, results / args.profile, header, names, imported_runs(prepared.plan, prepared.store))
     print(f"wrote {report}")
     from fedlib.report_html import write_report_html  # nbformat: not on a bare GPU machine, which only runs pieces
