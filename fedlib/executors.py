@@ -185,7 +185,7 @@ def train_vmap(
     grads_of, directions_of = _batched_gradients(model, loss_fn, algorithm, received, server_state)
     idx_all, wts_all, active_all = _padded_batches(jobs, local.batch_size, x.device)  # on the device once a round
     loss_sum = torch.zeros(c, device=x.device)  # accumulated on the device: no host sync inside the loop
-    lrs = [local.lr_at(round_, k) for k in range(max(steps))]
+    lrs, use_direction = [local.lr_at(round_, k) for k in range(max(steps))], has_correction(algorithm)
 
     def step(xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor, active: torch.Tensor, lr: float | torch.Tensor,
              masked: bool) -> None:
@@ -194,7 +194,7 @@ def train_vmap(
         nonlocal states
         grads, losses = grads_of(p, xb, yb, wb)
         d = grads
-        if has_correction(algorithm):
+        if use_direction:
             d, stepped = directions_of(p, grads, states, xb, yb, wb)
             stepped = _where_active(active, stepped, states) if masked else stepped
             if capture:
