@@ -7,14 +7,16 @@ them with many. Both read the definitions here, so the rules and claims they jud
   difference exactly at its margin, two arms drawn from one distribution), at `RULE_SEEDS` seeds; `paper_rules()`:
   the rules a paper declares for the battery (`Paper.noise_rules`: e.g. FedAQ's energy-to-target rule on runs of
   two schemes drawn from one distribution), at its profiles' seed counts;
-- `noise_cases()`: every declared claim that reads runs and is a contrast or a rule on the records alone
-  (`RECORD_RULES`); `declared_verdict(paper, claim, rng, seeds)` judges it once on per-round records whose every arm
-  is drawn from one distribution, shifted to the edge of each contrast's null (`null_edge`);
+- `noise_cases()`: every declared claim the batteries can feed (`fed`: a contrast, or a claim that declares its
+  `Battery`); `declared_verdict(paper, claim, rng, seeds)` judges it once on per-round records whose every arm is
+  drawn from one distribution, shifted to the edge of each contrast's null (`null_edge`), or, for a rule on values
+  the notebook computes from runs (`Battery.bundle`), on those values drawn by the claim's maker at its null's edge;
 - `profile_seed_counts`: the seed counts a paper's profiles run, at which a declared claim is judged.
 A rule at `ALPHA` may be positive on at most alpha + 3 Monte Carlo standard errors of the draws (`bound`).
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -27,7 +29,7 @@ from fedlib import report as R
 from fedlib.claims import judge
 from fedlib.claims.decidability import JUDGING_PROFILES
 from fedlib.grids import notebook_parameters, profile_values
-from fedlib.paper import declared, notebooks_of, papers, params_class
+from fedlib.paper import declared, notebooks_of, paper, papers, params_class
 from fedlib.paper.bundle import Bundle
 from fedlib.paper.claim import Cell, Claim
 from fedlib.paper_params import PaperParams
@@ -140,6 +142,8 @@ def arms(claim: Claim, effect: int) -> Arms:
     each way): a contrast's `a` sits its floor (or margin, or pace) from `b`'s level, so an ordering climbs from its
     lowest arm and a best-of's arm clears its highest floor; a `Claim.battery` declares its own."""
     if claim.battery is not None:
+        if claim.battery.lift is None:
+            raise ValueError(f"claim {claim.id} declares its battery's bundle, not arms (`Battery.bundle`)")
         return tuple((cell, lift, 1.0) for cell, lift in claim.battery.lift(effect))
     level: dict[tuple, float] = {}
     pace: dict[tuple, float] = {}
@@ -215,12 +219,37 @@ def declared_verdict(paper: str, claim: Claim, rng: np.random.Generator, seeds: 
                      kind: str = "edge") -> str:
     """The claim judged once on noise of `kind` (`NOISE_KINDS`) at the edge of its null, on `seeds`."""
     given = params(paper, claim, seeds, target=CENSORING_TARGET if kind == "censored" else 0.6)
+    if _reads_fields(claim):
+        return _field_verdict(paper, claim, given, seeds, 0, rng, kind)
     return verdict(paper, claim, records(claim, null_edge(claim, rng, kind), seeds), seeds, given)
 
 
 def effect_verdict(paper: str, claim: Claim, effect: int, seeds: list[int]) -> str:
     """The claim judged on a clear `effect` (+1: in the claim's direction, -1: the other way) on `seeds`."""
+    if _reads_fields(claim):
+        return _field_verdict(paper, claim, params(paper, claim, seeds), seeds, effect,
+                              np.random.default_rng(len(seeds)))
     return verdict(paper, claim, records(claim, clear_effect(claim, effect), seeds), seeds)
+
+
+def _reads_fields(claim: Claim) -> bool:
+    return claim.battery is not None and claim.battery.bundle is not None
+
+
+def _field_verdict(name: str, claim: Claim, given: PaperParams, seeds: list[int], effect: int, rng: np.random.Generator,
+                   kind: str = "edge") -> str:
+    """A rule on the bundle's fields (`Battery.bundle`), judged on the fields its battery draws at `effect`, beside
+    healthy records of the runs it reads (each run levelling off near 0.7: what the guards read)."""
+    healthy = records(claim, lambda cell, seed: (0.7 + 0.02 * rng.standard_normal(), 8.0), seeds)
+    base = replace(_empty_bundle(name, given), records=healthy)
+    return judge.judge_one(claim, claim.battery.bundle(base, effect, rng, kind)).judgement.verdict
+
+
+@functools.lru_cache(maxsize=64)
+def _empty_bundle(name: str, given: PaperParams) -> Bundle:
+    """Paper `name`'s bundle from no runs under `given`: every field the notebook computes empty (its
+    `bundle_from_runs`)."""
+    return paper(name).bundle_from_runs(given, {}, K)
 
 
 def expected(claim: Claim, effect: int) -> str:

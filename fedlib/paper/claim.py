@@ -68,16 +68,35 @@ Rule = Callable[[B], Finding]
 Cell = Mapping[str, Any]
 
 
+# (the paper's bundle with healthy records and every computed field empty, the effect, the noise's generator, the
+# noise's kind) -> that bundle with the fields the rule reads drawn at that effect
+FieldNoise = Callable[[Any, int, np.random.Generator, str], Any]
+
+
 @dataclass(frozen=True)
 class Battery:
-    """What the claims batteries (`fedlib.claims.noise`) need of a claim whose rule reads the records alone but is not
-    a `Contrast` or `AllOf` (those they read from the rule itself): `lift(effect)`, the final accuracy of each
-    cell's runs above the others' as (cell, lift) pairs (a run takes the first cell it matches, 0 where none), for
-    `effect` 0 (the edge of the rule's null), +1 (a clear effect in the claim's direction) and -1 (a clear effect
-    the other way). `opposite`: why a clear effect the other way cannot read "not reproduced" ('' where it can)."""
+    """What the claims batteries (`fedlib.claims.noise`) need of a claim whose rule is not a `Contrast` or `AllOf`
+    (those they read from the rule itself), for `effect` 0 (the edge of the rule's null), +1 (a clear effect in the
+    claim's direction) and -1 (a clear effect the other way). One of:
+    - `lift(effect)`, for a rule that reads the records alone: the final accuracy of each cell's runs above the
+      others' as (cell, lift) pairs (a run takes the first cell it matches, 0 where none);
+    - `bundle(base, effect, rng, kind)`, for a rule that reads values the notebook computes from the runs (the
+      bundle's fields: a per-seed saving, a table's cells, a sweep): `base` is the paper's bundle from no runs (its
+      `bundle_from_runs`: every computed field empty) with healthy records of the runs the claim reads and the
+      battery's seeds in its parameters; the maker returns it with the fields the rule reads drawn per seed at
+      `effect` (`dataclasses.replace`), its noise from `rng`. `kind` is the noise's (`fedlib.claims.noise.
+      NOISE_KINDS`); a kind that means nothing to the fields (a plateau where the rule reads one value per seed) is
+      drawn as the null's edge.
+    `opposite`: why a clear effect the other way cannot read "not reproduced" ('' where it can)."""
 
-    lift: Callable[[int], tuple[tuple[Cell, float], ...]]
+    lift: Callable[[int], tuple[tuple[Cell, float], ...]] | None = None
     opposite: str = ""
+    bundle: FieldNoise | None = None
+
+    def __post_init__(self) -> None:
+        if (self.lift is None) == (self.bundle is None):
+            raise TypeError("a Battery declares exactly one of lift (a rule on the records) and bundle (a rule on "
+                            "the bundle's fields)")
 
 
 @dataclass(frozen=True)

@@ -230,6 +230,17 @@ def _c5(b: TacoBundle) -> Finding:
                                    partly=True))
 
 
+def _c5_battery(base: TacoBundle, effect: int, rng: np.random.Generator, kind: str) -> TacoBundle:
+    """Table II per seed for the claims batteries: each group's mean α a step of `CLEAR` above the previous group's
+    at `effect` +1, below it at -1, level with it at 0 (every neighbour's difference at the rule's null), each seed's
+    means a draw apart."""
+    seeds = pd.Index(base.params.seeds, name="seed")
+    level = {g: 0.3 + CLEAR * effect * i for i, g in enumerate(ALPHA_ORDER)}
+    per_seed = pd.DataFrame({g: level[g] + 0.02 * rng.standard_normal(len(seeds)) for g in ALPHA_ORDER}, index=seeds)
+    pooled = pd.DataFrame({"mean": per_seed.mean(), "std": per_seed.std()})
+    return replace(base, table2=pooled, table2_seeds=per_seed)
+
+
 def _c6(b: TacoBundle) -> Finding:
     """Detection per seed, each part by a one-sided paired t test on a rate (`bounded`: perfect on every seed
     decides): the live run's TPR - FPR above 0.5, the replays at κ 0.6-0.8 (worst TPR - worst FPR) above 0.5, and
@@ -428,7 +439,7 @@ CLAIMS: tuple[Claim[TacoBundle], ...] = (
     Claim("C4", "client cost per local update: STEM highest, TACO small (Tables I/III)",
           "per round vs FedAvg: STEM +44.0%, FedProx +12.2%, TACO +6.9%", _c4),
     Claim("C5", "mean α ordered A < B < C < freeloaders (Table II)", "MNIST 0.23 < 0.27 < 0.41 < 0.88", _c5,
-          reads=(Runs({"expulsion": ("off",)}, "freeloaders"),)),
+          reads=(Runs({"expulsion": ("off",)}, "freeloaders"),), battery=Battery(bundle=_c5_battery)),
     Claim("C6", "freeloader detection TPR 100% / FPR 0% at κ = 0.6–0.8; κ = 1 never detects (Table VIII)",
           "TPR 100%, FPR 0% for κ 0.6–0.8, every λ; κ=1.0: TPR 0", _c6,
           reads=(Runs({"expulsion": ("off", "live")}, "freeloaders"),)),
