@@ -114,6 +114,7 @@ scorecard = Scorecard("Claims")  # the count of this notebook's verdicts, filled
 # %%
 import time
 import warnings
+from dataclasses import replace
 
 warnings.simplefilter("ignore")
 
@@ -126,7 +127,7 @@ from IPython.display import Markdown
 from fedlib import load_dataset, targets
 from fedlib.notebook_runs import notebook_records
 from fedlib.papers import taco as tp
-from fedlib.papers.taco.claims import bundle as taco_bundle
+from fedlib.papers.taco.claims import bundle_from_grids
 from fedlib.papers.taco.claims import claims as taco_claims
 from fedlib.paths import results_dir
 from theory import taco as th
@@ -161,26 +162,24 @@ print(f"profile={params.profile}: {params.dataset} ({len(ds.y_train)} train / {l
 # ## The runs, as data
 # Every run is a spec built from these parameters by `fedlib.papers.taco.experiments`; `run_specs` computes
 # those not yet in the run store (`runs_root`; `runner="ray"`: Ray tasks) and returns tidy tables (`rounds`,
-# `clients`, TACO's `alpha`, `expelled`, `output`); each section reads its grid (`grid`). With `ledger` set, the
+# `clients`, TACO's `alpha`, `expelled`, `output`). `grids` splits them by grid as the ledger's judge does, and
+# `evidence` holds every table the claims read (`bundle_from_grids`, the ledger's route too): each section shows
+# its grid and its tables from there. With `ledger` set, the
 # runs come from that evidence ledger, none computed: a section shows what the runs it holds give and names those
 # it lacks (`shown`), and the claims it cannot judge read "not testable", naming them.
 
 # %%
 records = notebook_records(tp.experiments(params), params, progress=show_progress())
 grid_specs = {name: make(params) for name, make in tp.GRIDS.items()}
-
-
-def grid(name: str) -> dict:
-    """The record tables of one grid of runs (tp.GRIDS[name]) that the records hold; every table is there, empty
-    where none of the grid's runs is held."""
-    return tp.grid_tables(records.select(grid_specs[name]), grid_specs[name])
+grids = tp.grids_of_runs(params, records)  # every table of each grid, empty where none of its runs is held
+evidence = bundle_from_grids(params, grids, ds.num_classes)  # the tables the claims read (section 9)
 
 
 # %% [markdown]
 # ## Runs: all seven algorithms on the three-group split (Tables III and V)
 
 # %%
-main = grid("main")
+main = grids["main"]
 curves = main["rounds"].copy()
 print(f"{curves['run'].nunique()} main runs, {time.perf_counter() - t_start:.0f} s so far")
 main_shown = records.shown(grid_specs["main"], "The main runs (Figs. 2a and 2c, Tables III and V)")
@@ -224,7 +223,7 @@ table5["paper_FMNIST_acc"] = [PAPER_V_FMNIST[a][0] for a in table5.index]
 table5["paper_FMNIST_rounds(70%)"] = [PAPER_V_FMNIST[a][1] for a in table5.index]
 table5["paper_III_round_s"] = [PAPER_III[a] for a in table5.index]
 table5["paper_III_vs_fedavg_%"] = [100 * (PAPER_III[a] / 4.50 - 1) for a in table5.index]
-taco_final = tp.output_accuracy(main["output"])
+taco_final = evidence.taco_final
 if main_shown:
     table5.to_csv(out_dir / "table5_table3.csv")
     print(f"TACO final accuracy on w_T: {taco_final['w'].mean():.2f}, on the output model z_T (Eq. 15): "
@@ -251,8 +250,8 @@ Markdown(f"This run (profile `{params.profile}`): {params.oscillation_dataset}, 
          f"{literal_source(params.oscillation_seeds)}; algorithms {literal_source(params.oscillation_algorithms)}.")
 
 # %%
-osc = grid("oscillation")
-osc_curves, per_seed_osc = osc["rounds"], tp.oscillation_rows(osc, params.oscillation_rounds)
+osc = grids["oscillation"]
+osc_curves, per_seed_osc = osc["rounds"], evidence.oscillation
 if records.shown(grid_specs["oscillation"], "The oscillation study"):
     osc_table = per_seed_osc.groupby("algorithm", sort=False).mean(numeric_only=True).drop(columns="seed")
     osc_table["paper_FMNIST_acc"] = [PAPER_V_FMNIST.get(a, (np.nan,))[0] for a in osc_table.index]
@@ -290,7 +289,7 @@ if records.shown(grid_specs["oscillation"], "The oscillation study"):
 PAPER_I = {"FedAvg": (0.323, 0.441), "FoolsGold": (0.323, 0.441), "FedProx": (0.399, 0.511),
            "Scaffold": (0.348, 0.462), "STEM": (0.455, 0.543), "FedACG": (0.401, 0.513)}
 # noise_%: spread between repeats, the margin C4's gaps must exceed; repeats: the runs each row is measured on
-table1 = tp.timing_table(grid("timing"))
+table1 = evidence.table1.copy()
 table1["paper_FMNIST_s"] = [PAPER_I.get(a, (np.nan,))[0] for a in table1.index]
 table1["paper_FMNIST_vs_fedavg_%"] = 100 * (table1["paper_FMNIST_s"] / 0.323 - 1)
 if records.shown(grid_specs["timing"], "Table I"):
@@ -308,10 +307,10 @@ if records.shown(grid_specs["timing"], "Table I"):
 PAPER_II = pd.DataFrame({"MNIST": ["0.23±0.02", "0.27±0.03", "0.41±0.02", "0.88±0.01"],
                          "FMNIST": ["0.18±0.09", "0.27±0.03", "0.37±0.01", "0.75±0.01"]},
                         index=["A", "B", "C", "Freeloaders"])
-freeloading = grid("freeloaders")
-alphas = tp.observed_alphas(freeloading)
-table2 = tp.alpha_by_group(alphas).join(PAPER_II.add_prefix("paper_"))
-table2_seeds = tp.alpha_by_seed(alphas)
+freeloading = grids["freeloaders"]
+alphas = tp.observed_alphas(freeloading)  # for the figure
+table2 = evidence.table2.join(PAPER_II.add_prefix("paper_"))
+table2_seeds = evidence.table2_seeds
 expulsion_runs = {mode: [s for s in grid_specs["freeloaders"] if s.get("labels")["expulsion"] == mode]
                   for mode in ("off", "live")}
 if records.shown(expulsion_runs["off"], "Table II"):
@@ -338,9 +337,9 @@ PAPER_VIII = {0.4: ("100/25", "100/12.5", "100/0"), 0.5: ("100/6.25", "100/0", "
               1.0: ("0/0",) * 3}
 lam_default = tp.expel_after(params)
 live = tp.live_expelled(freeloading)
-live_det = tp.live_detection(live)
+live_det = evidence.live_detection
 lambdas = tp.replay_lambdas(params)
-table8_seeds = tp.replayed_detection(alphas, params.kappa_grid, lambdas)
+table8_seeds = evidence.table8_seeds
 if records.shown(expulsion_runs["live"], "Table VIII's live runs"):
     print(f"live runs (kappa={params.kappa}, lambda={lam_default}), per seed:")
     expelled_rounds = live.groupby("seed")["expelled_round"].agg(lambda r: sorted(r.dropna().astype(int)))
@@ -362,7 +361,7 @@ if records.shown(expulsion_runs["off"], "Table VIII's replays"):
 # %%
 PAPER_VI = {"neither": "89.98 / 92.93 / 78.42 / 78.88", "agg only": "91.30 / 93.20 / 79.76 / 83.34",
             "corr only": "95.16 / 95.91 / 83.52 / 83.69", "both": "95.22 / 96.10 / 83.64 / 83.80"}
-table6 = tp.ablation_table(grid("ablation")["rounds"])
+table6 = evidence.table6.copy()
 table6["paper (FEMNIST .2/.5, adult .1/.5)"] = [PAPER_VI[v] for v in table6.index]
 if records.shown(grid_specs["ablation"], "Table VI"):
     table6.to_csv(out_dir / "table6.csv")
@@ -372,7 +371,7 @@ if records.shown(grid_specs["ablation"], "Table VI"):
 # Table VII: scalability, `scal_clients` clients on a Dirichlet split
 PAPER_VII = {"FedAvg": 88.14, "FedProx": 89.54, "FoolsGold": 89.66, "Scaffold": 92.26, "STEM": 86.56,
              "FedACG": 87.90, "TACO": 92.86}
-table7 = tp.scalability_table(grid("scalability")["rounds"])
+table7 = evidence.table7.copy()
 table7["paper_FEMNIST_100clients"] = [PAPER_VII[a] for a in table7.index]
 if records.shown(grid_specs["scalability"], "Table VII"):
     table7.to_csv(out_dir / "table7.csv")
@@ -384,7 +383,7 @@ if records.shown(grid_specs["scalability"], "Table VII"):
 # No formula is given; both readings (A10) run: *literal* (ζ_i, coefficient = α_i), *factor* (ζ(1−α_i), 1−α_i).
 
 # %%
-fig6 = tp.plugin_table(grid("plugin")["rounds"])
+fig6 = evidence.fig6
 if records.shown(grid_specs["plugin"], "Fig. 6"):
     fig6.to_csv(out_dir / "fig6.csv")
     display(fig6)
@@ -393,7 +392,7 @@ if records.shown(grid_specs["plugin"], "Fig. 6"):
 # ## Fig. 7: sensitivity to γ (the paper: best near 1/K; too large fails)
 
 # %%
-fig7 = tp.gamma_table(grid("gamma")["rounds"])
+fig7 = evidence.fig7
 if records.shown(grid_specs["gamma"], "Fig. 7"):
     fig7.to_csv(out_dir / "fig7.csv", index=False)
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -410,8 +409,8 @@ if records.shown(grid_specs["gamma"], "Fig. 7"):
 # heavy-ball momentum ≥ 1 (theory: m ≥ 1); TACO's α rises as updates align, shrinking its factor.
 
 # %%
-oc_curves = grid("overcorrection")["rounds"]
-oc_summary = tp.overcorrection_table(oc_curves)
+oc_curves = grids["overcorrection"]["rounds"]
+oc_summary = evidence.overcorrection
 if records.shown(grid_specs["overcorrection"], "The over-correction runs"):
     fig, ax = plt.subplots(1, 2, figsize=(11, 3.5))
     sns.lineplot(oc_curves, x="round", y="test_loss", hue="correction", ax=ax[0])
@@ -581,13 +580,8 @@ full_table(th.theorem_scope())
 # (theory/taco.py) close the table.
 
 # %%
-secondary = ("ablation", "scalability", "plugin", "gamma", "overcorrection", "oscillation", "freeloaders")
-run_tables = {"main": curves, **{name: grid(name)["rounds"] for name in secondary}}
-claims = taco_claims(taco_bundle(
-    params, ds.num_classes, run_tables, taco_final=taco_final, table1=table1, table2=table2, table2_seeds=table2_seeds,
-    live_detection=live_det, table8_seeds=table8_seeds, table6=table6, fig7=fig7, fig6=fig6, table7=table7,
-    overcorrection=oc_summary, boundary=boundary, fixed_points=fixed_points, lemma_runs=lemma_runs,
-    y_gradients_equal=yt["all_equal"], oscillation=per_seed_osc,
+claims = taco_claims(replace(  # the runs' tables (`evidence`) with the theory's values this notebook computed
+    evidence, boundary=boundary, fixed_points=fixed_points, lemma_runs=lemma_runs, y_gradients_equal=yt["all_equal"],
     theorem1=th.theorem1_claims(*thm_rows.values(), evidence=f"{thm_setting.name}, {params.theorem1_rounds} rounds")))
 claims.save(out_dir)
 print(f"total {time.perf_counter() - t_start:.0f} s")

@@ -106,12 +106,18 @@ RUN_GRIDS = ("main", "ablation", "scalability", "plugin", "gamma", "overcorrecti
 
 
 def bundle_from_runs(params: tp.TacoParams, records: Records, num_classes: int) -> TacoBundle:
-    """The bundle from the plan's runs alone (`fedlib.claims.ledger_verdicts`: the headline claims, judged on the
-    ledger's runs), split into grids by `tp.grids_of_runs`: every table the notebook derives from its runs, through the
-    same functions; the theory's values, which the notebook computes on the CPU without runs (the quadratic boundaries
-    and fixed points, Lemma 2, Corollary 2, Theorem 1), left empty: their claims are judged where the notebook runs. Any
-    subset of the plan's runs gives a bundle; the judge names the missing runs."""
-    grids = tp.grids_of_runs(params, records)
+    """The bundle from the plan's runs alone (the ledger's judge, `fedlib.claims.ledger_verdicts`), split into grids
+    by `tp.grids_of_runs`: `bundle_from_grids`. Any subset of the plan's runs gives a bundle; the judge names the
+    missing runs."""
+    return bundle_from_grids(params, tp.grids_of_runs(params, records), num_classes)
+
+
+def bundle_from_grids(params: tp.TacoParams, grids: Mapping[str, Records], num_classes: int) -> TacoBundle:
+    """The bundle from each grid's record tables (`tp.grids_of_runs`): every table the notebook derives from its runs,
+    through the functions the notebook shows them from (it builds its tables here too); the theory's values, which the
+    notebook computes on the CPU without runs (the quadratic boundaries and fixed points, Lemma 2, Corollary 2,
+    Theorem 1), left empty: the notebook adds them (`dataclasses.replace`), and where no notebook runs their claims
+    read "not testable"."""
     freeloading, empty = grids["freeloaders"], pd.DataFrame()
     alphas = tp.observed_alphas(freeloading)
     return bundle(params, num_classes, {name: grids[name]["rounds"] for name in RUN_GRIDS},
