@@ -145,7 +145,7 @@ class FedAQParams(PaperParams):
     model: str = param("lenet_300_100", "model name (fedlib.models)")
     paper_row: str = param("LeNet-300-100 on MNIST", "the paper's Table II-IV row this experiment stands in for")
     num_clients: int = param(10, "clients of the equal-shards split, all every round")
-    rounds: int = param(20, "communication rounds")
+    rounds: int = param(10, "communication rounds")
     local_epochs: float = param(5.0, "local epochs per round")
     batch_size: int = param(64, "local minibatch size")
     lr: float = param(0.05, "local SGD learning rate")

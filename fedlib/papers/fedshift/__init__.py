@@ -410,7 +410,7 @@ class FedShiftParams(PaperParams):
     num_clients: int = param(20, "clients of the parity (and Dirichlet) split")
     per_round_inferior: int = param(2, "inferior (quantizing) clients sampled each round")
     per_round_superior: int = param(2, "superior (fp32) clients sampled each round")
-    rounds: int = param(20, "communication rounds")
+    rounds: int = param(10, "communication rounds")
     local_epochs: float = param(1.0, "local epochs per round")
     batch_size: int = param(16, "local minibatch size (Dirichlet splits: min_size is half of it)")
     lr: float = param(0.05, "local SGD learning rate")

@@ -310,7 +310,7 @@ class MucscParams(PaperParams):
     clients_per_round: int = param(5, "clients sampled each round")
     partitions: tuple[str, ...] = param(["iid", "noniid"], "partitions of the main grid (the first: the sweeps')")
     classes_per_client: int = param(5, "labels each client holds on the noniid partition")
-    rounds: int = param(30, "communication rounds")
+    rounds: int = param(15, "communication rounds")
     local_steps: int | None = param(10, "local SGD steps per round (None: local_epochs)")
     local_epochs: float | None = param(None, "local epochs per round, when local_steps is None")
     batch_size: int = param(8, "local minibatch size")
