@@ -549,3 +549,95 @@ def test_a_theorem1_run_missing_makes_c9d_not_testable_naming_it():
     t = notebook_claims(ledger_records(), theorem1_missing="method=theorem1 shift=True seed=0")
     assert t.loc["C9d", "verdict"] == NT and t.loc["C9d", "evidence"] == "missing: method=theorem1 shift=True seed=0"
     assert t.loc["C9a", "verdict"] == R
+
+
+# ---- the claims batteries' makers (`Battery.bundle`): the values each rule tests, by hand ------------------------
+
+class Constant:
+    """A generator stand-in whose every normal draw is `z`: the makers' levels, or levels plus one spread."""
+
+    def __init__(self, z: float) -> None:
+        self.z = z
+
+    def standard_normal(self, size: int) -> np.ndarray:
+        return np.full(size, self.z)
+
+
+def _per_seed(t: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    return t.pivot_table(index=index, columns="seed", values="acc")
+
+
+def _baselines(b) -> pd.DataFrame:
+    t = b.table1
+    return _per_seed(t[~t["shift"] & (t["quantizer"] == b.params.quantizers[0])], ["algorithm", "bits"])
+
+
+def _fp32(b) -> pd.Series:
+    t = b.table1
+    return _per_seed(t[(t["bits"] == 32) & ~t["shift"]], ["algorithm"]).loc["fedavg"]
+
+
+def _fig8_closer(b) -> pd.Series:
+    s = b.label_bias_seeds.set_index(["shift", "seed"])["share_inferior_classes"]
+    labels = (b.test_labels % 2 == 1).mean()
+    return (s[False] - labels).abs() - (s[True] - labels).abs()
+
+
+def _fig8_flatter(b) -> pd.Series:
+    kl = b.label_bias_seeds.set_index(["shift", "seed"])["kl_to_uniform"]
+    return 1 - kl[True] / kl[False]
+
+
+def _kmeans(b) -> pd.DataFrame:
+    return claims_module.kmeans_gain(b.kmeans)
+
+
+# claim -> (the values its rule tests, from the bundle's fields, by hand; their edge)
+TESTED = {
+    "C1": (lambda b: _baselines(b).xs(8, level="bits") - _baselines(b).xs(2, level="bits"), 0.0),
+    "C2": (lambda b: _baselines(b).xs(4, level="bits").loc["fedef"] - _baselines(b).xs(4, level="bits")
+           .drop("fedef"), 0.0),
+    "C3": (lambda b: pd.concat([b.gains.seed_means, b.gains.cells]), claims_module.GAIN_FLOOR),
+    "C4": (lambda b: _per_seed(b.table1[b.table1["shift"] & (b.table1["bits"] == 8)], CELL) - _fp32(b), 0.0),
+    "C5a": (lambda b: b.label_bias_seeds.loc[~b.label_bias_seeds["shift"], "share_inferior_classes"] - 0.5,
+            claims_module.C5A_FLOOR),
+    "C5b": (lambda b: pd.concat([_fig8_closer(b) - claims_module.C5B_CLOSER,
+                                 _fig8_flatter(b) - claims_module.C5B_KL_DROP]), 0.0),
+    "C6": (lambda b: 1 - b.divergence_seeds["FedShift"] / b.divergence_seeds["baseline"], claims_module.C6_DROP),
+    "C7": (lambda b: _per_seed(b.table2[b.table2["shift"]], ["alpha", "quantizer", "bits"])
+           - _per_seed(b.table2[~b.table2["shift"]], ["alpha", "quantizer", "bits"]), claims_module.GAIN_FLOOR),
+    "G1": (lambda b: _kmeans(b)["reference"], claims_module.GAIN_FLOOR),
+}
+CELL = claims_module.CELL
+BATTERY_BASE = bundle_from_runs(FedShiftParams(seeds=(0, 1, 2)), {}, 10)  # the paper's defaults: bits 2, 4, 8
+
+
+def _drawn(claim_id: str, effect: int, z: float = 0.0, kind: str = "edge"):
+    claim = next(c for c in CLAIMS if c.id == claim_id)
+    return claim.battery.bundle(BATTERY_BASE, effect, Constant(z), kind)
+
+
+@pytest.mark.parametrize("claim_id", TESTED)
+def test_each_battery_draws_every_tested_value_exactly_at_its_rules_edge_and_a_clear_effect_beyond(claim_id):
+    """At effect 0 without noise every value the rule tests (each part's, each seed's, each cell's) sits exactly on
+    its floor or margin, not inside the null; at +1 / -1 every one lies at least `CLEAR` (ten points of accuracy)
+    beyond it, the claimed way / the other way."""
+    tested, edge = TESTED[claim_id]
+    step = claims_module.POINTS if claim_id in {"C1", "C2", "C3", "C4", "C7", "G1"} else claims_module.CLEAR
+    at_edge = np.ravel(tested(_drawn(claim_id, 0)))
+    assert len(at_edge) >= 3 and at_edge == pytest.approx(np.full(len(at_edge), edge), abs=1e-9)
+    up, down = (np.ravel(tested(_drawn(claim_id, e))) for e in (1, -1))
+    assert (up >= edge + step - 1e-9).all() and (down <= edge - step + 1e-9).all()
+
+
+@pytest.mark.parametrize("claim_id, moved", [("C3", lambda t: t["shift"] & (t["bits"] < 32)),
+                                             ("G1", lambda t: t["shift"] & (t["kmeans"] == "reference"))])
+def test_a_noisier_plateau_spreads_the_arm_the_effect_moves_three_times_as_much(claim_id, moved):
+    table = "table1" if claim_id == "C3" else "kmeans"
+    edge, plateau = (getattr(_drawn(claim_id, 0, 1.0, kind), table) for kind in ("edge", "noisier arm on a plateau"))
+    deviation = ((plateau["acc"] - edge["acc"]) / claims_module.SPREAD).to_numpy()  # arm: NOISIER - 1 more
+    arm = moved(plateau).to_numpy()
+    assert arm.any() and deviation[arm] == pytest.approx(np.full(arm.sum(), claims_module.NOISIER - 1))
+    assert deviation[~arm] == pytest.approx(np.zeros((~arm).sum()))
+    censored = getattr(_drawn(claim_id, 0, 1.0, "censored"), table)  # no rule here reads a target: the edge
+    pd.testing.assert_frame_equal(censored, edge)

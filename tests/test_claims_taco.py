@@ -484,6 +484,38 @@ def test_c5_c6_measured_strings_by_hand():
                            "min 100%, FPR max 0%; κ=1: TPR max 0%")
 
 
+EDGE_SEEDS = 3000  # seeds of one draw of a battery maker: the mean of each part's value within 4 SE of its floor
+
+
+def _edge_values(claim_id: str) -> dict[str, tuple[pd.Series, float]]:
+    """What each part of the claim's rule reads per seed, drawn once by its battery at the null's edge on
+    `EDGE_SEEDS` seeds, with the part's floor."""
+    seeds = list(range(EDGE_SEEDS))  # the params alone: a bundle from no runs plans every run of its seeds
+    base = replace(bundle_from_runs(TacoParams(), {}, 10), params=TacoParams(seeds=seeds, extra_seeds=seeds))
+    claim = next(c for c in CLAIMS_DECLARED if c.id == claim_id)
+    b = claim.battery.bundle(base, 0, np.random.default_rng(0), "edge")
+    if claim_id == "Eq15":
+        return {"z_T - w_T": (b.taco_final["z"] - b.taco_final["w"], -b.params.margin_pts)}
+    if claim_id == "C8":
+        finals = tp.final_rows(b.records["gamma"], ["gamma"]).pivot(index="seed", columns="gamma", values="final_acc")
+        return {f"1/K - γ={g}": (finals[0.1] - finals[g], 0.0) for g in finals.columns if g != 0.1}
+    t8 = b.table8_seeds
+    mid, one = t8[t8["kappa"].isin((0.6, 0.7, 0.8))].groupby("seed"), t8[t8["kappa"] == 1.0].groupby("seed")
+    return {"live TPR - FPR": (b.live_detection["tpr"] - b.live_detection["fpr"], 0.5),
+            "replayed worst TPR - worst FPR": ((mid["TPR_%"].min() - mid["FPR_%"].max()) / 100, 0.5),
+            "κ = 1 TPR": (one["TPR_%"].max() / 100, 0.5)}
+
+
+@pytest.mark.parametrize("claim_id", ["C6", "C8", "Eq15"])
+def test_the_battery_draws_every_part_of_a_field_rule_at_its_floor(claim_id):
+    """By hand: at the null's edge each value a part of the rule tests is on its floor on average (C6: TPR - FPR live
+    and replayed, and κ = 1's TPR, at 0.5; C8: 1/K's final accuracy level with each other γ's; Eq15: z_T - w_T at
+    -margin_pts), not inside the null, where the noise battery would pass whatever the rule."""
+    for part, (values, floor) in _edge_values(claim_id).items():
+        se = values.std() / np.sqrt(len(values))
+        assert len(values) == EDGE_SEEDS and abs(values.mean() - floor) < 4 * se, (part, values.mean(), floor)
+
+
 def test_saved_evidence_is_judged_again_to_the_same_table(tmp_path):
     first = claims(bundle(PARAMS, 10, records(), **values()))
     first.save(tmp_path)

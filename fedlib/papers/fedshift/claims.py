@@ -21,10 +21,11 @@ import pandas as pd
 
 from fedlib import report
 from fedlib.claims.judge import judge
+from fedlib.claims.noise import CLEAR
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper import Paper, declare
 from fedlib.paper.bundle import Bundle
-from fedlib.paper.claim import Claim, Finding, Runs
+from fedlib.paper.claim import Battery, Cell, Claim, FieldNoise, Finding, Runs
 from fedlib.paper.scale import Scale
 from fedlib.papers import fedshift as fs
 from fedlib.report import Claims, Judgement
@@ -186,11 +187,16 @@ def bundle(params: fs.FedShiftParams, rounds: pd.DataFrame, *, table1: pd.DataFr
     (`divergence`: Fig. 9's rows, `fs.divergence_rows`)."""
     grids = {"table1": table1, "table2": table2, "kmeans": kmeans}
     records = {name: _per_round(rounds, runs, IDS[name]) for name, runs in grids.items()}
-    per_seed = divergence.groupby(["what", "seed", "model"])["value"].mean().unstack("model")
     return FedShiftBundle(params, records, num_classes, table1=table1, table2=table2, kmeans=kmeans,
                           gains=ShiftGains.of(table1), label_bias=label_bias, label_bias_seeds=label_bias_seeds,
-                          test_labels=np.asarray(test_labels), divergence=fs.divergence_summary(divergence),
-                          divergence_seeds=per_seed, table3=table3, theory=theory)
+                          test_labels=np.asarray(test_labels), table3=table3, theory=theory,
+                          **_divergence_fields(divergence))
+
+
+def _divergence_fields(divergence: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The bundle's Fig. 9 fields from `fs.divergence_rows`: the summary and the per-seed means."""
+    per_seed = divergence.groupby(["what", "seed", "model"])["value"].mean().unstack("model")
+    return {"divergence": fs.divergence_summary(divergence), "divergence_seeds": per_seed}
 
 
 NO_THEORY = Theory(threshold_ratio=float("nan"), theorem2=pd.DataFrame(), assumed={}, bound_at_1e6=float("nan"),
@@ -585,23 +591,149 @@ def _fig(p: fs.FedShiftParams) -> str:
     return f"{figure_algorithm(p.algorithms)} 32+{_low(p)}"
 
 
+# ---- what the claims batteries feed the rules (`Battery.bundle`, fedlib.claims.noise) -----------------------------
+# Each maker draws, per seed, the values its claim's rule reads: at effect 0 exactly at the edge of the rule's null
+# (each part of an all-parts rule at its own edge), at +1 / -1 a clear effect the claimed way / the other way
+# (`CLEAR`: ten points of accuracy, or 0.1 of a share or of a relative drop). Noise "censored" is drawn as the edge:
+# no rule here reads a target reached. Noise "noisier arm on a plateau": the values the effect moves (the claim's
+# arm) spread `NOISIER` times as much (a run's accuracy is the mean of its last rounds, Fig. 9's a mean over rounds).
+
+LEVEL = 70.0  # points: a drawn run's accuracy where no effect lifts it
+SPREAD = 0.3  # points: a drawn run's accuracy about its level from seed to seed
+GAIN = 2.0  # points: the shift's gain where a rule reads one beside what it tests (the paper's: +0.7 to +5.4)
+POINTS = 100 * CLEAR  # a clear effect on accuracy, in points
+NOISIER = 3.0  # "noisier arm on a plateau": the arm's spread, times the others'
+TEST_LABELS = 1000  # a drawn test set's size (balanced over the classes)
+LEAN = 0.15  # C5b: the baseline's share of inferior-class predictions above the labels'
+SHARE_SPREAD = 0.01  # a seed's share of predictions about its level
+KL_LEVEL = 0.05  # the baseline predictions' KL to uniform
+DROP_SPREAD = 0.02  # a seed's relative drop (of the KL, of a divergence) about its level
+DIVERGENCE = {"global": 1.0, "drift": 2.0}  # Fig. 9: the baseline's mean divergence per kind
+Lift = Callable[[fs.FedShiftParams, Cell, int], float]  # (params, a run's cell, effect) -> its accuracy above LEVEL
+
+
+def _spread(kind: str, moved: bool) -> float:
+    """A drawn value's spread, relative: `NOISIER` for the values the effect moves under a noisier plateau."""
+    return NOISIER if moved and kind == "noisier arm on a plateau" else 1.0
+
+
+def _runs_battery(grids: Sequence[Grid], lift: Lift) -> FieldNoise:
+    """A maker of the run table `grids` name: one run per cell (on the battery's parameters) and seed, its accuracy
+    `LEVEL` + `lift` + a draw of `SPREAD`, in the table's columns (the labels no rule reads left empty); Table I's
+    with its gains."""
+    table = grids[0].table
+
+    def draw(base: FedShiftBundle, effect: int, rng: np.random.Generator, kind: str) -> FedShiftBundle:
+        p = base.params
+        cells = [cell for g in grids for cell in g.on(p).cells()]
+        runs = pd.DataFrame([{**cell, "seed": seed} for cell in cells for seed in p.seeds])
+        level = np.repeat([lift(p, cell, effect) for cell in cells], len(p.seeds))
+        spread = np.repeat([_spread(kind, lift(p, cell, 1) != lift(p, cell, -1)) for cell in cells], len(p.seeds))
+        runs = runs.assign(acc=LEVEL + level + SPREAD * spread * rng.standard_normal(len(runs)),
+                           run=[f"{table}{i}" for i in range(len(runs))]).reindex(columns=getattr(base, table).columns)
+        return replace(base, **{table: runs}, **({"gains": ShiftGains.of(runs)} if table == "table1" else {}))
+
+    return draw
+
+
+TABLE1_RUNS = (TABLE1, _fp32(SHIFT))  # every Table I run: the quantized cells and FedAvg 32+32
+KMEANS_RUNS = _kmeans_grid(fs.KMEANS_SETTINGS)  # the K-means-setting grid under both settings
+
+
+def _c1_lift(p: fs.FedShiftParams, cell: Cell, effect: int) -> float:
+    """C1: each algorithm's baseline at the highest bit width `effect` x `POINTS` above its lower widths'."""
+    return effect * POINTS * (not cell["shift"] and cell["bits"] == max(p.bits_list))
+
+
+def _c2_lift(p: fs.FedShiftParams, cell: Cell, effect: int) -> float:
+    """C2: Fed-EF's baseline at 32+4 `effect` x `POINTS` above the other baselines."""
+    return effect * POINTS * (cell["algorithm"] == "fedef" and cell["bits"] == PAPER_LOWEST_BITS
+                              and not cell["shift"])
+
+
+def _floor_gain_lift(p: fs.FedShiftParams, cell: Cell, effect: int) -> float:
+    """C3, C7: the shift's gain in every quantized cell `GAIN_FLOOR` + `effect` x `POINTS`."""
+    return (GAIN_FLOOR + effect * POINTS) * (cell["shift"] and cell["bits"] < 32)
+
+
+def _c4_lift(p: fs.FedShiftParams, cell: Cell, effect: int) -> float:
+    """C4: FedShift in every >= 5-bit cell `effect` x `POINTS` above FedAvg 32+32."""
+    return effect * POINTS * (cell["shift"] and 5 <= cell["bits"] < 32)
+
+
+def _g1_lift(p: fs.FedShiftParams, cell: Cell, effect: int) -> float:
+    """G1: the shift's gain with the reference K-means `GAIN_FLOOR` + `effect` x `POINTS`, with the converged `GAIN`."""
+    if not cell["shift"]:
+        return 0.0
+    return GAIN_FLOOR + effect * POINTS if cell["kmeans"] == "reference" else GAIN
+
+
+def _fig8(base: FedShiftBundle, rng: np.random.Generator, kind: str, *, excess: float, closer: float, drop: float,
+          moved: str) -> FedShiftBundle:
+    """Fig. 8 per seed on a balanced test set: the baseline's share of inferior-class predictions `excess` above the
+    labels', FedShift's `closer` to the labels' (on the same side), FedShift's KL to uniform `drop` lower than the
+    baseline's (relative), each a draw apart; `moved`: the model whose values the effect moves."""
+    b = replace(base, test_labels=np.arange(TEST_LABELS) % base.num_classes)
+    seeds = list(b.params.seeds)
+    n = len(seeds)
+    spread = {model: _spread(kind, model == moved) for model in fs.MODEL_NAMES.values()}
+    share = _labels_share(b) + excess + SHARE_SPREAD * spread["baseline"] * rng.standard_normal(n)
+    shifted = share - closer + SHARE_SPREAD * spread["FedShift"] * rng.standard_normal(n)
+    kl = KL_LEVEL * np.exp(0.1 * rng.standard_normal(n))
+    flatter = kl * (1 - drop - DROP_SPREAD * spread["FedShift"] * rng.standard_normal(n))
+    per_seed = pd.DataFrame({"shift": np.repeat(SHIFT, n), "seed": seeds * 2,
+                             "share_inferior_classes": np.r_[share, shifted], "kl_to_uniform": np.r_[kl, flatter]})
+    return replace(b, label_bias_seeds=per_seed, label_bias=fs.label_bias_means(per_seed))
+
+
+def _c5a_battery(base: FedShiftBundle, effect: int, rng: np.random.Generator, kind: str) -> FedShiftBundle:
+    """C5a: the baseline's share `C5A_FLOOR` + `effect` x `CLEAR` above the labels' (FedShift's at the labels')."""
+    excess = C5A_FLOOR + CLEAR * effect
+    return _fig8(base, rng, kind, excess=excess, closer=excess, drop=C5B_KL_DROP, moved="baseline")
+
+
+def _c5b_battery(base: FedShiftBundle, effect: int, rng: np.random.Generator, kind: str) -> FedShiftBundle:
+    """C5b: FedShift's share `C5B_CLOSER` + `effect` x `CLEAR` closer to the labels' than the baseline's (`LEAN`
+    above them), its KL to uniform `C5B_KL_DROP` + `effect` x `CLEAR` lower: both parts at their edge at 0."""
+    return _fig8(base, rng, kind, excess=LEAN, closer=C5B_CLOSER + CLEAR * effect, drop=C5B_KL_DROP + CLEAR * effect,
+                 moved="FedShift")
+
+
+def _c6_battery(base: FedShiftBundle, effect: int, rng: np.random.Generator, kind: str) -> FedShiftBundle:
+    """C6: Fig. 9 per seed, each kind's baseline divergence (`DIVERGENCE`, 5% apart from seed to seed) and
+    FedShift's lower by `C6_DROP` + `effect` x `CLEAR` relative to it, a draw of `DROP_SPREAD` apart: both parts at
+    their edge at 0."""
+    seeds = list(base.params.seeds)
+    rows = []
+    for what, level in DIVERGENCE.items():
+        before = level * np.exp(0.05 * rng.standard_normal(len(seeds)))
+        drop = C6_DROP + CLEAR * effect + DROP_SPREAD * _spread(kind, True) * rng.standard_normal(len(seeds))
+        rows += [pd.DataFrame({"what": what, "model": model, "seed": seeds, "value": value})
+                 for model, value in (("baseline", before), ("FedShift", before * (1 - drop)))]
+    return replace(base, **_divergence_fields(pd.concat(rows, ignore_index=True)))
+
+
 CLAIMS: tuple[Claim[FedShiftBundle], ...] = (
     Claim("C1", "baseline accuracy falls as inferior bits fall (every algorithm)",
-          "59.7-64.8 at 32+4 vs 65.5-66.8 at 32+8", baseline_falls, (BASELINES_LOW_HIGH,), setting=_one_width),
+          "59.7-64.8 at 32+4 vs 65.5-66.8 at 32+8", baseline_falls, (BASELINES_LOW_HIGH,), setting=_one_width,
+          battery=Battery(bundle=_runs_battery(TABLE1_RUNS, _c1_lift))),
     Claim("C2", f"Fed-EF is the best baseline at the lowest bit width (32+{PAPER_LOWEST_BITS})", "Fed-EF 64.8 at 32+4",
-          fedef_best, (BASELINES_PAPER_LOWEST,), setting=_fedef_setting),
+          fedef_best, (BASELINES_PAPER_LOWEST,), setting=_fedef_setting,
+          battery=Battery(bundle=_runs_battery(TABLE1_RUNS, _c2_lift))),
     Claim("C3", "FedShift improves every baseline at every bit width", "20/20 cells positive, mean +3.35 points",
-          shift_gains, (TABLE1,)),
+          shift_gains, (TABLE1,), battery=Battery(bundle=_runs_battery(TABLE1_RUNS, _floor_gain_lift))),
     Claim("C4", "FedShift with >= 5-bit inferior clients beats full-precision FedAvg", "all cells > 66.2",
-          beats_fp32, (TABLE1_HIGH, _fp32((False,)))),
+          beats_fp32, (TABLE1_HIGH, _fp32((False,))), battery=Battery(bundle=_runs_battery(TABLE1_RUNS, _c4_lift))),
     Claim("C5a", lambda p: f"without the shift predictions lean to the inferior clients' labels ({_fig(p)})",
-          "Fig. 8 (qualitative)", leans_inferior, (_figure((False,)),)),
+          "Fig. 8 (qualitative)", leans_inferior, (_figure((False,)),),
+          battery=Battery(bundle=_c5a_battery)),
     Claim("C5b", lambda p: f"FedShift evens the predicted labels ({_fig(p)})", "Fig. 8 (qualitative)", evens_labels,
-          (_figure(SHIFT),)),
+          (_figure(SHIFT),), battery=Battery(bundle=_c5b_battery)),
     Claim("C6", lambda p: f"FedShift lowers layer-wise global divergence and client drift ({_fig(p)})",
-          "Fig. 9 (qualitative)", lowers_divergence, (_figure(SHIFT),)),
+          "Fig. 9 (qualitative)", lowers_divergence, (_figure(SHIFT),), battery=Battery(bundle=_c6_battery)),
     Claim("C7", "FedShift gains hold for Dirichlet alpha 0.1/0.5/100 and both quantizers",
-          "28 of 29 printed cells positive", dirichlet_gains, (TABLE2,)),
+          "28 of 29 printed cells positive", dirichlet_gains, (TABLE2,),
+          battery=Battery(bundle=_runs_battery((TABLE2,), _floor_gain_lift))),
     Claim("C8a", "Table III weight sizes (CNN2, CIFAR-10) from the codecs", "1,052 / 2,105 / 8,421 KB", weight_sizes),
     Claim("C8b", "Table III auxiliary sizes", "0.25 / 6.19 / 0.25 / 88.82 KB", aux_sizes),
     Claim("C8c", "efficiency threshold ratio", "7.78", threshold_ratio),
@@ -620,7 +752,7 @@ CLAIMS: tuple[Claim[FedShiftBundle], ...] = (
           theorem1_measured),
     Claim("G1", "with the authors' early-stopped K-means, FedShift improves the baselines (Table I's gap)",
           "Table I: +0.7 to +5.4 points at 32+4", _kmeans_setting(_g1), (_kmeans_grid(["reference"]),),
-          setting=_kmeans_off),
+          setting=_kmeans_off, battery=Battery(bundle=_runs_battery((KMEANS_RUNS,), _g1_lift))),
     Claim("G2", "Table I's gap does not depend on the K-means setting (ours, issue 13 g)", "not stated",
           _kmeans_setting(_g2), (_kmeans_grid(fs.KMEANS_SETTINGS),), requires=("G1",),
           ours=True, setting=_kmeans_off),
