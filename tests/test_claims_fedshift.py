@@ -606,7 +606,10 @@ TESTED = {
     "C6": (lambda b: 1 - b.divergence_seeds["FedShift"] / b.divergence_seeds["baseline"], claims_module.C6_DROP),
     "C7": (lambda b: _per_seed(b.table2[b.table2["shift"]], ["alpha", "quantizer", "bits"])
            - _per_seed(b.table2[~b.table2["shift"]], ["alpha", "quantizer", "bits"]), claims_module.GAIN_FLOOR),
+    "Ablation": (lambda b: b.gains.seed_means / 2 - b.gains.per_seed.loc[b.gains.per_seed["bits"] == 32]
+                 .set_index("seed")["gain"], 0.0),
     "G1": (lambda b: _kmeans(b)["reference"], claims_module.GAIN_FLOOR),
+    "G2": (lambda b: _kmeans(b)["reference"] - _kmeans(b)["converged"], claims_module.G2_MARGIN),
 }
 CELL = claims_module.CELL
 BATTERY_BASE = bundle_from_runs(FedShiftParams(seeds=(0, 1, 2)), {}, 10)  # the paper's defaults: bits 2, 4, 8
@@ -621,13 +624,17 @@ def _drawn(claim_id: str, effect: int, z: float = 0.0, kind: str = "edge"):
 def test_each_battery_draws_every_tested_value_exactly_at_its_rules_edge_and_a_clear_effect_beyond(claim_id):
     """At effect 0 without noise every value the rule tests (each part's, each seed's, each cell's) sits exactly on
     its floor or margin, not inside the null; at +1 / -1 every one lies at least `CLEAR` (ten points of accuracy)
-    beyond it, the claimed way / the other way."""
+    beyond it, the claimed way / the other way (G2, an equivalence: inside at +1, outside at -1)."""
     tested, edge = TESTED[claim_id]
-    step = claims_module.POINTS if claim_id in {"C1", "C2", "C3", "C4", "C7", "G1"} else claims_module.CLEAR
+    step = claims_module.POINTS if claim_id in {"C1", "C2", "C3", "C4", "C7", "Ablation", "G1", "G2"} \
+        else claims_module.CLEAR
     at_edge = np.ravel(tested(_drawn(claim_id, 0)))
     assert len(at_edge) >= 3 and at_edge == pytest.approx(np.full(len(at_edge), edge), abs=1e-9)
     up, down = (np.ravel(tested(_drawn(claim_id, e))) for e in (1, -1))
-    assert (up >= edge + step - 1e-9).all() and (down <= edge - step + 1e-9).all()
+    if claim_id == "G2":
+        assert up == pytest.approx(np.zeros(len(up))) and (down >= edge + step - 1e-9).all()
+    else:
+        assert (up >= edge + step - 1e-9).all() and (down <= edge - step + 1e-9).all()
 
 
 @pytest.mark.parametrize("claim_id, moved", [("C3", lambda t: t["shift"] & (t["bits"] < 32)),
