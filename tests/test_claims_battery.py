@@ -252,7 +252,7 @@ FIELD_RULES = {
     "fedaq": {"C1", "C2", "C5", "C6", "C3", "C4a", "C4b", "C6b", "C7", "C7b", "C5b"},
     "fedshift": set(),
     "mucsc": {f"{c} {part}" for c in ("C5", "C10", "C9") for part in ("iid", "noniid", "writers")},
-    "taco": {"OC", "Fa1", "Fa2"},
+    "taco": set(),
 }
 NOISE_CASES = noise_cases()
 

@@ -831,10 +831,12 @@ def gamma_table(rounds: pd.DataFrame) -> pd.DataFrame:
 
 
 def overcorrection_table(rounds: pd.DataFrame) -> pd.DataFrame:
-    """Per correction and seed of the over-correction runs: `final_rows`, the final test loss and the last mean α."""
+    """Per correction and seed of the over-correction runs: `final_rows`, the first and the final test loss (NaN
+    where the run ended on one) and the last mean α."""
     summary = final_rows(rounds, ["correction"]).set_index(["correction", "seed"])
     runs = rounds.sort_values("round").groupby(["correction", "seed"])
-    summary["final_test_loss"] = runs["test_loss"].last()
+    summary["first_test_loss"] = runs["test_loss"].first()
+    summary["final_test_loss"] = runs["test_loss"].agg(_at_end)
     summary["mean_alpha_last"] = runs["alpha_mean"].last()
     return summary.reset_index()
 
