@@ -12,8 +12,9 @@ from scipy import stats
 from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims.judge import missing_runs
-from fedlib.papers.fedaq import FedAQParams
-from fedlib.papers.fedaq.claims import CLAIMS, bundle, bundle_from_runs, claims, savings
+from fedlib.papers.fedaq import FedAQParams, to_target_per_seed
+from fedlib.papers.fedaq.claims import (CENSORED_AT, CLAIMS, HEADLINE_TOLERANCE, SAVING_FLOOR, SIMILAR_ROUNDS,
+                                       TREND_CHANGE, bundle, bundle_from_runs, claims, levels, savings)
 
 SEEDS = [1, 2, 3, 4, 5]  # five seeds: a sign test can decide the energy claims (three never can)
 ACC = [0.5, 0.7, 0.85, 0.9]  # reaches the 0.8 target at round 3
@@ -426,3 +427,72 @@ def test_any_subset_of_the_runs_and_seeds_is_judged_without_error_naming_what_it
             lacking = missing_runs(claim, b)
             if lacking and not claim.elsewhere(PARAMS):
                 assert judged["verdict"] == report.NOT_COMPUTED and lacking[0] in judged["evidence"], claim.id
+
+
+# ---- the claims batteries' makers (`Battery.bundle`): their null edge by hand, on many seeds -------------------------
+
+DRAWN_SEEDS = 200  # the mean of a per-seed value to 1/14 of its spread: 3 SE well inside the edge's distances
+
+
+def drawn(claim: str, effect: int = 0, kind: str = "edge", seeds: int = DRAWN_SEEDS):
+    """The claim's battery maker on `seeds` seeds (the paper's bundle from no runs)."""
+    base = bundle_from_runs(FedAQParams(seeds=list(range(seeds))), {}, 10)
+    return next(c for c in CLAIMS if c.id == claim).battery.bundle(base, effect, np.random.default_rng(0), kind)
+
+
+def centred_on(values: np.ndarray, edge: float) -> bool:
+    return abs(values.mean() - edge) < 3 * values.std(ddof=1) / np.sqrt(len(values))
+
+
+def per_seed(b, mode: str, scheme: str, targets: list[float]) -> np.ndarray:
+    """Energy summed over `targets` per seed, as the energy rule reads it."""
+    return np.sum([to_target_per_seed(b.runs, mode, scheme, b.seeds, t, "cum_energy_mJ") for t in targets], axis=0)
+
+
+def test_the_energy_battery_centres_the_log_energy_ratio_exactly_on_the_floor_at_the_edge():
+    b = drawn("C2")
+    targets = list(savings(b.runs, b.params, "joint", "fixed8", "fedaq")["target_acc"])
+    ratios = np.log(per_seed(b, "joint", "fedaq", targets) / per_seed(b, "joint", "fixed8", targets))
+    assert np.isfinite(ratios).all()  # every run reaches the top target at the edge
+    assert centred_on(ratios, np.log(1 - SAVING_FLOOR)) and not centred_on(ratios, 0.0)
+    assert not centred_on(ratios, np.log(1 - 2 * SAVING_FLOOR))
+
+
+def test_the_headline_battery_draws_the_saving_at_the_lower_margin_of_the_papers_row():
+    b = drawn("C1")
+    top = float(savings(b.runs, b.params, "joint", "fixed8", "fedaq")["target_acc"].iloc[-1])
+    fedaq, fixed = (np.asarray(to_target_per_seed(b.runs, "joint", s, b.seeds, top, "cum_energy_mJ"))
+                    for s in ("fedaq", "fixed8"))
+    saving = 100 * (1 - fedaq / fixed)
+    assert centred_on(saving, 25.6 * (1 - HEADLINE_TOLERANCE)) and not centred_on(saving, 25.6 * 0.92)
+
+
+def test_the_rounds_battery_centres_the_log_ratio_of_whole_rounds_on_the_margin():
+    """Rounds are whole numbers: FedAQ's are rounded up or down at random so that their log ratio to fixed 8-bit's
+    is centred on log 1.2, not pulled toward 1 as rounding up a 1.2 x slower curve's crossing would pull it."""
+    b = drawn("C3")
+    targets = list(savings(b.runs, b.params, "joint", "fixed8", "fedaq")["target_acc"])
+    ratios = np.mean([np.log(np.asarray(to_target_per_seed(b.runs, "joint", "fedaq", b.seeds, t)) /
+                             np.asarray(to_target_per_seed(b.runs, "joint", "fixed8", b.seeds, t))) for t in targets],
+                     axis=0)
+    assert centred_on(ratios, np.log(1 + SIMILAR_ROUNDS)) and not centred_on(ratios, np.log(1.15))
+
+
+def test_the_trends_battery_puts_each_level_ratio_at_its_edge():
+    b = drawn("C4a")
+    found = {q: np.array([levels(b.runs[("joint", "fedaq", sd)], q) for sd in b.seeds])
+             for q in ("up_bits", "down_bits")}
+    moves = {q: np.log(v[:, 1] / v[:, 0]) for q, v in found.items()}
+    assert centred_on(moves["up_bits"], np.log(1 - TREND_CHANGE))
+    assert centred_on(moves["down_bits"], np.log(1 + TREND_CHANGE))
+    assert not centred_on(moves["up_bits"], np.log(1 - 1.5 * TREND_CHANGE))
+
+
+def test_the_censored_battery_leaves_most_runs_short_of_the_targets():
+    b = drawn("C2", kind="censored", seeds=60)
+    target = float(savings(b.runs, b.params, "joint", "fixed8", "fedaq")["target_acc"].iloc[0])
+    reached = np.isfinite(to_target_per_seed(b.runs, "joint", "fedaq", b.seeds, target))
+    assert target == CENSORED_AT and 0.05 < reached.mean() < 0.35
+    sweep = drawn("C7", kind="censored", seeds=60)
+    mid = list(sweep.best_fixed_at)[0]
+    assert np.isfinite(to_target_per_seed(sweep.runs, "joint", "fixed4", sweep.seeds, mid)).mean() < 0.5

@@ -11,9 +11,10 @@ by seed: a run that never reaches the target counts as worse (`fedlib.targets.NE
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,14 +22,14 @@ import pandas as pd
 from fedlib import report
 from fedlib.claims.judge import judge
 from fedlib.paper.bundle import Bundle
-from fedlib.paper.claim import Claim, Finding, Runs
+from fedlib.paper.claim import Battery, Claim, FieldNoise, Finding, Runs
 from fedlib.paper.scale import Scale
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper import Paper, declare
 from fedlib.papers.fedaq import (BASELINE, MODES, PAPER_TABLES, RunFrames, best_by_energy, beta_label,
                                  energy_to_target_judgement, energy_to_targets, relative_targets, run_frames,
                                  saving_table, to_target_per_seed)
-from fedlib.papers.fedaq import HEADLINE_RUNS, FedAQParams, experiments
+from fedlib.papers.fedaq import HEADLINE_RUNS, TREND_QUANTITIES, FedAQParams, experiments
 from fedlib.report import Claims
 from fedlib.runs.store import Records
 
@@ -334,6 +335,189 @@ def toy_theorem(theorem: str) -> Callable[[FedAQBundle], Finding]:
     return rule
 
 
+# ---- the claims batteries (`Battery.bundle`): per-round records drawn at a rule's null edge or a clear effect ------
+
+BATTERY_ROUNDS = 40  # the cpu and gpu profiles' rounds
+BATTERY_FINAL = 0.72  # the drawn runs' best accuracy (mean); the targets are fractions of it
+BATTERY_ENERGY = 5.0  # mJ per round of a baseline
+CLEAR_ENERGY = 0.5  # a clear effect: half (or twice) the other arm's energy per round (the paper saves 13-67%)
+# the censored kind: absolute targets one spread (0.03) above the runs' mean best accuracy (one run in six reaches
+# them), and the fixed-bit sweep's one target at its weakest width's best run (`target_fracs` (1.0,))
+CENSORED_AT = 0.75
+NOISIER = 0.06  # the plateau kind: the noisier arm's accuracy jumps this much round to round, 3 x the finals' spread
+Levels = Callable[[int], dict[tuple[str, str], float]]  # effect -> (mode, scheme) -> energy per round, the tested first
+
+
+def rising_accuracy(rng: np.random.Generator, rounds: int, *, final: float = BATTERY_FINAL, spread: float = 0.03,
+                    pace: float = 8.0, pace_spread: float = 0.3) -> np.ndarray:
+    """Accuracy per round of a drawn run: from 0.1 toward `final` (+- `spread` per run) at a pace of about `pace`
+    rounds (lognormal, `pace_spread`)."""
+    r = np.arange(1, rounds + 1)
+    return 0.1 + (final + spread * rng.standard_normal() - 0.1) * (
+        1 - np.exp(-r / rng.lognormal(np.log(pace), pace_spread)))
+
+
+def round_energy(rng: np.random.Generator, rounds: int, level: float = BATTERY_ENERGY) -> np.ndarray:
+    """mJ per round of a drawn run, `level` +- 10% (lognormal) each round."""
+    return rng.lognormal(np.log(level), 0.1, rounds)
+
+
+def _battery_accuracy(rng: np.random.Generator, kind: str, noisier: bool = False, pace: float = 4.0) -> np.ndarray:
+    """One run's accuracy for `kind`: at the edge, runs that level off at `BATTERY_FINAL` +- 0.002 within the rounds
+    (so that every run reaches the top target, 0.99 of the best) at a pace +- 10% (rounds to a target +- 1-2);
+    censored, finals +- 0.03 at a pace +- 30% (`CENSORED_AT`); on a plateau, levelled off within a few rounds,
+    finals +- 0.02, the `noisier` arm's accuracy jumping by `NOISIER` from round to round."""
+    if kind == "censored":
+        return rising_accuracy(rng, BATTERY_ROUNDS, pace=2 * pace)
+    if kind == "edge":
+        return rising_accuracy(rng, BATTERY_ROUNDS, spread=0.002, pace=pace, pace_spread=0.1)
+    acc = rising_accuracy(rng, BATTERY_ROUNDS, spread=0.02, pace=pace / 4)
+    return jumping(rng, acc) if noisier else acc
+
+
+def jumping(rng: np.random.Generator, acc: np.ndarray) -> np.ndarray:
+    """`acc` jumping by `NOISIER` from round to round (within [0, 1])."""
+    return np.clip(acc + NOISIER * rng.standard_normal(len(acc)), 0.0, 1.0)
+
+
+def _run_rows(mode: str, scheme: str, seed: int, acc: np.ndarray, energy: np.ndarray,
+              **columns: np.ndarray) -> pd.DataFrame:
+    """One drawn run's rounds as the notebook records them, from its accuracy and mJ per round (trend columns 8
+    bits, 1.0 range unless given)."""
+    trend = {q: 8.0 if q.endswith("bits") else 1.0 for q in TREND_QUANTITIES}
+    return pd.DataFrame({"mode": mode, "scheme": scheme, "seed": seed, "round": np.arange(1, len(acc) + 1),
+                         "test_acc": acc, "train_loss": 2.3 * (1 - acc), "cum_energy_mJ": np.cumsum(energy),
+                         **trend, **columns})
+
+
+# what a rule reads that the notebook derives from the runs: (runs, record, params) -> the bundle's fields
+Derived = Callable[[RunFrames, pd.DataFrame, FedAQParams], dict[str, Any]]
+
+
+def _best_fixed(runs: RunFrames, record: pd.DataFrame, p: FedAQParams) -> dict[str, Any]:
+    return {"best_fixed_at": fixed_sweep(runs, record, p)[2]}
+
+
+def _drawn(base: FedAQBundle, censored: bool, runs: list[pd.DataFrame], derived: Derived | None = None
+           ) -> FedAQBundle:
+    """`base` on the drawn `runs`, with what the rule reads that the notebook derives from them (`derived`: the best
+    fixed width per target, as `bundle_from_runs` does); `censored`: the targets at `CENSORED_AT` (and
+    the fixed-bit sweep's at its weakest width's best run)."""
+    params = (replace(base.params, paper_targets={m: CENSORED_AT for m in MODES}, target_fracs=(1.0,))
+              if censored else base.params)
+    record = pd.concat(runs, ignore_index=True)
+    fields = {} if derived is None else derived(run_frames(record), record, params)
+    return replace(base, params=params, records={"runs": record}, **fields)
+
+
+def energy_battery(levels: Levels, derived: Derived | None = None) -> FieldNoise:
+    """A maker for a rule on energy to targets: every run of `levels(effect)` on every seed, accuracy curves drawn
+    independently from one distribution (so the arms reach the targets exchangeably, and the log ratio of their
+    energies is centred on the ratio of their levels), energy per round at the run's level +- 10%. The first arm is
+    the tested one, the noisier on a plateau; `derived`: what else the rule reads (`_drawn`)."""
+    def make(base: FedAQBundle, effect: int, rng: np.random.Generator, kind: str) -> FedAQBundle:
+        runs = [_run_rows(mode, scheme, seed, _battery_accuracy(rng, kind, noisier=i == 0),
+                          round_energy(rng, BATTERY_ROUNDS, level))
+                for seed in base.seeds for i, ((mode, scheme), level) in enumerate(levels(effect).items())]
+        return _drawn(base, kind == "censored", runs, derived)
+    return make
+
+
+def _cheaper(effect: int, floor: float = SAVING_FLOOR) -> float:
+    """The tested arm's energy per round over the other's: exactly (1 - `floor`) at the edge, `CLEAR_ENERGY` (and its
+    inverse the other way) at a clear effect."""
+    return {0: 1 - floor, 1: CLEAR_ENERGY, -1: 1 / CLEAR_ENERGY}[effect] * BATTERY_ENERGY
+
+
+def versus(mode: str, proposed: str, baseline: str) -> Levels:
+    """`proposed` against `baseline` in `mode` at the claims' floor."""
+    return lambda effect: {(mode, proposed): _cheaper(effect), (mode, baseline): BATTERY_ENERGY}
+
+
+def _fixed8_levels(effect: int) -> dict[tuple[str, str], float]:
+    """C7: fixed 8-bit against each other width, every part at its edge (equal energy per round: floor 0)."""
+    return {("joint", "fixed8"): _cheaper(effect, floor=0.0),
+            **{("joint", w): BATTERY_ENERGY for w in FIXED if w != "fixed8"}}
+
+
+def _headline_battery(base: FedAQBundle, effect: int, rng: np.random.Generator, kind: str) -> FedAQBundle:
+    """C1: per seed FedAQ and fixed 8-bit share one accuracy curve and one energy draw per round, FedAQ's energy
+    (1 - saving) x fixed 8-bit's, the saving the paper's row's minus `HEADLINE_TOLERANCE` of it at the edge (exactly
+    at the lower margin), the paper's at +1, none at -1, +- 1 point per seed. On a plateau FedAQ's accuracy is the
+    noisier (`NOISIER` per round about the shared curve)."""
+    paper = PAPER_TABLES["joint"][base.params.paper_row][3] / 100
+    saving = {0: paper * (1 - HEADLINE_TOLERANCE), 1: paper, -1: 0.0}[effect]
+    runs = []
+    for seed in base.seeds:
+        acc, energy = _battery_accuracy(rng, kind), round_energy(rng, BATTERY_ROUNDS)
+        ours = jumping(rng, acc) if kind == "noisier arm on a plateau" else acc
+        runs += [_run_rows("joint", "fixed8", seed, acc, energy),
+                 _run_rows("joint", "fedaq", seed, ours, energy * (1 - saving - 0.01 * rng.standard_normal()))]
+    return _drawn(base, kind == "censored", runs)
+
+
+def _reaching(reach: np.ndarray, levels: np.ndarray, final: float) -> np.ndarray:
+    """Accuracy per round rising linearly from 0.1 through each of `levels` (ascending), first reached at its round
+    of `reach` (ascending integers, at most `BATTERY_ROUNDS`), to `final` at the last round."""
+    x, y = np.r_[0, reach, BATTERY_ROUNDS], np.r_[0.1, levels, final]
+    last = np.r_[x[1:] != x[:-1], True]  # of equal rounds, the highest level
+    return np.interp(np.arange(1, BATTERY_ROUNDS + 1), x[last], y[last])
+
+
+def _rounds_apart(rng: np.random.Generator, fracs: Sequence[float], slower: float) -> tuple[np.ndarray, np.ndarray]:
+    """(FedAQ's, fixed 8-bit's) accuracy on one seed, both levelling at `BATTERY_FINAL` so the targets are `fracs` of
+    it: fixed 8-bit reaches each as a curve at a drawn pace does (ceil of the crossing time), FedAQ at `slower` x that
+    round x a per-seed draw (+- 7%), rounded up or down at random so that its log is centred on exactly log(`slower`)
+    plus the draw's."""
+    levels = np.asarray(fracs) * BATTERY_FINAL + 2e-4  # above the targets' 4-decimal rounding
+    crossing = -rng.lognormal(np.log(3.0), 0.3) * np.log(1 - (levels - 0.1) / (BATTERY_FINAL - 0.1))
+    theirs = np.maximum(1.0, np.ceil(crossing))
+    wanted = slower * theirs * rng.lognormal(0.0, 0.07)
+    low, high = np.maximum(1.0, np.floor(wanted)), np.maximum(1.0, np.ceil(wanted))
+    span = np.log(high / low)
+    up = np.divide(np.log(np.maximum(wanted, 1.0) / low), span, out=np.zeros_like(span), where=span > 0)
+    ours = np.minimum(np.where(rng.random() < up, high, low), BATTERY_ROUNDS)
+    return _reaching(ours, levels, BATTERY_FINAL), _reaching(theirs, levels, BATTERY_FINAL)
+
+
+def _similar_battery(base: FedAQBundle, effect: int, rng: np.random.Generator, kind: str) -> FedAQBundle:
+    """C3: FedAQ's rounds to the targets `1 + SIMILAR_ROUNDS` x fixed 8-bit's at the edge (exactly the upper margin,
+    in log), the same at +1, 1.6 x at -1 (`_rounds_apart`, one pace draw per seed, +- 7% between the arms); censored
+    and on a plateau, curves at FedAQ's pace that factor slower, FedAQ's the noisier on a plateau."""
+    slower = {0: 1 + SIMILAR_ROUNDS, 1: 1.0, -1: 1.6}[effect]
+    runs = []
+    for seed in base.seeds:
+        ours, theirs = (_rounds_apart(rng, base.params.target_fracs, slower) if kind == "edge" else
+                        (_battery_accuracy(rng, kind, noisier=True, pace=4.0 * slower), _battery_accuracy(rng, kind)))
+        runs += [_run_rows("joint", s, seed, acc, round_energy(rng, BATTERY_ROUNDS))
+                 for s, acc in (("fedaq", ours), ("fixed8", theirs))]
+    return _drawn(base, kind == "censored", runs)
+
+
+def trends_battery(up: str, down: str) -> FieldNoise:
+    """C4a/C4b: per seed the joint FedAQ run's `up` steps, after the first `TREND_EARLY` of its rounds, to exactly
+    (1 - `TREND_CHANGE`) x its level before at the edge (half at +1, 1.5 x at -1) and `down` to (1 + `TREND_CHANGE`)
+    x (twice, 2/3), each ratio +- 5% (lognormal) per seed; on a plateau `down` also jumps by 15% from round to round
+    (the noisier of the two). Censored means nothing to a trend: drawn as the edge."""
+    factors = {up: {0: 1 - TREND_CHANGE, 1: 0.5, -1: 1.5}, down: {0: 1 + TREND_CHANGE, 1: 2.0, -1: 2 / 3}}
+    early = max(1, round(TREND_EARLY * BATTERY_ROUNDS))
+
+    def make(base: FedAQBundle, effect: int, rng: np.random.Generator, kind: str) -> FedAQBundle:
+        runs = []
+        for seed in base.seeds:
+            columns = {}
+            for q, factor in factors.items():
+                before = 8.0 * rng.lognormal(0.0, 0.1)
+                after = before * factor[effect] * rng.lognormal(0.0, 0.05)
+                noisier = kind == "noisier arm on a plateau" and q == down
+                jumps = rng.lognormal(0.0, 0.15, BATTERY_ROUNDS) if noisier else 1.0
+                columns[q] = np.r_[np.full(early, before), np.full(BATTERY_ROUNDS - early, after)] * jumps
+            runs.append(_run_rows("joint", "fedaq", seed, _battery_accuracy(rng, "edge"),
+                                  round_energy(rng, BATTERY_ROUNDS), **columns))
+        return _drawn(base, False, runs)
+    return make
+
+
 def _runs(mode: str, *schemes: str, may_diverge: bool = False) -> Runs:
     return Runs({"mode": (mode,), "scheme": schemes}, may_diverge=may_diverge)
 
@@ -343,26 +527,32 @@ def _versus_baseline(mode: str) -> Claim:
                  lambda p: f"{_WHAT[mode]} (Table {TABLE_OF_MODE[mode]}; the paper's {p.paper_row} row: "
                            f"{PAPER_TABLES[mode][p.paper_row][3]}%)",
                  f"{_PAPER_RANGE[mode]} over the paper's rows", saves_energy(mode),
-                 (_runs(mode, "fedaq", BASELINE[mode]),))
+                 (_runs(mode, "fedaq", BASELINE[mode]),),
+                 battery=Battery(bundle=energy_battery(versus(mode, "fedaq", BASELINE[mode]))))
 
 
 _FIXED_SWEEP = _runs("joint", *(w for w in FIXED if w != "fixed8"), may_diverge=True)  # a coarse width may fail
 CLAIMS: tuple[Claim[FedAQBundle], ...] = (
     Claim("C1", lambda p: f"Up to 66.7% energy saving, joint FedAQ vs fixed 8-bit (Table II: 66.7% on ResNet-18/CIFAR-10; "
                           f"the {p.paper_row} row this profile stands in for: {PAPER_TABLES['joint'][p.paper_row][3]}%)",
-          "Table II's saving of the row (66.7% at most)", headline, (_runs("joint", "fedaq", "fixed8"),)),
+          "Table II's saving of the row (66.7% at most)", headline, (_runs("joint", "fedaq", "fixed8"),),
+          battery=Battery(bundle=_headline_battery)),
     *(_versus_baseline(mode) for mode in MODES),
     Claim("C3", "Similar number of rounds to the target as fixed 8-bit (no loss of convergence speed)", "similar",
-          similar_rounds, (_runs("joint", "fedaq", "fixed8"),)),
+          similar_rounds, (_runs("joint", "fedaq", "fixed8"),), battery=Battery(bundle=_similar_battery)),
     Claim("C4a", "Uplink bits decrease and downlink bits increase over rounds (Fig. 3)", "decreasing / increasing",
-          trends("up_bits", "down_bits"), (_runs("joint", "fedaq"),)),
+          trends("up_bits", "down_bits"), (_runs("joint", "fedaq"),),
+          battery=Battery(bundle=trends_battery("up_bits", "down_bits"))),
     Claim("C4b", "Update ranges shrink, global-weight ranges grow (Fig. 2)", "decreasing / increasing",
-          trends("up_range", "down_range"), (_runs("joint", "fedaq"),)),
+          trends("up_range", "down_range"), (_runs("joint", "fedaq"),),
+          battery=Battery(bundle=trends_battery("up_range", "down_range"))),
     Claim("C6b", f"(ours) Downlink-only FedAQ with a coarser beta = {COARSER.split('×')[1]} alpha/sqrt(2n) saves vs "
                  "fixed 8-bit", "no beta given for this mode", saves_energy("down", COARSER),
-          (_runs("down", COARSER, "fixed8"),)),
+          (_runs("down", COARSER, "fixed8"),),
+          battery=Battery(bundle=energy_battery(versus("down", COARSER, "fixed8")))),
     Claim("C7", "8-bit is the best fixed bit-length of {2, 4, 8, 16}", "8 bits", eight_bit_best,
-          (_runs("joint", "fixed8"), _FIXED_SWEEP)),
+          (_runs("joint", "fixed8"), _FIXED_SWEEP),
+          battery=Battery(bundle=energy_battery(_fixed8_levels, _best_fixed))),
     Claim("C7b", "(ours) Joint FedAQ needs less energy than the best fixed width (the paper's comparison, at the width "
                  "that is best here)", "FedAQ < best fixed", beats_best_fixed,
           (_runs("joint", "fedaq", "fixed8"), _FIXED_SWEEP)),
@@ -389,13 +579,13 @@ def energy_rule(rng: np.random.Generator, n: int) -> report.Judgement:
     """The energy-to-target rule (`energy_to_target_judgement`, at the claims' floor) on runs of FedAQ and fixed
     8-bit drawn from one distribution, for the noise battery: a learning curve and an energy per round per run,
     three targets, some never reached."""
-    rounds = np.arange(1, 41)
     runs = {}
     for scheme in ("fedaq", "fixed8"):
         for seed in range(n):
-            acc = 0.1 + (0.72 + 0.03 * rng.standard_normal() - 0.1) * (1 - np.exp(-rounds / rng.lognormal(np.log(8), 0.3)))
-            energy = np.cumsum(rng.lognormal(np.log(5.0), 0.1, len(rounds)))
-            runs[("joint", scheme, seed)] = pd.DataFrame({"round": rounds, "test_acc": acc, "cum_energy_mJ": energy})
+            acc = rising_accuracy(rng, BATTERY_ROUNDS)
+            energy = np.cumsum(round_energy(rng, BATTERY_ROUNDS))
+            runs[("joint", scheme, seed)] = pd.DataFrame({"round": np.arange(1, BATTERY_ROUNDS + 1), "test_acc": acc,
+                                                          "cum_energy_mJ": energy})
     return energy_to_target_judgement(runs, "joint", {t: "fixed8" for t in (0.6, 0.65, 0.7)}, "fedaq", list(range(n)),
                                       floor=SAVING_FLOOR)
 
