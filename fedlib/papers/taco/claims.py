@@ -413,7 +413,8 @@ def _overcorrection(b: TacoBundle) -> Finding:
     evidence = f"seeds {list(u.index)}; decades of the final test loss over the first, non-finite at {FLOAT_DECADES:.0f}"
     parts = [("uniform diverges", report.paired_gain(loss_decades(u) - DIVERGED_DECADES, threshold=0.0, bounded=True,
                                                      unit=" decades", evidence=evidence)),
-             ("TACO does not", report.paired_gain(DIVERGED_DECADES - loss_decades(t), threshold=0.0, unit=" decades"))]
+             ("TACO does not", report.paired_gain(DIVERGED_DECADES - loss_decades(t), threshold=0.0, bounded=True,
+                                                  unit=" decades"))]
     return Finding(measured, report.all_hold(parts, partly=True, what="the uniform correction's final test loss more "
                                              "than 10x its first, TACO's less"))
 
