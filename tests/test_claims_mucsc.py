@@ -15,6 +15,7 @@ from scipy import stats
 
 from fedlib import report
 from fedlib.claims import evidence as saved
+from fedlib.claims import noise
 from fedlib.claims.judge import judge
 from fedlib.claims.ledger_verdicts import judged_headlines
 from fedlib.grids import notebook_parameters, notebook_specs
@@ -244,6 +245,44 @@ def test_a_seed_that_never_reaches_the_target():
     assert f"p = {stats.binom.sf(1, 3, 0.5):.2g} (sooner, sign test)" in c5["evidence"]
     c9 = row(frame, "C9 iid")  # B-MUCSC's 30% does not count: not every seed reached it
     assert (c9["measured"], c9["verdict"]) == ("best by mean: STC (45.0% of NC)", SMALL[report.INCONCLUSIVE])
+
+
+def _battery_base(claim_id: str) -> tuple[Any, Any]:
+    """The claim and the bundle its battery's maker starts from (`noise._field_verdict`'s): no runs' tables, healthy
+    records of the runs it reads, 3 seeds."""
+    claim, seeds = next(c for c in CLAIMS if c.id == claim_id), [0, 1, 2]
+    healthy = noise.records(claim, lambda cell, seed: (0.7, 8.0), seeds)
+    return claim, replace(bundle_from_runs(noise.params("mucsc", claim, seeds), {}, 10), records=healthy)
+
+
+@pytest.mark.parametrize("effect, factor", [(0, 1.0), (1, 1 / 3), (-1, 3.0)])
+def test_the_traffic_battery_draws_mucsc_and_bmucsc_at_their_bounds_of_ncs_traffic(effect, factor):
+    """C5's battery by hand: each round's traffic of MUCSC and B-MUCSC at 0.2 and 0.05 x NC's (the rule's bounds) at
+    the null's edge, a third of that at a clear effect, three times the other way: the geometric mean over 3 seeds x
+    20 rounds of each ratio within 5% (each round jittered by 10%)."""
+    claim, base = _battery_base("C5 iid")
+    runs = claim.battery.bundle(base, effect, np.random.default_rng(0), "edge").records["runs"]
+    per_round = runs.groupby(["method", "seed"])["traffic_MB"].diff().fillna(runs["traffic_MB"])
+    level = np.exp(np.log(per_round).groupby(runs["method"]).mean())
+    assert level["mucsc"] / level["nc"] == pytest.approx(0.2 * factor, rel=0.05)
+    assert level["bmucsc"] / level["nc"] == pytest.approx(0.05 * factor, rel=0.05)
+
+
+def test_the_time_battery_sets_the_target_as_the_notebook_does_and_censored_noise_mostly_misses_it():
+    """C9's battery: the target target_frac x NC's mean final accuracy (the mean of its last three rounds), each
+    method's seeds reaching it counted from its drawn runs; kind "censored": the target `noise.CENSORING_TARGET`,
+    reached by fewer than half the runs."""
+    claim, base = _battery_base("C9 iid")
+    edge = claim.battery.bundle(base, 0, np.random.default_rng(1), "edge")
+    runs, table = edge.records["runs"], edge.to_target.set_index("method")
+    nc = runs[runs["method"] == "nc"].sort_values("round")
+    target = 0.97 * nc.groupby("seed")["test_acc"].apply(lambda a: a.tail(3).mean()).mean()
+    assert table.loc["nc", "target"] == pytest.approx(target)
+    reached = runs.groupby(["method", "seed"])["test_acc"].max().ge(target).groupby("method").sum()
+    assert table["seeds_reached"].to_dict() == reached.to_dict()
+    censored = claim.battery.bundle(base, 0, np.random.default_rng(1), "censored").to_target
+    assert censored["target"].to_list() == pytest.approx([noise.CENSORING_TARGET] * len(censored))
+    assert censored["seeds_reached"].sum() < 0.5 * censored["seeds"].sum()
 
 
 def test_only_mucsc_run_leaves_the_other_claims_not_testable_naming_the_missing_methods():

@@ -10,7 +10,7 @@ testable", naming the missing runs; a run diverged or at chance "not reproduced 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from fedlib import report
+from fedlib.claims import noise
 from fedlib.claims.judge import AllOf, Contrast, judge
 from fedlib.paper.bundle import Bundle
 from fedlib.paper.claim import Battery, Claim, Finding, Runs
@@ -25,10 +26,10 @@ from fedlib.paper.scale import Scale
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.paper import Paper, declare
 from fedlib.papers.mucsc import (D_CIFAR, HEADLINE_RUNS, LABELS, METHODS, PARTITION_SCHEMES, MucscParams, experiments,
-                                 run_tables, setting_label)
+                                 final_accuracy, run_tables, setting_label, target_table)
 from fedlib.report import Claims
 from fedlib.runs.store import Records
-from fedlib.targets import cost_to_target
+from fedlib.targets import NEVER, cost_to_target, rounds_to_target
 
 PAPER_SCALE = Scale("cifar10", "allcnn_c", 10, 1250)  # N = 100 clients, K = 10 per round (the full profile)
 Z_FIG5 = (4, 8, 16)  # Fig. 5's numbers of levels
@@ -330,6 +331,70 @@ def _time_to_target(part: str, b: MucscBundle) -> Finding:
                        p_against=max(j.p_against for j in found.values()), seeds=n))
 
 
+# ------------------------------------------------------------------------------- the claims batteries' costs to target
+PLATEAU_JITTER = 0.06  # a noisier arm's accuracy from round to round on a plateau: three times the runs' 0.02 spread
+COST_JITTER = 0.1  # each round's traffic and time around the arm's cost per round (link speeds redrawn every round)
+CLEAR_FACTOR = 3.0  # a clear effect: the arms the claim calls cheaper at a third (or three times) their edge cost
+
+
+def _battery_accuracy(n: int, noisier: np.ndarray, effect: int, rng: np.random.Generator, kind: str) -> np.ndarray:
+    """Accuracy per round (`noise.curve`) of n runs: at a clear effect every run levelling off at 0.7 a little apart
+    (all reach the target); at the edge a spread of 0.02 in final accuracy and of 0.4 in log pace, and on a plateau
+    (`kind` "noisier arm on a plateau") every run levelling off early, the `noisier` ones jumping around it."""
+    if effect:
+        final, tau = 0.7 + 0.004 * rng.random(n), 8.0 * (1 + 0.15 * rng.random(n))
+    else:
+        final = 0.7 + 0.02 * rng.standard_normal(n)
+        tau = np.exp(np.log(1.0 if kind == "noisier arm on a plateau" else 8.0) + 0.4 * rng.standard_normal(n))
+    acc = noise.curve(final[:, None], tau[:, None])
+    if kind == "noisier arm on a plateau":
+        jumps = PLATEAU_JITTER * rng.standard_normal(acc.shape)
+        acc = np.where(noisier[:, None], np.clip(acc + jumps, 0.0, 1.0), acc)
+    return acc
+
+
+def _per_seed_to_target(runs: pd.DataFrame, target: float) -> pd.DataFrame:
+    """`to_target`'s rows from the battery's runs: rounds, traffic and time to `target` per (partition, method, seed)
+    (the time all communication: the rule reads the total)."""
+    rows = []
+    for (part, method, seed), run in runs.groupby(["partition", "method", "seed"], sort=False):
+        reached = rounds_to_target(run, target)
+        rows.append({"partition": part, "method": method, "seed": seed, "target": target, "rounds": reached,
+                     "traffic_MB": cost_to_target(run, target, "traffic_MB", cumulative=True),
+                     "comm_s": cost_to_target(run, target, "time_s", cumulative=True),
+                     "comp_s": NEVER if reached == NEVER else 0.0})
+    return pd.DataFrame(rows)
+
+
+def _cost_battery(cheaper: tuple[str, ...], edge: Mapping[str, float], base: MucscBundle, effect: int,
+                  rng: np.random.Generator, kind: str) -> MucscBundle:
+    """The main grid's runs and `to_target` for the claims batteries of a rule on traffic or time to the target
+    (C5, C9): each run's accuracy per round (`_battery_accuracy`) and cumulative traffic and time, each round's
+    the method's cost per round (1, or its `edge` multiple) jittered by `COST_JITTER`. At effect 0 every compared
+    ratio sits at the rule's margin (the `edge` multiples) and the rounds to the target are drawn alike for every
+    arm, so the log ratios centre on the null's edge; at +1 / -1 the `cheaper` arms (those the claim says reach it
+    for less) cost `CLEAR_FACTOR` times less / more per round. The target is `target_frac` x NC's final accuracy
+    (as `to_target` sets it); kind "censored": one spread above the runs' mean final accuracy
+    (`noise.CENSORING_TARGET`), so that about one run in six reaches it; "noisier arm on a plateau": the `cheaper`
+    arms the noisier ones."""
+    runs = base.records["runs"].sort_values(["method", "seed", "round"]).reset_index(drop=True)
+    methods = runs["method"].to_numpy()[:: noise.ROUNDS]
+    acc = _battery_accuracy(len(methods), np.isin(methods, cheaper), effect, rng, kind)
+    per_round = np.array([edge.get(m, 1.0) * CLEAR_FACTOR ** (-effect if m in cheaper else 0) for m in methods])
+    cost = {c: np.cumsum(per_round[:, None] * np.exp(COST_JITTER * rng.standard_normal(acc.shape)), axis=1).ravel()
+            for c in ("traffic_MB", "time_s")}
+    runs = runs.assign(test_acc=acc.ravel(), **cost)
+    nc = runs[runs["method"] == "nc"]
+    target = (noise.CENSORING_TARGET if kind == "censored" else
+              base.params.target_frac * float(final_accuracy(nc.assign(run=nc["seed"])).mean()))
+    return replace(base, records={**base.records, "runs": runs},
+                   to_target=target_table(_per_seed_to_target(runs, target)))
+
+
+C5_BATTERY = partial(_cost_battery, ("mucsc", "bmucsc"), {"mucsc": 0.2, "bmucsc": 0.05})  # each at its bound x NC's
+C9_BATTERY = partial(_cost_battery, ("mucsc", "bmucsc"), {})  # every method but NC level in time to the target
+
+
 def _main_grid(part: str, *methods: str) -> tuple[Runs, ...]:
     return (Runs({"partition": (part,), "method": methods}),)
 
@@ -338,14 +403,15 @@ def _partition_claims(part: str) -> tuple[Claim, ...]:
     """C5, C7, C10 and C9 on one partition of the main grid (traffic, accuracy and time to target)."""
     return (
         Claim(f"C5 {part}", "traffic to target: MUCSC < 20%, B-MUCSC < 5% of NC", "18.75-28.13% / 2.78-3.69%",
-              partial(_traffic_to_target, part), _main_grid(part, "nc", "mucsc", "bmucsc")),
+              partial(_traffic_to_target, part), _main_grid(part, "nc", "mucsc", "bmucsc"),
+              battery=Battery(bundle=C5_BATTERY)),
         Claim(f"C7 {part}", "accuracy: MUCSC ~ QSGD ~ NC; SSGD and biased methods below NC", "Figs. 2-4",
               partial(_accuracy, part), _main_grid(part, *METHODS), battery=Battery(_accuracy_lift)),
         Claim(f"C10 {part}", "DGC needs more total traffic than NC", "190.61% / 211.78% / 165.19%",
               partial(_dgc_traffic, part), _main_grid(part, "nc", "dgc")),
         Claim(f"C9 {part}", "total time to target: MUCSC or B-MUCSC best",
               "MUCSC 74.39%/49.59% (CIFAR), B-MUCSC 45.05% (FEMNIST)", partial(_time_to_target, part),
-              _main_grid(part, *METHODS)),
+              _main_grid(part, *METHODS), battery=Battery(bundle=C9_BATTERY)),
     )
 
 
