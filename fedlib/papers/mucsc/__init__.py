@@ -590,10 +590,10 @@ def target_table(per_seed: pd.DataFrame) -> pd.DataFrame:
     for col, name in (("traffic_MB", "traffic_pct_of_NC"), ("comm_s", "comm_pct_of_NC"), ("total_s", "total_pct_of_NC")):
         t[name] = 100 * t[col] / t["partition"].map(nc[col])
     setting = t["partition"].map({"iid": "cifar10_iid", "noniid": "cifar10_noniid", "writers": "femnist"})
-    t["paper_traffic_pct"] = [PAPER_TRAFFIC.set_index(["setting", "method"])["paper_pct"].get((s, m), np.nan)
-                              for s, m in zip(setting, t["method"])]
-    t["paper_total_pct"] = [PAPER_TIME.set_index(["setting", "method"])["paper_total_pct"].get((s, m), np.nan)
-                            for s, m in zip(setting, t["method"])]
+    traffic = PAPER_TRAFFIC.set_index(["setting", "method"])["paper_pct"]
+    total = PAPER_TIME.set_index(["setting", "method"])["paper_total_pct"]
+    t["paper_traffic_pct"] = [traffic.get((s, m), np.nan) for s, m in zip(setting, t["method"])]
+    t["paper_total_pct"] = [total.get((s, m), np.nan) for s, m in zip(setting, t["method"])]
     return t
 
 
