@@ -34,7 +34,7 @@ def test_fast_subset_fedaq_full_grid_runs(tmp_path):
 
 def test_the_total_estimate_is_the_sum_of_the_per_run_lines():
     """At a stated rate every run is estimated: its headline runs' lines and the rest's line add up to the total,
-    which is the grid's local SGD steps over the rate (FedAQ's quick grid: 13 runs of 3,000 steps, on the CPU)."""
+    which is the grid's local SGD steps over the rate (FedAQ's quick grid: 13 runs of 1,500 steps, on the CPU)."""
     out = io.StringIO()
     assert dry_run(["fedaq"], "quick", steps=1, out=out, rate=20.0) == 0
     text = out.getvalue()
@@ -44,9 +44,9 @@ def test_the_total_estimate_is_the_sum_of_the_per_run_lines():
                      text)
     total = re.search(r"== total: ([\d.]+) min on a CPU for 13 run\(s\)", text)
     assert per_run and rest and total, text
-    assert len(per_run) + int(rest[1]) == 13 and float(total[1]) == 39_000 / 20 / 60  # 32.5 min, by hand
+    assert len(per_run) + int(rest[1]) == 13 and total[1] == f"{19_500 / 20 / 60:.1f}"  # 16.25 min, by hand
     assert sum(per_run) + float(rest[3]) == pytest.approx(float(total[1]), abs=0.05 * (len(per_run) + 1))
-    assert "fedaq (quick): 13 runs, 39,000 local SGD steps" in text and "32.5 min on a CPU for 13 run(s)" in text
+    assert "fedaq (quick): 13 runs, 19,500 local SGD steps" in text and "16.2 min on a CPU for 13 run(s)" in text
 
 
 def test_an_estimate_counts_each_run_where_it_runs_and_names_the_runs_without_a_rate():
