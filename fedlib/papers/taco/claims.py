@@ -410,7 +410,8 @@ def _overcorrection(b: TacoBundle) -> Finding:
                 f"(final loss {', '.join(f'{v:.3g}' for v in u['final_test_loss'])}), TACO in "
                 f"{int(t['diverged'].sum())}/{len(t)} (acc {t['final_acc'].mean():.1f}%, mean α "
                 f"{t['mean_alpha_last'].mean():.2f})")
-    evidence = f"seeds {list(u.index)}; decades of the final test loss over the first, non-finite at {FLOAT_DECADES:.0f}"
+    evidence = (f"seeds {list(u.index)}; decades of the final test loss over the first, non-finite at "
+                f"{FLOAT_DECADES:.0f}")
     parts = [("uniform diverges", report.paired_gain(loss_decades(u) - DIVERGED_DECADES, threshold=0.0, bounded=True,
                                                      unit=" decades", evidence=evidence)),
              ("TACO does not", report.paired_gain(DIVERGED_DECADES - loss_decades(t), threshold=0.0, bounded=True,
