@@ -10,6 +10,13 @@ STAMP := $(VENV)/.fedlib-installed
 # build (docs/install.md). On a GPU machine, set TORCH_SPEC to the build you want.
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
+# fedlib and its ~170 dependencies are installed by uv (itself pip-installed into the venv first), which resolves and
+# downloads in parallel: about 6 s here against pip's 102 s for the same packages (docs/install.md). uv reads no pip
+# configuration: behind a mirror set UV_INDEX_URL, or use INSTALLER=pip. torch always goes through pip (TORCH_INDEX).
+INSTALLER ?= uv
+INSTALL_uv = $(PY) -m pip install --quiet --disable-pip-version-check "uv==0.13.9" && \
+	$(VENV)/bin/uv pip install --quiet --python $(PY)
+INSTALL_pip = $(PY) -m pip install --quiet --disable-pip-version-check
 PROFILE ?= cpu
 BUDGET ?= 10m
 ARGS ?=
@@ -25,7 +32,9 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[ray,flower,notebooks,test]"
+	$(if $(INSTALL_$(INSTALLER)),,$(error INSTALLER=$(INSTALLER) is not an installer: \
+	use INSTALLER=uv or INSTALLER=pip))
+	$(INSTALL_$(INSTALLER)) -e ".[ray,flower,notebooks,test]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (fedlib)" > /dev/null
 	touch $(STAMP)
 

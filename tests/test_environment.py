@@ -116,6 +116,20 @@ def test_make_lab_allows_root_exactly_when_run_as_root():
     assert command.endswith("--allow-root") == (os.geteuid() == 0)
 
 
+def test_setup_installs_the_rest_with_the_installer_named_and_refuses_an_unknown_one(tmp_path):
+    def dry_run(*options: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "--no-print-directory", "-n", "-B", f"VENV={tmp_path / 'venv'}", *options,
+                               "setup"], cwd=ROOT, capture_output=True, text=True)
+
+    default, pip = dry_run().stdout, dry_run("INSTALLER=pip").stdout
+    assert "uv pip install --quiet --python" in default and "uv pip install" not in pip
+    assert all('-e ".[ray,flower,notebooks,test]"' in out for out in (default, pip))
+    unknown = dry_run("INSTALLER=conda")
+    assert unknown.returncode != 0
+    assert "INSTALLER=conda is not an installer: use INSTALLER=uv or INSTALLER=pip" in unknown.stderr
+    assert not (tmp_path / "venv").exists()
+
+
 def test_lab_lists_each_notebook_once_and_opens_it_with_its_source():
     """The contents manager `make lab` runs (jupytext's, with the repository's config) lists notebooks/ with each
     notebook once, as .ipynb, and opening it reads its cells from the paired .py source."""
