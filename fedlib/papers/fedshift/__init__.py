@@ -428,7 +428,7 @@ class FedShiftParams(PaperParams):
     table2_quantizers: tuple[str, ...] = param(["uniform", "kmeans"], "Table II weight quantizers")
     ablations: bool = param(True, "run the mechanism ablations")
     kmeans_reference_bits: int | None = param(4, "bits of the converged-vs-reference K-means grid (None: off)")
-    theorem1_rounds: int = param(40, "rounds of Theorem 1's strongly convex runs (0: off)")
+    theorem1_rounds: int = param(20, "rounds of Theorem 1's strongly convex runs (0: off)")
     theorem1_local_steps: int = param(10, "local SGD steps per round of Theorem 1's runs")
     theorem1_lam: float = param(0.5, "L2 weight of Theorem 1's softmax regression")
     sma_window: int = param(5, "rounds of the accuracy curves' moving average")
