@@ -12,9 +12,11 @@ from scipy import stats
 from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims.judge import missing_runs
+from fedlib.claims.noise import bound, declared_verdict, positive_rate
 from fedlib.papers.fedaq import FedAQParams, energy_to_target_judgement, to_target_per_seed
-from fedlib.papers.fedaq.claims import (CENSORED_AT, CLAIMS, HEADLINE_TOLERANCE, SAVING_FLOOR, SIMILAR_ROUNDS,
-                                       TREND_CHANGE, bundle, bundle_from_runs, claims, levels, savings)
+from fedlib.papers.fedaq.claims import (CENSORED_AT, CLAIMS, FIXED, HEADLINE_TOLERANCE, S0_SWEEP, SAVING_FLOOR,
+                                       SIMILAR_ROUNDS, TREND_CHANGE, _best_fixed, _best_s0, bundle, bundle_from_runs,
+                                       claims, energy_battery, levels, savings, versus)
 
 SEEDS = [1, 2, 3, 4, 5]  # five seeds: a sign test can decide the energy claims (three never can)
 ACC = [0.5, 0.7, 0.85, 0.9]  # reaches the 0.8 target at round 3
@@ -553,9 +555,6 @@ def test_the_censored_battery_leaves_most_runs_short_of_the_targets():
 def test_a_best_of_is_not_fooled_by_a_noisier_member_of_the_sweep_either(claim):
     """The batteries draw FedAQ as the noisier arm on a plateau (it then crosses the targets early); here a member of
     the sweep is the noisier (it would be the one picked as best), at 3 seeds, with the claims battery's 60 draws."""
-    from fedlib.claims.noise import bound, declared_verdict, positive_rate
-    from fedlib.papers.fedaq.claims import S0_SWEEP, FIXED, _best_fixed, _best_s0, energy_battery, versus
-
     levels = {"C7b": (versus("joint", "fedaq", *FIXED), _best_fixed),
               "C5b": (versus("up", "fedaq", "adaquantfl", *S0_SWEEP), _best_s0)}[claim]
     declared = next(c for c in CLAIMS if c.id == claim)
