@@ -272,7 +272,7 @@ def below_each(b: FedAQBundle, mode: str, targets: list[float], candidates: list
     less than the best of them: an intersection-union test (`report.all_hold`), which needs no correction and picks
     no candidate on the seeds it tests."""
     parts = [(f"fedaq < {c}", _energy(b, mode, dict.fromkeys(targets, c), "fedaq")) for c in candidates]
-    return report.all_hold(parts, what=f"{mode} FedAQ's energy, summed over the targets {targets}, below "
+    return report.all_hold(parts, what=f"FedAQ's energy in the {mode} mode, summed over the targets {targets}, below "
                                        f"{1 - SAVING_FLOOR:g} x that of each of {candidates}, so of the best of them "
                                        "(no best picked on the tested seeds)")
 
