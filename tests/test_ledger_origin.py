@@ -252,3 +252,33 @@ def test_every_corrected_entry_is_recorded_in_the_corrections_beside_it():
     corrected = {e.path.name for e in Ledger(COMMITTED).entries() if "corrected" in e.provenance}
     named = {p.name for p in Ledger(COMMITTED).paths() if p.name in record}
     assert len(corrected) == 16 and named == corrected
+
+
+def test_rates_are_each_entrys_client_steps_over_its_wall_seconds_per_scale_and_device():
+    from types import SimpleNamespace
+
+    from fedlib.ledger.rates import scale_rates
+
+    def entry(steps: int, wall: float, device: str = "cpu-a", model: str = "cnn") -> SimpleNamespace:
+        spec = SimpleNamespace(experiment="quickstart", dataset="fashion_mnist", model=SimpleNamespace(name=model))
+        return SimpleNamespace(spec=spec, provenance={"client_steps": steps, "wall_s": wall, "device_name": device})
+
+    rows = scale_rates([entry(3000, 10.0), entry(1000, 10.0), entry(500, 0.0), entry(50, 1.0, "gpu-b"),
+                        entry(10, 1.0, model="mlp")])
+    assert [(r.model, r.device_name, r.rates, r.client_steps, r.wall_s) for r in rows] == [
+        ("cnn", "cpu-a", (100.0, 300.0), 4000, 20.0), ("cnn", "gpu-b", (50.0,), 50, 1.0),
+        ("mlp", "cpu-a", (10.0,), 10, 1.0)]  # the entry without a wall time (500 steps) is not a rate
+    assert rows[0].line.split()[-6:] == ["2", "4,000", "0.01", "100.0", "200.0", "300.0"]
+
+
+def test_the_cli_prints_rates_only_of_a_ledger_that_proves_its_origin(small, tmp_path, capsys):
+    ledger = copy_of(small, tmp_path / "ledger")
+    assert cli.main(["rates", "--ledger", str(ledger.root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    steps = [int(e.provenance["client_steps"]) for e in ledger.entries()]
+    assert out[0].split()[:4] == ["experiment", "dataset", "model", "device"] and len(out) >= 2
+    assert sum(int(line.split()[-5].replace(",", "")) for line in out[1:]) == sum(steps)
+    (ledger.root / INDEX).unlink()
+    assert cli.main(["rates", "--ledger", str(ledger.root)]) == 1
+    out = capsys.readouterr().out
+    assert out.count(f"not in {ledger.root / INDEX}") == 3 and "client-steps" not in out

@@ -24,7 +24,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str], str], int]]] = {
                     "(reproduce --from-ledger)", _main_of("fedlib.app.reproduce", mode="from_ledger")),
     "store": ("look after a run store: ls, verify, gc, export, import, mark (fedlib.runs)",
               _main_of("fedlib.runs.cli")),
-    "ledger": ("check or write a ledger's index (fedlib.ledger)", _main_of("fedlib.ledger.cli")),
+    "ledger": ("check or write a ledger's index, or print its measured rates (fedlib.ledger)",
+               _main_of("fedlib.ledger.cli")),
 }
 USAGE = "usage: python -m fedlib COMMAND [OPTIONS]  (python -m fedlib COMMAND --help: its options)\n\ncommands:\n" + \
     "".join(f"  {name:<12} {what}\n" for name, (what, _) in COMMANDS.items())

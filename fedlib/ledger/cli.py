@@ -1,12 +1,16 @@
-"""`python -m fedlib.ledger index --check|--write [--ledger DIR]`: a ledger's archives against its index.
+"""`python -m fedlib.ledger index --check|--write [--ledger DIR]`: a ledger's archives against its index;
+`python -m fedlib.ledger rates [--ledger DIR]`: the client-steps/s its entries measured.
 
     python -m fedlib.ledger index --check       # every problem, one line each naming the archive
     python -m fedlib.ledger index --write       # index the archives there (after reviewing them)
+    python -m fedlib.ledger rates               # per experiment, dataset, model and device (`fedlib.ledger.rates`)
 
 `--check` reads the ledger as everything that serves it does (`Ledger.check`). `--write` is the explicit act of
 vouching for the archives in the folder: each is read and verified, and the index is rewritten to list exactly
 them, each change printed (added, changed, removed) for the review of `git diff INDEX.tsv`; where an archive is
 damaged or two hold one run, nothing is written. The ledger is `--ledger` (default: the checkout's evidence/gpu/).
+
+`rates` reads only a ledger whose every entry proves its origin (else it names the problems, as `--check` does).
 
 Exit status: 0 when every entry proves its origin (or the index was written), 1 otherwise, 2 on a usage error.
 """
@@ -18,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fedlib.ledger.entries import Ledger
+from fedlib.ledger.rates import HEADER, scale_rates
 from fedlib.paths import checkout
 
 
@@ -28,7 +33,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     action = index.add_mutually_exclusive_group(required=True)
     action.add_argument("--check", action="store_true", help="name every archive that cannot prove its origin")
     action.add_argument("--write", action="store_true", help="index every archive there (you vouch for them)")
-    index.add_argument("--ledger", type=Path, default=None, help="the ledger folder (default: evidence/gpu/)")
+    rates = commands.add_parser("rates", help="client-steps/s of whole runs, per experiment, scale and device")
+    for command in (index, rates):
+        command.add_argument("--ledger", type=Path, default=None, help="the ledger folder (default: evidence/gpu/)")
     return parser
 
 
@@ -46,10 +53,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m fedlib.ledger
         print(f"python -m fedlib.ledger: error: --ledger {root} is not a folder", file=sys.stderr)
         return 2
     ledger = Ledger(root)
-    if args.check:
+    if args.command == "rates" or args.check:
         entries, problems = ledger.check()
         for problem in problems:
             print(problem)
+        if args.command == "rates" and not problems:
+            print("\n".join([HEADER, *(row.line for row in scale_rates(entries))]))
+            return 0
         print(f"{root}: {len(entries)} entries prove their origin" + (f", {len(problems)} problem(s)" if problems
                                                                        else ""))
         return 1 if problems else 0
