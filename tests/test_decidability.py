@@ -1,6 +1,6 @@
 """Every claim that reads runs can decide at the seeds the profiles that judge give it (`fedlib.claims.decidability`):
-a headline claim of the cpu, gpu or full profile that cannot decide fails here, whatever the reason (shown); the dry
-run prints the same lines."""
+a claim of the cpu, gpu or full profile that cannot decide fails here, whatever the reason (shown); the dry run
+prints the same lines."""
 from __future__ import annotations
 
 import io
@@ -26,9 +26,9 @@ def test_every_headline_claim_of_a_judging_profile_can_decide(paper, profile):
     assert not short, short
 
 
-@pytest.mark.parametrize("profile", ["gpu", "full"])
+@pytest.mark.parametrize("profile", JUDGING_PROFILES)
 @pytest.mark.parametrize("paper", list(declared()))
-def test_every_run_based_claim_of_the_gpu_and_full_profiles_can_decide(paper, profile):
+def test_every_run_based_claim_of_a_judging_profile_can_decide(paper, profile):
     found = notebook_decidability(paper, notebook_parameters(paper, profile))
     assert not [f"{d.claim}: {d.line()}" for d in found if not d.decides]
 
