@@ -13,9 +13,11 @@ TORCH_INDEX ?=
 # fedlib and its ~170 dependencies are installed by uv (itself pip-installed into the venv first), which resolves and
 # downloads in parallel: about 6 s here against pip's 102 s for the same packages (docs/install.md). uv reads no pip
 # configuration: behind a mirror set UV_INDEX_URL, or use INSTALLER=pip. torch always goes through pip (TORCH_INDEX).
+# --compile-bytecode: uv writes no .pyc by default, as pip does, and where PYTHONDONTWRITEBYTECODE is set every fresh
+# interpreter (each test subprocess, notebook kernel, run worker) then compiles its imports again.
 INSTALLER ?= uv
 INSTALL_uv = $(PY) -m pip install --quiet --disable-pip-version-check "uv==0.13.9" && \
-	$(VENV)/bin/uv pip install --quiet --python $(PY)
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY)
 INSTALL_pip = $(PY) -m pip install --quiet --disable-pip-version-check
 PROFILE ?= cpu
 BUDGET ?= 10m

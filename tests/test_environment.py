@@ -122,7 +122,7 @@ def test_setup_installs_the_rest_with_the_installer_named_and_refuses_an_unknown
                                "setup"], cwd=ROOT, capture_output=True, text=True)
 
     default, pip = dry_run().stdout, dry_run("INSTALLER=pip").stdout
-    assert "uv pip install --quiet --python" in default and "uv pip install" not in pip
+    assert "uv pip install --quiet --compile-bytecode --python" in default and "uv pip install" not in pip
     assert all('-e ".[ray,flower,notebooks,test]"' in out for out in (default, pip))
     unknown = dry_run("INSTALLER=conda")
     assert unknown.returncode != 0
