@@ -1,12 +1,13 @@
-"""rounds_to_target / cost_to_target on hand-made records."""
+"""rounds_to_target / cost_to_target and their array form, at_first_hit, on hand-made records."""
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.targets import NEVER, cost_to_target, rounds_to_target
+from fedlib.targets import NEVER, at_first_hit, cost_to_target, rounds_to_target
 
 
 def record(acc: list[float]) -> pd.DataFrame:
@@ -52,3 +53,21 @@ def test_round_numbers_come_from_the_round_column():
     assert rounds_to_target(rec, 0.8, metric="acc") == 10.0
     with pytest.raises(KeyError):
         rounds_to_target(rec, 0.8)
+
+
+@pytest.mark.parametrize("acc", [[0.2, 0.5, 0.4, 0.6], [0.9, 0.1], [0.1, 0.2], [float("nan"), 0.3, float("nan"), 0.7]])
+@pytest.mark.parametrize("target", [0.5, 0.55, 0.9])
+def test_the_array_form_reads_what_the_record_form_reads(acc, target):
+    rec = record(acc)
+    metric = rec["test_acc"].to_numpy()
+    assert at_first_hit(metric, rec["round"].to_numpy(), target) == rounds_to_target(rec, target)
+    assert at_first_hit(metric, rec["cum_energy"].to_numpy(), target) == cost_to_target(rec, target, "cum_energy",
+                                                                                        cumulative=True)
+
+
+def test_a_missing_value_in_a_nullable_column_never_reaches_the_target():
+    rec = record([0.2, 0.9, 0.7]).astype({"test_acc": "Float64"})
+    rec.loc[1, "test_acc"] = pd.NA
+    assert rounds_to_target(rec, 0.6) == 3.0
+    assert cost_to_target(rec, 0.6, "cum_energy", cumulative=True) == 1 + 2 + 3
+    assert at_first_hit(np.array([np.nan, np.nan]), np.array([1.0, 2.0]), 0.0) == NEVER
