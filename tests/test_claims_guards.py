@@ -53,3 +53,15 @@ def test_summary_of_no_rows_and_of_a_run_never_scored():
     assert len(empty) == 0 and guards.duplicated_runs(empty) == [] and guards.unequal_lengths(empty) == ""
     unscored = _rows().assign(test_acc=NAN)
     assert guards.summary(unscored, ["method", "seed"])["final_acc"].isna().all()
+
+
+def test_final_accuracies_are_the_summarys_runs_and_final_accuracy():
+    """What a contrast reads (`final_accuracies`) is `summary`'s reading: the same runs, in the same order, the same
+    final accuracy, on shuffled rows, a run never scored, a repeated round and no rows."""
+    repeated = _rows()
+    repeated.loc[6, "round"] = 3
+    for rows in (_rows(), _rows().assign(test_acc=NAN), repeated, _rows().iloc[:0], _rows().drop(columns="test_acc")):
+        for by in (["method", "seed"], ["seed"]):
+            pd.testing.assert_frame_equal(guards.final_accuracies(rows, by),
+                                          guards.summary(rows, by)[[*by, "final_acc"]])
+    assert list(guards.final_accuracies(_rows(), ["method"])["final_acc"]) == [0.3, 0.6]

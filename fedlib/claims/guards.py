@@ -9,6 +9,7 @@ column and `seed`) into one row per run; the guards read that summary and return
 - `unequal_lengths`: runs of different lengths compared with one another;
 - `diverged_runs`: a `diverged` flag, a non-finite train loss, a non-finite test loss where accuracy was scored, or a
   final accuracy at chance (`chance_line`).
+`final_accuracies(rows, by)`: the summary's runs and final accuracy alone, what a contrast reads (`judge.Contrast`).
 """
 from __future__ import annotations
 
@@ -56,6 +57,43 @@ def _run_codes(columns: Sequence[np.ndarray], total: int) -> np.ndarray:
     return codes
 
 
+def _run_rows(rows: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the rows' positions in round order (stable), each of those rows' run (`_run_codes` of its `by` values), each
+    run's first of those rows)."""
+    total = len(rows)
+    order = np.argsort(rows["round"].to_numpy(), kind="stable") if "round" in rows else np.arange(total)
+    codes = _run_codes([rows[c].to_numpy()[order] for c in by], total)
+    first = np.full(int(codes.max()) + 1 if total else 0, total)
+    np.minimum.at(first, codes, np.arange(total))
+    return order, codes, first
+
+
+def _accuracy(rows: pd.DataFrame, order: np.ndarray) -> np.ndarray:
+    return rows["test_acc"].to_numpy(dtype=float)[order] if "test_acc" in rows else np.full(len(rows), np.nan)
+
+
+def _last_scored(acc: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
+    """Per run (of `n`): the position in `acc` of its last scored (not NaN) accuracy; -1 where it has none."""
+    scored = ~np.isnan(acc)
+    last = np.full(n, -1)
+    np.maximum.at(last, codes[scored], np.arange(len(acc))[scored])
+    return last
+
+
+def _at_last(acc: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Each run's final accuracy, at its `last` scored position (`_last_scored`); NaN where it has none."""
+    return np.where(last < 0, np.nan, acc[np.maximum(last, 0)] if len(acc) else np.nan)
+
+
+def final_accuracies(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """`summary`'s `by` columns and `final_acc` alone: what a rule on final accuracy reads of the runs, without the
+    guards' columns."""
+    order, codes, first = _run_rows(rows, by)
+    acc = _accuracy(rows, order)
+    return pd.DataFrame({**{c: rows[c].to_numpy()[order][first] for c in by},
+                         "final_acc": _at_last(acc, _last_scored(acc, codes, len(first)))})
+
+
 def summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """One row per run of `rows`, in order of first appearance in round order: its `by` values, `label`, `rounds`
     (distinct), `repeated` (a round listed twice), `acc_min`, `acc_max` (NaN ignored), `final_acc` (the last scored
@@ -63,16 +101,12 @@ def summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     `diverged` flag, a non-finite train loss, or a non-finite test loss where accuracy was scored). One pass of
     array arithmetic: the judge reads every claim's runs through it."""
     total = len(rows)
-    order = np.argsort(rows["round"].to_numpy(), kind="stable") if "round" in rows else np.arange(total)
+    order, codes, first = _run_rows(rows, by)
+    n = len(first)
 
     def column(name: str, dtype: type | None = None) -> np.ndarray:
         return rows[name].to_numpy(dtype=dtype)[order]
 
-    codes = _run_codes([column(c) for c in by], total)
-    n = int(codes.max()) + 1 if total else 0
-    position = np.arange(total)
-    first = np.full(n, total)
-    np.minimum.at(first, codes, position)
     out: dict[str, object] = {c: column(c)[first] for c in by}
     out["label"] = [label(by, k) for k in zip(*(out[c] for c in by))] if by else ["the run"] * n
 
@@ -88,15 +122,14 @@ def summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
         out["repeated"] = any_of(repeated)
     else:
         out["rounds"], out["repeated"] = np.bincount(codes, minlength=n), np.zeros(n, dtype=bool)
-    acc = column("test_acc", float) if "test_acc" in rows else np.full(total, np.nan)
+    acc = _accuracy(rows, order)
     scored = ~np.isnan(acc)
-    low, high, last = np.full(n, np.inf), np.full(n, -np.inf), np.full(n, -1)
+    low, high, last = np.full(n, np.inf), np.full(n, -np.inf), _last_scored(acc, codes, n)
     np.minimum.at(low, codes[scored], acc[scored])
     np.maximum.at(high, codes[scored], acc[scored])
-    np.maximum.at(last, codes[scored], position[scored])
     none = last < 0
     out["acc_min"], out["acc_max"] = np.where(none, np.nan, low), np.where(none, np.nan, high)
-    out["final_acc"] = np.where(none, np.nan, acc[np.maximum(last, 0)] if total else np.nan)
+    out["final_acc"] = _at_last(acc, last)
     bad_costs: dict[str, np.ndarray] = {}
     grouped = np.argsort(codes, kind="stable")  # each run's rows together, still in round order
     for col in (c for c in rows.columns if str(c).startswith(COST_PREFIX)):

@@ -311,7 +311,7 @@ class Contrast:
             per_run = [(run["seed"].iloc[0], float(run["round"].max()) if horizon else rounds_to_target(run, target))
                        for _, run in guards.runs(rows, by)]
         else:
-            finals = guards.summary(rows, by)
+            finals = guards.final_accuracies(rows, by)
             per_run = list(zip(finals["seed"], finals["final_acc"]))
         out = []
         for seed in getattr(bundle.params, self.seeds):
