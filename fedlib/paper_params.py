@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import numbers
 import types
@@ -156,6 +157,12 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
     return value
 
 
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """`cls`'s resolved field types: resolving them is most of the cost of building a notebook's parameters."""
+    return typing.get_type_hints(cls)
+
+
 @dataclass(frozen=True)
 class PaperParams:
     """The parameters every notebook has; scripts/reproduce.py sets the first six."""
@@ -171,7 +178,7 @@ class PaperParams:
     device: str = param("cpu", "torch device of the runs (auto: a CUDA GPU when there is one)")
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
+        hints = _type_hints(type(self))
         for f in dataclasses.fields(self):
             where = f"{type(self).__name__}.{f.name}"
             object.__setattr__(self, f.name, coerce(getattr(self, f.name), hints[f.name], where))
