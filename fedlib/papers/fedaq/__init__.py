@@ -43,7 +43,7 @@ from fedlib.runs import RunPlan, RunSpec
 from fedlib.paper import Headline
 from fedlib.runs.store import Records
 from fedlib.seeding import Seeds
-from fedlib.targets import cost_to_target, rounds_to_target
+from fedlib.targets import at_first_hit, cost_to_target, rounds_to_target
 
 MODES = ("joint", "up", "down")
 LINKS_OF_MODE = {"joint": ("up", "down"), "up": ("up",), "down": ("down",)}
@@ -378,11 +378,11 @@ def energy_to_targets(runs: RunFrames, mode: str, schemes: list[str],
     for scheme in schemes:
         for seed in seeds:
             df = runs[(mode, scheme, seed)]
-            for t in targets:
-                rows.append({"scheme": scheme, "seed": seed, "target_acc": t, "run": df["run"].iloc[0] if "run" in df else "",
-                             "energy_mJ": cost_to_target(df, t, "cum_energy_mJ", cumulative=True),
-                             "round": rounds_to_target(df, t), "final_acc": float(df["test_acc"].iloc[-1]),
-                             "mean_up_bits": float(df["up_bits"].mean()), "mean_down_bits": float(df["down_bits"].mean())})
+            acc, energy, rounds = (df[c].to_numpy() for c in ("test_acc", "cum_energy_mJ", "round"))
+            run = {"run": df["run"].iloc[0] if "run" in df else "", "final_acc": float(acc[-1]),
+                   "mean_up_bits": float(df["up_bits"].mean()), "mean_down_bits": float(df["down_bits"].mean())}
+            rows.extend({"scheme": scheme, "seed": seed, "target_acc": t, "energy_mJ": at_first_hit(acc, energy, t),
+                         "round": at_first_hit(acc, rounds, t), **run} for t in targets)
     return pd.DataFrame(rows, columns=["scheme", "seed", "target_acc", "run", "energy_mJ", "round", "final_acc",
                                        "mean_up_bits", "mean_down_bits"])
 

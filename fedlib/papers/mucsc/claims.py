@@ -19,7 +19,7 @@ import pandas as pd
 
 from fedlib import report
 from fedlib.claims import noise
-from fedlib.claims.judge import AllOf, Contrast, judge
+from fedlib.claims.judge import AllOf, Contrast, judge, run_mask
 from fedlib.paper.bundle import Bundle
 from fedlib.paper.claim import Battery, Claim, Finding, Runs
 from fedlib.paper.scale import Scale
@@ -29,7 +29,7 @@ from fedlib.papers.mucsc import (D_CIFAR, HEADLINE_RUNS, LABELS, METHODS, PARTIT
                                  final_accuracy, run_tables, setting_label, target_table)
 from fedlib.report import Claims
 from fedlib.runs.store import Records
-from fedlib.targets import NEVER, cost_to_target, rounds_to_target
+from fedlib.targets import NEVER, at_first_hit
 
 PAPER_SCALE = Scale("cifar10", "allcnn_c", 10, 1250)  # N = 100 clients, K = 10 per round (the full profile)
 Z_FIG5 = (4, 8, 16)  # Fig. 5's numbers of levels
@@ -244,12 +244,17 @@ def _share(pct: float, reached: int, seeds: int) -> str:
     return f"{pct:.1f}% ({reached}/{seeds} seeds reached)" if np.isfinite(pct) else "not reached on every seed"
 
 
-def _smoothed(run: pd.DataFrame, half: int) -> pd.DataFrame:
-    """`run` with `test_acc` replaced at each evaluated round by the mean of the evaluations `half` either side of it
-    (those the run has, near its ends); rounds without an evaluation stay NaN."""
-    evaluated = run["test_acc"].dropna()
-    mean = evaluated.rolling(2 * half + 1, center=True, min_periods=1).mean()
-    return run.assign(test_acc=mean.reindex(run.index))
+def _smoothed(acc: np.ndarray, half: int) -> np.ndarray:
+    """A run's accuracy per round `acc` with each evaluation replaced by the mean of the evaluations `half` either side
+    of it (those the run has, near its ends); rounds without an evaluation stay NaN."""
+    rounds = pd.Series(acc)
+    mean = rounds.dropna().rolling(2 * half + 1, center=True, min_periods=1).mean()
+    return mean.reindex(rounds.index).to_numpy()
+
+
+def _nc_target(b: MucscBundle, part: str) -> float:
+    """The target accuracy of partition `part` (`to_target`'s NC row)."""
+    return float(b.to_target["target"].to_numpy()[run_mask(b.to_target, {"partition": part, "method": "nc"})][0])
 
 
 def _to_target_seeds(b: MucscBundle, part: str, method: str, column: str,
@@ -258,12 +263,13 @@ def _to_target_seeds(b: MucscBundle, part: str, method: str, column: str,
     round whose accuracy, the mean of the evaluations `half` either side (`_smoothed`; 0: the evaluation itself),
     reaches the partition's target (`fedlib.targets.NEVER` if none does), and at the run's end (the lower bound of one
     that never does)."""
-    target = float(_target(b, part).loc["nc", "target"])
+    target = _nc_target(b, part)
     runs = b.records["runs"]
-    mine = runs[(runs["partition"] == part) & (runs["method"] == method)].sort_values("round")
-    found = [(cost_to_target(_smoothed(run, half) if half else run, target, column, cumulative=True),
-              float(run[column].iloc[-1]))
-             for run in (mine[mine["seed"] == seed] for seed in b.params.seeds)]
+    mine = np.flatnonzero(run_mask(runs, {"partition": part, "method": method}))
+    mine = mine[np.argsort(runs["round"].to_numpy()[mine], kind="stable")]  # round order
+    seed, acc, cost = (runs[c].to_numpy()[mine] for c in ("seed", "test_acc", column))
+    found = [(at_first_hit(_smoothed(acc[run], half) if half else acc[run], cost[run], target), float(cost[run][-1]))
+             for run in (seed == s for s in b.params.seeds)]
     return np.array([f for f, _ in found]), np.array([e for _, e in found])
 
 
@@ -389,12 +395,13 @@ def _battery_accuracy(n: int, noisier: np.ndarray, effect: int, rng: np.random.G
 def _per_seed_to_target(runs: pd.DataFrame, target: float) -> pd.DataFrame:
     """`to_target`'s rows from the battery's runs: rounds, traffic and time to `target` per (partition, method, seed)
     (the time all communication: the rule reads the total)."""
+    acc, rounds, traffic, time = (runs[c].to_numpy() for c in ("test_acc", "round", "traffic_MB", "time_s"))
     rows = []
-    for (part, method, seed), run in runs.groupby(["partition", "method", "seed"], sort=False):
-        reached = rounds_to_target(run, target)
+    for (part, method, seed), run in runs.groupby(["partition", "method", "seed"], sort=False).indices.items():
+        reached = at_first_hit(acc[run], rounds[run], target)
         rows.append({"partition": part, "method": method, "seed": seed, "target": target, "rounds": reached,
-                     "traffic_MB": cost_to_target(run, target, "traffic_MB", cumulative=True),
-                     "comm_s": cost_to_target(run, target, "time_s", cumulative=True),
+                     "traffic_MB": at_first_hit(acc[run], traffic[run], target),
+                     "comm_s": at_first_hit(acc[run], time[run], target),
                      "comp_s": NEVER if reached == NEVER else 0.0})
     return pd.DataFrame(rows)
 
