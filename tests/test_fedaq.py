@@ -102,3 +102,17 @@ def test_notebook_profiles_parse_and_name_known_things(profile):
     assert values["paper_row"] in PAPER_TABLES["joint"] and PAPER_MODELS[values["paper_row"]][0] == values["model"]
     if values.get("paper_targets"):
         assert set(values["paper_targets"]) == {"joint", "up", "down"}
+
+
+def test_energy_to_targets_reads_each_run_once_for_all_its_targets():
+    from fedlib.papers.fedaq import energy_to_targets
+
+    run = pd.DataFrame({"round": [1, 2, 3], "test_acc": [0.2, 0.6, 0.5], "cum_energy_mJ": [1.0, 3.0, 6.0],
+                        "up_bits": [4.0, 6.0, 8.0], "down_bits": [8.0, 8.0, 8.0]})
+    out = energy_to_targets({("joint", "fedaq", 0): run}, "joint", ["fedaq"], [0], [0.5, 0.9])
+    assert list(out["energy_mJ"]) == [3.0, np.inf] and list(out["round"]) == [2.0, np.inf]
+    assert list(out["final_acc"]) == [0.5, 0.5] and list(out["mean_up_bits"]) == [6.0, 6.0]
+    # no target: no rows, and a run without the energy columns is not read; a missing run is still named
+    assert energy_to_targets({("joint", "fedaq", 0): run[["round"]]}, "joint", ["fedaq"], [0], []).empty
+    with pytest.raises(KeyError):
+        energy_to_targets({}, "joint", ["fedaq"], [0], [])

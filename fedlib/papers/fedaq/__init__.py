@@ -378,6 +378,8 @@ def energy_to_targets(runs: RunFrames, mode: str, schemes: list[str],
     for scheme in schemes:
         for seed in seeds:
             df = runs[(mode, scheme, seed)]
+            if not targets:  # no row: a run's columns are read only for a target
+                continue
             acc, energy, rounds = (df[c].to_numpy() for c in ("test_acc", "cum_energy_mJ", "round"))
             run = {"run": df["run"].iloc[0] if "run" in df else "", "final_acc": float(acc[-1]),
                    "mean_up_bits": float(df["up_bits"].mean()), "mean_down_bits": float(df["down_bits"].mean())}
