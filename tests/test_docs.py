@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import importlib
 import importlib.util
+import json
 import re
 import shlex
 import subprocess
@@ -58,18 +59,60 @@ def makefile_targets_and_variables() -> tuple[set[str], set[str]]:
     return targets, set(re.findall(r"\$\((\w+)\)", text)) | set(re.findall(r"^(\w+) \?=", text, flags=re.MULTILINE))
 
 
+# Prints what `python <program> --help` prints for each program of a JSON list, as a JSON list: each run as Python
+# runs it (runpy, `__main__`), one after the other in one fresh process (one interpreter start for them all).
+HELP_DRIVER = """
+import contextlib, io, json, runpy, sys
+texts = []
+for program in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    sys.argv = [program[1] if program[0] == "-m" else program[0], *program[2 if program[0] == "-m" else 1:], "--help"]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), contextlib.suppress(SystemExit):
+        if program[0] == "-m":
+            runpy.run_module(program[1], run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(program[0], run_name="__main__")
+    texts.append(out.getvalue())
+print(json.dumps(texts))
+"""
+
+
+def documented_programs() -> list[tuple[str, ...]]:
+    """Every (program, [its first positional word]) whose --help a documented command's check may read."""
+    programs: list[tuple[str, ...]] = []
+    for _, command in COMMANDS:
+        words = [w for w in shlex.split(command) if not re.fullmatch(r"[A-Z_]+=\S*", w)]
+        if words[0] in (".venv/bin/python", "python") and words[1] == "-m" and words[2] != "fedlib.flower.local_run":
+            program, rest = ("-m", words[2]), words[3:]
+        elif words[0] in (".venv/bin/python", "python") and words[1].endswith(".py"):
+            program, rest = (words[1],), words[2:]
+        elif words[0] == ".venv/bin/papermill":
+            program, rest = ("-m", "papermill"), words[1:]
+        else:
+            continue
+        positional = next((w for w in rest if not w.startswith("-")), None)
+        programs += [program] + ([(*program, positional)] if positional is not None else [])
+    return list(dict.fromkeys(programs))
+
+
 @functools.cache
-def help_text(*program: str) -> str:
-    done = subprocess.run([sys.executable, *program, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    return done.stdout + done.stderr
+def help_texts() -> dict[tuple[str, ...], str]:
+    programs = documented_programs()
+    done = subprocess.run([sys.executable, "-c", HELP_DRIVER, json.dumps(programs)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    texts = dict(zip(programs, json.loads(done.stdout.splitlines()[-1])))
+    failed = [" ".join(program) for program, text in texts.items() if "usage:" not in text.lower()]
+    assert not failed, f"no usage printed by --help of: {failed}"
+    return texts
 
 
 def check_options(words: list[str], program: tuple[str, ...]) -> None:
-    shown = help_text(*program)
+    shown = help_texts()[program]
     positional = next((w for w in words if not w.startswith("-")), None)
     for option in (w.split("=")[0] for w in words if w.startswith("--")):
         if option not in shown and positional is not None:
-            shown += help_text(*program, positional)  # a subcommand's own options
+            shown += help_texts()[(*program, positional)]  # a subcommand's own options
         assert option in shown, f"{' '.join(program)} has no option {option}"
 
 
