@@ -77,21 +77,34 @@ print(json.dumps(texts))
 """
 
 
+ASSIGNMENT = r"[A-Z_]+=\S*"  # VAR=value before a command
+
+
+def program_of(words: list[str]) -> tuple[tuple[str, ...], list[str]] | None:
+    """The Python program a command runs (("-m", module) or (script,)) whose --help lists its options, and the words
+    after it; None for other commands (make, and `fedlib.flower.local_run`, which hands its options to `flwr run`)."""
+    if words[0] in (".venv/bin/python", "python") and words[1] == "-m" and words[2] != "fedlib.flower.local_run":
+        return ("-m", words[2]), words[3:]
+    if words[0] in (".venv/bin/python", "python") and words[1].endswith(".py"):
+        return (words[1],), words[2:]
+    if words[0] == ".venv/bin/papermill":
+        return ("-m", "papermill"), words[1:]
+    return None
+
+
+def first_positional(words: list[str]) -> str | None:
+    return next((w for w in words if not w.startswith("-")), None)
+
+
 def documented_programs() -> list[tuple[str, ...]]:
     """Every (program, [its first positional word]) whose --help a documented command's check may read."""
     programs: list[tuple[str, ...]] = []
     for _, command in COMMANDS:
-        words = [w for w in shlex.split(command) if not re.fullmatch(r"[A-Z_]+=\S*", w)]
-        if words[0] in (".venv/bin/python", "python") and words[1] == "-m" and words[2] != "fedlib.flower.local_run":
-            program, rest = ("-m", words[2]), words[3:]
-        elif words[0] in (".venv/bin/python", "python") and words[1].endswith(".py"):
-            program, rest = (words[1],), words[2:]
-        elif words[0] == ".venv/bin/papermill":
-            program, rest = ("-m", "papermill"), words[1:]
-        else:
-            continue
-        positional = next((w for w in rest if not w.startswith("-")), None)
-        programs += [program] + ([(*program, positional)] if positional is not None else [])
+        found = program_of([w for w in shlex.split(command) if not re.fullmatch(ASSIGNMENT, w)])
+        if found is not None:
+            program, rest = found
+            positional = first_positional(rest)
+            programs += [program] + ([(*program, positional)] if positional is not None else [])
     return list(dict.fromkeys(programs))
 
 
@@ -109,7 +122,7 @@ def help_texts() -> dict[tuple[str, ...], str]:
 
 def check_options(words: list[str], program: tuple[str, ...]) -> None:
     shown = help_texts()[program]
-    positional = next((w for w in words if not w.startswith("-")), None)
+    positional = first_positional(words)
     for option in (w.split("=")[0] for w in words if w.startswith("--")):
         if option not in shown and positional is not None:
             shown += help_texts()[(*program, positional)]  # a subcommand's own options
@@ -129,14 +142,15 @@ def test_there_are_commands_to_check():
 @pytest.mark.parametrize("page, command", COMMANDS)
 def test_every_documented_command_names_what_exists(page, command):
     words = shlex.split(command)
-    assignments = [w.split("=")[0] for w in words if re.fullmatch(r"[A-Z_]+=\S*", w)]
-    words = [w for w in words if not re.fullmatch(r"[A-Z_]+=\S*", w)]
+    assignments = [w.split("=")[0] for w in words if re.fullmatch(ASSIGNMENT, w)]
+    words = [w for w in words if not re.fullmatch(ASSIGNMENT, w)]
     check_files(words)
     if words[0] == "make":
         targets, variables = makefile_targets_and_variables()
         assert set(words[1:]) <= targets, f"{page}: {command}: no such make target"
         assert set(assignments) <= variables | {"OMP_WAIT_POLICY", "TQDM_DISABLE"}, f"{page}: {command}"
-    elif words[0] in (".venv/bin/python", "python") and words[1] == "-m":
+        return
+    if words[0] in (".venv/bin/python", "python") and words[1] == "-m":
         assert importlib.util.find_spec(words[2]) is not None, f"{page}: no module {words[2]}"
         if words[2] == "fedlib.flower.local_run":  # it hands the options after the app's folder to `flwr run`
             flwr = Path(sys.executable).parent / "flwr"
@@ -144,12 +158,9 @@ def test_every_documented_command_names_what_exists(page, command):
                 pytest.skip("Flower is not installed (the .[flower] extra)")
             shown = subprocess.run([flwr, "run", "--help"], capture_output=True, text=True).stdout
             assert all(w.split("=")[0] in shown for w in words[4:] if w.startswith("--")), f"{page}: {command}"
-        else:
-            check_options(words[3:], ("-m", words[2]))
-    elif words[0] in (".venv/bin/python", "python") and words[1].endswith(".py"):
-        check_options(words[2:], (words[1],))
-    elif words[0] == ".venv/bin/papermill":
-        check_options(words[1:], ("-m", "papermill"))
+    if (found := program_of(words)) is not None:
+        program, rest = found
+        check_options(rest, program)
 
 
 def markdown_links(page: Path) -> list[str]:
