@@ -8,12 +8,15 @@ file is needed; FedAvg with fp32 links unless named):
   taco+corr  the same with TACO's corrected local direction                                        (2,000)
   mucsc      FEMNIST CNN, 100 clients of 600, 10 a round, 5 steps, batch 8                         (50)
 For each scale: client-steps/s of the sequential, batched (vmap) and captured batched (graph) executors in this
-process (the median round after a warm-up round), then of 1, 2 and 4 worker processes sharing the GPU, each running
+process (the median round after a warm-up round) and of `--seeds` runs of it that differ only by seed trained as one
+batch (`fedlib.seed_batch`, executor "auto", as a ledger piece trains a cell's seeds: their client-steps together),
+then of 1, 2 and 4 worker processes sharing the GPU (`--workers`; none: no such table), each running
 the scale with `executor="auto"` (what a piece runs): the client-steps all workers did in their timed rounds over
 the wall time from the first worker's start to the last one's end (a barrier starts them together, after each has
 done a warm-up round). Ratios come from one run of this script, printed with the device's name.
 
-    python benchmarks/bench_gpu.py [--rounds 2] [--scales fedaq taco] [--workers 1 2 4] [--device cuda] [--shrink 1]
+    python benchmarks/bench_gpu.py [--rounds 2] [--scales fedaq taco] [--seeds 3] [--workers 1 2 4] [--device cuda]
+        [--shrink 1]
 `--device cpu --shrink 50` runs the same code on a CPU at 1/50 of the clients' data and steps. `--smoke` runs it on a
 CPU at two clients of one local step each, one worker (a check that the script runs, not a measurement).
 """
@@ -31,7 +34,8 @@ import torch
 from fedlib.algorithms import make_algorithm
 from fedlib.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
-from fedlib.federation import run_federation
+from fedlib.federation import open_federation, run_federation
+from fedlib.seed_batch import run_seed_batch
 from fedlib.models import build_model
 
 SHAPE = (1, 28, 28)
@@ -83,17 +87,29 @@ def federation(s: Scale) -> FederatedData:
     return FederatedData(ds, [np.arange(i * s.samples, (i + 1) * s.samples) for i in range(s.clients)])
 
 
-def run(s: Scale, data: FederatedData, executor: str, rounds: int, device: str):
+def options(s: Scale, executor: str, rounds: int, device: str, seed: int = 0) -> dict:
     local = LocalTraining(lr=s.lr, batch_size=s.batch_size, epochs=s.epochs, steps=s.steps, momentum=s.momentum)
-    return run_federation(lambda: build_model(s.model, SHAPE, 10, **dict(s.model_kwargs)), data,
-                          make_algorithm(s.algorithm), rounds, local=local, sampler=s.per_round, eval_every=rounds,
-                          executor=executor, device=device, progress=False)
+    return dict(model_fn=lambda: build_model(s.model, SHAPE, 10, **dict(s.model_kwargs)),
+                algorithm=make_algorithm(s.algorithm), rounds=rounds, local=local, sampler=s.per_round,
+                eval_every=rounds, executor=executor, device=device, seed=seed)
 
 
-def rate(result) -> float:
-    """Client-steps/s of the median round after the first (the warm-up)."""
-    steps = result.clients.groupby("round")["steps"].sum()
-    train = result.rounds.set_index("round")["train_s"]
+def run(s: Scale, data: FederatedData, executor: str, rounds: int, device: str):
+    return run_federation(data=data, progress=False, **options(s, executor, rounds, device))
+
+
+def run_seeds(s: Scale, data: FederatedData, seeds: int, rounds: int, device: str):
+    """`seeds` runs of the scale that differ only by seed, trained as one batch (`fedlib.seed_batch`, as a piece
+    trains a cell's seeds; "auto": captured on a GPU)."""
+    feds = [open_federation(data=data, **options(s, "auto", rounds, device, seed)) for seed in range(seeds)]
+    return run_seed_batch(feds, [None] * seeds, "auto")
+
+
+def rate(*results) -> float:
+    """Client-steps/s of the median round after the first (the warm-up), over the runs `results` trained together
+    (each run's `train_s` is its share of their round)."""
+    steps = sum(r.clients.groupby("round")["steps"].sum() for r in results)
+    train = sum(r.rounds.set_index("round")["train_s"] for r in results)
     return statistics.median((steps / train).iloc[1:])
 
 
@@ -129,7 +145,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2, help="rounds per measurement, the first a warm-up")
     parser.add_argument("--scales", nargs="*", default=[s.name for s in SCALES])
-    parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4])
+    parser.add_argument("--seeds", type=int, default=3, help="seeds in one batch for the last column (0: none)")
+    parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4], help="worker counts (none: no table)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shrink", type=int, default=1)
     parser.add_argument("--smoke", action="store_true", help="on a CPU, two clients of one step, one worker")
@@ -145,17 +162,26 @@ def main() -> None:
     print(f"device {name}, torch {torch.__version__}; client-steps/s, the median of {args.rounds - 1} timed "
           f"round(s) after a warm-up; {sizes}\n", flush=True)
     scales = [tiny(s) if args.smoke else shrunk(s, args.shrink) for s in SCALES if s.name in args.scales]
-    print(f"{'scale':10s} {'steps/round':>11s} {'sequential':>10s} {'vmap':>8s} {'graph':>8s}", flush=True)
+    seeds = f"{args.seeds} seeds" if args.seeds else ""
+    print(f"{'scale':10s} {'steps/round':>11s} {'sequential':>10s} {'vmap':>8s} {'graph':>8s} {seeds:>8s}",
+          flush=True)
     for s in scales:
         data = federation(s)
         cells, steps = [], s.per_round * (s.steps or int(s.epochs * -(-s.samples // s.batch_size)))
-        for executor, width in (("sequential", 10), ("vmap", 8), ("graph", 8)):
+        measured = [("sequential", 10, lambda: [run(s, data, "sequential", args.rounds, args.device)]),
+                    ("vmap", 8, lambda: [run(s, data, "vmap", args.rounds, args.device)]),
+                    ("graph", 8, lambda: [run(s, data, "graph", args.rounds, args.device)])]
+        if args.seeds:
+            measured.append((seeds, 8, lambda: run_seeds(s, data, args.seeds, args.rounds, args.device)))
+        for executor, width, results in measured:
             try:
-                cells.append(f"{rate(run(s, data, executor, args.rounds, args.device)):{width},.0f}")
+                cells.append(f"{rate(*results()):{width},.0f}")
             except Exception as err:  # a benchmark reports a failing executor and measures the others
                 cells.append(f"{'failed':>{width}s}")
                 print(f"{s.name} {executor}: {type(err).__name__}: {err}", flush=True)
         print(f"{s.name:10s} {steps:11,d} " + " ".join(cells), flush=True)
+    if not args.workers:
+        return
     print(f"\n{'scale':10s}" + "".join(f" {f'{n} worker(s)':>12s}" for n in args.workers) + "  auto", flush=True)
     shared = {n: workers_rates(scales, n, args.rounds, args.device) for n in args.workers}
     for s in scales:

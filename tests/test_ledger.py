@@ -65,7 +65,7 @@ def copy_ledger(filled, dest: Path) -> Ledger:
 def test_piece_fills_the_ledger_and_the_claims_read_it(filled):
     tmp, report, printed = filled
     ranked = tiny_ranked()
-    assert [r.spec for r, *_ in report.added] == [r.spec for r in ranked] and report.left == []
+    assert [r.spec for r, *_ in report.added] == [r.spec for r in ranked] and report.left == []  # none batched
     assert "started, its pace measured as it runs" in printed and "client-steps/s measured in this piece" in printed
     assert f"created the ledger folder {tmp / 'ledger'}" in printed
     assert set(report.rates) == {"cpu"} and report.rates["cpu"] > 0

@@ -1,9 +1,12 @@
 """Seeds in one batch (`fedlib.seed_batch`) beyond the conformance battery's equality per algorithm: when the rule
 batches, a diverging seed leaves the others unchanged, views that differ in a non-tensor value train apart, and the
-run layer files each batched seed under its own key with its records alone, resuming a seed from its checkpoint."""
+run layer files each batched seed under its own key with its records alone, resuming a seed from its checkpoint; a
+ledger piece batches a cell's seeds the same way."""
 from __future__ import annotations
 
 import importlib
+import io
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -16,11 +19,18 @@ from fedlib.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
 from fedlib.executors import ClientGroup, train_stacked
 from fedlib.federation import open_federation, run_federation
+from fedlib.ledger.entries import Ledger
+from fedlib.ledger import piece as piece_module
+from fedlib.ledger.piece import run_piece
+from fedlib.ledger.priority import prioritized
+from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs import RunSpec, RunStore, execute, run_specs
 from fedlib.runs.execute import Stop, execute_cell
 from fedlib.seed_batch import batches_seeds, run_seed_batch, what_differs
 
 TIMING = ["train_s", "wall_s"]
+TINY_VMAP = QuickstartParams(rounds=4, num_clients=4, clients_per_round=2, batch_size=64, seeds=(0, 1, 2),
+                             executor="vmap", device="cpu")
 execute_module = importlib.import_module("fedlib.runs.execute")  # fedlib.runs.execute is also the function
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -174,3 +184,51 @@ def test_seeds_with_another_learning_rate_are_not_one_batch(data):
     assert what_differs(feds) == "seed 1 has another local training than seed 0"
     with pytest.raises(ValueError, match="only runs that differ by seed alone train as one batch"):
         run_seed_batch(feds, [None, None])
+
+
+def test_a_piece_trains_a_cells_seeds_as_one_batch_each_entry_holding_its_records_alone(tmp_path):
+    """A ledger piece over the quickstart's tiny grid under "vmap": each cell's three seeds train as one batch, each
+    seed's entry holds bitwise the records of a piece that trains every run alone (`seed_batches=False`), its
+    provenance says how many seeds trained together, and the seeds' wall seconds are the batch's, shared by
+    client-steps. A batch stopped by the budget keeps every seed's checkpoint and finishes in the next piece."""
+    ranked = prioritized({"quickstart": experiments(TINY_VMAP)})
+    out = io.StringIO()
+    batched = run_piece(ranked, Ledger(tmp_path / "batched"), RunStore(tmp_path / "b"), 600, rate=1e3, out=out)
+    alone = run_piece(ranked, Ledger(tmp_path / "alone"), RunStore(tmp_path / "a"), 600, rate=1e3,
+                      seed_batches=False, out=io.StringIO())
+    assert {r.spec for r, *_ in batched.added} == {r.spec for r, *_ in alone.added} == {r.spec for r in ranked}
+    cells = len({r.spec.with_(seed=0) for r in ranked})
+    assert out.getvalue().count("3 seeds trained as one batch") == cells
+    together = {e.spec: e for e in Ledger(tmp_path / "batched").entries()}
+    for entry in Ledger(tmp_path / "alone").entries():
+        mine = together[entry.spec]
+        records_equal(mine.records, entry.records)
+        assert (entry.provenance["seed_batch"], mine.provenance["seed_batch"]) == (1, 3)
+    for cell in {s.with_(seed=0) for s in together}:
+        seeds = [e for s, e in together.items() if s.with_(seed=0) == cell]
+        walls, steps = ([e.provenance[k] for e in seeds] for k in ("wall_s", "client_steps"))
+        assert walls == pytest.approx([sum(walls) * n / sum(steps) for n in steps], rel=1e-2)
+
+
+def test_a_piece_stopped_mid_batch_keeps_every_seeds_checkpoint_and_a_later_piece_resumes_them(tmp_path,
+                                                                                              monkeypatch):
+    """A clock advancing 30 s at each checkpoint of the batch (100 rounds, every 2): the batch is stopped after round
+    4, each seed keeping its checkpoint; the next piece resumes all three, and each equals its run alone."""
+    every = prioritized({"quickstart": experiments(replace(TINY_VMAP, rounds=100))})
+    ranked = [r for r in every if r.spec.with_(seed=0) == every[0].spec.with_(seed=0)]  # one cell's three seeds
+    ledger, store, out, now = Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), io.StringIO(), [0.0]
+    real = piece_module.Watch.__call__
+
+    def watched(self, done: int) -> None:
+        now[0] += 30.0
+        real(self, done)
+
+    monkeypatch.setattr(piece_module.Watch, "__call__", watched)
+    report = run_piece(ranked, ledger, store, 600, clock=lambda: now[0], out=out)
+    assert report.added == [] and len(report.skipped) == 3 and out.getvalue().count("after round 4 of 100") == 3
+    assert all(store.checkpoint(r.spec, 1).path.exists() for r in ranked) and ledger.paths() == []
+    monkeypatch.undo()
+    again = run_piece(ranked, ledger, store, 600, out=io.StringIO())
+    assert {r.spec for r, *_ in again.added} == {r.spec for r in ranked}
+    for entry in ledger.entries():
+        records_equal(entry.records, execute(entry.spec, RunStore(tmp_path / f"fresh{entry.spec.seed}")))

@@ -49,8 +49,6 @@ GROUPS: dict[str, list[tuple[tuple[str, ...], dict[str, Any]]]] = {
         (("--workers",), dict(type=int, default=None, help="worker processes of the local executor (default: from "
                                                            "the cores and the device)")),
         (("--ray-address",), dict(default=None, help="an existing Ray cluster (default: a local Ray)")),
-        (("--no-seed-batches",), dict(action="store_true", help="train every run alone, not a cell's seeds as one "
-                                                                "batch where the rule picks it (docs/speed.md)")),
         (("--select",), dict(default=None, help="compute only these runs, e.g. algorithm=fedavg,seed=0"))],
     "modes": [
         (("--dry-run",), dict(action="store_true", help=(
@@ -64,6 +62,9 @@ GROUPS: dict[str, list[tuple[tuple[str, ...], dict[str, Any]]]] = {
         (("--from-ledger",), dict(action="store_true", help=(
             "compute nothing: render the notebooks with their runs read from the ledger, and say what it holds of "
             "each headline claim and which entries are stale, in REPORT.md")))],
+    "batching": [
+        (("--no-seed-batches",), dict(action="store_true", help="train every run alone, not a cell's seeds as one "
+                                                                "batch where the rule picks it (docs/speed.md)"))],
     "ledger": [(("--ledger",), dict(type=Path, default=LEDGER, help="the ledger folder (default: evidence/gpu)"))],
     "piece": [
         (("--budget",), dict(default=None, help="a piece's time budget: 600s, 10m or 1.5h")),
@@ -87,8 +88,8 @@ GROUPS: dict[str, list[tuple[tuple[str, ...], dict[str, Any]]]] = {
 
 
 # The groups of each mode: reproduce takes all of them; a mode's subcommand only its own.
-MODE_GROUPS = {None: ("notebooks", "compute", "modes", "ledger", "piece", "from_ledger"),
-               "piece": ("notebooks", "ledger", "piece"), "from_ledger": ("notebooks", "ledger", "from_ledger")}
+MODE_GROUPS = {None: ("notebooks", "compute", "batching", "modes", "ledger", "piece", "from_ledger"),
+               "piece": ("notebooks", "batching", "ledger", "piece"), "from_ledger": ("notebooks", "ledger", "from_ledger")}
 
 
 def parser(mode: str | None = None, prog: str | None = None, description: str = "") -> argparse.ArgumentParser:

@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None, *, mode: str | None = None, prog: st
             plan = prepared.plan
             run_piece(prioritized({nb.name: nb.specs for nb in plan.notebooks}), ledger, prepared.store, budget,
                       roots={nb.name: nb.params.data_root for nb in plan.notebooks}, rate=args.rate,
-                      recompute_stale=args.recompute_stale)
+                      recompute_stale=args.recompute_stale, seed_batches=not args.no_seed_batches)
         except (LedgerError, ValueError) as err:
             return fail(err)
         return 0

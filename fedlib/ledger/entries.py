@@ -9,7 +9,12 @@ the manifest like every other file:
     {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "torch": "2.13.0", "cuda": "12.8",
      "commit": "a890034...", "uncommitted_changes": false, "code_version": <the store key's code hash>,
      "data": <the data fingerprint>, "definitions": {"fedlib.federation.run_federation": <digest>, ...},
-     "wall_s": 41.2, "client_steps": 120000, "finished": "2026-11-27T14:02:11Z", "fedlib_version": "0.1.0"}
+     "wall_s": 41.2, "client_steps": 120000, "seed_batch": 1, "finished": "2026-11-27T14:02:11Z",
+     "fedlib_version": "0.1.0"}
+
+`seed_batch` is how many seeds of the run's cell trained together in one batch (`fedlib.seed_batch`; 1: alone, and
+absent from entries written before batching); a batched seed's `wall_s` is its share of the batch's wall time by
+client-steps, so client-steps over wall seconds is the pace of the batch as a whole.
 
 An entry matches a run by its spec and data fingerprint (the file's name), never by the store key: the key also
 covers the code and the machine, which differ between the GPU that computed a run and the CPU that judges it.
@@ -160,14 +165,14 @@ def device_name(device: str) -> str:
 
 
 def provenance(spec: RunSpec, store: RunStore, root: str | Path | None, wall_s: float,
-               client_steps: int) -> dict[str, Any]:
+               client_steps: int, seed_batch: int = 1) -> dict[str, Any]:
     """Where and how `spec`'s run in `store` was computed (the module docstring's fields)."""
     context = json.loads(store.context(spec))
     commit, dirty = git_commit()
     return {"device": context["device"], "device_name": device_name(context["device"]), "torch": torch.__version__,
             "cuda": torch.version.cuda, "commit": commit, "uncommitted_changes": dirty,
             "code_version": context["code"], "data": context["data"], "definitions": definition_digests(spec, root),
-            "wall_s": round(wall_s, 3), "client_steps": int(client_steps),
+            "wall_s": round(wall_s, 3), "client_steps": int(client_steps), "seed_batch": int(seed_batch),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fedlib_version": fedlib.__version__}
 
 

@@ -14,6 +14,11 @@ the run store (`fedlib.runs.execute`: a run interrupted mid-way resumes from its
 it, and restarts otherwise) and is exported into the ledger with its provenance at once, so a piece killed at its
 time limit keeps every run it finished.
 
+A cell's seeds (runs that differ only by seed) that `fedlib.seed_batch.batches_seeds` trains as one batch (on a GPU;
+on a CPU, models without convolutions) are one unit, taken at its first seed's place in the order, estimated,
+watched and stopped together, and each seed exported with its own records, as alone (`seed_batches=False`:
+`--no-seed-batches`, every run alone).
+
 Pieces running at once on one ledger never compute a run twice: each claims a run before starting it
 (`fedlib.ledger.claims`), leaves a run another live piece claims, and, once it holds the claim, skips a run whose
 entry another piece wrote meanwhile. A missing ledger folder is created where its parent folder exists.
@@ -28,7 +33,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -40,7 +45,7 @@ from fedlib.ledger.claims import Claims
 from fedlib.ledger.entries import BUDGET_BYTES, Ledger, LedgerEntry, entry_name, provenance, read_entry_archive
 from fedlib.ledger.priority import REST, Ranked
 from fedlib.runs.build import build_run
-from fedlib.runs.execute import Stop, execute
+from fedlib.runs.execute import Stop, cell_batch, execute, execute_batch, seeds_batch
 from fedlib.runs.fingerprint import code_version, data_fingerprint, device_type
 from fedlib.runs.spec import RunSpec, run_name
 from fedlib.runs.store import RunStore
@@ -174,10 +179,29 @@ def written_meanwhile(path: Path, held: LedgerEntry | None, spec: RunSpec, root:
                               == code_version(spec, root))
 
 
-def compute_into(ledger: Ledger, spec: RunSpec, store: RunStore, root: str | None, deadline: float,
-                 clock: Callable[[], float]) -> tuple[Path, float, int]:
-    """`spec` computed into `store`, watched against `deadline` (`Stop` where it cannot finish), and exported into
-    `ledger`: (its entry, seconds, client-steps)."""
+def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, root: str | None, deadline: float,
+                 clock: Callable[[], float]) -> tuple[list[tuple[Path, float, int]], bool]:
+    """One cell's `specs` (one spec, or seeds of one cell) computed into `store`, watched against `deadline` (`Stop`
+    where they cannot finish), and exported into `ledger`: (its entry, seconds, client-steps) per spec, and whether
+    they trained as one batch. Seeds that train as one batch (`fedlib.runs.execute.cell_batch`) have each its share
+    of the batch's seconds by client-steps, and their provenance says how many trained together; others run one
+    after another, each timed alone."""
+    batch = cell_batch(specs, root)
+    if batch is None:
+        return [compute_alone(ledger, spec, store, root, deadline, clock) for spec in specs], False
+    rounds = specs[-1].rounds
+    began = clock()
+    records = execute_batch(specs, batch, store, root=root, checkpoint_every=max(1, rounds // WATCH_POINTS),
+                            watch=Watch(rounds, deadline, clock))
+    seconds = max(clock() - began, 1e-9)
+    steps = [int(r["clients"]["steps"].sum()) for r in records]
+    shares = [seconds * n / max(sum(steps), 1) for n in steps]
+    return [(ledger.add(store, spec, provenance(spec, store, root, share, n, seed_batch=len(specs))), share, n)
+            for spec, share, n in zip(specs, shares, steps)], True
+
+
+def compute_alone(ledger: Ledger, spec: RunSpec, store: RunStore, root: str | None, deadline: float,
+                  clock: Callable[[], float]) -> tuple[Path, float, int]:
     began = clock()
     records = execute(spec, store, root=root, progress=False, checkpoint_every=max(1, spec.rounds // WATCH_POINTS),
                       watch=Watch(spec.rounds, deadline, clock))
@@ -186,12 +210,26 @@ def compute_into(ledger: Ledger, spec: RunSpec, store: RunStore, root: str | Non
     return ledger.add(store, spec, provenance(spec, store, root, seconds, done)), seconds, done
 
 
+def units(todo: Sequence[Ranked], batched: Callable[[Ranked], bool]) -> Iterator[list[Ranked]]:
+    """`todo` as the units a piece computes, in priority order: each run alone, except where `batched` says that
+    its cell's seeds train as one batch: then the cell's seeds together, at its first seed's place."""
+    taken: set[tuple[str, RunSpec]] = set()
+    for r in todo:
+        if (r.notebook, r.spec) in taken:
+            continue
+        unit = [s for s in todo if s.notebook == r.notebook and s.spec.with_(seed=0) == r.spec.with_(seed=0)
+                and (s.notebook, s.spec) not in taken] if batched(r) else [r]
+        taken.update((s.notebook, s.spec) for s in unit)
+        yield unit
+
+
 def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_s: float, *,
               roots: Mapping[str, str | None] | None = None, rate: float | None = None,
-              recompute_stale: bool = False, out: TextIO | None = None,
+              recompute_stale: bool = False, seed_batches: bool = True, out: TextIO | None = None,
               clock: Callable[[], float] = time.perf_counter) -> PieceReport:
     """Compute the next runs of `ranked` (priority order) within `budget_s` seconds into `store` and `ledger`;
-    `roots`: each notebook's data root (None: the data-root rule). See the module docstring."""
+    `roots`: each notebook's data root (None: the data-root rule); `seed_batches`: a cell's seeds as one batch where
+    the rule picks it (`fedlib.seed_batch`). See the module docstring."""
     out = sys.stdout if out is None else out
     deadline = clock() + budget_s
     roots = roots or {}
@@ -206,39 +244,63 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
           file=out, flush=True)
     seen = [o for e in entries if (o := observed(e)) is not None]
     rates, report, claims = Rates(rate, seen), PieceReport(), Claims(ledger.root)
-    for r in todo:
-        root, name = roots.get(r.notebook), entry_name(r.spec, data[r.spec])
-        if device_type(r.spec.device) == "cuda" and not torch.cuda.is_available():
-            report.skip(r, f"needs a GPU (device {r.spec.device}); this machine has none", "not started", out)
+    def no_gpu(r: Ranked) -> bool:
+        return device_type(r.spec.device) == "cuda" and not torch.cuda.is_available()
+
+    def batches(r: Ranked) -> bool:
+        return seed_batches and not no_gpu(r) and seeds_batch(build_run(r.spec, roots.get(r.notebook)))
+
+    for unit in units(todo, batches):
+        first, root = unit[0], roots.get(unit[0].notebook)
+        if no_gpu(first):
+            for r in unit:
+                report.skip(r, f"needs a GPU (device {r.spec.device}); this machine has none", "not started", out)
             continue
-        steps = client_steps(r.spec, build_run(r.spec, root))
-        found, left = rates.rate(r.spec), deadline - clock()
+        steps = sum(client_steps(r.spec, build_run(r.spec, root)) for r in unit)
+        found, left = rates.rate(first.spec), deadline - clock()
         if found is not None and steps / found[0] > left:
-            report.skip(r, f"{steps:,} client-steps, {span(steps / found[0])} at {found[0]:,.0f} client-steps/s "
-                           f"({found[1]}); {span(max(left, 0))} left", "not started (cannot finish)", out)
+            for r in unit:
+                report.skip(r, f"{steps:,} client-steps{f' with its {len(unit)} seeds' if len(unit) > 1 else ''}, "
+                               f"{span(steps / found[0])} at {found[0]:,.0f} client-steps/s ({found[1]}); "
+                               f"{span(max(left, 0))} left", "not started (cannot finish)", out)
             continue
-        holder = claims.claim(name)
-        if holder is not None:
-            report.skip(r, f"another piece is computing it ({holder})", "not started (claimed)", out)
-            continue
+        names = {r.spec: entry_name(r.spec, data[r.spec]) for r in unit}
+        mine = []
         try:
-            if written_meanwhile(ledger.root / name, held[r.spec], r.spec, root):
-                report.skip(r, "another piece wrote its ledger entry since this piece read the ledger",
-                            "not started (computed meanwhile)", out)
+            for r in unit:
+                holder = claims.claim(names[r.spec])
+                if holder is not None:
+                    report.skip(r, f"another piece is computing it ({holder})", "not started (claimed)", out)
+                elif written_meanwhile(ledger.root / names[r.spec], held[r.spec], r.spec, root):
+                    claims.release(names[r.spec])
+                    report.skip(r, "another piece wrote its ledger entry since this piece read the ledger",
+                                "not started (computed meanwhile)", out)
+                else:
+                    mine.append(r)
+            if not mine:
                 continue
             if found is None:
-                print(f"[piece] no measured or given rate for {describe_run(r)}: started, its pace measured as it "
-                      "runs", file=out, flush=True)
-            path, seconds, done = compute_into(ledger, r.spec, store, root, deadline, clock)
+                print(f"[piece] no measured or given rate for {describe_run(first)}: started, its pace measured as "
+                      "it runs", file=out, flush=True)
+            began = clock()
+            done, batched = compute_into(ledger, [r.spec for r in mine], store, root, deadline, clock)
         except Stop as stop:
-            report.skip(r, str(stop), "stopped", out)
+            for r in mine:
+                report.skip(r, str(stop), "stopped", out)
             continue
         finally:
-            claims.release(name)
-        rates.add(Observation(combination(r.spec), r.spec.experiment, device_type(r.spec.device), done, seconds))
-        report.added.append((r, path, seconds, done))
-        print(f"[piece] added {describe_run(r)}: {done:,} client-steps in {seconds:.1f} s "
-              f"({done / seconds:,.0f}/s) -> {path.name} ({path.stat().st_size / 1024:.1f} KiB)", file=out, flush=True)
+            for r in mine:
+                claims.release(names[r.spec])
+        for r, (path, seconds, n) in zip(mine, done):
+            rates.add(Observation(combination(r.spec), r.spec.experiment, device_type(r.spec.device), n, seconds))
+            report.added.append((r, path, seconds, n))
+            print(f"[piece] added {describe_run(r)}: {n:,} client-steps in {seconds:.1f} s ({n / seconds:,.0f}/s)"
+                  f"{' (its share of the batch)' if batched else ''} -> {path.name} "
+                  f"({path.stat().st_size / 1024:.1f} KiB)", file=out, flush=True)
+        if batched:
+            total, wall = sum(n for _, _, n in done), clock() - began
+            print(f"[piece] {len(mine)} seeds trained as one batch: {total:,} client-steps in {wall:.1f} s "
+                  f"({total / wall:,.0f}/s together)", file=out, flush=True)
     now = ledger.entries()
     report.left = [r for r in ranked if held_by(now, r.spec, data[r.spec]) is None]
     report.rates = Rates(None, rates.seen[len(seen):]).measured()  # after the ledger's: this piece's runs

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fedlib.federation import open_federation, run_federation
-from fedlib.runs.build import build_run, records_of
+from fedlib.federation import Federation, open_federation, run_federation
+from fedlib.runs.build import RunPlan, build_run, records_of
 from fedlib.runs.entry import Records
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import FileCheckpoint, RunStore, rounds_done
@@ -56,23 +56,50 @@ def seed_cells(specs: Sequence[RunSpec]) -> list[list[RunSpec]]:
     return list(cells.values())
 
 
+def seeds_batch(plan: RunPlan) -> bool:
+    """Whether `fedlib.seed_batch.batches_seeds` trains the seeds of `plan`'s cell as one batch."""
+    return batches_seeds(plan.model_fn(), plan.algorithm, plan.device, plan.kwargs.get("executor", "auto"))
+
+
+def cell_batch(specs: Sequence[RunSpec], root: str | Path | None = None
+               ) -> tuple[list[RunPlan], list[Federation]] | None:
+    """The plans and opened federations of one cell's specs (`seed_cells`) where they train as one batch:
+    `seeds_batch` says so for the cell's run and its seeds' federations can share a step (`what_differs`: a plan
+    may derive the learning rate from the seed's split); None otherwise."""
+    if len(specs) < 2:
+        return None
+    plans = [build_run(specs[0], root)]
+    if not seeds_batch(plans[0]):
+        return None
+    plans += [build_run(spec, root) for spec in specs[1:]]
+    feds = [open_federation(plan.model_fn, plan.data, **plan.kwargs) for plan in plans]
+    return (plans, feds) if what_differs(feds) is None else None
+
+
+def execute_batch(specs: Sequence[RunSpec], batch: tuple[list[RunPlan], list[Federation]], store: RunStore, *,
+                  root: str | Path | None = None, checkpoint_every: int = 10, progress: bool = False,
+                  watch: Callable[[int], None] | None = None) -> list[Records]:
+    """Run a cell's `batch` (`cell_batch`) into the store, each spec filed under its own key, and return their
+    records. `watch`, where given, is called with the rounds done after each checkpoint of the last seed (every seed
+    has then saved its own); it stops the batch by raising `Stop`."""
+    store = store.reading(root)
+    plans, feds = batch
+    checkpoints: list[Any] = [store.checkpoint(spec, checkpoint_every) for spec in specs]
+    if watch is not None:
+        checkpoints[-1] = Watched(checkpoints[-1], watch)
+    results = run_seed_batch(feds, checkpoints, plans[0].kwargs.get("executor", "auto"), progress)
+    for spec, plan, result in zip(specs, plans, results):
+        store.save(spec, records_of(plan, result))
+    return [store.load(spec) for spec in specs]
+
+
 def execute_cell(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | None = None,
                  checkpoint_every: int = 10, progress: bool = False) -> None:
-    """Run one cell's specs (`seed_cells`) into the store: as one batch where `fedlib.seed_batch.batches_seeds`
-    says so for the cell's run and its seeds' federations can share a step (`what_differs`: a plan may derive the
-    learning rate from the seed's split), else one after another (`execute`). Each is filed under its own key."""
-    if len(specs) > 1:
-        store, plans = store.reading(root), [build_run(specs[0], root)]
-        feds = [open_federation(plans[0].model_fn, plans[0].data, **plans[0].kwargs)]
-        executor, first = plans[0].kwargs.get("executor", "auto"), feds[0].clients
-        if batches_seeds(first.model, first.algorithm, feds[0].server.device, executor):
-            plans += [build_run(spec, root) for spec in specs[1:]]
-            feds += [open_federation(plan.model_fn, plan.data, **plan.kwargs) for plan in plans[1:]]
-        if len(feds) == len(specs) and what_differs(feds) is None:
-            results = run_seed_batch(feds, [store.checkpoint(spec, checkpoint_every) for spec in specs], executor,
-                                     progress)
-            for spec, plan, result in zip(specs, plans, results):
-                store.save(spec, records_of(plan, result))
-            return
+    """Run one cell's specs (`seed_cells`) into the store: as one batch where `cell_batch` says so, else one after
+    another (`execute`). Each is filed under its own key."""
+    batch = cell_batch(specs, root)
+    if batch is not None:
+        execute_batch(specs, batch, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
+        return
     for spec in specs:
         execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
