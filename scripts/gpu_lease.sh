@@ -31,14 +31,18 @@ timeout 150 python3 benchmarks/bench_gpu.py --seeds 3 --workers 2>&1 | tee "$out
 budget=$(($(left) - 75))  # planning the profile, the last run's export and packing the ledger come after
 echo "piece budget: ${budget} s"
 if [ "$budget" -gt 30 ]; then
-    python3 -m fedlib piece --profile gpu --budget "${budget}s" >"$out/piece.log" 2>&1
+    # The piece's budget counts from its plan; `timeout` keeps the packing below inside the command's limit whatever
+    # it does (on 2026-11-30 a piece overran its budget, the command was killed before packing, and the runs it had
+    # finished were lost with the machine).
+    timeout $((budget + 40)) python3 -m fedlib piece --profile gpu --budget "${budget}s" >"$out/piece.log" 2>&1
     status=$?
     echo "piece (exit $status):"
     grep -v "not started" "$out/piece.log" | tail -30
     budget=$(($(left) - 45))
     if [ "$status" -ne 0 ] && [ "$budget" -gt 30 ]; then
         echo "piece with every run alone, budget ${budget} s"
-        python3 -m fedlib piece --profile gpu --no-seed-batches --budget "${budget}s" >"$out/piece-alone.log" 2>&1
+        timeout $((budget + 30)) python3 -m fedlib piece --profile gpu --no-seed-batches --budget "${budget}s" \
+            >"$out/piece-alone.log" 2>&1
         echo "piece --no-seed-batches (exit $?):"
         grep -v "not started" "$out/piece-alone.log" | tail -20
     fi

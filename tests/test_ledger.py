@@ -428,6 +428,16 @@ def test_the_dry_runs_priority_list_gives_minutes_only_where_a_rate_exists():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine both runs are GPU runs")
+def test_no_run_starts_once_the_budget_is_spent_even_without_a_rate(tmp_path):
+    """A run of which no rate is known is started and watched, but not with less than `MIN_START_S` left: on an H200
+    lease a piece past its budget started (and at once stopped) one unmeasured run after another for over 100 s."""
+    out = io.StringIO()
+    report = run_piece(tiny_ranked(), Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"),
+                       piece_module.MIN_START_S - 1, out=out)
+    assert report.added == [] and len(report.skipped) == 9
+    assert out.getvalue().count("not started (budget spent)") == 9 and "started, its pace" not in out.getvalue()
+
+
 def test_a_run_pinned_to_a_gpu_waits_for_one_and_an_auto_run_computes_here(tmp_path):
     ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "device": "cuda"}))
     out = io.StringIO()

@@ -106,6 +106,7 @@ class Rates:
 
 WATCH_POINTS = 40  # a started run is watched at about this many checkpoints (a run of fewer rounds: at each)
 GRACE = 0.1  # the share of the time left at its start that a run runs before its pace may stop it
+MIN_START_S = 10.0  # no run starts with less of the budget left: building it alone can take that long
 
 
 class Watch:
@@ -256,8 +257,12 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
             for r in unit:
                 report.skip(r, f"needs a GPU (device {r.spec.device}); this machine has none", "not started", out)
             continue
-        steps = sum(client_steps(r.spec, build_run(r.spec, root)) for r in unit)
         found, left = rates.rate(first.spec), deadline - clock()
+        if left < MIN_START_S:
+            for r in unit:
+                report.skip(r, f"{span(max(left, 0))} of the budget left", "not started (budget spent)", out)
+            continue
+        steps = sum(client_steps(r.spec, build_run(r.spec, root)) for r in unit)
         if found is not None and steps / found[0] > left:
             for r in unit:
                 report.skip(r, f"{steps:,} client-steps{f' with its {len(unit)} seeds' if len(unit) > 1 else ''}, "
