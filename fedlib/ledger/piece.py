@@ -224,6 +224,97 @@ def units(todo: Sequence[Ranked], batched: Callable[[Ranked], bool]) -> Iterator
         yield unit
 
 
+class Piece:
+    """One piece's state as it goes: the ledger's entries and this piece's, the rates, the claims and the report."""
+
+    def __init__(self, ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, deadline: float,
+                 roots: Mapping[str, str | None], rate: float | None, out: TextIO,
+                 clock: Callable[[], float]) -> None:
+        self.ledger, self.store, self.deadline, self.roots, self.out, self.clock = (ledger, store, deadline, roots,
+                                                                                    out, clock)
+        self.entries = ledger.entries()  # every entry verified: a damaged one stops the piece, naming its file
+        self.data = {r.spec: data_fingerprint(r.spec.dataset, roots.get(r.notebook)) for r in ranked}
+        self.held = {r.spec: held_by(self.entries, r.spec, self.data[r.spec]) for r in ranked}
+        self.rates = Rates(rate, [o for e in self.entries if (o := observed(e)) is not None])
+        self.measured_before = len(self.rates.seen)
+        self.report, self.claims = PieceReport(), Claims(ledger.root)
+
+    def skip(self, unit: Sequence[Ranked], why: str, said: str) -> None:
+        for r in unit:
+            self.report.skip(r, why, said, self.out)
+
+    def unstartable(self, unit: Sequence[Ranked]) -> tuple[str, str] | None:
+        """(why, what is said) where the unit is not started: no GPU for it, the budget spent, or an estimate that
+        does not fit in what is left of it."""
+        first, root = unit[0], self.roots.get(unit[0].notebook)
+        if needs_absent_gpu(first):
+            return f"needs a GPU (device {first.spec.device}); this machine has none", "not started"
+        found, left = self.rates.rate(first.spec), self.deadline - self.clock()
+        if left < MIN_START_S:
+            return f"{span(max(left, 0))} of the budget left", "not started (budget spent)"
+        steps = sum(client_steps(r.spec, build_run(r.spec, root)) for r in unit)
+        if found is not None and steps / found[0] > left:
+            return (f"{steps:,} client-steps{f' with its {len(unit)} seeds' if len(unit) > 1 else ''}, "
+                    f"{span(steps / found[0])} at {found[0]:,.0f} client-steps/s ({found[1]}); "
+                    f"{span(max(left, 0))} left", "not started (cannot finish)")
+        return None
+
+    def claim(self, unit: Sequence[Ranked]) -> list[Ranked]:
+        """The runs of `unit` this piece now holds the claim of, and whose entry no other piece wrote meanwhile."""
+        mine = []
+        for r in unit:
+            name = entry_name(r.spec, self.data[r.spec])
+            holder = self.claims.claim(name)
+            if holder is not None:
+                self.skip([r], f"another piece is computing it ({holder})", "not started (claimed)")
+            elif written_meanwhile(self.ledger.root / name, self.held[r.spec], r.spec, self.roots.get(r.notebook)):
+                self.claims.release(name)
+                self.skip([r], "another piece wrote its ledger entry since this piece read the ledger",
+                          "not started (computed meanwhile)")
+            else:
+                mine.append(r)
+        return mine
+
+    def compute(self, unit: Sequence[Ranked]) -> None:
+        """The unit computed into the ledger, unless it cannot start or is stopped (each run of it named)."""
+        unstartable = self.unstartable(unit)
+        if unstartable is not None:
+            return self.skip(unit, *unstartable)
+        mine = self.claim(unit)
+        try:
+            if mine:
+                if self.rates.rate(mine[0].spec) is None:
+                    print(f"[piece] no measured or given rate for {describe_run(mine[0])}: started, its pace "
+                          "measured as it runs", file=self.out, flush=True)
+                began = self.clock()
+                done, batched = compute_into(self.ledger, [r.spec for r in mine], self.store,
+                                             self.roots.get(unit[0].notebook), self.deadline, self.clock)
+                self.added(mine, done, batched, self.clock() - began)
+        except Stop as stop:
+            self.skip(mine, str(stop), "stopped")
+        finally:
+            for r in mine:
+                self.claims.release(entry_name(r.spec, self.data[r.spec]))
+
+    def added(self, mine: Sequence[Ranked], done: Sequence[tuple[Path, float, int]], batched: bool,
+              wall: float) -> None:
+        for r, (path, seconds, n) in zip(mine, done):
+            self.rates.add(Observation(combination(r.spec), r.spec.experiment, device_type(r.spec.device), n,
+                                       seconds))
+            self.report.added.append((r, path, seconds, n))
+            print(f"[piece] added {describe_run(r)}: {n:,} client-steps in {seconds:.1f} s ({n / seconds:,.0f}/s)"
+                  f"{' (its share of the batch)' if batched else ''} -> {path.name} "
+                  f"({path.stat().st_size / 1024:.1f} KiB)", file=self.out, flush=True)
+        if batched:
+            total = sum(n for _, _, n in done)
+            print(f"[piece] {len(mine)} seeds trained as one batch: {total:,} client-steps in {wall:.1f} s "
+                  f"({total / wall:,.0f}/s together)", file=self.out, flush=True)
+
+
+def needs_absent_gpu(r: Ranked) -> bool:
+    return device_type(r.spec.device) == "cuda" and not torch.cuda.is_available()
+
+
 def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_s: float, *,
               roots: Mapping[str, str | None] | None = None, rate: float | None = None,
               recompute_stale: bool = False, seed_batches: bool = True, out: TextIO | None = None,
@@ -232,83 +323,23 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
     `roots`: each notebook's data root (None: the data-root rule); `seed_batches`: a cell's seeds as one batch where
     the rule picks it (`fedlib.seed_batch`). See the module docstring."""
     out = sys.stdout if out is None else out
-    deadline = clock() + budget_s
-    roots = roots or {}
+    deadline, roots = clock() + budget_s, roots or {}
     if ledger.create():
         print(f"[piece] created the ledger folder {ledger.root}", file=out, flush=True)
-    entries = ledger.entries()  # every entry verified: a damaged one stops the piece, naming its file
-    data = {r.spec: data_fingerprint(r.spec.dataset, roots.get(r.notebook)) for r in ranked}
-    held = {r.spec: held_by(entries, r.spec, data[r.spec]) for r in ranked}
-    todo = pending(ranked, held, roots, recompute_stale, out)
-    print(f"[piece] {len(ranked)} runs in the plan, {sum(e is not None for e in held.values())} "
+    piece = Piece(ranked, ledger, store, deadline, roots, rate, out, clock)
+    todo = pending(ranked, piece.held, roots, recompute_stale, out)
+    print(f"[piece] {len(ranked)} runs in the plan, {sum(e is not None for e in piece.held.values())} "
           f"held by the ledger ({ledger.root}), {len(todo)} to compute; budget {budget_s / 60:.1f} min",
           file=out, flush=True)
-    seen = [o for e in entries if (o := observed(e)) is not None]
-    rates, report, claims = Rates(rate, seen), PieceReport(), Claims(ledger.root)
-    def no_gpu(r: Ranked) -> bool:
-        return device_type(r.spec.device) == "cuda" and not torch.cuda.is_available()
 
     def batches(r: Ranked) -> bool:
-        return seed_batches and not no_gpu(r) and seeds_batch(build_run(r.spec, roots.get(r.notebook)))
+        return seed_batches and not needs_absent_gpu(r) and seeds_batch(build_run(r.spec, roots.get(r.notebook)))
 
     for unit in units(todo, batches):
-        first, root = unit[0], roots.get(unit[0].notebook)
-        if no_gpu(first):
-            for r in unit:
-                report.skip(r, f"needs a GPU (device {r.spec.device}); this machine has none", "not started", out)
-            continue
-        found, left = rates.rate(first.spec), deadline - clock()
-        if left < MIN_START_S:
-            for r in unit:
-                report.skip(r, f"{span(max(left, 0))} of the budget left", "not started (budget spent)", out)
-            continue
-        steps = sum(client_steps(r.spec, build_run(r.spec, root)) for r in unit)
-        if found is not None and steps / found[0] > left:
-            for r in unit:
-                report.skip(r, f"{steps:,} client-steps{f' with its {len(unit)} seeds' if len(unit) > 1 else ''}, "
-                               f"{span(steps / found[0])} at {found[0]:,.0f} client-steps/s ({found[1]}); "
-                               f"{span(max(left, 0))} left", "not started (cannot finish)", out)
-            continue
-        names = {r.spec: entry_name(r.spec, data[r.spec]) for r in unit}
-        mine = []
-        try:
-            for r in unit:
-                holder = claims.claim(names[r.spec])
-                if holder is not None:
-                    report.skip(r, f"another piece is computing it ({holder})", "not started (claimed)", out)
-                elif written_meanwhile(ledger.root / names[r.spec], held[r.spec], r.spec, root):
-                    claims.release(names[r.spec])
-                    report.skip(r, "another piece wrote its ledger entry since this piece read the ledger",
-                                "not started (computed meanwhile)", out)
-                else:
-                    mine.append(r)
-            if not mine:
-                continue
-            if found is None:
-                print(f"[piece] no measured or given rate for {describe_run(first)}: started, its pace measured as "
-                      "it runs", file=out, flush=True)
-            began = clock()
-            done, batched = compute_into(ledger, [r.spec for r in mine], store, root, deadline, clock)
-        except Stop as stop:
-            for r in mine:
-                report.skip(r, str(stop), "stopped", out)
-            continue
-        finally:
-            for r in mine:
-                claims.release(names[r.spec])
-        for r, (path, seconds, n) in zip(mine, done):
-            rates.add(Observation(combination(r.spec), r.spec.experiment, device_type(r.spec.device), n, seconds))
-            report.added.append((r, path, seconds, n))
-            print(f"[piece] added {describe_run(r)}: {n:,} client-steps in {seconds:.1f} s ({n / seconds:,.0f}/s)"
-                  f"{' (its share of the batch)' if batched else ''} -> {path.name} "
-                  f"({path.stat().st_size / 1024:.1f} KiB)", file=out, flush=True)
-        if batched:
-            total, wall = sum(n for _, _, n in done), clock() - began
-            print(f"[piece] {len(mine)} seeds trained as one batch: {total:,} client-steps in {wall:.1f} s "
-                  f"({total / wall:,.0f}/s together)", file=out, flush=True)
-    now = ledger.entries()
-    report.left = [r for r in ranked if held_by(now, r.spec, data[r.spec]) is None]
-    report.rates = Rates(None, rates.seen[len(seen):]).measured()  # after the ledger's: this piece's runs
+        piece.compute(unit)
+    report, now = piece.report, ledger.entries()
+    report.left = [r for r in ranked if held_by(now, r.spec, piece.data[r.spec]) is None]
+    report.rates = Rates(None, piece.rates.seen[piece.measured_before:]).measured()  # this piece's runs alone
     print_summary(report, ledger, out)
     return report
 
