@@ -212,9 +212,10 @@ def test_a_piece_trains_a_cells_seeds_as_one_batch_each_entry_holding_its_record
 
 def test_a_piece_stopped_mid_batch_keeps_every_seeds_checkpoint_and_a_later_piece_resumes_them(tmp_path,
                                                                                               monkeypatch):
-    """A clock advancing 30 s at each checkpoint of the batch (100 rounds, every 2): the batch is stopped after round
-    4, each seed keeping its checkpoint; the next piece resumes all three, and each equals its run alone."""
-    every = prioritized({"quickstart": experiments(replace(TINY_VMAP, rounds=100))})
+    """A clock advancing 30 s at each checkpoint of the batch (50 rounds, each checkpointed): the batch is stopped
+    after round 2, each seed keeping its checkpoint; the next piece resumes all three, and each equals its run
+    alone."""
+    every = prioritized({"quickstart": experiments(replace(TINY_VMAP, rounds=50))})
     ranked = [r for r in every if r.spec.with_(seed=0) == every[0].spec.with_(seed=0)]  # one cell's three seeds
     ledger, store, out, now = Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), io.StringIO(), [0.0]
     real = piece_module.Watch.__call__
@@ -225,7 +226,7 @@ def test_a_piece_stopped_mid_batch_keeps_every_seeds_checkpoint_and_a_later_piec
 
     monkeypatch.setattr(piece_module.Watch, "__call__", watched)
     report = run_piece(ranked, ledger, store, 600, clock=lambda: now[0], out=out)
-    assert report.added == [] and len(report.skipped) == 3 and out.getvalue().count("after round 4 of 100") == 3
+    assert report.added == [] and len(report.skipped) == 3 and out.getvalue().count("after round 2 of 50") == 3
     assert all(store.checkpoint(r.spec, 1).path.exists() for r in ranked) and ledger.paths() == []
     monkeypatch.undo()
     again = run_piece(ranked, ledger, store, 600, out=io.StringIO())
