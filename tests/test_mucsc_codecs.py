@@ -21,7 +21,7 @@ from fedlib.codecs.mucsc import (
     uniform_levels,
     unpack_ids,
 )
-from theory.mucsc import is_unbiased, monte_carlo_rounding
+from theory.mucsc import encodings, is_unbiased, monte_carlo_rounding
 
 
 
@@ -307,3 +307,18 @@ def test_descent_levels_are_data_values_so_elements_on_them_are_sent_exactly():
     assert torch.isin(levels, x).all()
     mc = monte_carlo_rounding(MUCSC(8), x.double(), draws=400, seed=3)
     assert is_unbiased(mc)
+
+
+@pytest.mark.parametrize("codec", [MUCSC(8), MUCSC(4, levels="paper"), BMUCSC(16, 0.05)], ids=repr)
+def test_monte_carlo_draws_equal_encoding_again_each_time(codec):
+    """`encodings` fits the levels once: each of its messages equals encode's own from the same generator."""
+    x, gen = laplace(500, seed=4).double(), torch.Generator().manual_seed(9)
+    plain = [codec.encode(x, gen) for _ in range(5)]
+    for a, b in zip(plain, itertools.islice(encodings(codec, x, torch.Generator().manual_seed(9)), 5)):
+        assert all(torch.equal(u, v) for u, v in zip(a.payload, b.payload))
+
+
+def test_monte_carlo_refuses_levels_drawn_from_the_noise():
+    random_start = MUCSC(4, levels="paper", init="random", keep_best=False)
+    with pytest.raises(ValueError, match="its levels depend on the noise"):
+        next(encodings(random_start, laplace(500, seed=4).double(), torch.Generator().manual_seed(9)))

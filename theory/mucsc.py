@@ -11,9 +11,10 @@
 """
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,7 @@ from fedlib.codecs.mucsc import (
     stochastic_round,
     uniform_levels,
 )
+from fedlib.codecs.base import Message
 from fedlib.contracts import LocalTraining, RoundInfo, link_rows
 from fedlib.executors import half_squared_error
 from fedlib.federation import run_federation
@@ -128,6 +130,34 @@ def element_variance(codec: MUCSC | BMUCSC, msg: object, x: torch.Tensor) -> tor
     raise ValueError(f"the per-element variance is known for MUCSC and B-MUCSC only, not {codec!r}")
 
 
+def encodings(codec: MUCSC | BMUCSC, x: torch.Tensor, gen: torch.Generator) -> Iterator[Message]:
+    """`codec.encode(x, gen)` again and again, without fitting the levels again: the first message is encode's, the
+    next ones keep its levels (and B-MUCSC's kept set and mean) and draw only the stochastic rounding (Eq. 6), from
+    `gen` as encode draws it, so each equals what encode would give. That holds where the levels do not depend on
+    the noise (every level method but Algorithm 1 from a random start); it is checked on the first message, and a
+    codec whose levels draw from `gen` is refused."""
+    check = torch.Generator().set_state(gen.get_state())
+    first = codec.encode(x, gen)
+    again = rounded(codec, first, x, check)
+    if not (all(torch.equal(a, b) for a, b in zip(again.payload, first.payload))
+            and torch.equal(check.get_state(), gen.get_state())):
+        raise ValueError(f"{codec!r}: its levels depend on the noise, so its draws cannot keep them")
+    yield first
+    while True:
+        yield rounded(codec, first, x, gen)
+
+
+def rounded(codec: MUCSC | BMUCSC, msg: Message, x: torch.Tensor, gen: torch.Generator) -> Message:
+    """`msg` with its stochastic rounding of `x` drawn again from `gen` (its levels kept), as `codec.encode` rounds."""
+    flat = x.detach().reshape(-1)
+    if isinstance(codec, BMUCSC):
+        index, levels, ids, mean_rest = msg.payload
+        fresh = stochastic_round(levels, flat[index.long()], gen).to(ids.dtype)
+        return replace(msg, payload=(index, levels, fresh, mean_rest))
+    levels, ids = msg.payload
+    return replace(msg, payload=(levels, stochastic_round(levels, flat, gen).to(ids.dtype)))
+
+
 def monte_carlo_rounding(codec: MUCSC | BMUCSC, x: torch.Tensor, draws: int, seed: int = 0) -> dict[str, float]:
     """Encode x `draws` times with independent noise and test unbiasedness against the analytic variance J_m.
 
@@ -138,13 +168,12 @@ def monte_carlo_rounding(codec: MUCSC | BMUCSC, x: torch.Tensor, draws: int, see
     deviations (`sum_bias_z`, ~N(0,1)); the largest |mean - U| where J_m = 0 (must be 0 up to float error);
     and the empirical E||U~ - U||^2 against the analytic J = sum_m J_m (Eq. 8).
     (A per-element max of studentized z is not used: for rarely-rounded-up elements it is heavy-tailed.)
+    The draws are `encodings`: the levels fitted once, each draw's rounding drawn from the one generator.
     """
-    gen = torch.Generator().manual_seed(seed)
     xd = x.double()
     total = torch.zeros_like(xd)
     sq_errs = []
-    for _ in range(draws):
-        msg = codec.encode(x, gen)
+    for msg in itertools.islice(encodings(codec, x, torch.Generator().manual_seed(seed)), draws):
         y = codec.decode(msg).double()
         total += y
         sq_errs.append(float(((y - xd) ** 2).sum()))
@@ -172,11 +201,11 @@ def bmucsc_bias(x: torch.Tensor, draws: int = 2000, num_levels: int = 256, frac:
     codec = BMUCSC(num_levels, frac)
     gen = torch.Generator().manual_seed(seed)
     total = torch.zeros_like(x, dtype=torch.float64)
-    for _ in range(draws):
-        total += codec.decode(codec.encode(x, gen)).double()
+    for msg in itertools.islice(encodings(codec, x, gen), draws):
+        total += codec.decode(msg).double()
     mean = total / draws
     kept = torch.zeros_like(x, dtype=torch.bool)
-    kept[codec.encode(x, gen).payload[0].long()] = True  # the top-|U| set does not depend on the noise
+    kept[msg.payload[0].long()] = True  # the top-|U| set does not depend on the noise
     bias = mean - x.double()
     rows = []
     for name, mask in (("kept (top by |U|)", kept), ("super cluster", ~kept)):
