@@ -8,6 +8,8 @@
 # Every log goes to $OUT (default /tmp/gpu-lease), with the ledger's entries packed in one archive.
 #
 #   bash scripts/gpu_lease.sh SECONDS COMMIT     # SECONDS: the whole command's limit; COMMIT: this checkout's commit
+#   BENCH=0 bash scripts/gpu_lease.sh ...        # no benchmark (about 80 s more for the piece; the step's table
+#                                                # is measured: docs/speed.md)
 #
 # A dry run on a CPU (no GPU, no network): a copy of the tracked files and .gpu-carry (`prepare_gpu_carry.py
 # --python-version` of this Python), a stand-in `nvidia-smi` on PATH, and SECONDS under 105, which leaves a piece
@@ -27,7 +29,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 timeout 120 python3 -m pytest -o addopts="" -m gpu -q -p no:cacheprovider -n 4 tests/test_conformance.py \
     >"$out/pytest-gpu.log" 2>&1
 echo "pytest -m gpu (exit $?): $(tail -1 "$out/pytest-gpu.log")"
-timeout 150 python3 benchmarks/bench_gpu.py --seeds 3 --workers 2>&1 | tee "$out/bench-gpu.log"
+if [ "${BENCH:-1}" != 0 ]; then
+    timeout 150 python3 benchmarks/bench_gpu.py --seeds 3 --workers 2>&1 | tee "$out/bench-gpu.log"
+fi
 budget=$(($(left) - 75))  # planning the profile, the last run's export and packing the ledger come after
 echo "piece budget: ${budget} s"
 if [ "$budget" -gt 30 ]; then
