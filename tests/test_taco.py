@@ -14,9 +14,9 @@ from fedlib.algorithms.foolsgold import FoolsGold, foolsgold_weights, taco_paper
 from fedlib.algorithms.scaffold import Scaffold
 from fedlib.algorithms.stem import Stem
 from fedlib.algorithms.taco import Taco, TacoFedProx, TacoScaffold, output_model, tailored_alpha
-from fedlib.papers.taco import (Freeloaders, client_groups, detection_rates, offline_expulsion, plant_freeloaders,
-                         quadratic_federation)
+from fedlib.papers.taco import Freeloaders, client_groups, detection_rates, offline_expulsion, plant_freeloaders
 from fedlib.targets import NEVER, cost_to_target, rounds_to_target
+from theory.quadratic import quadratic_federation
 
 SQ5 = math.sqrt(5.0)
 # Hand case: Delta_1 = (3, 0), Delta_2 = (0, 4), Delta_3 = (-1, 0). Norms 3, 4, 1 (sum 8); mean (2/3, 4/3),

@@ -37,8 +37,8 @@ from fedlib.contracts import SERVER, RoundContext, link_rows
 from fedlib.executors import half_squared_error
 from fedlib.federation import LocalTraining, run_federation
 from fedlib.papers.fedaq import message_sizes
-from fedlib.papers.taco import quadratic_federation
 from fedlib.params import Params
+from theory.quadratic import quadratic_federation
 
 # ---------------------------------------------------------------------------------------- symbols
 L, d, n, K, tau, eta, e1, e2, E, lam, sigma2, gap = sp.symbols("L d n K tau eta e1 e2 E lambda sigma2 gap", positive=True)
@@ -481,7 +481,7 @@ def bound_vs_curve(run: pd.DataFrame, *, L: float, d: int, tau: int, eta: float,
 @dataclass(frozen=True)
 class QuadraticToy:
     """n identical clients with f_i(w) = f(w) = 1/2 (w - b)' diag(h) (w - b), trained full-batch by
-    `run_federation` (`fedlib.papers.taco.quadratic_federation`: exact gradients, test loss = f).
+    `run_federation` (`theory.quadratic.quadratic_federation`: exact gradients, test loss = f).
 
     Every constant of Theorems 1-3 is exact here: L = max h (the Hessian is diag h), sigma^2 = 0 (a full-batch
     local gradient equals the global gradient, so Assumption 3 holds with no variance; identical clients make

@@ -40,8 +40,8 @@ from fedlib.contracts import LocalTraining, RoundInfo, link_rows
 from fedlib.executors import half_squared_error
 from fedlib.federation import run_federation
 from fedlib.papers.mucsc import PaperLR
-from fedlib.papers.taco import quadratic_federation
 from fedlib.params import Params
+from theory.quadratic import quadratic_federation
 
 # ------------------------------------------------------------------------------ symbols and statements
 u, r1, r2 = sp.symbols("u r_z r_{z+1}", real=True)
@@ -419,7 +419,7 @@ def theorem4_from_theorem3() -> sp.Expr:
 @dataclass(frozen=True)
 class QuadraticToy:
     """N clients f_i(w) = 1/2 (w - b_i)^T diag(h_i) (w - b_i), h in [mu, L], run by fedlib's round loop
-    (fedlib.papers.taco.quadratic_federation: full-batch steps, so sigma = 0; p_i = 1/N)."""
+    (theory.quadratic.quadratic_federation: full-batch steps, so sigma = 0; p_i = 1/N)."""
 
     h: np.ndarray  # N x d
     b: np.ndarray  # N x d

@@ -15,7 +15,7 @@ r_ij = P_ij / (K eta h_ij):
   so it over-corrects iff a >= 2 / r (about 2 for small steps). With unequal curvatures rho is numeric.
 
 Simulations use `fedlib.federation.run_federation` itself on a least-squares dataset whose client losses
-are exactly these quadratics (`fedlib.papers.taco.quadratic_federation`), so the checks exercise the real TACO and
+are exactly these quadratics (`theory.quadratic.quadratic_federation`), so the checks exercise the real TACO and
 SCAFFOLD code. "Diverges" is read from the measured growth rate of |w_{t+1} - w_t| over the run.
 """
 from __future__ import annotations
@@ -36,7 +36,8 @@ from fedlib.algorithms.base import Algorithm
 from fedlib.algorithms.taco import Taco, TacoScaffold
 from fedlib.executors import half_squared_error
 from fedlib.federation import LocalTraining, run_federation
-from fedlib.papers.taco import quadratic_federation, step_norm_hook
+from fedlib.papers.taco import step_norm_hook
+from theory.quadratic import quadratic_federation
 
 lam = sp.Symbol("lambda")  # no assumptions: charpoly builds its variable from the name
 Pbar, m, s = sp.symbols("Pbar m s", real=True)
