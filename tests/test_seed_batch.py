@@ -233,3 +233,12 @@ def test_a_piece_stopped_mid_batch_keeps_every_seeds_checkpoint_and_a_later_piec
     assert {r.spec for r, *_ in again.added} == {r.spec for r in ranked}
     for entry in ledger.entries():
         records_equal(entry.records, execute(entry.spec, RunStore(tmp_path / f"fresh{entry.spec.seed}")))
+
+
+def test_deciding_whether_a_cell_batches_leaves_the_random_state_alone():
+    """`seeds_batch` builds the cell's model to look at it, from a forked random state: a notebook's later draws
+    from torch's global generator are those it gets without the decision."""
+    plan = execute_module.build_run(spec(0))
+    before = torch.get_rng_state()
+    assert execute_module.seeds_batch(plan) is True
+    assert torch.equal(torch.get_rng_state(), before)

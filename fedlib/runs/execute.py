@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from fedlib.federation import Federation, open_federation, run_federation
 from fedlib.runs.build import RunPlan, build_run, records_of
 from fedlib.runs.entry import Records
@@ -57,8 +59,11 @@ def seed_cells(specs: Sequence[RunSpec]) -> list[list[RunSpec]]:
 
 
 def seeds_batch(plan: RunPlan) -> bool:
-    """Whether `fedlib.seed_batch.batches_seeds` trains the seeds of `plan`'s cell as one batch."""
-    return batches_seeds(plan.model_fn(), plan.algorithm, plan.device, plan.kwargs.get("executor", "auto"))
+    """Whether `fedlib.seed_batch.batches_seeds` trains the seeds of `plan`'s cell as one batch (the model it builds
+    to look at draws from a forked random state: the process's own is left as it was)."""
+    with torch.random.fork_rng(devices=[]):
+        model = plan.model_fn()
+    return batches_seeds(model, plan.algorithm, plan.device, plan.kwargs.get("executor", "auto"))
 
 
 def cell_batch(specs: Sequence[RunSpec], root: str | Path | None = None
