@@ -194,8 +194,9 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def test_code_versions_change_with_the_code_a_run_builds_only(tmp_path):
-    """On a copy of fedlib: display helpers, docstrings, comments, a new algorithm and a new paper change no key;
-    editing a component of each kind changes the keys of exactly the specs whose built run holds or names it."""
+    """On a copy of fedlib: display helpers, docstrings, comments, a new algorithm, a new paper and a definition
+    moved unchanged to another module change no key; editing a component of each kind changes the keys of exactly
+    the specs whose built run holds or names it."""
     package = tmp_path / "fedlib"
     shutil.copytree(Path(fedlib.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
 
@@ -221,6 +222,13 @@ def test_code_versions_change_with_the_code_a_run_builds_only(tmp_path):
     (package / "papers" / "newpaper.py").write_text(
         "from fedlib.registry import EXPERIMENTS\n\n\n@EXPERIMENTS.register('newpaper')\n"
         "def plan(spec, run):\n    return run\n")
+    # a definition every run reaches, moved unchanged to another module: keys hash what a definition is, not where
+    has_conv = "def _has_conv(model: nn.Module) -> bool:\n    return any(isinstance(m, nn.modules.conv._ConvNd) " \
+               "for m in model.modules())\n"
+    edit(package / "federation.py", has_conv + "\n\n", "")
+    edit(package / "federation.py", "from fedlib.validate import instance\n",
+         "from fedlib.validate import instance\nfrom fedlib.modelinfo import _has_conv\n")
+    (package / "modelinfo.py").write_text("from torch import nn\n\n\n" + has_conv)
     # a fresh process on the edited copy (the new modules imported), then each edit of EDITS in turn
     after_each = keys([(file, qualname) for file, qualname, _ in EDITS])
     assert after_each[0] == before

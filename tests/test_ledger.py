@@ -180,8 +180,9 @@ def set_provenance(archive: Path, **changes) -> None:
 
 
 def test_a_definition_moved_unchanged_to_another_module_leaves_its_entries_fresh(filled, tmp_path):
-    """The entry recorded quickstart's plan in another module, with today's digest, under another code version (the
-    store key hashes where a definition lives): moved, not changed, so not stale; its digest edited too: both said."""
+    """The entry recorded quickstart's plan in another module, with today's digest, under another code version (one
+    computed before keys stopped hashing where a definition lives): moved, not changed, so not stale; its digest
+    edited too: both said."""
     ledger = copy_ledger(filled, tmp_path / "ledger")
     old = ledger.entries()[0]
     here, there = "fedlib.papers.quickstart.plan", "fedlib.papers.quickstart_before.plan"

@@ -53,7 +53,7 @@ from fedlib.paths import checkout
 from fedlib.runs.archive import ArchiveError, export_entries, unpack
 from fedlib.runs.entry import (MANIFEST, PROVENANCE, SPEC, DamagedEntryError, Records, describe, file_sha256,
                                read_manifest, verify_entry, verify_keyed_entry, write_atomic)
-from fedlib.runs.fingerprint import code_roots, hashed_packages, reached_definitions
+from fedlib.runs.fingerprint import code_roots, code_version, hashed_packages, reached_definitions
 from fedlib.runs.runner import tidy_runs
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import MARKER, TEMP_PREFIX, RunStore
@@ -140,6 +140,17 @@ def changed_since(entry: LedgerEntry, today: Mapping[str, str]) -> list[str]:
     changed = [name for name in sorted(set(then) & set(today)) if then[name] != today[name]]
     return changed + [f"{n} ({word})" for found, word in ((gone, "gone"), (new, "new")) for n in sorted(found)
                       if (n.rpartition(".")[2], found[n]) not in moved]
+
+
+def changed_today(entry: LedgerEntry, root: str | Path | None = None) -> list[str]:
+    """What makes `entry` stale: nothing ([]) where today's code for its spec is the code that computed it (the
+    same code version, or definitions that differ only in where they live); else the definitions changed since
+    (`changed_since`), or "definitions not recorded". `root`: where its run is built from, for today's code."""
+    if entry.provenance.get("code_version") == code_version(entry.spec, root):
+        return []
+    if not entry.provenance.get("definitions"):
+        return ["definitions not recorded"]
+    return changed_since(entry, definition_digests(entry.spec, root))
 
 
 def git_commit() -> tuple[str, bool | None]:

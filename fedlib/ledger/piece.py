@@ -42,11 +42,12 @@ import torch
 
 from fedlib.grids import client_steps, combination
 from fedlib.ledger.claims import Claims
-from fedlib.ledger.entries import BUDGET_BYTES, Ledger, LedgerEntry, entry_name, provenance, read_entry_archive
+from fedlib.ledger.entries import (BUDGET_BYTES, Ledger, LedgerEntry, changed_today, entry_name, provenance,
+                                   read_entry_archive)
 from fedlib.ledger.priority import REST, Ranked
 from fedlib.runs.build import build_run
 from fedlib.runs.execute import Stop, cell_batch, execute, execute_batch, seeds_batch
-from fedlib.runs.fingerprint import code_version, data_fingerprint, device_type
+from fedlib.runs.fingerprint import data_fingerprint, device_type
 from fedlib.runs.spec import RunSpec, run_name
 from fedlib.runs.store import RunStore
 
@@ -168,16 +169,15 @@ def pending(ranked: Sequence[Ranked], held: Mapping[RunSpec, LedgerEntry | None]
     if not recompute_stale:
         return todo
     stale = [r for r in ranked if (e := held[r.spec]) is not None
-             and e.provenance.get("code_version") != code_version(r.spec, roots.get(r.notebook))]
+             and changed_today(e, roots.get(r.notebook))]
     print(f"[piece] {len(stale)} stale ledger entries to recompute first", file=out, flush=True)
     return stale + todo
 
 
-def written_meanwhile(path: Path, held: LedgerEntry | None, spec: RunSpec, root: str | None) -> bool:
+def written_meanwhile(path: Path, held: LedgerEntry | None, root: str | None) -> bool:
     """Whether another piece wrote the run's entry `path` since the ledger was read: any, where it held none (`held`);
     else one computed by today's code."""
-    return path.exists() and (held is None or read_entry_archive(path).provenance.get("code_version")
-                              == code_version(spec, root))
+    return path.exists() and (held is None or not changed_today(read_entry_archive(path), root))
 
 
 def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, root: str | None, deadline: float,
@@ -267,7 +267,7 @@ class Piece:
             holder = self.claims.claim(name)
             if holder is not None:
                 self.skip([r], f"another piece is computing it ({holder})", "not started (claimed)")
-            elif written_meanwhile(self.ledger.root / name, self.held[r.spec], r.spec, self.roots.get(r.notebook)):
+            elif written_meanwhile(self.ledger.root / name, self.held[r.spec], self.roots.get(r.notebook)):
                 self.claims.release(name)
                 self.skip([r], "another piece wrote its ledger entry since this piece read the ledger",
                           "not started (computed meanwhile)")

@@ -14,10 +14,9 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedlib.ledger.entries import LedgerEntry, changed_since, definition_digests
+from fedlib.ledger.entries import LedgerEntry, changed_today
 from fedlib.ledger.priority import REST, prioritized
 from fedlib.paper import paper
-from fedlib.runs.fingerprint import code_version
 from fedlib.runs.spec import RunSpec, named_runs, run_name
 from fedlib.trust import ImportNotAllowedError
 
@@ -110,16 +109,12 @@ def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str
     for entry in entries:
         root = root_of(entry.spec)
         try:
-            today = code_version(entry.spec, root)
+            changed = changed_today(entry, root)
         except ImportNotAllowedError as err:  # told only by importing it: never done unasked
             notes.append((entry, err.skipped("not imported, so not compared with today's code")))
             continue
-        if entry.provenance.get("code_version") == today:
-            continue
-        changed = changed_since(entry, definition_digests(entry.spec, root))
-        if changed or not entry.provenance.get("definitions"):  # only moved: not stale
-            notes.append((entry, f"computed at commit {entry.commit[:10]}; changed since: "
-                                 + (", ".join(changed) or "definitions not recorded")))
+        if changed:
+            notes.append((entry, f"computed at commit {entry.commit[:10]}; changed since: {', '.join(changed)}"))
     return notes
 
 

@@ -9,7 +9,8 @@ containers, partials and closures (the codecs inside a link and inside a codec p
 the behaviour, the collectors, the model and its layers, the algorithm). `code_version(spec)` follows every
 name those definitions use, across fedlib modules and the spec's `imports`, and hashes the definitions
 reached (top-level functions, classes and assignments, as syntax trees without docstrings: comments,
-docstrings, annotations and formatting never count). What no reached definition uses does not count either:
+docstrings, annotations and formatting never count), each by its name and syntax, not by the module it lives in:
+a definition moved unchanged to another module changes no key. What no reached definition uses does not count either:
 other papers, display helpers beside a plan, record readers, algorithms, codecs, models and datasets that the
 run does not hold. Code outside fedlib and the spec's imports (torch, numpy) is not hashed.
 
@@ -329,8 +330,8 @@ def code_version(spec: RunSpec, root: str | Path | None = None) -> str:
         return cached[2]
     reached = reached_definitions(roots, packages)
     digest = hashlib.sha256()
-    for (module, name), dump in sorted(reached.items()):
-        digest.update(f"{module}.{name}\n{dump}\n".encode())
+    for name, dump in sorted((name, dump) for (_, name), dump in reached.items()):  # not where each lives
+        digest.update(f"{name}\n{dump}\n".encode())
     modules = tuple(sorted({module for module, _ in reached}))
     _VERSIONS[roots, packages] = (modules, _stamp(modules), digest.hexdigest()[:16])
     return _VERSIONS[roots, packages][2]
