@@ -3,7 +3,7 @@ each profile's scales.
 
 For each profile and notebook, the first run of each model the notebook's grid trains, with `--seeds` seeds (a
 cell: runs that differ only by seed), built from the profile as `make reproduce` builds it: on the profile's data
-where it is bundled, on fabricated files of the real shapes and sizes otherwise (`fedlib.dryrun.fabricate_for`:
+where it is bundled, on fabricated files of the real shapes and sizes otherwise (`fedlib.data.fabricate.fabricate_for`:
 Fashion-MNIST and the other file-based sets). Each cell runs `--rounds` rounds twice with `executor` "auto" (a run
 that asks for the sequential loop is measured as the others): each seed alone with the executor it gets alone (the
 sequential loop on a CPU, the batched or captured step on a GPU), then all its seeds in one batch. The rate is the
@@ -25,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-from fedlib.dryrun import datasets_of, fabricate_for, notebook_names
+from fedlib.data.fabricate import fabricate_for
+from fedlib.dryrun import datasets_of, notebook_names
 from fedlib.federation import open_federation, run_federation
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.runs.build import build_run

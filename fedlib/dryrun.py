@@ -51,7 +51,7 @@ from typing import TextIO
 from fedlib.claims.decidability import notebook_decidability
 from fedlib.contracts import FederatedData
 from fedlib.data import datasets
-from fedlib.data.fabricate import FABRICATORS, fabricate
+from fedlib.data.fabricate import REAL_TRAIN_SIZES, fabricate_for
 from fedlib.federation import run_federation
 from fedlib.grids import client_steps, combination, notebook_parameters, notebook_specs
 from fedlib.ledger.entries import Ledger
@@ -63,14 +63,6 @@ from fedlib.runs import RunSpec
 from fedlib.runs.build import RunPlan, build_run, build_split
 from fedlib.runs.spec import Component, freeze
 
-# Training-set sizes of the real files (data/README.md); the fabricated ones are smaller.
-REAL_TRAIN_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
-                    "svhn": 73_257, "femnist": 341_873, "shakespeare": 448_340, "adult": 32_561, "adult_uci": 32_561}
-# Fabricated training sets have the real sizes (so that the grids' splits, e.g. 100 clients on Dirichlet(0.1)
-# with >= 25 samples each, draw as they would on the real files) except the LEAF sets, fabricated as 100 users of
-# 50 samples (their real JSON would be gigabytes); test sets are small (each combination evaluates once).
-FABRICATED_TRAIN = {**REAL_TRAIN_SIZES, "femnist": 5_000, "shakespeare": 5_000}
-FABRICATED_TEST = 64
 # GPU throughput in client-steps per second (low, high) for the estimates: the range of whole runs (evaluation and
 # codecs included) the ledger's pieces measured on one H200 at commit a8e9184 (2026-11-27; evidence/leases/):
 # 584 for MUCSC's 5-step rounds, up to 3,877 for FedAQ's 40-round runs. Estimated GPU time is steps / rate.
@@ -241,13 +233,6 @@ WHERE = {"cuda": "on one GPU", "cpu": "on a CPU"}
 
 def datasets_of(notebooks: Sequence[str], profile: str, folder: Path | None = None) -> set[str]:
     return {s.dataset for nb in notebooks for s in notebook_specs(nb, notebook_parameters(nb, profile, notebooks=folder))}
-
-
-def fabricate_for(datasets: set[str], root: Path, train_size: int | None = None) -> None:
-    """Fabricated files for every file-based dataset in `datasets` (bundled ones need none), with
-    `FABRICATED_TRAIN` training samples or `train_size`."""
-    for name in sorted(datasets & set(FABRICATORS)):
-        fabricate(name, root, train_size or FABRICATED_TRAIN[name], FABRICATED_TEST)
 
 
 def _duration(seconds: float) -> str:

@@ -33,7 +33,7 @@ def reached(tree: str, specs: list[dict]) -> list[dict]:
     reached as (module, name, file under `tree`, the line of each statement defining it)."""
     import importlib
 
-    from fedlib.dryrun import fabricate_for
+    from fedlib.data.fabricate import fabricate_for
     from fedlib.ledger.entries import definition_digests
     from fedlib.runs import fingerprint
     from fedlib.runs.spec import RunSpec

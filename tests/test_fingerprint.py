@@ -11,11 +11,17 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from test_datasets import write_idx_set
 
 import fedlib
+from fedlib.data import load_dataset
+from fedlib.data.datasets import MissingDatasetError
+from fedlib.data.fabricate import fabricate
+from fedlib.ledger.entries import definition_digests
 from fedlib.runs import Component, RunSpec, RunStore, run_specs
-from fedlib.runs.fingerprint import code_roots, data_fingerprint, environment, key_context, reached_definitions
+from fedlib.runs.fingerprint import (code_roots, code_version, data_fingerprint, environment, key_context,
+                                     reached_definitions)
 
 
 def spec(algorithm: str = "fedavg", experiment: str = "quickstart", dataset: str = "digits", model: str = "mlp",
@@ -303,3 +309,19 @@ def test_definitions_are_dumped_alike_on_every_python():
         "posonlyargs=[], args=[arg(arg='self'), arg(arg='x')], kwonlyargs=[], kw_defaults=[], defaults=[]), "
         "body=[Return(value=BinOp(left=Name(id='x', ctx=Load()), op=Add(), right=Constant(value=1)))], "
         "decorator_list=[])], decorator_list=[])], type_ignores=[])")
+
+
+def test_a_run_whose_dataset_is_missing_has_the_code_version_it_has_with_it(tmp_path):
+    """Telling a run's code builds it; where the dataset is not on this machine, from fabricated files of its format
+    (a stale check needs no dataset), with the code version the real files give. Its key still needs the files."""
+    real, missing = tmp_path / "real", tmp_path / "missing"
+    fabricate("mnist", real, 600, 100)  # stands for the real files
+    missing.mkdir()
+    spec = RunSpec.make("quickstart", "mnist", ("dirichlet", {"num_clients": 3, "alpha": 0.5}), ("cnn", {}),
+                        ("fedavg", {}), 1, 0, local={"lr": 0.05})
+    with pytest.raises(MissingDatasetError):
+        load_dataset("mnist", root=missing)
+    assert code_version(spec, missing) == code_version(spec, real)
+    assert definition_digests(spec, missing) == definition_digests(spec, real)
+    with pytest.raises(MissingDatasetError):
+        data_fingerprint("mnist", missing)

@@ -15,7 +15,7 @@ from fedlib.app.options import UsageError
 from fedlib.data import load_dataset
 from fedlib.data.datasets import MissingDatasetError
 from fedlib.data.roots import data_root
-from fedlib.dryrun import fabricate_for
+from fedlib.data.fabricate import fabricate_for
 from fedlib.grids import client_steps, datasets_named, notebook_specs, profile_values
 from fedlib.paper import params_class
 from fedlib.paper_params import PaperParams, check_names

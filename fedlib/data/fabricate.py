@@ -212,3 +212,20 @@ def fabricate(name: str, root: str | Path, n_train: int = 2000, n_test: int | No
     if name not in FABRICATORS:
         raise ValueError(f"no fabricator for dataset {name!r}; fabricated: {', '.join(sorted(FABRICATORS))}")
     FABRICATORS[name](Path(root), n_train, max(1, n_train // 5) if n_test is None else n_test, seed)
+
+
+# Training-set sizes of the real files (data/README.md); the fabricated ones are smaller.
+REAL_TRAIN_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
+                    "svhn": 73_257, "femnist": 341_873, "shakespeare": 448_340, "adult": 32_561, "adult_uci": 32_561}
+# Fabricated training sets have the real sizes (so that the grids' splits, e.g. 100 clients on Dirichlet(0.1)
+# with >= 25 samples each, draw as they would on the real files) except the LEAF sets, fabricated as 100 users of
+# 50 samples (their real JSON would be gigabytes); test sets are small (each combination evaluates once).
+FABRICATED_TRAIN = {**REAL_TRAIN_SIZES, "femnist": 5_000, "shakespeare": 5_000}
+FABRICATED_TEST = 64
+
+
+def fabricate_for(datasets: set[str], root: Path, train_size: int | None = None) -> None:
+    """Fabricated files for every file-based dataset in `datasets` (bundled ones need none), with
+    `FABRICATED_TRAIN` training samples or `train_size`."""
+    for name in sorted(datasets & set(FABRICATORS)):
+        fabricate(name, root, train_size or FABRICATED_TRAIN[name], FABRICATED_TEST)

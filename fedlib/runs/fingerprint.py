@@ -1,7 +1,9 @@
 """What a run store key covers beyond the spec: the code the run reaches, the data files it reads, and the
 environment that changes its numbers.
 
-Code: `code_roots(spec)` builds the spec's run (`fedlib.runs.build.build_run`) and names where it starts from:
+Code: `code_roots(spec)` builds the spec's run (`fedlib.runs.build.build_run`; where this machine lacks the dataset,
+from fabricated files of its format, so that telling a run's code, and whether a ledger entry is stale, needs no
+dataset) and names where it starts from:
 the engine (`build_run`, `run_federation`, `records_of`), the registered components the spec names (experiment
 plan, dataset loader, split, model, algorithm, codecs or codec policy, sampler, behaviour, lr schedule, hooks,
 collectors) and the class or function of every object the built run holds, followed through attributes,
@@ -26,12 +28,15 @@ one thread whatever the machine).
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import hashlib
 import importlib
 import json
 import random
+import shutil
 import sys
+import tempfile
 import time
 import types
 from collections.abc import Iterable, Mapping
@@ -42,7 +47,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlib.data.datasets import dataset_files
+from fedlib.data.datasets import MissingDatasetError, dataset_files
+from fedlib.data.fabricate import FABRICATORS, fabricate_for
 from fedlib.federation import DEFAULT_THREADS, choose_threads, run_federation
 from fedlib.registry import ALGORITHMS, CODEC_POLICIES, CODECS, DATASETS, EXPERIMENTS, MODELS, SPLITS
 from fedlib.runs.build import FIELDS, build_run, records_of
@@ -124,13 +130,30 @@ def hashed_packages(spec: RunSpec) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=None)
+def _stand_in(dataset: str) -> str:
+    """A folder of fabricated files of `dataset` at its real training size (`fedlib.data.fabricate`), removed at
+    exit: what a run is built from, to tell its code, where this machine lacks its dataset."""
+    folder = tempfile.mkdtemp(prefix="fedlib-stand-in-")
+    atexit.register(shutil.rmtree, folder, True)
+    fabricate_for({dataset}, Path(folder))
+    return folder
+
+
+@functools.lru_cache(maxsize=None)
 def _built(spec: RunSpec, root: str | None) -> tuple[tuple[tuple[str, str], ...], bool]:
     """(origins of the code roots, whether torch picks the thread count) of `spec`'s built run. The build runs
-    with the random number generators' states restored afterwards (keying a spec leaves the run unchanged)."""
+    with the random number generators' states restored afterwards (keying a spec leaves the run unchanged). Where
+    the dataset is missing, the run is built from fabricated files of its format (`_stand_in`): the objects a run
+    holds, so the code it reaches, do not depend on the data's values."""
     np_state, py_state = np.random.get_state(), random.getstate()
     with torch.random.fork_rng(devices=[]):
         try:
-            plan = build_run(spec, root)
+            try:
+                plan = build_run(spec, root)
+            except MissingDatasetError:
+                if spec.dataset not in FABRICATORS:
+                    raise
+                plan = build_run(spec, _stand_in(spec.dataset))
             model = plan.model_fn()
         finally:
             np.random.set_state(np_state)
