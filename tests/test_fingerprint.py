@@ -315,13 +315,13 @@ def test_a_run_whose_dataset_is_missing_has_the_code_version_it_has_with_it(tmp_
     """Telling a run's code builds it; where the dataset is not on this machine, from fabricated files of its format
     (a stale check needs no dataset), with the code version the real files give. Its key still needs the files."""
     real, missing = tmp_path / "real", tmp_path / "missing"
-    fabricate("mnist", real, 600, 100)  # stands for the real files
+    fabricate("adult", real, 600, 100)  # stands for the real files
     missing.mkdir()
-    spec = RunSpec.make("quickstart", "mnist", ("dirichlet", {"num_clients": 3, "alpha": 0.5}), ("cnn", {}),
+    spec = RunSpec.make("quickstart", "adult", ("dirichlet", {"num_clients": 3, "alpha": 0.5}), ("logistic", {}),
                         ("fedavg", {}), 1, 0, local={"lr": 0.05})
     with pytest.raises(MissingDatasetError):
-        load_dataset("mnist", root=missing)
+        load_dataset("adult", root=missing)
     assert code_version(spec, missing) == code_version(spec, real)
     assert definition_digests(spec, missing) == definition_digests(spec, real)
     with pytest.raises(MissingDatasetError):
-        data_fingerprint("mnist", missing)
+        data_fingerprint("adult", missing)
