@@ -168,9 +168,8 @@ def main() -> None:
     for s in scales:
         data = federation(s)
         cells, steps = [], s.per_round * (s.steps or int(s.epochs * -(-s.samples // s.batch_size)))
-        measured = [("sequential", 10, lambda: [run(s, data, "sequential", args.rounds, args.device)]),
-                    ("vmap", 8, lambda: [run(s, data, "vmap", args.rounds, args.device)]),
-                    ("graph", 8, lambda: [run(s, data, "graph", args.rounds, args.device)])]
+        measured = [(executor, width, lambda executor=executor: [run(s, data, executor, args.rounds, args.device)])
+                    for executor, width in (("sequential", 10), ("vmap", 8), ("graph", 8))]
         if args.seeds:
             measured.append((seeds, 8, lambda: run_seeds(s, data, args.seeds, args.rounds, args.device)))
         for executor, width, results in measured:

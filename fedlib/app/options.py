@@ -89,7 +89,8 @@ GROUPS: dict[str, list[tuple[tuple[str, ...], dict[str, Any]]]] = {
 
 # The groups of each mode: reproduce takes all of them; a mode's subcommand only its own.
 MODE_GROUPS = {None: ("notebooks", "compute", "batching", "modes", "ledger", "piece", "from_ledger"),
-               "piece": ("notebooks", "batching", "ledger", "piece"), "from_ledger": ("notebooks", "ledger", "from_ledger")}
+               "piece": ("notebooks", "batching", "ledger", "piece"),
+               "from_ledger": ("notebooks", "ledger", "from_ledger")}
 
 
 def parser(mode: str | None = None, prog: str | None = None, description: str = "") -> argparse.ArgumentParser:

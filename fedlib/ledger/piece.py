@@ -212,16 +212,21 @@ def compute_alone(ledger: Ledger, spec: RunSpec, store: RunStore, root: str | No
 
 
 def units(todo: Sequence[Ranked], batched: Callable[[Ranked], bool]) -> Iterator[list[Ranked]]:
-    """`todo` as the units a piece computes, in priority order: each run alone, except where `batched` says that
-    its cell's seeds train as one batch: then the cell's seeds together, at its first seed's place."""
-    taken: set[tuple[str, RunSpec]] = set()
+    """`todo` as the units a piece computes, in priority order: each run alone, except where `batched` (asked once
+    per cell, of its first seed) says that its cell's seeds train as one batch: then the cell's seeds together, at
+    its first seed's place."""
+    cells: dict[tuple[str, RunSpec], list[Ranked]] = {}
     for r in todo:
-        if (r.notebook, r.spec) in taken:
-            continue
-        unit = [s for s in todo if s.notebook == r.notebook and s.spec.with_(seed=0) == r.spec.with_(seed=0)
-                and (s.notebook, s.spec) not in taken] if batched(r) else [r]
-        taken.update((s.notebook, s.spec) for s in unit)
-        yield unit
+        cells.setdefault((r.notebook, r.spec.with_(seed=0)), []).append(r)
+    together: dict[tuple[str, RunSpec], bool] = {}
+    for r in todo:
+        cell = (r.notebook, r.spec.with_(seed=0))
+        if cell not in together:
+            together[cell] = batched(r)
+            if together[cell]:
+                yield cells[cell]
+        if not together[cell]:
+            yield [r]
 
 
 class Piece:
@@ -279,7 +284,8 @@ class Piece:
         """The unit computed into the ledger, unless it cannot start or is stopped (each run of it named)."""
         unstartable = self.unstartable(unit)
         if unstartable is not None:
-            return self.skip(unit, *unstartable)
+            self.skip(unit, *unstartable)
+            return
         mine = self.claim(unit)
         try:
             if mine:
