@@ -64,12 +64,13 @@ gpu-piece: setup
 	$(PY) -m fedlib piece --profile gpu --budget $(BUDGET) $(if $(RATE),--rate $(RATE)) $(if $(STALE),--recompute-stale)
 
 # The same piece in the background at the lowest CPU priority, on any machine (a CPU computes the gpu profile's runs
-# too, slower; each finished run goes into the ledger at once): `make ledger-piece BUDGET=3h`, its log in PIECE_LOG.
+# too, slower; each finished run goes into the ledger at once; a run longer than BUDGET trains to its end and the next
+# piece resumes it: --long-runs continue): `make ledger-piece BUDGET=3h`, its log in PIECE_LOG.
 # Fashion-MNIST must be readable (Debian's dataset-fashion-mnist, data/fashion_mnist/, or FEDLIB_DATA).
 PIECE_LOG ?= results/ledger-piece.log
 ledger-piece: setup
 	mkdir -p $(dir $(PIECE_LOG))
-	nohup nice -n 19 $(PY) -m fedlib piece --profile gpu --budget $(BUDGET) $(if $(RATE),--rate $(RATE)) > $(PIECE_LOG) 2>&1 &
+	nohup nice -n 19 $(PY) -m fedlib piece --profile gpu --budget $(BUDGET) --long-runs continue $(if $(RATE),--rate $(RATE)) > $(PIECE_LOG) 2>&1 &
 	@echo "a ledger piece runs in the background (budget $(BUDGET), nice 19); follow it with: tail -f $(PIECE_LOG)"
 
 # After a piece: notebooks/expected-results-gpu.md rebuilt from the ledger by the headline judge (no dataset needed).

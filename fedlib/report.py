@@ -74,7 +74,6 @@ ALPHA = 0.05
 DECIDING_SEEDS = 3  # the fewest seeds with which a t test decides either way (2 pairs: one degree of freedom)
 SIGN_SEEDS = 5  # the fewest with which the one-sided exact sign test can reach p < 0.05 (1/32)
 POWER = 0.8  # the power at which `seeds_to_decide` counts the seeds that would decide an open test
-_Z_POWER = float(stats.norm.ppf(POWER))
 
 
 def _join(*parts: str) -> str:
@@ -107,6 +106,12 @@ def _t_critical(alpha: float, least: int, most: int) -> np.ndarray:
     return stats.t.ppf(1 - alpha, np.arange(least, most + 1) - 1)
 
 
+@functools.lru_cache(maxsize=None)
+def _z_power() -> float:
+    """z_POWER (a function, not a constant: importing this module then imports no scipy)."""
+    return float(stats.norm.ppf(POWER))
+
+
 def seeds_to_decide(distance: float, spread: float, alpha: float, *, least: int = 3, most: int = 1000) -> int | None:
     """Roughly the number of independent seeds with which a one-sided t test at `alpha` decides a mean lying
     `distance` from the floor (or margin) with per-seed standard deviation `spread`, with probability `POWER`
@@ -115,7 +120,7 @@ def seeds_to_decide(distance: float, spread: float, alpha: float, *, least: int 
     if not (np.isfinite(distance) and np.isfinite(spread)) or distance == 0:
         return None
     n = np.arange(least, most + 1)
-    enough = np.sqrt(n) * abs(distance) >= (_t_critical(alpha, least, most) + _Z_POWER) * spread
+    enough = np.sqrt(n) * abs(distance) >= (_t_critical(alpha, least, most) + _z_power()) * spread
     return int(n[enough.argmax()]) if enough.any() else None
 
 

@@ -524,6 +524,42 @@ def test_a_run_that_cannot_finish_is_stopped_keeping_its_checkpoint_and_a_later_
     assert not checkpoint.exists()
 
 
+
+def test_with_long_runs_continue_a_run_longer_than_each_piece_trains_to_each_budgets_end_and_finishes(tmp_path,
+                                                                                                    monkeypatch):
+    """A 100-round run at 30 s a checkpoint (every 2 rounds: 1,500 s) under pieces of 600 s. By default it is
+    stopped once its pace shows it cannot finish (the test above); with "continue" it trains until the budget is
+    spent (to round 40, the first checkpoint at or past 600 s), and the third piece on the same store finishes it,
+    each piece resuming where the last stopped."""
+    ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "rounds": 100}))[:1]
+    ledger, store = Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs")
+    pieces, stops = [], []
+    real = piece_module.Watch.__call__
+
+    def at_round(self, done):  # each checkpoint 30 s later; the rounds each piece reached
+        pieces[-1].append(done)
+        real(self, done)
+
+    for _ in range(3):
+        now, pieces = [0.0], [*pieces, []]
+        monkeypatch.setattr(piece_module.Watch, "__call__", lambda self, done: (now.__setitem__(0, now[0] + 30.0),
+                                                                                  at_round(self, done)))
+        out = io.StringIO()
+        report = run_piece(ranked, ledger, store, 600, long_runs="continue", clock=lambda: now[0], out=out)
+        stops.append(out.getvalue())
+    # (the last checkpoint watched is round 98's: the run then ends)
+    assert [p[-1] for p in pieces] == [40, 80, 98] and pieces[1][0] == 42 and pieces[2][0] == 82
+    assert "after round 40 of 100, the budget is spent; its checkpoint stays in the run store, where the next piece " \
+           "resumes it" in stops[0]
+    assert len(report.added) == 1 and len(ledger.paths()) == 1
+
+
+def test_long_runs_is_one_of_two_words_and_for_a_piece(reproduce, tmp_path, capsys):
+    with pytest.raises(ValueError, match="long_runs must be one of"):
+        run_piece([], Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 60, long_runs="yes")
+    assert reproduce.main(["--profile", "quick", "--only", "quickstart", "--long-runs", "continue"]) == 2
+    assert "--long-runs is for --piece" in capsys.readouterr().err
+
 def test_the_commit_a_copy_is_sent_with_wins_over_the_git_it_carries(monkeypatch):
     """A GPU machine gets the tree and a .git that can be older than it (seen: an H200 lease recorded the session's
     first commit, 'with uncommitted changes'): the commit the sender names is the one recorded."""

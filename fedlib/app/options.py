@@ -11,6 +11,7 @@ from typing import Any
 from fedlib.app import notebooks
 from fedlib.grids import read_yaml
 from fedlib.ledger.entries import Ledger, NotALedgerError
+from fedlib.ledger.piece import LONG_RUNS
 from fedlib.trust import module_option
 
 LEDGER = notebooks.ROOT / "evidence" / "gpu"
@@ -72,7 +73,11 @@ GROUPS: dict[str, list[tuple[tuple[str, ...], dict[str, Any]]]] = {
                                                           "measured yet (else such a run is started and watched as it "
                                                           "runs)")),
         (("--recompute-stale",), dict(action="store_true", help="with --piece: recompute first the ledger entries "
-                                                                "computed by code changed since"))],
+                                                                "computed by code changed since")),
+        (("--long-runs",), dict(choices=LONG_RUNS, default="skip", help=(
+            "with --piece: a run that cannot finish within the budget is skipped for shorter ones (skip), or trained "
+            "until the budget is spent and resumed by the next piece with the same --results (continue: where the "
+            "results folder persists, e.g. a CPU in the background)")))],
     "from_ledger": [
         (("--write-expected",), dict(action="store_true", help=(
             "with --from-ledger: also write notebooks/expected-results-<profile>.md (and, the notebooks rendered, "

@@ -85,7 +85,8 @@ def main(argv: Sequence[str] | None = None, *, mode: str | None = None, prog: st
             plan = prepared.plan
             run_piece(prioritized({nb.name: nb.specs for nb in plan.notebooks}), ledger, prepared.store, budget,
                       roots={nb.name: nb.params.data_root for nb in plan.notebooks}, rate=args.rate,
-                      recompute_stale=args.recompute_stale, seed_batches=not args.no_seed_batches)
+                      recompute_stale=args.recompute_stale, seed_batches=not args.no_seed_batches,
+                      long_runs=args.long_runs)
         except (LedgerError, ValueError) as err:
             return fail(err)
         return 0
@@ -116,8 +117,9 @@ def checked_modes(args: argparse.Namespace) -> float | None:
     if args.piece != (args.budget is not None):
         raise UsageError("--piece needs --budget (e.g. --budget 10m), and --budget is for --piece")
     budget = duration(args.budget) if args.piece else None
-    if args.recompute_stale and not args.piece:
-        raise UsageError("--recompute-stale is for --piece")
+    for given, option in ((args.recompute_stale, "--recompute-stale"), (args.long_runs != "skip", "--long-runs")):
+        if given and not args.piece:
+            raise UsageError(f"{option} is for --piece")
     for given, option in ((args.write_expected, "--write-expected"), (args.cpu_results, "--cpu-results"),
                           (args.cpu_record != CPU_RECORD, "--cpu-record"), (args.headlines_only, "--headlines-only")):
         if given and not args.from_ledger:

@@ -9,7 +9,11 @@ fit in what is left of the budget is skipped (named, with its estimate) and the 
 no rate is known is started. A started run is watched at about `WATCH_POINTS` checkpoints (`Watch`): it is stopped
 only when the rounds it has left cannot finish in the time left even at the fastest pace it has kept between two
 checkpoints, and not before it has run a tenth of the time left at its start, so a busy moment of the machine, which
-slows some rounds, does not stop it. A stopped run's checkpoint stays in the run store. A finished run goes into
+slows some rounds, does not stop it. A stopped run's checkpoint stays in the run store. With `long_runs="continue"`
+(`--long-runs continue`: a machine whose results folder persists from one piece to the next, a CPU in the
+background) a run that cannot finish is neither skipped nor stopped for its pace: it trains until the budget is
+spent, stopping at its first checkpoint after that, and the next piece on the same run store resumes it there, so
+that pieces shorter than a run still finish it, in priority order. A finished run goes into
 the run store (`fedlib.runs.execute`: a run interrupted mid-way resumes from its checkpoint if the store travels with
 it, and restarts otherwise) and is exported into the ledger with its provenance at once, so a piece killed at its
 time limit keeps every run it finished.
@@ -108,6 +112,7 @@ class Rates:
 WATCH_POINTS = 40  # a started run is watched at about this many checkpoints (a run of fewer rounds: at each)
 GRACE = 0.1  # the share of the time left at its start that a run runs before its pace may stop it
 MIN_START_S = 10.0  # no run starts with less of the budget left: building it alone can take that long
+LONG_RUNS = ("skip", "continue")  # what a piece does with a run that cannot finish in its budget
 
 
 class Watch:
@@ -115,10 +120,11 @@ class Watch:
     each checkpoint, it raises `Stop` when the `rounds` left cannot finish by `deadline` (a `clock` reading) even
     at the fastest pace the run has kept between two checkpoints. The first checkpoint only starts the timing
     (what precedes it includes the run's start-up), and nothing stops the run before it has had `GRACE` of the
-    time left at its start: a busy moment of the machine slows some rounds, not the fastest, and passes."""
+    time left at its start: a busy moment of the machine slows some rounds, not the fastest, and passes.
+    `long_runs` "continue": the run is stopped only at the first checkpoint past `deadline`."""
 
-    def __init__(self, rounds: int, deadline: float, clock: Callable[[], float]) -> None:
-        self.rounds, self.deadline, self.clock = rounds, deadline, clock
+    def __init__(self, rounds: int, deadline: float, clock: Callable[[], float], long_runs: str = "skip") -> None:
+        self.rounds, self.deadline, self.clock, self.long_runs = rounds, deadline, clock, long_runs
         began = clock()
         self.grace_until = began + GRACE * max(deadline - began, 0.0)
         self.last: tuple[int, float] | None = None  # rounds done, clock reading at the last checkpoint
@@ -126,6 +132,11 @@ class Watch:
 
     def __call__(self, done: int) -> None:
         now = self.clock()
+        if self.long_runs == "continue":
+            if now >= self.deadline and done < self.rounds:
+                raise Stop(f"after round {done} of {self.rounds}, the budget is spent; its checkpoint stays in the run "
+                           "store, where the next piece resumes it")
+            return
         if self.last is not None and done > self.last[0]:
             self.fastest = min(self.fastest, (now - self.last[1]) / (done - self.last[0]))
             need, left = (self.rounds - done) * self.fastest, self.deadline - now
@@ -180,20 +191,20 @@ def written_meanwhile(path: Path, held: LedgerEntry | None, root: str | None) ->
     return path.exists() and (held is None or not changed_today(read_entry_archive(path), root))
 
 
-def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, root: str | None, deadline: float,
-                 clock: Callable[[], float]) -> tuple[list[tuple[Path, float, int]], bool]:
-    """One cell's `specs` (one spec, or seeds of one cell) computed into `store`, watched against `deadline` (`Stop`
-    where they cannot finish), and exported into `ledger`: (its entry, seconds, client-steps) per spec, and whether
+def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, root: str | None,
+                 watch: Callable[[int], Watch], clock: Callable[[], float]) -> tuple[list[tuple[Path, float, int]], bool]:
+    """One cell's `specs` (one spec, or seeds of one cell) computed into `store`, each watched by `watch(rounds)` (a
+    `Watch`: `Stop` where they cannot finish), and exported into `ledger`: (its entry, seconds, client-steps) per spec, and whether
     they trained as one batch. Seeds that train as one batch (`fedlib.runs.execute.cell_batch`) have each its share
     of the batch's seconds by client-steps, and their provenance says how many trained together; others run one
     after another, each timed alone."""
     batch = cell_batch(specs, root)
     if batch is None:
-        return [compute_alone(ledger, spec, store, root, deadline, clock) for spec in specs], False
+        return [compute_alone(ledger, spec, store, root, watch, clock) for spec in specs], False
     rounds = specs[-1].rounds
     began = clock()
     records = execute_batch(specs, batch, store, root=root, checkpoint_every=max(1, rounds // WATCH_POINTS),
-                            watch=Watch(rounds, deadline, clock))
+                            watch=watch(rounds))
     seconds = max(clock() - began, 1e-9)
     steps = [int(r["clients"]["steps"].sum()) for r in records]
     shares = [seconds * n / max(sum(steps), 1) for n in steps]
@@ -201,11 +212,11 @@ def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, root
             for spec, share, n in zip(specs, shares, steps)], True
 
 
-def compute_alone(ledger: Ledger, spec: RunSpec, store: RunStore, root: str | None, deadline: float,
+def compute_alone(ledger: Ledger, spec: RunSpec, store: RunStore, root: str | None, watch: Callable[[int], Watch],
                   clock: Callable[[], float]) -> tuple[Path, float, int]:
     began = clock()
     records = execute(spec, store, root=root, progress=False, checkpoint_every=max(1, spec.rounds // WATCH_POINTS),
-                      watch=Watch(spec.rounds, deadline, clock))
+                      watch=watch(spec.rounds))
     seconds = max(clock() - began, 1e-9)
     done = int(records["clients"]["steps"].sum())
     return ledger.add(store, spec, provenance(spec, store, root, seconds, done)), seconds, done
@@ -234,9 +245,10 @@ class Piece:
 
     def __init__(self, ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, deadline: float,
                  roots: Mapping[str, str | None], rate: float | None, out: TextIO,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], long_runs: str = "skip") -> None:
         self.ledger, self.store, self.deadline, self.roots, self.out, self.clock = (ledger, store, deadline, roots,
                                                                                     out, clock)
+        self.long_runs = long_runs
         self.entries = ledger.entries()  # every entry verified: a damaged one stops the piece, naming its file
         self.data = {r.spec: data_fingerprint(r.spec.dataset, roots.get(r.notebook)) for r in ranked}
         self.held = {r.spec: held_by(self.entries, r.spec, self.data[r.spec]) for r in ranked}
@@ -258,11 +270,14 @@ class Piece:
         if left < MIN_START_S:
             return f"{span(max(left, 0))} of the budget left", "not started (budget spent)"
         steps = sum(client_steps(r.spec, build_run(r.spec, root)) for r in unit)
-        if found is not None and steps / found[0] > left:
+        if found is not None and steps / found[0] > left and self.long_runs == "skip":
             return (f"{steps:,} client-steps{f' with its {len(unit)} seeds' if len(unit) > 1 else ''}, "
                     f"{span(steps / found[0])} at {found[0]:,.0f} client-steps/s ({found[1]}); "
                     f"{span(max(left, 0))} left", "not started (cannot finish)")
         return None
+
+    def watch(self, rounds: int) -> Watch:
+        return Watch(rounds, self.deadline, self.clock, self.long_runs)
 
     def claim(self, unit: Sequence[Ranked]) -> list[Ranked]:
         """The runs of `unit` this piece now holds the claim of, and whose entry no other piece wrote meanwhile."""
@@ -294,7 +309,7 @@ class Piece:
                           "measured as it runs", file=self.out, flush=True)
                 began = self.clock()
                 done, batched = compute_into(self.ledger, [r.spec for r in mine], self.store,
-                                             self.roots.get(unit[0].notebook), self.deadline, self.clock)
+                                             self.roots.get(unit[0].notebook), self.watch, self.clock)
                 self.added(mine, done, batched, self.clock() - began)
         except Stop as stop:
             self.skip(mine, str(stop), "stopped")
@@ -323,16 +338,19 @@ def needs_absent_gpu(r: Ranked) -> bool:
 
 def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_s: float, *,
               roots: Mapping[str, str | None] | None = None, rate: float | None = None,
-              recompute_stale: bool = False, seed_batches: bool = True, out: TextIO | None = None,
-              clock: Callable[[], float] = time.perf_counter) -> PieceReport:
+              recompute_stale: bool = False, seed_batches: bool = True, long_runs: str = "skip",
+              out: TextIO | None = None, clock: Callable[[], float] = time.perf_counter) -> PieceReport:
     """Compute the next runs of `ranked` (priority order) within `budget_s` seconds into `store` and `ledger`;
     `roots`: each notebook's data root (None: the data-root rule); `seed_batches`: a cell's seeds as one batch where
-    the rule picks it (`fedlib.seed_batch`). See the module docstring."""
+    the rule picks it (`fedlib.seed_batch`); `long_runs`: "skip" or "continue" a run that cannot finish in the budget.
+    See the module docstring."""
+    if long_runs not in LONG_RUNS:
+        raise ValueError(f"long_runs must be one of {LONG_RUNS}, got {long_runs!r}")
     out = sys.stdout if out is None else out
     deadline, roots = clock() + budget_s, roots or {}
     if ledger.create():
         print(f"[piece] created the ledger folder {ledger.root}", file=out, flush=True)
-    piece = Piece(ranked, ledger, store, deadline, roots, rate, out, clock)
+    piece = Piece(ranked, ledger, store, deadline, roots, rate, out, clock, long_runs)
     todo = pending(ranked, piece.held, roots, recompute_stale, out)
     print(f"[piece] {len(ranked)} runs in the plan, {sum(e is not None for e in piece.held.values())} "
           f"held by the ledger ({ledger.root}), {len(todo)} to compute; budget {budget_s / 60:.1f} min",
