@@ -670,3 +670,30 @@ def test_a_headline_read_from_runs_of_two_devices_names_both():
     assert devices_note(["NVIDIA H200", "CPU x86_64 (2 cores)", "NVIDIA H200"]) == \
         " (1 on CPU x86_64 (2 cores), 2 on NVIDIA H200)"
     assert devices_note(["NVIDIA H200"] * 3) == "" and devices_note([]) == ""
+
+
+def test_a_piece_builds_each_run_once(tmp_path, monkeypatch):
+    """Deciding whether a cell's seeds batch, estimating a unit and running it share one build of each run
+    (`fedlib.runs.build.Plans`): counted in every fedlib module that calls `build_run` (keying's own build, cached
+    once per process in `fedlib.runs.fingerprint`, aside), over the tiny profile's cells alone and batched."""
+    import sys
+
+    from fedlib.runs.build import build_run
+
+    built: list = []
+
+    def counting(spec, root=None):
+        built.append(spec)
+        return build_run(spec, root)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("fedlib.") and name != "fedlib.runs.fingerprint" \
+                and getattr(module, "build_run", None) is build_run:
+            monkeypatch.setattr(module, "build_run", counting)
+    for batches in (True, False):
+        built.clear()
+        ranked = tiny_ranked()
+        report = run_piece(ranked, Ledger(tmp_path / f"ledger-{batches}"), RunStore(tmp_path / f"runs-{batches}"), 600,
+                           seed_batches=batches, out=io.StringIO())
+        assert len(report.added) == len(ranked) == 9
+        assert sorted(map(run_name, built)) == sorted(run_name(r.spec) for r in ranked), batches

@@ -49,7 +49,7 @@ from fedlib.ledger.claims import Claims
 from fedlib.ledger.entries import (BUDGET_BYTES, Ledger, LedgerEntry, changed_today, entry_name, provenance,
                                    read_entry_archive)
 from fedlib.ledger.priority import REST, Ranked
-from fedlib.runs.build import build_run
+from fedlib.runs.build import Plans, RunPlan
 from fedlib.runs.execute import Stop, cell_batch, execute, execute_batch, seeds_batch
 from fedlib.runs.fingerprint import data_fingerprint, device_type
 from fedlib.runs.spec import RunSpec, run_name
@@ -191,16 +191,17 @@ def written_meanwhile(path: Path, held: LedgerEntry | None, root: str | None) ->
     return path.exists() and (held is None or not changed_today(read_entry_archive(path), root))
 
 
-def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, root: str | None,
+def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, plans: Plans,
                  watch: Callable[[int], Watch], clock: Callable[[], float]) -> tuple[list[tuple[Path, float, int]], bool]:
     """One cell's `specs` (one spec, or seeds of one cell) computed into `store`, each watched by `watch(rounds)` (a
     `Watch`: `Stop` where they cannot finish), and exported into `ledger`: (its entry, seconds, client-steps) per spec, and whether
     they trained as one batch. Seeds that train as one batch (`fedlib.runs.execute.cell_batch`) have each its share
     of the batch's seconds by client-steps, and their provenance says how many trained together; others run one
     after another, each timed alone."""
-    batch = cell_batch(specs, root)
+    root = plans.root
+    batch = cell_batch(specs, plans)
     if batch is None:
-        return [compute_alone(ledger, spec, store, root, watch, clock) for spec in specs], False
+        return [compute_alone(ledger, spec, store, plans, watch, clock) for spec in specs], False
     rounds = specs[-1].rounds
     began = clock()
     records = execute_batch(specs, batch, store, root=root, checkpoint_every=max(1, rounds // WATCH_POINTS),
@@ -212,11 +213,12 @@ def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, root
             for spec, share, n in zip(specs, shares, steps)], True
 
 
-def compute_alone(ledger: Ledger, spec: RunSpec, store: RunStore, root: str | None, watch: Callable[[int], Watch],
+def compute_alone(ledger: Ledger, spec: RunSpec, store: RunStore, plans: Plans, watch: Callable[[int], Watch],
                   clock: Callable[[], float]) -> tuple[Path, float, int]:
+    root = plans.root
     began = clock()
     records = execute(spec, store, root=root, progress=False, checkpoint_every=max(1, spec.rounds // WATCH_POINTS),
-                      watch=watch(spec.rounds))
+                      watch=watch(spec.rounds), plan=plans.take(spec))
     seconds = max(clock() - began, 1e-9)
     done = int(records["clients"]["steps"].sum())
     return ledger.add(store, spec, provenance(spec, store, root, seconds, done)), seconds, done
@@ -249,6 +251,7 @@ class Piece:
         self.ledger, self.store, self.deadline, self.roots, self.out, self.clock = (ledger, store, deadline, roots,
                                                                                     out, clock)
         self.long_runs = long_runs
+        self.plans: dict[str | None, Plans] = {}  # each data root's runs, built once for the unit being computed
         self.entries = ledger.entries()  # every entry verified: a damaged one stops the piece, naming its file
         self.data = {r.spec: data_fingerprint(r.spec.dataset, roots.get(r.notebook)) for r in ranked}
         self.held = {r.spec: held_by(self.entries, r.spec, self.data[r.spec]) for r in ranked}
@@ -263,18 +266,26 @@ class Piece:
     def unstartable(self, unit: Sequence[Ranked]) -> tuple[str, str] | None:
         """(why, what is said) where the unit is not started: no GPU for it, the budget spent, or an estimate that
         does not fit in what is left of it."""
-        first, root = unit[0], self.roots.get(unit[0].notebook)
+        first = unit[0]
         if needs_absent_gpu(first):
             return f"needs a GPU (device {first.spec.device}); this machine has none", "not started"
         found, left = self.rates.rate(first.spec), self.deadline - self.clock()
         if left < MIN_START_S:
             return f"{span(max(left, 0))} of the budget left", "not started (budget spent)"
-        steps = sum(client_steps(r.spec, build_run(r.spec, root)) for r in unit)
+        steps = sum(client_steps(r.spec, self.plan(r)) for r in unit)
         if found is not None and steps / found[0] > left and self.long_runs == "skip":
             return (f"{steps:,} client-steps{f' with its {len(unit)} seeds' if len(unit) > 1 else ''}, "
                     f"{span(steps / found[0])} at {found[0]:,.0f} client-steps/s ({found[1]}); "
                     f"{span(max(left, 0))} left", "not started (cannot finish)")
         return None
+
+    def plan(self, r: Ranked) -> RunPlan:
+        """`r`'s run, built once for the unit that holds it (`Plans`)."""
+        return self.plans_of(r)(r.spec)
+
+    def plans_of(self, r: Ranked) -> Plans:
+        root = self.roots.get(r.notebook)
+        return self.plans.setdefault(root, Plans(root))
 
     def watch(self, rounds: int) -> Watch:
         return Watch(rounds, self.deadline, self.clock, self.long_runs)
@@ -296,7 +307,14 @@ class Piece:
         return mine
 
     def compute(self, unit: Sequence[Ranked]) -> None:
-        """The unit computed into the ledger, unless it cannot start or is stopped (each run of it named)."""
+        """The unit computed into the ledger, unless it cannot start or is stopped (each run of it named); its runs,
+        and the data they hold, go with it."""
+        try:
+            self.compute_unit(unit)
+        finally:
+            self.plans.clear()
+
+    def compute_unit(self, unit: Sequence[Ranked]) -> None:
         unstartable = self.unstartable(unit)
         if unstartable is not None:
             self.skip(unit, *unstartable)
@@ -309,7 +327,7 @@ class Piece:
                           "measured as it runs", file=self.out, flush=True)
                 began = self.clock()
                 done, batched = compute_into(self.ledger, [r.spec for r in mine], self.store,
-                                             self.roots.get(unit[0].notebook), self.watch, self.clock)
+                                             self.plans_of(unit[0]), self.watch, self.clock)
                 self.added(mine, done, batched, self.clock() - began)
         except Stop as stop:
             self.skip(mine, str(stop), "stopped")
@@ -357,7 +375,7 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
           file=out, flush=True)
 
     def batches(r: Ranked) -> bool:
-        return seed_batches and not needs_absent_gpu(r) and seeds_batch(build_run(r.spec, roots.get(r.notebook)))
+        return seed_batches and not needs_absent_gpu(r) and seeds_batch(piece.plan(r))
 
     for unit in units(todo, batches):
         piece.compute(unit)

@@ -158,6 +158,24 @@ def build_run(spec: RunSpec, root: str | Path | None = None) -> RunPlan:
     return experiment(spec, run)
 
 
+class Plans:
+    """Each spec's run built once (`build_run`) for a caller that asks about it before running it: `plans(spec)`
+    builds it or gives the one built before (to look at: its model, its split); `take(spec)` hands it over to be run
+    and forgets it, since running a plan uses its components (an algorithm's state, a codec's memory)."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = root
+        self._built: dict[RunSpec, RunPlan] = {}
+
+    def __call__(self, spec: RunSpec) -> RunPlan:
+        if spec not in self._built:
+            self._built[spec] = build_run(spec, self.root)
+        return self._built[spec]
+
+    def take(self, spec: RunSpec) -> RunPlan:
+        return self._built.pop(spec, None) or build_run(spec, self.root)
+
+
 def add_components(run: RunPlan) -> None:
     """Build the spec's named components into the run's keywords and collectors."""
     spec = run.spec

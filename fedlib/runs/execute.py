@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from fedlib.federation import Federation, open_federation, run_federation
-from fedlib.runs.build import RunPlan, build_run, records_of
+from fedlib.runs.build import Plans, RunPlan, build_run, records_of
 from fedlib.runs.entry import Records
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import FileCheckpoint, RunStore, rounds_done
@@ -38,11 +38,13 @@ class Watched:
 
 
 def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
-            progress: bool = False, watch: Callable[[int], None] | None = None) -> Records:
+            progress: bool = False, watch: Callable[[int], None] | None = None, plan: RunPlan | None = None
+            ) -> Records:
     """Run one spec (resuming from its checkpoint if there is one), store its records and return them. `watch`,
-    where given, is called with the rounds done at each checkpoint; it stops the run by raising `Stop`."""
+    where given, is called with the rounds done at each checkpoint; it stops the run by raising `Stop`. `plan`: the
+    spec's run as the caller built it (`Plans.take`; None: built here)."""
     store = store.reading(root)
-    plan = build_run(spec, root)
+    plan = build_run(spec, root) if plan is None else plan
     checkpoint = store.checkpoint(spec, checkpoint_every)
     result = run_federation(plan.model_fn, plan.data, progress=progress,
                             checkpoint=checkpoint if watch is None else Watched(checkpoint, watch), **plan.kwargs)
@@ -66,19 +68,16 @@ def seeds_batch(plan: RunPlan) -> bool:
     return batches_seeds(model, plan.algorithm, plan.device, plan.kwargs.get("executor", "auto"))
 
 
-def cell_batch(specs: Sequence[RunSpec], root: str | Path | None = None
-               ) -> tuple[list[RunPlan], list[Federation]] | None:
+def cell_batch(specs: Sequence[RunSpec], plans: Plans) -> tuple[list[RunPlan], list[Federation]] | None:
     """The plans and opened federations of one cell's specs (`seed_cells`) where they train as one batch:
     `seeds_batch` says so for the cell's run and its seeds' federations can share a step (`what_differs`: a plan
-    may derive the learning rate from the seed's split); None otherwise."""
-    if len(specs) < 2:
+    may derive the learning rate from the seed's split); None otherwise. The specs' runs come from `plans`, which
+    keeps them where they do not train as one batch (`Plans.take` for each then)."""
+    if len(specs) < 2 or not seeds_batch(plans(specs[0])):
         return None
-    plans = [build_run(specs[0], root)]
-    if not seeds_batch(plans[0]):
-        return None
-    plans += [build_run(spec, root) for spec in specs[1:]]
-    feds = [open_federation(plan.model_fn, plan.data, **plan.kwargs) for plan in plans]
-    return (plans, feds) if what_differs(feds) is None else None
+    taken = [plans.take(spec) for spec in specs]
+    feds = [open_federation(plan.model_fn, plan.data, **plan.kwargs) for plan in taken]
+    return (taken, feds) if what_differs(feds) is None else None
 
 
 def execute_batch(specs: Sequence[RunSpec], batch: tuple[list[RunPlan], list[Federation]], store: RunStore, *,
@@ -102,9 +101,10 @@ def execute_cell(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path 
                  checkpoint_every: int = 10, progress: bool = False) -> None:
     """Run one cell's specs (`seed_cells`) into the store: as one batch where `cell_batch` says so, else one after
     another (`execute`). Each is filed under its own key."""
-    batch = cell_batch(specs, root)
+    plans = Plans(root)
+    batch = cell_batch(specs, plans)
     if batch is not None:
         execute_batch(specs, batch, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
         return
     for spec in specs:
-        execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
+        execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress, plan=plans.take(spec))
