@@ -519,8 +519,11 @@ def test_a_run_that_cannot_finish_is_stopped_keeping_its_checkpoint_and_a_later_
     resumed = []
     real = piece_module.Watch.__call__
     monkeypatch.setattr(piece_module.Watch, "__call__", lambda self, done: resumed.append(done) or real(self, done))
-    again = run_piece(ranked, ledger, store, 600, out=io.StringIO())
+    out = io.StringIO()
+    again = run_piece(ranked, ledger, store, 600, out=out)
     assert len(again.added) == 1 and resumed[0] == 6  # from the checkpoint at round 4, not from the start
+    assert "[piece] resumes quickstart [Q1] algorithm=FedAvg seed=0 from its checkpoint after round 4 of 100" \
+        in out.getvalue()
     assert not checkpoint.exists()
 
 
@@ -552,6 +555,7 @@ def test_with_long_runs_continue_a_run_longer_than_each_piece_trains_to_each_bud
     assert "after round 40 of 100, the budget is spent; its checkpoint stays in the run store, where the next piece " \
            "resumes it" in stops[0]
     assert len(report.added) == 1 and len(ledger.paths()) == 1
+    assert "from its checkpoint after round 40 of 100" in stops[1] and "after round 80 of 100" in stops[2]
 
 
 def test_long_runs_is_one_of_two_words_and_for_a_piece(reproduce, tmp_path, capsys):

@@ -53,7 +53,7 @@ from fedlib.runs.build import Plans, RunPlan
 from fedlib.runs.execute import Stop, cell_batch, execute, execute_batch, seeds_batch
 from fedlib.runs.fingerprint import data_fingerprint, device_type
 from fedlib.runs.spec import RunSpec, run_name
-from fedlib.runs.store import RunStore
+from fedlib.runs.store import RunStore, rounds_done
 
 
 @dataclass(frozen=True)
@@ -325,6 +325,11 @@ class Piece:
                 if self.rates.rate(mine[0].spec) is None:
                     print(f"[piece] no measured or given rate for {describe_run(mine[0])}: started, its pace "
                           "measured as it runs", file=self.out, flush=True)
+                for r in mine:
+                    done = checkpointed_rounds(self.store.reading(self.roots.get(r.notebook)), r.spec)
+                    if done:
+                        print(f"[piece] resumes {describe_run(r)} from its checkpoint after round {done} of "
+                              f"{r.spec.rounds}", file=self.out, flush=True)
                 began = self.clock()
                 done, batched = compute_into(self.ledger, [r.spec for r in mine], self.store,
                                              self.plans_of(unit[0]), self.watch, self.clock)
@@ -348,6 +353,16 @@ class Piece:
             total = sum(n for _, _, n in done)
             print(f"[piece] {len(mine)} seeds trained as one batch: {total:,} client-steps in {wall:.1f} s "
                   f"({total / wall:,.0f}/s together)", file=self.out, flush=True)
+
+
+def checkpointed_rounds(store: RunStore, spec: RunSpec) -> int | None:
+    """The rounds `spec`'s checkpoint in `store` holds (None: no checkpoint, or one that is not resumed, which
+    running the spec names)."""
+    try:
+        state = store.checkpoint(spec, 1).load()
+    except ValueError:
+        return None
+    return None if state is None else rounds_done(state)
 
 
 def needs_absent_gpu(r: Ranked) -> bool:
