@@ -11,9 +11,10 @@ RAY_CPUS = 2
 
 
 class LocalRay:
-    """Ray in this test process, started once and shared by the tests that need it. Started again only where it
-    stopped (Flower's simulation engine shuts down the Ray it ran on) or where a test's PYTHONPATH differs from the
-    one its workers were started with (a test's own modules must be importable there)."""
+    """Ray in this test process, started once and shared by the tests that need it (Flower's simulation engine
+    leaves it running: `fedlib.flower.simulation`). Started again only where it stopped, or where a test's PYTHONPATH
+    names a folder that the one its workers were started with did not (a test's own modules must be importable
+    there: tests/scheduling.py runs that module first)."""
 
     def __init__(self) -> None:
         self.marks: list[str] = []
@@ -23,7 +24,7 @@ class LocalRay:
         """None once Ray runs here; why it did not start where every attempt timed out (fedlib.ray_start)."""
         import ray
 
-        if ray.is_initialized() and self.pythonpath == os.environ.get("PYTHONPATH"):
+        if ray.is_initialized() and _folders(os.environ.get("PYTHONPATH")) <= _folders(self.pythonpath):
             return None
         ray.shutdown()
         try:
@@ -48,3 +49,7 @@ class LocalRay:
         ray.shutdown()
         for mark in self.marks:
             stop_marked(mark, variable=START_MARK_VARIABLE)
+
+
+def _folders(pythonpath: str | None) -> set[str]:
+    return set(filter(None, (pythonpath or "").split(os.pathsep)))

@@ -6,11 +6,11 @@ from __future__ import annotations
 from xdist.scheduler import LoadScopeScheduling
 
 # The modules whose tests start the tests' shared Ray (tests/local_ray.py: one start per test process), in the order
-# they run: in one worker they share its starts, where spread over the workers each worker starts its own (seconds of
-# CPU each). Flower's simulation engine stops the Ray it ran on, and the user's components need a Ray of their own
-# (another PYTHONPATH): test_flower.py's simulation last on the first Ray, test_user_components.py on the second.
-RAY_MODULES = ("tests/test_cluster.py", "tests/test_ray_environment.py", "tests/test_runs.py", "tests/test_flower.py",
-               "tests/test_user_components.py")
+# they run: in one worker they share one start, where spread over the workers each worker starts its own (about 18
+# CPU-seconds each). test_user_components.py first: its Ray workers need the user's folder on their PYTHONPATH, and
+# the modules after it need no folder that Ray lacks.
+RAY_MODULES = ("tests/test_user_components.py", "tests/test_cluster.py", "tests/test_ray_environment.py",
+               "tests/test_runs.py", "tests/test_flower.py")
 RAY_UNIT = "tests/ (the modules that start Ray)"
 
 # The longest units, longest first (pytest --durations on the 2-core development VM, 2026-11-29, other jobs running:

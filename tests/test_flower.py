@@ -192,13 +192,16 @@ def test_a_query_reports_the_partition():
 
 
 def test_ray_simulation_with_two_workers_gives_the_record(ray_if_it_starts):
-    """Flower's simulation engine (run_simulation, Ray, 2 actors, on the Ray this test process started):
-    client apps in other processes, state in the engine's node contexts. Equal to 1e-6 relative (bitwise here:
+    """Flower's simulation engine (run_simulation, Ray, 2 actors, on the Ray this test process started, which it
+    leaves running): client apps in other processes, state in the engine's node contexts. Equal to 1e-6 relative (bitwise here:
     dense model, one thread; a convolutional model's thread count may differ in an actor); bits and counts
     exactly."""
     spec = spec_of("scaffold", uplink=("stc", {"frac": 0.2, "error_feedback": True}),
                    downlink=("uniform", {"bits": 8, "rounding": "stochastic", "payload": "update"}))
+    import ray
+
     (got,) = run_in_simulation([spec], workers=2)
+    assert ray.is_initialized()  # the Ray this test process started, left running
     ref = reference(spec)
     same_records(ref, got, rtol=1e-6)
     for column in ("bits_up", "bits_down", "payload_bits_up", "clients"):
@@ -443,3 +446,19 @@ def test_clients_per_round_sets_a_uniform_sampler_and_refuses_another_one():
     with pytest.raises(ValueError, match="the spec samples with 'stratified'"):
         with_run_config(spec.with_(sampler=Component.of("stratified", {"per_round_inferior": 1})),
                         {"clients-per-round": 2})
+
+
+def test_a_ray_the_caller_started_outlives_the_simulation_and_one_started_for_it_does_not(monkeypatch):
+    """Flower's engine ends with `ray.shutdown()`: skipped while it runs on the caller's Ray, called on a Ray that
+    run_in_simulation started (the end-to-end case: test_ray_simulation_with_two_workers_gives_the_record)."""
+    ray = pytest.importorskip("ray")
+    from fedlib.flower.simulation import _ray_kept
+
+    calls = []
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    with _ray_kept(True):
+        ray.shutdown()
+    assert calls == [] and ray.shutdown() is None and calls == ["shutdown"]  # restored after the block
+    with _ray_kept(False):
+        ray.shutdown()
+    assert calls == ["shutdown"] * 2

@@ -40,6 +40,23 @@ def _flower_log(level: int) -> Iterator[None]:
         logger.removeFilter(keep)
 
 
+@contextlib.contextmanager
+def _ray_kept(keep: bool) -> Iterator[None]:
+    """Where `keep`, the `ray.shutdown()` with which Flower's engine (1.42: its Ray backend's `terminate`, after it
+    has told its actors to exit) ends is skipped while the block runs: a Ray that the caller started stays running."""
+    if not keep:
+        yield
+        return
+    import ray
+
+    shutdown = ray.shutdown
+    ray.shutdown = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        ray.shutdown = shutdown
+
+
 def _ray_init_args(backend_config: dict[str, Any]) -> dict[str, Any]:
     """The `ray.init` arguments Flower's Ray backend (1.42) starts Ray with for `backend_config`: its init_args,
     no dashboard unless they ask for one, and this process's import path for the client apps' actors."""
@@ -60,6 +77,8 @@ def run_in_simulation(specs: Sequence[RunSpec], root: str | Path | None = None, 
     """The specs' records from one run of Flower's simulation engine (one Ray start): one virtual SuperNode per
     fedlib client (the specs must have as many clients), client apps on `workers` Ray actors of one CPU each
     (or `backend_config` as `run_simulation` takes it); the specs run one after the other on the same nodes.
+    A Ray already running here (started by the caller) is used and left running; one started here is shut down at
+    the end, as Flower's engine does.
     `quiet` keeps Flower's per-round INFO log out of the output (warnings and errors still show). Warns
     (`FlowerParityWarning`) for a spec whose record is known to differ (fedlib.flower.caveats). Where no Ray runs
     here yet, it is started as Flower would start it, but retried where a start times out on a busy machine
@@ -83,9 +102,10 @@ def run_in_simulation(specs: Sequence[RunSpec], root: str | Path | None = None, 
     config = backend_config or {"client_resources": {"num_cpus": 1, "num_gpus": 1.0 / workers if on_gpu else 0.0},
                                 "init_args": {"num_cpus": workers, "include_dashboard": False, "log_to_driver": False}}
     allow_imports(*worker_allowance(m for s in specs for m in s.imports))  # Flower's Ray actors inherit it
-    if not ray.is_initialized():  # Flower's engine runs on a Ray already started and shuts it down after
+    callers = ray.is_initialized()  # Flower's engine runs on a Ray already started, and shuts it down after
+    if not callers:
         start_local_ray(**_ray_init_args(config))
-    with _flower_log(logging.WARNING if quiet else logging.NOTSET):
+    with _flower_log(logging.WARNING if quiet else logging.NOTSET), _ray_kept(callers):
         run_simulation(server_app, client_app, num_supernodes=sizes.pop(), backend_config=config)
     done = [s for s in strategies if len(s.fed.server.history) == s.spec.rounds]
     if len(done) != len(strategies):
