@@ -255,6 +255,21 @@ def test_a_ray_address_that_does_not_answer_is_an_error_naming_it(reproduce, tmp
     assert f"the Ray cluster at '{address}' does not answer" in capsys.readouterr().err
 
 
+def test_a_ray_running_here_serves_a_ray_address_only_if_it_is_that_cluster(monkeypatch):
+    """A Ray already running in this process (a notebook's kernel, a test process) is used for no address or its
+    own; another address is refused, naming both, never passed over (the dead address: the test above)."""
+    ray = pytest.importorskip("ray")
+    from fedlib.runs import ray_runner
+
+    monkeypatch.setattr(ray_runner, "check_address", lambda address: None)  # both answer
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: type("Context", (), {"gcs_address": "10.0.0.5:6380"}))
+    for address in (None, "auto", "local", "127.0.0.1:6380"):
+        ray_runner.check_running_ray(address)
+    with pytest.raises(ConnectionError, match=r"Ray already runs in this process, on the cluster at '10.0.0.5:6380', "
+                                              r"not at '127.0.0.1:6379'"):
+        ray_runner.check_running_ray("127.0.0.1:6379")
+
+
 def test_two_worker_processes_give_the_records_of_one(tmp_path):
     params = notebook_parameters("quickstart", "quick", {"rounds": 2, "num_clients": 4, "clients_per_round": 2,
                                                          "seeds": [0, 1]})

@@ -96,6 +96,20 @@ def check_address(address: str | None, timeout: float = 10.0) -> None:
                               "`ray start --head`, or leave out --ray-address to run on a local Ray") from err
 
 
+def check_running_ray(address: str | None) -> None:
+    """Raise ConnectionError where a Ray already running in this process is not the cluster at `address` (None,
+    "auto", "local": whichever runs): a given address is never passed over for another cluster."""
+    import ray
+
+    if address in (None, "", "auto", "local"):
+        return
+    check_address(address)
+    running = ray.get_runtime_context().gcs_address
+    if not address.startswith("ray://") and address.rpartition(":")[2] != running.rpartition(":")[2]:
+        raise ConnectionError(f"Ray already runs in this process, on the cluster at {running!r}, not at {address!r}: "
+                              "run with that --ray-address (ray_address) in a fresh process")
+
+
 def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
                address: str | None = None, gpus_per_run: float | None = None,
                on_done: Callable[[RunSpec], None] | None = None) -> None:
@@ -104,7 +118,9 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
         import ray
     except ImportError as err:
         raise ImportError("executor='ray' needs Ray: pip install -e '.[ray]' (make test installs it)") from err
-    if not ray.is_initialized():
+    if ray.is_initialized():
+        check_running_ray(address)
+    else:
         init_ray(address)
     has_gpus = ray.cluster_resources().get("GPU", 0) > 0
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
