@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from local_ray import LocalRay
-from scheduling import RAY_MODULES, module_of
 
 from fedlib.trust import ALLOW_VAR
 
@@ -36,25 +35,12 @@ def no_allowed_imports(monkeypatch):
     monkeypatch.setenv(ALLOW_VAR, "")  # (restored after the test, whatever it sets)
 
 
-_STARTED: list[LocalRay] = []  # the tests' Ray of this process, once a test has asked for it
-
-
 @pytest.fixture(scope="session")
 def local_ray():
     pytest.importorskip("ray")
-    if not _STARTED:
-        _STARTED.append(LocalRay())
-    yield _STARTED[0]
-    _STARTED[0].stop()
-
-
-def pytest_runtest_teardown(item, nextitem):
-    """The tests' Ray stopped after the last test of the modules that start it, where the next test is in another
-    module (`make test` runs those modules one after another: tests/scheduling.py): nothing of it runs beside the
-    other tests, nor serves a test that joins another cluster."""
-    leaving = nextitem is None or module_of(nextitem.nodeid) not in RAY_MODULES
-    if _STARTED and module_of(item.nodeid) in RAY_MODULES and leaving:
-        _STARTED[0].stop()
+    ray = LocalRay()
+    yield ray
+    ray.stop()
 
 
 @pytest.fixture
