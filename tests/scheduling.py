@@ -28,7 +28,7 @@ class LongestFirst(LoadScopeScheduling):
     before the others."""
 
     def _split_scope(self, nodeid: str) -> str:
-        return RAY_UNIT if module_of(nodeid) in RAY_MODULES else super()._split_scope(nodeid)
+        return RAY_UNIT if _module(nodeid) in RAY_MODULES else super()._split_scope(nodeid)
 
     def _assign_work_unit(self, node) -> None:
         for unit in reversed(LONGEST_FIRST):
@@ -36,10 +36,9 @@ class LongestFirst(LoadScopeScheduling):
                 self.workqueue.move_to_end(unit, last=False)
         if RAY_UNIT in self.workqueue:  # a unit's tests run in the order of its dict
             tests = self.workqueue[RAY_UNIT]
-            self.workqueue[RAY_UNIT] = dict(sorted(tests.items(),
-                                                   key=lambda test: RAY_MODULES.index(module_of(test[0]))))
+            self.workqueue[RAY_UNIT] = dict(sorted(tests.items(), key=lambda test: RAY_MODULES.index(_module(test[0]))))
         super()._assign_work_unit(node)
 
 
-def module_of(nodeid: str) -> str:
+def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]

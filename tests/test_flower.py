@@ -193,13 +193,13 @@ def test_a_query_reports_the_partition():
 
 def test_ray_simulation_with_two_workers_gives_the_record(ray_if_it_starts):
     """Flower's simulation engine (run_simulation, Ray, 2 actors, on the Ray this test process started, which it
-    leaves running): client apps in other processes, state in the engine's node contexts. Equal to 1e-6 relative (bitwise here:
-    dense model, one thread; a convolutional model's thread count may differ in an actor); bits and counts
-    exactly."""
-    spec = spec_of("scaffold", uplink=("stc", {"frac": 0.2, "error_feedback": True}),
-                   downlink=("uniform", {"bits": 8, "rounding": "stochastic", "payload": "update"}))
+    leaves running): client apps in other processes, state in the engine's node contexts. Equal to 1e-6 relative
+    (bitwise here: dense model, one thread; a convolutional model's thread count may differ in an actor); bits and
+    counts exactly."""
     import ray
 
+    spec = spec_of("scaffold", uplink=("stc", {"frac": 0.2, "error_feedback": True}),
+                   downlink=("uniform", {"bits": 8, "rounding": "stochastic", "payload": "update"}))
     (got,) = run_in_simulation([spec], workers=2)
     assert ray.is_initialized()  # the Ray this test process started, left running
     ref = reference(spec)

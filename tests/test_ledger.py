@@ -527,7 +527,6 @@ def test_a_run_that_cannot_finish_is_stopped_keeping_its_checkpoint_and_a_later_
     assert not checkpoint.exists()
 
 
-
 def test_with_long_runs_continue_a_run_longer_than_each_piece_trains_to_each_budgets_end_and_finishes(tmp_path,
                                                                                                     monkeypatch):
     """A 100-round run at 30 s a checkpoint (every 2 rounds: 1,500 s) under pieces of 600 s. By default it is
@@ -563,6 +562,7 @@ def test_long_runs_is_one_of_two_words_and_for_a_piece(reproduce, tmp_path, caps
         run_piece([], Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 60, long_runs="yes")
     assert reproduce.main(["--profile", "quick", "--only", "quickstart", "--long-runs", "continue"]) == 2
     assert "--long-runs is for --piece" in capsys.readouterr().err
+
 
 def test_the_commit_a_copy_is_sent_with_wins_over_the_git_it_carries(monkeypatch):
     """A GPU machine gets the tree and a .git that can be older than it (seen: an H200 lease recorded the session's

@@ -191,13 +191,13 @@ def written_meanwhile(path: Path, held: LedgerEntry | None, root: str | None) ->
     return path.exists() and (held is None or not changed_today(read_entry_archive(path), root))
 
 
-def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, plans: Plans,
-                 watch: Callable[[int], Watch], clock: Callable[[], float]) -> tuple[list[tuple[Path, float, int]], bool]:
-    """One cell's `specs` (one spec, or seeds of one cell) computed into `store`, each watched by `watch(rounds)` (a
-    `Watch`: `Stop` where they cannot finish), and exported into `ledger`: (its entry, seconds, client-steps) per spec, and whether
-    they trained as one batch. Seeds that train as one batch (`fedlib.runs.execute.cell_batch`) have each its share
-    of the batch's seconds by client-steps, and their provenance says how many trained together; others run one
-    after another, each timed alone."""
+def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, plans: Plans, watch: Callable[[int], Watch],
+                 clock: Callable[[], float]) -> tuple[list[tuple[Path, float, int]], bool]:
+    """One cell's `specs` (one spec, or seeds of one cell) computed into `store` from `plans`, each watched by
+    `watch(rounds)` (a `Watch`: `Stop` where they cannot finish), and exported into `ledger`: (its entry, seconds,
+    client-steps) per spec, and whether they trained as one batch. Seeds that train as one batch
+    (`fedlib.runs.execute.cell_batch`) have each its share of the batch's seconds by client-steps, and their
+    provenance says how many trained together; others run one after another, each timed alone."""
     root = plans.root
     batch = cell_batch(specs, plans)
     if batch is None:

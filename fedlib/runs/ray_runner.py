@@ -31,6 +31,7 @@ from fedlib.trust import allow_imports, worker_allowance
 
 DEFAULT_GPU_FRACTION = 0.25
 INIT_TIMEOUT_S = 60.0
+NAMELESS = (None, "", "auto", "local")  # "address"es that name no cluster: whichever runs or starts here
 
 
 def _run_task(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int,
@@ -84,7 +85,7 @@ def _records(texts: dict[str, str]) -> Records:
 def check_address(address: str | None, timeout: float = 10.0) -> None:
     """Raise ConnectionError within `timeout` seconds if a "host:port" (or "ray://host:port") Ray address does not
     accept connections: `ray.init` itself waits minutes on one, printing only its own warnings."""
-    if address in (None, "", "auto", "local"):
+    if address in NAMELESS:
         return
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
@@ -97,11 +98,11 @@ def check_address(address: str | None, timeout: float = 10.0) -> None:
 
 
 def check_running_ray(address: str | None) -> None:
-    """Raise ConnectionError where a Ray already running in this process is not the cluster at `address` (None,
-    "auto", "local": whichever runs): a given address is never passed over for another cluster."""
+    """Raise ConnectionError where a Ray already running in this process is not the cluster at `address` (one of
+    `NAMELESS`: whichever runs): a given address is never passed over for another cluster."""
     import ray
 
-    if address in (None, "", "auto", "local"):
+    if address in NAMELESS:
         return
     check_address(address)
     running = ray.get_runtime_context().gcs_address
