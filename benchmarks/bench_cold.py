@@ -38,7 +38,7 @@ def one_run(variant: str, workload: str, is_smoke: bool) -> dict[str, float]:
     import torch.nn.functional as F
 
     from bench_round import WORKLOADS, run_fedlib, run_floor, setup, smoke
-    from fedlib.federation import choose_threads, torch_threads
+    from fedlib.engine.federation import choose_threads, torch_threads
 
     w = next(x for x in WORKLOADS if x.name == workload)
     w = smoke(w) if is_smoke else w

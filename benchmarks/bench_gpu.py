@@ -9,8 +9,8 @@ file is needed; FedAvg with fp32 links unless named):
   mucsc      FEMNIST CNN, 100 clients of 600, 10 a round, 5 steps, batch 8                         (50)
 For each scale: client-steps/s of the sequential, batched (vmap) and captured batched (graph) executors in this
 process (the median round after a warm-up round) and of `--seeds` runs of it that differ only by seed trained as one
-batch (`fedlib.seed_batch`, executor "auto", as a ledger piece trains a cell's seeds: their client-steps together),
-then of 1, 2 and 4 worker processes sharing the GPU (`--workers`; none: no such table), each running
+batch (`fedlib.engine.seed_batch`, executor "auto", as a ledger piece trains a cell's seeds: their client-steps
+together), then of 1, 2 and 4 worker processes sharing the GPU (`--workers`; none: no such table), each running
 the scale with `executor="auto"` (what a piece runs): the client-steps all workers did in their timed rounds over
 the wall time from the first worker's start to the last one's end (a barrier starts them together, after each has
 done a warm-up round). Ratios come from one run of this script, printed with the device's name.
@@ -32,10 +32,10 @@ import numpy as np
 import torch
 
 from fedlib.algorithms import make_algorithm
-from fedlib.contracts import FederatedData, LocalTraining
+from fedlib.core.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
-from fedlib.federation import open_federation, run_federation
-from fedlib.seed_batch import run_seed_batch
+from fedlib.engine.federation import open_federation, run_federation
+from fedlib.engine.seed_batch import run_seed_batch
 from fedlib.models import build_model
 
 SHAPE = (1, 28, 28)
@@ -99,7 +99,7 @@ def run(s: Scale, data: FederatedData, executor: str, rounds: int, device: str):
 
 
 def run_seeds(s: Scale, data: FederatedData, seeds: int, rounds: int, device: str):
-    """`seeds` runs of the scale that differ only by seed, trained as one batch (`fedlib.seed_batch`, as a piece
+    """`seeds` runs of the scale that differ only by seed, trained as one batch (`fedlib.engine.seed_batch`, as a piece
     trains a cell's seeds; "auto": captured on a GPU)."""
     feds = [open_federation(data=data, **options(s, "auto", rounds, device, seed)) for seed in range(seeds)]
     return run_seed_batch(feds, [None] * seeds, "auto")

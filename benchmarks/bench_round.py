@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from fedlib.algorithms import FedAvg
 from fedlib.data import dirichlet, load_dataset
-from fedlib.federation import (
+from fedlib.engine.federation import (
     FederatedData, LocalTraining, choose_executor, choose_threads, run_federation, torch_threads,
 )
 from fedlib.models import build_model

@@ -1,5 +1,5 @@
-"""Client-steps/s of a cell's seeds trained alone (one run after another) vs in one batch (`fedlib.seed_batch`), at
-each profile's scales.
+"""Client-steps/s of a cell's seeds trained alone (one run after another) vs in one batch (`fedlib.engine.seed_batch`),
+at each profile's scales.
 
 For each profile and notebook, the first run of each model the notebook's grid trains, with `--seeds` seeds (a
 cell: runs that differ only by seed), built from the profile as `make reproduce` builds it: on the profile's data
@@ -9,7 +9,7 @@ that asks for the sequential loop is measured as the others): each seed alone wi
 sequential loop on a CPU, the batched or captured step on a GPU), then all its seeds in one batch. The rate is the
 client-steps of the rounds after the first (a warm-up) over their training time (the records' `train_s`). Cells
 the batched step cannot run (an algorithm or model it does not take, seeds with other learning rates) are left
-out. `rule` says whether `fedlib.seed_batch.batches_seeds` batches the cell as its grid specifies it.
+out. `rule` says whether `fedlib.engine.seed_batch.batches_seeds` batches the cell as its grid specifies it.
 
     python benchmarks/bench_seed_batch.py [--profiles quick cpu gpu] [--only fedaq taco] [--rounds 3]
         [--device cpu|cuda] [--seeds 3]
@@ -27,11 +27,11 @@ import torch
 
 from fedlib.data.fabricate import fabricate_for
 from fedlib.dryrun import datasets_of, notebook_names
-from fedlib.federation import open_federation, run_federation
+from fedlib.engine.federation import open_federation, run_federation
+from fedlib.engine.seed_batch import batches_seeds, run_seed_batch, what_differs
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.runs.build import build_run
 from fedlib.runs.spec import RunSpec, freeze
-from fedlib.seed_batch import batches_seeds, run_seed_batch, what_differs
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 HEADER = (f"{'profile':8} {'notebook':10} {'model':15} {'algorithm':10} {'seeds':>5} {'steps/round':>11} "

@@ -11,21 +11,21 @@ __version__ = "0.1.0"
 
 # name -> the module that defines it
 _EXPORTS = {
-    "make_algorithm": "fedlib.algorithms", "Link": "fedlib.channel", "LinkContext": "fedlib.channel",
-    "Dataset": "fedlib.data", "load_dataset": "fedlib.data", "FederatedData": "fedlib.federation",
-    "LocalTraining": "fedlib.federation", "RunResult": "fedlib.federation", "run_federation": "fedlib.federation",
-    "build_model": "fedlib.models", "Seeds": "fedlib.seeding", "ImportNotAllowedError": "fedlib.trust",
-    "allow_imports": "fedlib.trust",
+    "make_algorithm": "fedlib.algorithms", "Link": "fedlib.engine.channel", "LinkContext": "fedlib.engine.channel",
+    "Dataset": "fedlib.data", "load_dataset": "fedlib.data", "FederatedData": "fedlib.engine.federation",
+    "LocalTraining": "fedlib.engine.federation", "RunResult": "fedlib.engine.federation",
+    "run_federation": "fedlib.engine.federation", "build_model": "fedlib.models", "Seeds": "fedlib.core.seeding",
+    "ImportNotAllowedError": "fedlib.trust", "allow_imports": "fedlib.trust",
 }
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from fedlib.algorithms import make_algorithm
-    from fedlib.channel import Link, LinkContext
+    from fedlib.engine.channel import Link, LinkContext
     from fedlib.data import Dataset, load_dataset
-    from fedlib.federation import FederatedData, LocalTraining, RunResult, run_federation
+    from fedlib.engine.federation import FederatedData, LocalTraining, RunResult, run_federation
     from fedlib.models import build_model
-    from fedlib.seeding import Seeds
+    from fedlib.core.seeding import Seeds
     from fedlib.trust import ImportNotAllowedError, allow_imports
 
 

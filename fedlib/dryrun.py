@@ -49,10 +49,10 @@ from pathlib import Path
 from typing import TextIO
 
 from fedlib.claims.decidability import notebook_decidability
-from fedlib.contracts import FederatedData
+from fedlib.core.contracts import FederatedData
 from fedlib.data import datasets
 from fedlib.data.fabricate import REAL_TRAIN_SIZES, fabricate_for
-from fedlib.federation import run_federation
+from fedlib.engine.federation import run_federation
 from fedlib.grids import client_steps, combination, notebook_parameters, notebook_specs
 from fedlib.ledger.entries import Ledger
 from fedlib.ledger.piece import Rates, describe_run, observed

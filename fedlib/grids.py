@@ -161,7 +161,7 @@ def client_steps(spec: RunSpec, plan: Any, train_scale: float = 1.0) -> int:
 
     `plan` is the spec's `build_run` result (its split gives the clients' shares); `train_scale` multiplies every
     client's share (the dry run's fabricated sets are smaller than the real ones)."""
-    from fedlib.federation import make_sampler
+    from fedlib.engine.federation import make_sampler
 
     local = plan.kwargs["local"]
     n_clients = len(plan.data.client_indices)

@@ -36,7 +36,7 @@ T = TypeVar("T", bound="PaperParams")
 # typo such as 100000000000000000000 rounds is an error before any planning, not a run that never ends.
 MAX_COUNT = 100_000
 COUNTED = frozenset({"rounds", "steps", "clients"})
-Executor = typing.Literal["sequential", "vmap", "graph", "auto"]  # how a round's clients train (fedlib.federation)
+Executor = typing.Literal["sequential", "vmap", "graph", "auto"]  # how a round's clients train (fedlib.engine)
 Threads = int | typing.Literal["auto"]  # torch threads per run
 
 

@@ -57,7 +57,7 @@ local_epochs: float = 5.0  # local epochs per round
 batch_size: int = 64  # local minibatch size
 lr: float = 0.05  # local SGD learning rate
 momentum: float = 0.5  # local SGD momentum
-augment: "Optional[str]" = None  # local augmentation (fedlib.augment; flip_gray for CIFAR-10, docs/fedaq.md, reading 14)
+augment: "Optional[str]" = None  # local augmentation (fedlib.core.augment; flip_gray for CIFAR-10, docs/fedaq.md, reading 14)
 alpha: float = 0.005  # FedAQ's uplink resolution
 alpha_sweep: list[float] = []  # FedAQ resolutions tried besides alpha (joint mode)
 fixed_bits: list[int] = [2, 4, 8]  # bit widths of the fixed-bit baselines
@@ -101,7 +101,7 @@ from fedlib.papers.fedaq.claims import (TABLE_OF_MODE, adaquantfl_sweep, bundle_
 from fedlib.codecs import make_codec
 from fedlib.codecs.base import Identity
 from fedlib.codecs.uniform import BITLENGTH_BITS, RANGE_BITS, FedAQQuantizer, UniformQuantizer
-from fedlib.contracts import link_rows
+from fedlib.core.contracts import link_rows
 from fedlib.energy import add_energy, payload_bits, saving
 from fedlib.papers.fedaq import (BASELINE, MODES, PAPER_MODELS, PAPER_SETUP, PAPER_TABLES, beta_label, cell_specs,
                                  downlink_resolution, energy_to_targets, equal_shards, experiments, layer_ranges,

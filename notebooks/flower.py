@@ -19,7 +19,7 @@
 # declared client view, its `aggregate` over replies sorted by client, hooks, central evaluation) and
 # `client_app` (the client side: local training with the client's keyed batch stream, the uplink codec on the
 # client's keyed noise stream, its error-feedback residual and state kept in its Flower context). Both are
-# adapters over the round phases `run_federation` itself calls (`fedlib.federation`), so there is no second
+# adapters over the round phases `run_federation` itself calls (`fedlib.engine.federation`), so there is no second
 # copy of the round logic.
 #
 # Two runs, each once by fedlib's loop (into the run store) and once by Flower's simulation engine (Ray):

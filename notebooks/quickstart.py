@@ -41,7 +41,7 @@ batch_size: int = 16  # local minibatch size
 lr: float = 0.05  # local SGD learning rate
 mu: float = 0.01  # FedProx's proximal weight
 seeds: list[int] = [0]  # seeds; one run per seed and algorithm
-executor: str = "sequential"  # how a round's clients train (the executor of fedlib.federation.run_federation) (one of "sequential", "vmap", "graph", "auto")
+executor: str = "sequential"  # how a round's clients train (the executor of fedlib.engine.federation.run_federation) (one of "sequential", "vmap", "graph", "auto")
 
 # %%
 from fedlib.display import Scorecard, full_table, hide_parameters_in_html, show_progress

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from fedlib.algorithms import FedAvg
-from fedlib.contracts import FederatedData, LocalTraining
+from fedlib.core.contracts import FederatedData, LocalTraining
 from fedlib.data import load_dataset
 from fedlib.data import partition as part
-from fedlib.federation import run_federation
+from fedlib.engine.federation import run_federation
 from fedlib.models import build_model
 from fedlib.runs import RunStore, run_specs
 from fedlib.validate import counts, instance, int_array, rng

@@ -1,8 +1,10 @@
 """The house's shape, as the imports draw it: fedlib's rooms (its top-level modules and subpackages) and the arrows
 between them (every import of one room's module by another's, at module level or inside a function).
 
-The engine (what a run executes) imports nothing of the layers that serve papers, and no room sits in a circle: the
-layers run one way, `paper_params` under `paper` (a paper's declared type and registry, with its claims' declarations,
+What a run executes imports nothing of the layers that serve papers, and no room sits in a circle. Under a run, the
+layers run one way: `core` (parameter dicts, the round's contracts, seeds) under the components (`algorithms`,
+`codecs`, `models`, `data`) under the round loop (`engine`) under `runs` (specs, building, the store). Serving papers,
+they run one way too: `paper_params` under `paper` (a paper's declared type and registry, with its claims' declarations,
 bundle and scale), under the generic judge and batteries (`claims`), grids, ledger and notebook parameters that read
 `fedlib.paper`, under `papers` (one folder per paper: its components and its claims). An arrow that closes a circle
 fails here.
@@ -13,9 +15,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fedlib"
-ENGINE = frozenset({"algorithms", "augment", "channel", "codecs", "contracts", "data", "energy", "executors",
-                    "federation", "models", "params", "registry", "runs", "seed_batch", "seeding", "trust",
-                    "validate"})
+ENGINE = frozenset({"algorithms", "codecs", "core", "data", "energy", "engine", "models", "registry", "runs",
+                    "trust", "validate"})
 SERVING_PAPERS = frozenset({"app", "claims", "dryrun", "grids", "ledger", "notebook_params", "notebook_runs", "paper",
                             "paper_params", "papers", "report", "report_html", "display", "targets", "flower"})
 
@@ -101,6 +102,13 @@ def test_circles_are_found_on_a_drawn_house():
 def test_the_engine_imports_none_of_the_layers_that_serve_papers():
     up = {(a, b): who for (a, b), who in arrows().items() if a in ENGINE and b in SERVING_PAPERS}
     assert not up, f"engine modules importing a paper-serving room: {up}"
+
+
+def test_the_engine_runs_components_that_speak_the_core_and_neither_imports_the_engine():
+    edges = arrows()
+    for below, above in (("core", "engine"), ("core", "algorithms"), ("core", "codecs"), ("core", "models"),
+                         ("algorithms", "engine"), ("codecs", "engine"), ("models", "engine"), ("data", "engine")):
+        assert (below, above) not in edges, f"{below} imports {above}: {edges[below, above]}"
 
 
 def test_every_room_is_classified_and_none_sits_in_a_circle():

@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib.augment import PADDING, crop_flip, flip_gray
-from fedlib.contracts import FederatedData, LocalTraining
-from fedlib.data import Dataset
-from fedlib.federation import run_federation
 from fedlib.algorithms import FedAvg
+from fedlib.core.augment import PADDING, crop_flip, flip_gray
+from fedlib.core.contracts import FederatedData, LocalTraining
+from fedlib.data import Dataset
+from fedlib.engine.federation import run_federation
 
 
 def reference_crop_flip(x: torch.Tensor, shifts: torch.Tensor, flips: torch.Tensor) -> torch.Tensor:

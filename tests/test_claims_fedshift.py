@@ -12,7 +12,7 @@ from scipy import stats
 from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims.ledger_verdicts import judged_headlines
-from fedlib.contracts import SERVER
+from fedlib.core.contracts import SERVER
 from fedlib.papers import fedshift as fs
 from fedlib.papers.fedshift import claims as claims_module
 from fedlib.papers.fedshift import FedShiftParams

@@ -8,11 +8,11 @@ import torch
 from torch import nn
 
 from fedlib.algorithms import make_algorithm
-from fedlib.channel import Link, LinkContext
 from fedlib.codecs import Identity, PerClient, SignSGD, UniformQuantizer
-from fedlib.contracts import FederatedData, LocalTraining
+from fedlib.core.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
-from fedlib.federation import run_federation
+from fedlib.engine.channel import Link, LinkContext
+from fedlib.engine.federation import run_federation
 
 
 def ctx(client: int | None) -> LinkContext:

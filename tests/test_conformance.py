@@ -4,7 +4,7 @@ tested the same way.
 A new `ALGORITHMS`, `CODECS` or `CODEC_POLICIES` entry (fedlib.registry, with its `examples`) is picked up here
 without editing this file.
 Algorithms: two rounds on a tiny model under every executor they support; batched == sequential within
-1e-5; the same seed gives a bitwise-identical record; three seeds in one batch (`fedlib.seed_batch`) give each
+1e-5; the same seed gives a bitwise-identical record; three seeds in one batch (`fedlib.engine.seed_batch`) give each
 seed bitwise the record it has alone under the batched executors, and within 1e-5 of the sequential one's. Codecs: shapes and dtypes, exact bit fields, bits ==
 packed size where a codec packs, all-zero and constant tensors, unbiasedness by Monte Carlo where a codec
 claims it, determinism where it claims it; each codec through the round loop with both payloads, with and
@@ -23,18 +23,18 @@ import pytest
 import torch
 from torch import nn
 
-import fedlib.codecs as codecs
-import fedlib.executors as executors
 from fedlib.algorithms import make_algorithm
-from fedlib.channel import Link, LinkContext, transmit
+import fedlib.codecs as codecs
 from fedlib.codecs import make_codec
-from fedlib.contracts import FederatedData, LocalTraining
+from fedlib.core.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
-from fedlib.federation import open_federation, run_federation
+from fedlib.engine.channel import Link, LinkContext, transmit
+import fedlib.engine.executors as executors
+from fedlib.engine.federation import open_federation, run_federation
+from fedlib.engine.seed_batch import run_seed_batch
 from fedlib.registry import ALGORITHMS, CODEC_POLICIES, CODECS, load_components
 from fedlib.runs import RunPlan, RunSpec
 from fedlib.runs.build import make_component
-from fedlib.seed_batch import run_seed_batch
 
 load_components()  # every paper registers its codec policies
 

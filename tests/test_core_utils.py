@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedlib import params as P
-from fedlib.channel import Link, transmit
 from fedlib.codecs import Identity, roundtrip
-from fedlib.seeding import Seeds
+from fedlib.core import params as P
+from fedlib.core.seeding import Seeds
+from fedlib.engine.channel import Link, transmit
 
 
 def test_streams_are_reproducible_and_independent():

@@ -10,12 +10,12 @@ import pytest
 from fedlib.dryrun import (
     Estimate, combination, dry_run, full_size_steps, main, notebook_names, notebooks_folder, one_round,
 )
-from fedlib.ledger.piece import Rates
+from fedlib.engine.federation import run_federation
 from fedlib.grids import notebook_parameters, notebook_specs
-from fedlib.federation import run_federation
+from fedlib.ledger.piece import Rates
 from fedlib.runs import Component, RunSpec
-from fedlib.runs.spec import freeze
 from fedlib.runs.build import build_run
+from fedlib.runs.spec import freeze
 
 
 def test_fast_subset_fedaq_full_grid_runs(tmp_path):

@@ -11,7 +11,6 @@ import math
 import pytest
 import torch
 
-from fedlib.channel import LinkContext, transmit
 from fedlib.codecs.policies import AdaQuantFL
 from fedlib.codecs.uniform import (
     BITLENGTH_BITS,
@@ -21,6 +20,7 @@ from fedlib.codecs.uniform import (
     fedaq_bits,
     quantize,
 )
+from fedlib.engine.channel import LinkContext, transmit
 
 Z = 5.0
 

@@ -10,7 +10,7 @@ import pytest
 from fedlib.codecs.base import Identity
 from fedlib.codecs.policies import AdaQuantFL
 from fedlib.codecs.uniform import FedAQQuantizer, UniformQuantizer
-from fedlib.contracts import SERVER, layer_table
+from fedlib.core.contracts import SERVER, layer_table
 from fedlib.grids import notebook_parameters
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.papers.fedaq import (FedAQParams, best_by_energy, cell_specs, energy_to_targets, experiments, grid,
@@ -132,7 +132,7 @@ def test_energy_to_targets_counts_never_and_best_by_energy_prefers_reaching():
 def test_trends_read_either_link_granularity():
     """Hand-made layer tables: per-layer rows are size-weighted (layer a: 1 value, b: 3); a model-granularity link's
     one layer, "model", is the whole model's; a link without rows is fp32 (32 bits); unknown layers are refused."""
-    from fedlib.contracts import link_rows
+    from fedlib.core.contracts import link_rows
     from fedlib.papers.fedaq import trends
 
     def table(client, entries):  # entries: (round, client offset, layer, key, value)

@@ -100,7 +100,7 @@ def test_realized_fedaq_bits_near_the_continuous_optimum():
 def test_entries_from_records_reads_each_message_of_the_layer_table():
     """Uplink messages per (round, client, layer), downlink ones per (round, layer), each with its layer's size
     ("model": the whole model's), its range and realized bits; a constant tensor's message (R = 0) is dropped."""
-    from fedlib.contracts import SERVER, layer_table
+    from fedlib.core.contracts import SERVER, layer_table
 
     dims = {"a": 2, "b": 6}
     up = [(1, 0, "a", 0.5, 3.0), (1, 0, "b", 0.0, 0.0), (1, 1, "a", 0.25, 2.0), (1, 1, "b", 1.0, 5.0)]

@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from fedlib.algorithms import FedAvg, FedProx, Scaffold, make_algorithm
-from fedlib.channel import Link
 from fedlib.codecs.base import Identity, Message
 from fedlib.codecs.uniform import UniformQuantizer
-from fedlib.contracts import LAYER_COLUMNS, MODEL, SERVER
+from fedlib.core.contracts import LAYER_COLUMNS, MODEL, SERVER
 from fedlib.data import load_dataset
 from fedlib.data.partition import dirichlet
-from fedlib.federation import FederatedData, LocalTraining, make_sampler, run_federation
+from fedlib.engine.channel import Link
+from fedlib.engine.federation import FederatedData, LocalTraining, make_sampler, run_federation
 from fedlib.models import build_model, count_parameters
 
 
@@ -276,7 +276,7 @@ def test_auto_device_runs_and_matches_cpu(digits_data):
 
 def test_auto_picks_the_measured_executor_and_threads(digits_data):
     from fedlib.algorithms import Algorithm
-    from fedlib.federation import DEFAULT_THREADS, choose_executor, choose_threads
+    from fedlib.engine.federation import DEFAULT_THREADS, choose_executor, choose_threads
 
     class PerStep(Algorithm):
         vmap_compatible = False

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib.channel import LinkContext
 from fedlib.codecs.base import Identity
-from fedlib.contracts import SERVER
 from fedlib.codecs.kmeans import REFERENCE_CODE, KMeansQuantizer, UniformQuantizer, weight_quantizer
+from fedlib.core.contracts import SERVER
+from fedlib.engine.channel import LinkContext
+from fedlib.models import build_model
 from fedlib.papers.fedshift import (
     DivergenceMonitor,
     FedShift,
@@ -22,7 +23,6 @@ from fedlib.papers.fedshift import (
     mixed_uplink,
     parity_shards,
 )
-from fedlib.models import build_model
 
 
 def heavy_tailed(n: int, seed: int) -> torch.Tensor:
@@ -359,7 +359,7 @@ def test_real_run_shift_record(digits_setup) -> None:
 def test_fedef_residual_makes_uploads_unbiased_over_time(digits_setup) -> None:
     """Fed-EF's recursion (send Q(x + e), e <- x + e - DeQ) telescopes: sum_t DeQ_t = sum_t x_t - e_T, so the
     time-averaged upload of a fixed vector converges to it even at 1 bit; then a short Fed-EF run."""
-    from fedlib.channel import transmit
+    from fedlib.engine.channel import transmit
 
     codec = KMeansQuantizer(1)
     x = {"w": torch.randn(200, generator=torch.Generator().manual_seed(0))}

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import sympy as sp
 
-from fedlib.contracts import SERVER, layer_table
+from fedlib.core.contracts import SERVER, layer_table
 from theory import fedshift as th
 
 

@@ -59,7 +59,7 @@ def test_the_cpu_kernel_capability_is_keyed_where_the_run_executes(tmp_path):
 def test_only_what_the_run_reaches_is_hashed():
     reached = set(reached_definitions(code_roots(spec("fedavg", "fedshift"))))
     assert {("fedlib.algorithms.fedavg", "FedAvg"), ("fedlib.algorithms.base", "Algorithm"),
-            ("fedlib.federation", "run_federation"), ("fedlib.runs.build", "build_run"),
+            ("fedlib.engine.federation", "run_federation"), ("fedlib.runs.build", "build_run"),
             ("fedlib.papers.fedshift", "plan"), ("fedlib.models", "MLP")} <= reached
     modules = {module for module, _ in reached}
     assert not {"fedlib.algorithms.scaffold", "fedlib.papers.taco", "fedlib.report", "fedlib.papers.fedshift.claims",
@@ -218,7 +218,7 @@ def test_code_versions_change_with_the_code_a_run_builds_only(tmp_path):
     [before] = keys([])
     assert len(set(before.values())) == len(before)
     edit(package / "papers" / "fedshift" / "__init__.py", '.fillna("")\n', '.fillna("-")\n')  # a display helper
-    edit(package / "federation.py", "def run_federation(\n", "def run_federation(  # a comment\n")
+    edit(package / "engine" / "federation.py", "def run_federation(\n", "def run_federation(  # a comment\n")
     edit(package / "algorithms" / "fedavg.py", '"""FedAvg (McMahan', '"""FedAvg, a docstring edit (McMahan')
     (package / "algorithms" / "fedsomething.py").write_text(
         "from fedlib.algorithms.base import Algorithm\nfrom fedlib.registry import ALGORITHMS\n\n\n"
@@ -231,8 +231,8 @@ def test_code_versions_change_with_the_code_a_run_builds_only(tmp_path):
     # a definition every run reaches, moved unchanged to another module: keys hash what a definition is, not where
     has_conv = "def _has_conv(model: nn.Module) -> bool:\n    return any(isinstance(m, nn.modules.conv._ConvNd) " \
                "for m in model.modules())\n"
-    edit(package / "federation.py", has_conv + "\n\n", "")
-    edit(package / "federation.py", "from fedlib.validate import instance\n",
+    edit(package / "engine" / "federation.py", has_conv + "\n\n", "")
+    edit(package / "engine" / "federation.py", "from fedlib.validate import instance\n",
          "from fedlib.validate import instance\nfrom fedlib.modelinfo import _has_conv\n")
     (package / "modelinfo.py").write_text("from torch import nn\n\n\n" + has_conv)
     # a fresh process on the edited copy (the new modules imported), then each edit of EDITS in turn
@@ -291,7 +291,7 @@ def test_a_run_on_changed_data_is_recomputed(tmp_path, capsys):
 
 
 def test_the_thread_count_is_keyed_where_torch_picks_it():
-    from fedlib.federation import DEFAULT_THREADS
+    from fedlib.engine.federation import DEFAULT_THREADS
 
     assert environment(spec(dataset="mnist5k", model="cnn"))["threads"] == DEFAULT_THREADS
     assert "threads" not in environment(spec(dataset="mnist5k", model="mlp"))  # dense models run on one thread

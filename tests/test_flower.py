@@ -20,10 +20,10 @@ pytest.importorskip("flwr", reason="Flower is not installed: pip install -e '.[f
 from flwr.app import Context, Message, MessageType, RecordDict  # noqa: E402
 
 from fedlib.algorithms import ALGORITHMS  # noqa: E402
-from fedlib.registry import CODECS  # noqa: E402
-from fedlib.contracts import SERVER  # noqa: E402
-from fedlib.federation import open_federation, run_federation  # noqa: E402
+from fedlib.core.contracts import SERVER  # noqa: E402
+from fedlib.engine.federation import open_federation, run_federation  # noqa: E402
 from fedlib.flower import FedlibStrategy, InProcessGrid, client_app, run_in_process, run_in_simulation  # noqa: E402
+from fedlib.registry import CODECS  # noqa: E402
 from fedlib.runs import Component, RunSpec, build_run, freeze  # noqa: E402
 from fedlib.runs.build import records_of  # noqa: E402
 

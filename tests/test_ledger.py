@@ -22,15 +22,14 @@ from fedlib.app.from_ledger import LEDGER_DIGEST_LABEL, rendered_claims
 from fedlib.app.options import duration
 from fedlib.app.plan import fabricated_if_missing, missing_datasets, plan_runs, unloadable
 from fedlib.claims.ledger_verdicts import judged_headlines, ledger_verdicts, verdicts_markdown
+from fedlib.dryrun import NotebookReport, print_priority
 from fedlib.grids import notebook_parameters, notebook_specs
+from fedlib.grids import combination
 from fedlib.ledger import piece as piece_module
 from fedlib.ledger.cpu_record import CpuVerdicts, read_current
 from fedlib.ledger.entries import (BUDGET_BYTES, COMMIT_VAR, MANIFEST, PROVENANCE, Ledger, LedgerError, changed_since,
                                    git_commit, read_entry_archive)
-from fedlib.dryrun import NotebookReport, print_priority
-from fedlib.grids import combination
 from fedlib.ledger.piece import Observation, Rates, run_piece
-from fedlib.runs.spec import run_name
 from fedlib.ledger.priority import REST, check_headlines, prioritized
 from fedlib.ledger.results import headline_results, results_pages, scales
 from fedlib.ledger.status import devices_note, expected_results, headline_status, stale_lines, stale_notes
@@ -39,6 +38,7 @@ from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs import RunStore
 from fedlib.runs.archive import export_entries, unpack
 from fedlib.runs.entry import describe, read_manifest
+from fedlib.runs.spec import run_name
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = QuickstartParams(rounds=2, num_clients=4, clients_per_round=2, batch_size=64, seeds=(0, 1, 2), device="cpu")
@@ -79,7 +79,7 @@ def test_piece_fills_the_ledger_and_the_claims_read_it(filled):
         assert prov["device"] == "cpu" and prov["client_steps"] == int(entry.records["clients"]["steps"].sum())
         assert prov["wall_s"] > 0 and prov["code_version"] == json.loads(store.context(entry.spec))["code"]
         assert {"torch", "cuda", "commit", "device_name", "data", "definitions", "finished"} <= set(prov)
-        assert "fedlib.federation.run_federation" in prov["definitions"]
+        assert "fedlib.engine.federation.run_federation" in prov["definitions"]
     specs = [r.spec for r in ranked]
     from_ledger, from_store = ledger.records(specs), tidy_from_store(specs, store)
     pd.testing.assert_frame_equal(from_ledger["rounds"], from_store["rounds"])
@@ -182,7 +182,7 @@ def set_provenance(archive: Path, **changes) -> None:
 def test_a_definition_moved_unchanged_to_another_module_leaves_its_entries_fresh(filled, tmp_path):
     """The entry recorded quickstart's plan in another module, with today's digest, under another code version (one
     computed before keys stopped hashing where a definition lives): moved, not changed, so not stale; its digest
-    edited too: both said."""
+    edited too: changed, under today's name and where it was; a name that two modules define today: gone and new."""
     ledger = copy_ledger(filled, tmp_path / "ledger")
     old = ledger.entries()[0]
     here, there = "fedlib.papers.quickstart.plan", "fedlib.papers.quickstart_before.plan"
@@ -192,28 +192,31 @@ def test_a_definition_moved_unchanged_to_another_module_leaves_its_entries_fresh
     entry = read_entry_archive(old.path)
     today = {(here if n == there else n): v for n, v in entry.provenance["definitions"].items()}
     assert changed_since(entry, today) == [] and stale_notes(ledger.entries(), lambda spec: None) == []
-    assert changed_since(entry, {**today, here: "edited"}) == [f"{there} (gone)", f"{here} (new)"]
+    assert changed_since(entry, {**today, here: "edited"}) == [f"{here} (moved from fedlib.papers.quickstart_before)"]
+    twice = "fedlib.papers.quickstart_twice.plan"
+    assert changed_since(entry, {**today, here: "edited", twice: "edited"}) == \
+        [f"{there} (gone)", f"{here} (new)", f"{twice} (new)"]
 
 
 def test_an_entry_of_other_code_is_used_said_stale_and_recomputed_on_request(filled, tmp_path):
     ledger = copy_ledger(filled, tmp_path / "ledger")
     old = ledger.entries()[3]
     set_provenance(old.path, commit="0123456789abcdef", code_version="0000000000000000",
-                   definitions=lambda d: {**d, "fedlib.federation.run_federation": "edited"})
+                   definitions=lambda d: {**d, "fedlib.engine.federation.run_federation": "edited"})
     with pytest.raises(LedgerError, match=f"{old.path.name}: SHA-256"):  # edited: refused until vouched for
         ledger.entries()
     assert ledger.reindex()[0] == [f"changed {old.path.name}: commit, archive_sha256"]
     entry = read_entry_archive(old.path)
-    assert changed_since(entry, {**entry.provenance["definitions"], "fedlib.federation.run_federation": "x"}) == \
-        ["fedlib.federation.run_federation"]
+    assert changed_since(entry, {**entry.provenance["definitions"], "fedlib.engine.federation.run_federation": "x"}) == \
+        ["fedlib.engine.federation.run_federation"]
     notes = stale_notes(ledger.entries(), lambda spec: None)
     assert [(e.path, note) for e, note in notes] == \
-        [(old.path, "computed at commit 0123456789; changed since: fedlib.federation.run_federation")]
+        [(old.path, "computed at commit 0123456789; changed since: fedlib.engine.federation.run_federation")]
     assert stale_lines(notes) == [f"quickstart {run_name(old.spec)} ({old.path.name}): {notes[0][1]}"]
     row = expected_results({"quickstart": experiments(TINY)}, ledger.entries(), "ledger", "tiny",
                            {e.spec: note for e, note in notes}).splitlines()
     said = f"all 6 runs computed; {run_name(old.spec)} computed at commit 0123456789; changed since: " \
-           "fedlib.federation.run_federation |"
+           "fedlib.engine.federation.run_federation |"
     assert [line.endswith(said) for line in row if line.startswith("| quickstart | Q")] == \
         [old.spec.get("labels")["algorithm"] != "FedProx", old.spec.get("labels")["algorithm"] != "SCAFFOLD"]
     store = RunStore(tmp_path / "runs")
@@ -605,7 +608,7 @@ def test_a_notebook_renders_from_the_ledger_computing_nothing_and_names_what_it_
     ledger.reindex()
     stale = ledger.entries()[0]
     set_provenance(stale.path, commit="0123456789abcdef", code_version="0000000000000000",
-                   definitions=lambda d: {**d, "fedlib.federation.run_federation": "edited"})
+                   definitions=lambda d: {**d, "fedlib.engine.federation.run_federation": "edited"})
     ledger.reindex()
     results = tmp_path / "results"
     code = reproduce.main(["--profile", "quick", "--only", "quickstart", "--from-ledger", "--ledger", str(ledger.root),
@@ -620,7 +623,7 @@ def test_a_notebook_renders_from_the_ledger_computing_nothing_and_names_what_it_
     assert "6 from the ledger" in rendered and "3 not in it (none computed)" in rendered
     assert "1 ledger entry was computed by code that has changed since" in rendered
     assert f"{run_name(stale.spec)} ({stale.path.name}): computed at commit 0123456789; changed since: " \
-           "fedlib.federation.run_federation" in rendered
+           "fedlib.engine.federation.run_federation" in rendered
     report = (results / "REPORT.md").read_text()
     assert "--from-ledger" in report and "## quickstart" in report and "# The ledger" in report
     assert "| quickstart | Q2 | 3 of 6 | not testable: 3 of 6 runs computed" in report

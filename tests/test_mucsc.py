@@ -10,10 +10,10 @@ import sympy as sp
 import torch
 
 from fedlib.algorithms import FedAvg
-from fedlib.channel import LinkContext
 from fedlib.codecs import BMUCSC, MUCSC, QSGD, STC, Identity, SignSGD, TopK
 from fedlib.data import iid, load_dataset
-from fedlib.federation import FederatedData, LocalTraining, run_federation
+from fedlib.engine.channel import LinkContext
+from fedlib.engine.federation import FederatedData, LocalTraining, run_federation
 from fedlib.models import build_model, count_parameters
 from fedlib.papers.mucsc import (
     D_CIFAR,

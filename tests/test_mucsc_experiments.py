@@ -9,9 +9,9 @@ import pytest
 import pandas as pd
 
 from fedlib.algorithms import FedAvg
-from fedlib.contracts import SERVER, LocalTraining, layer_table
+from fedlib.core.contracts import SERVER, LocalTraining, layer_table
 from fedlib.data import iid, load_dataset
-from fedlib.federation import FederatedData, evaluate, run_federation
+from fedlib.engine.federation import FederatedData, evaluate, run_federation
 from fedlib.models import build_model
 from fedlib.papers import mucsc as paper
 from fedlib.runs import RunSpec, RunStore, execute
@@ -120,7 +120,7 @@ def test_notebook_parameters_include_the_runner_ones(defaults):
 def test_writers_split_gives_one_client_per_writer_and_checks_the_count():
     import torch
     from fedlib.data import Dataset
-    from fedlib.seeding import Seeds
+    from fedlib.core.seeding import Seeds
 
     x = torch.zeros(6, 2)
     ds = Dataset("w", x, torch.tensor([0, 1, 0, 1, 0, 1]), x[:2], torch.tensor([0, 1]), num_classes=2,

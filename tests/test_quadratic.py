@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 from fedlib.algorithms import FedAvg, FedProx, Scaffold
+from fedlib.core.seeding import Seeds
 from fedlib.data import Dataset
-from fedlib.executors import half_squared_error
-from fedlib.federation import FederatedData, LocalTraining, run_federation
-from fedlib.seeding import Seeds
+from fedlib.engine.executors import half_squared_error
+from fedlib.engine.federation import FederatedData, LocalTraining, run_federation
 
 N_CLIENTS, N_PER, DIM, K, ETA = 3, 20, 3, 5, 0.1
 

@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 import torch
 
-import fedlib.federation as federation
 from fedlib.algorithms import Scaffold
-from fedlib.channel import Link
 from fedlib.codecs.uniform import UniformQuantizer
 from fedlib.data import load_dataset
 from fedlib.data.partition import dirichlet
-from fedlib.federation import (CHECKPOINT_FORMAT, ClientSide, FederatedData, LocalTraining, ServerSide,
-                               open_federation, run_federation)
+from fedlib.engine.channel import Link
+import fedlib.engine.federation as federation
+from fedlib.engine.federation import (CHECKPOINT_FORMAT, ClientSide, FederatedData, LocalTraining, ServerSide,
+                                      open_federation, run_federation)
 from fedlib.models import build_model
 from fedlib.papers.taco import Freeloaders
 

@@ -1,5 +1,5 @@
-"""Seeds in one batch (`fedlib.seed_batch`) beyond the conformance battery's equality per algorithm: when the rule
-batches, a diverging seed leaves the others unchanged, views that differ in a non-tensor value train apart, and the
+"""Seeds in one batch (`fedlib.engine.seed_batch`) beyond the conformance battery's equality per algorithm: when the
+rule batches, a diverging seed leaves the others unchanged, views that differ in a non-tensor value train apart, and the
 run layer files each batched seed under its own key with its records alone, resuming a seed from its checkpoint; a
 ledger piece batches a cell's seeds the same way."""
 from __future__ import annotations
@@ -15,18 +15,18 @@ import torch
 from torch import nn
 
 from fedlib.algorithms import FedAvg, make_algorithm
-from fedlib.contracts import FederatedData, LocalTraining
+from fedlib.core.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
-from fedlib.executors import ClientGroup, train_stacked
-from fedlib.federation import open_federation, run_federation
-from fedlib.ledger.entries import Ledger
+from fedlib.engine.executors import ClientGroup, train_stacked
+from fedlib.engine.federation import open_federation, run_federation
+from fedlib.engine.seed_batch import batches_seeds, run_seed_batch, what_differs
 from fedlib.ledger import piece as piece_module
+from fedlib.ledger.entries import Ledger
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
 from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs import RunSpec, RunStore, execute, run_specs
 from fedlib.runs.execute import Stop, execute_cell
-from fedlib.seed_batch import batches_seeds, run_seed_batch, what_differs
 
 TIMING = ["train_s", "wall_s"]
 TINY_VMAP = QuickstartParams(rounds=4, num_clients=4, clients_per_round=2, batch_size=64, seeds=(0, 1, 2),

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from fedlib.contracts import LAYER_COLUMNS, MODEL, SERVER, layer_table
+from fedlib.core.contracts import LAYER_COLUMNS, MODEL, SERVER, layer_table
 from fedlib.runs import RunSpec, RunStore, run_specs, tidy
 from fedlib.runs.entry import MANIFEST, DamagedEntryError
 from fedlib.runs.store import DAMAGED, IN_PROGRESS, MARKER, TEMP_PREFIX, DamagedEntryWarning

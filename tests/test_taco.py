@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from fedlib import FederatedData, LocalTraining, build_model, load_dataset, make_algorithm, run_federation
-from fedlib.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.algorithms.fedacg import FedACG
 from fedlib.algorithms.foolsgold import FoolsGold, foolsgold_weights, taco_paper_weights
 from fedlib.algorithms.scaffold import Scaffold
 from fedlib.algorithms.stem import Stem
 from fedlib.algorithms.taco import Taco, TacoFedProx, TacoScaffold, output_model, tailored_alpha
+from fedlib.core.contracts import ClientResult, LocalRun, RoundContext
 from fedlib.papers.taco import Freeloaders, client_groups, detection_rates, offline_expulsion, plant_freeloaders
 from fedlib.targets import NEVER, cost_to_target, rounds_to_target
 from theory.quadratic import quadratic_federation
@@ -373,7 +373,7 @@ def test_planted_freeloaders_detected_in_a_run():
 def test_run_record_helpers():
     import pandas as pd
 
-    from fedlib.federation import RunResult
+    from fedlib.engine.federation import RunResult
     from fedlib.papers.taco import alpha_frame, time_per_100_updates
 
     rounds = pd.DataFrame({"round": [1, 2, 3], "test_acc": [0.5, 0.8, 0.9], "train_s": [9.0, 2.0, 4.0]})

@@ -142,7 +142,7 @@ def test_split_groups_and_freeloaders_come_from_their_own_keyed_streams():
     from the "freeloaders" stream, not from the seed that drew the split."""
     from fedlib.data import load_dataset
     from fedlib.runs import build_run
-    from fedlib.seeding import Seeds
+    from fedlib.core.seeding import Seeds
 
     spec = RunSpec.make("taco", "digits", ("groups", {"num_clients": 6, "group_sizes": [2, 2, 2],
                                                        "label_fractions": [0.1, 0.2, 0.5]}),

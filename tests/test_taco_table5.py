@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from fedlib.dryrun import notebook_parameters, one_round
-from fedlib.federation import run_federation
+from fedlib.engine.federation import run_federation
 from fedlib.papers.taco import ALGORITHMS, experiments, table5_grid
 from fedlib.runs.build import build_run
 

@@ -29,15 +29,15 @@ import sympy as sp
 import torch
 from scipy.optimize import minimize
 
+from fedlib.algorithms import FedAvg
 from fedlib.codecs.base import Codec
 from fedlib.codecs.uniform import quantize
-from fedlib.algorithms import FedAvg
-from fedlib.channel import Link
-from fedlib.contracts import SERVER, RoundContext, link_rows
-from fedlib.executors import half_squared_error
-from fedlib.federation import LocalTraining, run_federation
+from fedlib.core.contracts import SERVER, RoundContext, link_rows
+from fedlib.core.params import Params
+from fedlib.engine.channel import Link
+from fedlib.engine.executors import half_squared_error
+from fedlib.engine.federation import LocalTraining, run_federation
 from fedlib.papers.fedaq import message_sizes
-from fedlib.params import Params
 from theory.quadratic import quadratic_federation
 
 # ---------------------------------------------------------------------------------------- symbols

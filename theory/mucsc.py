@@ -5,7 +5,7 @@
 * Eqs. (16)-(17): compression rates as exact rationals from the paper's d (Table II).
 * Theorems 1-2 on a strongly convex toy federation: bound vs measured error and rate.
 * Theorems 3-4 (partial participation) in sympy, checked on quadratic clients run through the real round
-  loop (fedlib.federation.run_federation with MUCSC links and K of N clients per round).
+  loop (fedlib.engine.federation.run_federation with MUCSC links and K of N clients per round).
 * Errata (docs/mucsc.md): the downlink bound (34) with Z_D for Z_U and sum p_i^2 for 1, the gamma condition,
   and bound (32)'s need for uniform levels - each with the printed and the corrected form.
 """
@@ -22,8 +22,8 @@ import sympy as sp
 import torch
 
 from fedlib.algorithms import FedAvg
-from fedlib.channel import Link
 from fedlib.codecs import Identity
+from fedlib.codecs.base import Message
 from fedlib.codecs.mucsc import (
     BMUCSC,
     MUCSC,
@@ -35,12 +35,12 @@ from fedlib.codecs.mucsc import (
     stochastic_round,
     uniform_levels,
 )
-from fedlib.codecs.base import Message
-from fedlib.contracts import LocalTraining, RoundInfo, link_rows
-from fedlib.executors import half_squared_error
-from fedlib.federation import run_federation
+from fedlib.core.contracts import LocalTraining, RoundInfo, link_rows
+from fedlib.core.params import Params
+from fedlib.engine.channel import Link
+from fedlib.engine.executors import half_squared_error
+from fedlib.engine.federation import run_federation
 from fedlib.papers.mucsc import PaperLR
-from fedlib.params import Params
 from theory.quadratic import quadratic_federation
 
 # ------------------------------------------------------------------------------ symbols and statements

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlib.contracts import FederatedData
+from fedlib.core.contracts import FederatedData
 from fedlib.data import Dataset
 
 

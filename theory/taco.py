@@ -14,7 +14,7 @@ r_ij = P_ij / (K eta h_ij):
   derived symbolically below; with equal curvatures its client-drift part is e_i+ = (1 - a r) e_i + const,
   so it over-corrects iff a >= 2 / r (about 2 for small steps). With unequal curvatures rho is numeric.
 
-Simulations use `fedlib.federation.run_federation` itself on a least-squares dataset whose client losses
+Simulations use `fedlib.engine.federation.run_federation` itself on a least-squares dataset whose client losses
 are exactly these quadratics (`theory.quadratic.quadratic_federation`), so the checks exercise the real TACO and
 SCAFFOLD code. "Diverges" is read from the measured growth rate of |w_{t+1} - w_t| over the run.
 """
@@ -29,14 +29,14 @@ import pandas as pd
 import sympy as sp
 import torch
 
-from fedlib import params as P
 from fedlib import report
-from fedlib.report import Judgement
 from fedlib.algorithms.base import Algorithm
 from fedlib.algorithms.taco import Taco, TacoScaffold
-from fedlib.executors import half_squared_error
-from fedlib.federation import LocalTraining, run_federation
+from fedlib.core import params as P
+from fedlib.engine.executors import half_squared_error
+from fedlib.engine.federation import LocalTraining, run_federation
 from fedlib.papers.taco import step_norm_hook
+from fedlib.report import Judgement
 from theory.quadratic import quadratic_federation
 
 lam = sp.Symbol("lambda")  # no assumptions: charpoly builds its variable from the name

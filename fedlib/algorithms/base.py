@@ -1,7 +1,7 @@
 """The algorithm contract.
 
-An algorithm never sees codecs or executors. The round loop (`fedlib.federation`) calls, per round t
-(`ctx` is the `fedlib.contracts.RoundContext`: round, number of clients, and the client where one applies):
+An algorithm never sees codecs or executors. The round loop (`fedlib.engine.federation`) calls, per round t
+(`ctx` is the `fedlib.core.contracts.RoundContext`: round, number of clients, and the client where one applies):
 
     sent = algo.broadcast(global, server_state)                  # what the downlink carries
     for each selected client i (client_state created by init_client_state on first use):
@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from fedlib import params as P
 from fedlib.codecs.base import FLOAT_BITS
-from fedlib.contracts import ClientResult, LocalRun, RoundContext
-from fedlib.params import Params
+from fedlib.core import params as P
+from fedlib.core.contracts import ClientResult, LocalRun, RoundContext
+from fedlib.core.params import Params
 
 
 def view_bits(obj: Any) -> int:

@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
-from fedlib.contracts import ClientResult, RoundContext
-from fedlib.params import Params
+from fedlib.core import params as P
+from fedlib.core.contracts import ClientResult, RoundContext
+from fedlib.core.params import Params
 from fedlib.registry import ALGORITHMS
 from fedlib.validate import real
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from fedlib.algorithms.base import Algorithm
-from fedlib.params import Params
+from fedlib.core.params import Params
 from fedlib.registry import ALGORITHMS
 from fedlib.validate import real
 

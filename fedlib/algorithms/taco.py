@@ -27,12 +27,12 @@ from typing import Any
 
 import torch
 
-from fedlib import params as P
 from fedlib.algorithms.base import Algorithm, view_bits
 from fedlib.algorithms.fedprox import FedProx
 from fedlib.algorithms.scaffold import Scaffold
-from fedlib.contracts import ClientResult, LocalRun, RoundContext
-from fedlib.params import Params
+from fedlib.core import params as P
+from fedlib.core.contracts import ClientResult, LocalRun, RoundContext
+from fedlib.core.params import Params
 from fedlib.registry import ALGORITHMS
 from fedlib.validate import count, real
 

@@ -1,6 +1,6 @@
 """The codec contract: every compressor/quantizer is `encode(x, gen) -> Message` and `decode(msg) -> x`.
 
-A codec works on one flat-or-shaped tensor; `fedlib.channel.Link` applies it per layer or to the
+A codec works on one flat-or-shaped tensor; `fedlib.engine.channel.Link` applies it per layer or to the
 whole model and sums the bits. A `Message` carries its exact size in two typed parts, counted the way
 the paper being reproduced counts them: `payload_bits` (the per-element data: indices, signs, kept
 values with their positions) and `side_bits` (per-message side information: min/max, codebooks, norms).

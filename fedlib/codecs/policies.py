@@ -1,4 +1,4 @@
-"""Codec policies: `ctx -> codec` functions a `fedlib.channel.Link` calls once per message, so that the codec can
+"""Codec policies: `ctx -> codec` functions a `fedlib.engine.channel.Link` calls once per message, so that the codec can
 depend on the client (mixed precision, per-client levels) or on the round (adaptive bits).
 
 - `PerClient(num_clients, groups, default)`: each client's codec from an assignment of clients to codecs; clients
@@ -26,7 +26,7 @@ CodecChoice = Union[Codec, str, tuple[str, Mapping[str, Any]]]
 
 
 class LinkContextLike(Protocol):
-    """What a codec policy reads of `fedlib.channel.LinkContext` (codecs do not import the channel)."""
+    """What a codec policy reads of `fedlib.engine.channel.LinkContext` (codecs do not import the channel)."""
 
     client: int | None
     history: Sequence[dict[str, Any]]

@@ -3,7 +3,7 @@
 Both send k = ceil(frac * d) of the d entries, each with a ceil(log2 d)-bit position (the accounting
 MUCSC's paper uses for its baselines; STC's own paper codes positions with Golomb codes instead).
 The residual of the unsent entries (DGC's local accumulation, STC's error feedback) is not part of a
-codec: use `fedlib.channel.Link(error_feedback=True)`, which sends C(x + e) and keeps e <- x + e - sent.
+codec: use `fedlib.engine.channel.Link(error_feedback=True)`, which sends C(x + e) and keeps e <- x + e - sent.
 """
 from __future__ import annotations
 

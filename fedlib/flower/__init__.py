@@ -1,5 +1,5 @@
 """fedlib's algorithms, links and seed streams in Flower (1.42, Message API): `FedlibStrategy` is the server
-side of a run spec, `client_app` its client side, both adapters over `fedlib.federation`'s round phases.
+side of a run spec, `client_app` its client side, both adapters over `fedlib.engine.federation`'s round phases.
 
 Install with `pip install -e ".[flower]"`. See docs/flower.md.
 """

@@ -17,7 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 
-from fedlib.contracts import ClientBehavior
+from fedlib.core.contracts import ClientBehavior
 from fedlib.papers.taco import Freeloaders
 from fedlib.runs import RunPlan
 

@@ -20,8 +20,8 @@ import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from fedlib.contracts import RoundContext
-from fedlib.federation import RoundStart, torch_threads
+from fedlib.core.contracts import RoundContext
+from fedlib.engine.federation import RoundStart, torch_threads
 from fedlib.flower.caveats import forgets_previous_round, warn_freeloader_memory
 from fedlib.flower.plans import client_federation
 from fedlib.flower.wire import from_arrays, from_blob, to_arrays, to_blob

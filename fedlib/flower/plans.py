@@ -5,7 +5,7 @@ import functools
 import json
 from pathlib import Path
 
-from fedlib.federation import Federation, open_federation
+from fedlib.engine.federation import Federation, open_federation
 from fedlib.flower.wire import to_blob
 from fedlib.runs import RunPlan, RunSpec, build_run
 

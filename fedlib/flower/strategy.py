@@ -5,7 +5,7 @@ Flower's own strategies break same-seed parity with fedlib in four places; this 
   node ids     fedlib client ids are the nodes' `partition-id`s, mapped to node ids once (a query message);
   reply order  replies are sorted by client before anything reads them;
   aggregation  the algorithm's own `aggregate`, in that sorted order.
-Each round is `fedlib.federation`'s server phases: `open_round` in `configure_train` (sampling, the downlink
+Each round is `fedlib.engine.federation`'s server phases: `open_round` in `configure_train` (sampling, the downlink
 encode with exact bits, the algorithm's client view) and `close_round` in `aggregate_train` (aggregation,
 hooks, the downlink publish, central evaluation, the record row). Federated evaluation is not used: the
 record's test accuracy is the central one fedlib reports, so `configure_evaluate` sends nothing.
@@ -20,16 +20,16 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from fedlib.channel import LinkContext
-from fedlib.contracts import ClientResult
-from fedlib.federation import ClientReply, RoundStart, _json, torch_threads
+from fedlib.core.contracts import ClientResult
+from fedlib.engine.channel import LinkContext
+from fedlib.engine.federation import ClientReply, RoundStart, _json, torch_threads
 from fedlib.flower.caveats import missed_previous_round, warn_freeloader_memory
 from fedlib.flower.client import PARTITION
 from fedlib.flower.plans import open_spec, spec_json
 from fedlib.flower.wire import from_arrays, from_blob, to_arrays, to_blob
 from fedlib.runs import RunSpec
-from fedlib.runs.entry import Records
 from fedlib.runs.build import records_of
+from fedlib.runs.entry import Records
 
 RECORD_METRICS = ("test_acc", "test_loss", "train_loss", "bits_up", "bits_down", "bits_up_extra", "bits_down_extra")
 

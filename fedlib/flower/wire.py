@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from flwr.app import ArrayRecord
 
-from fedlib.params import Params
+from fedlib.core.params import Params
 
 
 def to_arrays(params: Params) -> ArrayRecord:

@@ -8,12 +8,12 @@ the manifest like every other file:
 
     {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "torch": "2.13.0", "cuda": "12.8",
      "commit": "a890034...", "uncommitted_changes": false, "code_version": <the store key's code hash>,
-     "data": <the data fingerprint>, "definitions": {"fedlib.federation.run_federation": <digest>, ...},
+     "data": <the data fingerprint>, "definitions": {"fedlib.engine.federation.run_federation": <digest>, ...},
      "wall_s": 41.2, "client_steps": 120000, "seed_batch": 1, "finished": "2026-11-27T14:02:11Z",
      "fedlib_version": "0.1.0"}
 
-`seed_batch` is how many seeds of the run's cell trained together in one batch (`fedlib.seed_batch`; 1: alone, and
-absent from entries written before batching); a batched seed's `wall_s` is its share of the batch's wall time by
+`seed_batch` is how many seeds of the run's cell trained together in one batch (`fedlib.engine.seed_batch`; 1: alone,
+and absent from entries written before batching); a batched seed's `wall_s` is its share of the batch's wall time by
 client-steps, so client-steps over wall seconds is the pace of the batch as a whole.
 
 An entry matches a run by its spec and data fingerprint (the file's name), never by the store key: the key also
@@ -133,13 +133,23 @@ def definition_digests(spec: RunSpec, root: str | Path | None = None) -> dict[st
 def changed_since(entry: LedgerEntry, today: Mapping[str, str]) -> list[str]:
     """The definitions whose digest differs between the entry's provenance and `today` (`definition_digests`),
     those gone ("(gone)") and those new ("(new)"). One gone from a module and new in another under the same name
-    with the same digest has moved, unchanged: it is neither."""
+    has moved: with the same digest it is neither; the only one of its name on both sides, with another digest, it
+    reads as changed under today's name ("(moved from <module>)")."""
     then = entry.provenance.get("definitions") or {}
     gone, new = ({n: a[n] for n in set(a) - set(b)} for a, b in ((then, today), (today, then)))
-    moved = {(n.rpartition(".")[2], d) for n, d in gone.items()} & {(n.rpartition(".")[2], d) for n, d in new.items()}
-    changed = [name for name in sorted(set(then) & set(today)) if then[name] != today[name]]
-    return changed + [f"{n} ({word})" for found, word in ((gone, "gone"), (new, "new")) for n in sorted(found)
-                      if (n.rpartition(".")[2], found[n]) not in moved]
+    unchanged = {(_short(n), d) for n, d in gone.items()} & {(_short(n), d) for n, d in new.items()}
+    gone, new = ({n: d for n, d in found.items() if (_short(n), d) not in unchanged} for found in (gone, new))
+    moved = {n: was for n in new if len(was := [g for g in gone if _short(g) == _short(n)]) == 1
+             and [m for m in new if _short(m) == _short(n)] == [n]}
+    changed = [name for name in set(then) & set(today) if then[name] != today[name]]
+    changed += [f"{n} (moved from {was[0].rpartition('.')[0]})" for n, was in moved.items()]
+    moved_from = {was[0] for was in moved.values()}
+    return sorted(changed) + [f"{n} (gone)" for n in sorted(gone) if n not in moved_from] + \
+        [f"{n} (new)" for n in sorted(new) if n not in moved]
+
+
+def _short(name: str) -> str:
+    return name.rpartition(".")[2]
 
 
 def changed_today(entry: LedgerEntry, root: str | Path | None = None) -> list[str]:

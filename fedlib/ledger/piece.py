@@ -18,8 +18,8 @@ the run store (`fedlib.runs.execute`: a run interrupted mid-way resumes from its
 it, and restarts otherwise) and is exported into the ledger with its provenance at once, so a piece killed at its
 time limit keeps every run it finished.
 
-A cell's seeds (runs that differ only by seed) that `fedlib.seed_batch.batches_seeds` trains as one batch (on a GPU;
-on a CPU, models without convolutions) are one unit, taken at its first seed's place in the order, estimated,
+A cell's seeds (runs that differ only by seed) that `fedlib.engine.seed_batch.batches_seeds` trains as one batch (on a
+GPU; on a CPU, models without convolutions) are one unit, taken at its first seed's place in the order, estimated,
 watched and stopped together, and each seed exported with its own records, as alone (`seed_batches=False`:
 `--no-seed-batches`, every run alone).
 
@@ -375,8 +375,8 @@ def run_piece(ranked: Sequence[Ranked], ledger: Ledger, store: RunStore, budget_
               out: TextIO | None = None, clock: Callable[[], float] = time.perf_counter) -> PieceReport:
     """Compute the next runs of `ranked` (priority order) within `budget_s` seconds into `store` and `ledger`;
     `roots`: each notebook's data root (None: the data-root rule); `seed_batches`: a cell's seeds as one batch where
-    the rule picks it (`fedlib.seed_batch`); `long_runs`: "skip" or "continue" a run that cannot finish in the budget.
-    See the module docstring."""
+    the rule picks it (`fedlib.engine.seed_batch`); `long_runs`: "skip" or "continue" a run that cannot finish in the
+    budget. See the module docstring."""
     if long_runs not in LONG_RUNS:
         raise ValueError(f"long_runs must be one of {LONG_RUNS}, got {long_runs!r}")
     out = sys.stdout if out is None else out

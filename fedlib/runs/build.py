@@ -30,18 +30,18 @@ from torch import nn
 
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Algorithm
-from fedlib.channel import Link
 from fedlib.codecs import make_codec
-from fedlib.contracts import ClientBehavior, FederatedData, LocalTraining, RunResult
+from fedlib.core.contracts import ClientBehavior, FederatedData, LocalTraining, RunResult
+from fedlib.core.seeding import Seeds
 from fedlib.data import Dataset, load_dataset
 from fedlib.data.roots import data_root
-from fedlib.federation import resolve_device
+from fedlib.engine.channel import Link
+from fedlib.engine.federation import resolve_device
 from fedlib.models import build_model
 from fedlib.registry import (CLIENT_BEHAVIORS, CODEC_POLICIES, CODECS, COLLECTORS, EXPERIMENTS, HOOKS, LR_SCHEDULES,
                              SAMPLERS, SPLITS, Registry, load_components)
 from fedlib.runs.entry import Records
 from fedlib.runs.spec import Component, RunSpec, run_name
-from fedlib.seeding import Seeds
 
 
 @dataclass

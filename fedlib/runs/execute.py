@@ -1,6 +1,6 @@
 """Execute one spec into the store: build it (`fedlib.runs.build`), run it (resuming from its checkpoint if
 there is one), file its records; or one cell's seeds (`seed_cells`) as one batch (`execute_cell`,
-`fedlib.seed_batch`), each filed under its own key with the records it has alone. Running many specs (locally, in
+`fedlib.engine.seed_batch`), each filed under its own key with the records it has alone. Running many specs (locally, in
 worker processes, on Ray) is `fedlib.runs.runner.run_specs`."""
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 import torch
 
-from fedlib.federation import Federation, open_federation, run_federation
+from fedlib.engine.federation import Federation, open_federation, run_federation
+from fedlib.engine.seed_batch import batches_seeds, run_seed_batch, what_differs
 from fedlib.runs.build import Plans, RunPlan, build_run, records_of
 from fedlib.runs.entry import Records
 from fedlib.runs.spec import RunSpec
 from fedlib.runs.store import FileCheckpoint, RunStore, rounds_done
-from fedlib.seed_batch import batches_seeds, run_seed_batch, what_differs
 
 
 class Stop(Exception):
@@ -24,7 +24,8 @@ class Stop(Exception):
 
 
 class Watched:
-    """A run's checkpoint (`fedlib.contracts.Checkpoint`) that, after each save, calls `watch` with the rounds done."""
+    """A run's checkpoint (`fedlib.core.contracts.Checkpoint`) that, after each save, calls `watch` with the rounds
+done."""
 
     def __init__(self, checkpoint: FileCheckpoint, watch: Callable[[int], None]) -> None:
         self.checkpoint, self.watch, self.every = checkpoint, watch, checkpoint.every
@@ -61,8 +62,8 @@ def seed_cells(specs: Sequence[RunSpec]) -> list[list[RunSpec]]:
 
 
 def seeds_batch(plan: RunPlan) -> bool:
-    """Whether `fedlib.seed_batch.batches_seeds` trains the seeds of `plan`'s cell as one batch (the model it builds
-    to look at draws from a forked random state: the process's own is left as it was)."""
+    """Whether `fedlib.engine.seed_batch.batches_seeds` trains the seeds of `plan`'s cell as one batch (the model it
+    builds to look at draws from a forked random state: the process's own is left as it was)."""
     with torch.random.fork_rng(devices=[]):
         model = plan.model_fn()
     return batches_seeds(model, plan.algorithm, plan.device, plan.kwargs.get("executor", "auto"))

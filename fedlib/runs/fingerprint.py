@@ -49,7 +49,7 @@ from torch import nn
 
 from fedlib.data.datasets import MissingDatasetError, dataset_files
 from fedlib.data.fabricate import FABRICATORS, fabricate_for
-from fedlib.federation import DEFAULT_THREADS, choose_threads, run_federation
+from fedlib.engine.federation import DEFAULT_THREADS, choose_threads, run_federation
 from fedlib.registry import ALGORITHMS, CODEC_POLICIES, CODECS, DATASETS, EXPERIMENTS, MODELS, SPLITS
 from fedlib.runs.build import FIELDS, build_run, records_of
 from fedlib.runs.entry import file_sha256
@@ -168,7 +168,7 @@ def _built(spec: RunSpec, root: str | None) -> tuple[tuple[tuple[str, str], ...]
 
 def run_threads(spec: RunSpec, root: str | Path | None = None) -> int:
     """The intra-op threads `spec`'s run trains with on a CPU: its loop's `threads`, or where it leaves them to
-    fedlib ("auto", `fedlib.federation.choose_threads`), torch's default for a convolutional model and one for a
+    fedlib ("auto", `fedlib.engine.federation.choose_threads`), torch's default for a convolutional model and one for a
     dense one."""
     threads = spec.get("loop").get("threads", "auto")
     if threads != "auto":

@@ -2,7 +2,7 @@
 
 Each worker is a fresh (spawned) Python process that executes one unit at a time (one spec, or one cell's seeds:
 `execute_cell`) and files its records in the same store, so a run computed by a worker is the run `workers=1`
-computes: same spec, same keyed random streams, same thread choice (`fedlib.federation.choose_threads`, from the
+computes: same spec, same keyed random streams, same thread choice (`fedlib.engine.federation.choose_threads`, from the
 model, not from the worker count). Several workers share the machine's cores and, on a GPU machine, its GPUs: small
 federated runs are launch-bound, so a few at once keep a device busy; on a machine with several GPUs each worker
 sees one of them (CUDA_VISIBLE_DEVICES, set as it starts: `worker_devices`), in turn, so the runs spread over all of

@@ -5,11 +5,11 @@
     records = run_specs(specs, store=..., executor="ray")               # one Ray task per spec
     records = run_specs(specs, store=..., seed_batches=False)           # every run alone
     records["rounds"]   # every run's round rows, with the spec's labels, seed and key as columns
-    records["layers"]   # every run's per-layer diagnostics, long (see `fedlib.contracts.RunResult`)
+    records["layers"]   # every run's per-layer diagnostics, long (see `fedlib.core.contracts.RunResult`)
 
 A spec already in the store is not recomputed; a run interrupted mid-way resumes from its checkpoint. How one
 spec becomes a run is `fedlib.runs.build`; running one into the store is `fedlib.runs.execute`. Locally, the specs
-to compute that differ only by seed are one unit, trained as one batch where `fedlib.seed_batch.batches_seeds`
+to compute that differ only by seed are one unit, trained as one batch where `fedlib.engine.seed_batch.batches_seeds`
 says so (`seed_batches=False`: every run alone); each is filed under its own key.
 """
 from __future__ import annotations

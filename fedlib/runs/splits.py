@@ -10,9 +10,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from fedlib.core.seeding import Seeds
 from fedlib.data import Dataset, split_clients
 from fedlib.registry import SPLITS
-from fedlib.seeding import Seeds
 
 
 class Split(Protocol):

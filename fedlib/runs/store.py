@@ -119,7 +119,7 @@ def _write_error(err: OSError, target: Path) -> OSError:
 
 
 class FileCheckpoint:
-    """A run's checkpoint file (see `fedlib.contracts.Checkpoint`), tied to its spec and the spec's store key:
+    """A run's checkpoint file (see `fedlib.core.contracts.Checkpoint`), tied to its spec and the spec's store key:
     it is resumed only when the spec, the key and the round count agree."""
 
     def __init__(self, path: Path, every: int, key: str, spec: RunSpec) -> None:

@@ -29,20 +29,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fedlib.augment import AUGMENTATIONS
-from fedlib.channel import Link
+from fedlib import report
 from fedlib.codecs.policies import AdaQuantFL
 from fedlib.codecs.uniform import MAX_BITS
-from fedlib.contracts import MODEL, RunResult, link_rows
+from fedlib.core.augment import AUGMENTATIONS
+from fedlib.core.contracts import MODEL, RunResult, link_rows
+from fedlib.core.seeding import Seeds
 from fedlib.data import Dataset
-from fedlib import report
 from fedlib.energy import add_energy, saving
+from fedlib.engine.channel import Link
+from fedlib.paper import Headline
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, SPLITS
 from fedlib.runs import RunPlan, RunSpec
-from fedlib.paper import Headline
 from fedlib.runs.store import Records
-from fedlib.seeding import Seeds
 from fedlib.targets import at_first_hit, cost_to_target, rounds_to_target
 
 MODES = ("joint", "up", "down")
@@ -150,7 +150,7 @@ class FedAQParams(PaperParams):
     batch_size: int = param(64, "local minibatch size")
     lr: float = param(0.05, "local SGD learning rate")
     momentum: float = param(0.5, "local SGD momentum")
-    augment: str | None = param(None, "local augmentation (fedlib.augment; flip_gray for CIFAR-10, docs/fedaq.md, reading 14)")
+    augment: str | None = param(None, "local augmentation (fedlib.core.augment; flip_gray for CIFAR-10, docs/fedaq.md, reading 14)")
     alpha: float = param(0.005, "FedAQ's uplink resolution")
     alpha_sweep: tuple[float, ...] = param([], "FedAQ resolutions tried besides alpha (joint mode)")
     fixed_bits: tuple[int, ...] = param([2, 4, 8], "bit widths of the fixed-bit baselines")

@@ -1,6 +1,6 @@
 """FedShift (Seo, Kim, Rong; arXiv 2402.01070): mixed-precision uploads and server-side weight shifting.
 
-Pieces, each usable on its own with `fedlib.federation.run_federation`:
+Pieces, each usable on its own with `fedlib.engine.federation.run_federation`:
 
 * `parity_shards`: the paper's label split (even labels on even client ids = superior, odd labels on
   odd ids = inferior, two same-parity labels per client, every shard on two clients).
@@ -42,22 +42,22 @@ from torch import nn
 
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Algorithm
-from fedlib.augment import AUGMENTATIONS
-from fedlib.channel import Link
 from fedlib.codecs.base import Identity
-from fedlib.codecs.policies import CodecChoice, PerClient
 from fedlib.codecs.kmeans import KMEANS_INITS, REFERENCE_CODE, KMeansQuantizer
+from fedlib.codecs.policies import CodecChoice, PerClient
+from fedlib.core import params as P
+from fedlib.core.augment import AUGMENTATIONS
+from fedlib.core.contracts import MODEL, SERVER, Diagnostics, FederatedData, RoundInfo, RunResult
+from fedlib.core.params import Params
+from fedlib.core.seeding import Seeds
 from fedlib.data import Dataset
 from fedlib.data.partition import from_indices
-from fedlib import params as P
-from fedlib.contracts import MODEL, SERVER, Diagnostics, FederatedData, RoundInfo, RunResult
-from fedlib.federation import evaluate
+from fedlib.engine.channel import Link
+from fedlib.engine.federation import evaluate
+from fedlib.paper import Headline
 from fedlib.paper_params import PaperParams, Threads, param
-from fedlib.params import Params
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, HOOKS, LR_SCHEDULES, SAMPLERS, SPLITS
 from fedlib.runs import RunPlan, RunSpec
-from fedlib.paper import Headline
-from fedlib.seeding import Seeds
 
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
 ALGORITHMS = ("fedavg", "fedprox", "scaffold", "fedef")
@@ -415,7 +415,7 @@ class FedShiftParams(PaperParams):
     batch_size: int = param(16, "local minibatch size (Dirichlet splits: min_size is half of it)")
     lr: float = param(0.05, "local SGD learning rate")
     momentum: float = param(0.9, "local SGD momentum")
-    augment: str | None = param(None, "local augmentation (fedlib.augment; crop_flip for CIFAR, as the authors' code)")
+    augment: str | None = param(None, "local augmentation (fedlib.core.augment; crop_flip for CIFAR, as the authors' code)")
     fedprox_mu: float = param(0.01, "FedProx's proximal weight")
     scaffold_coef: typing.Literal["steps", "samples"] = param("samples", "SCAFFOLD's control-variate divisor")
     algorithms: tuple[str, ...] = param(list(ALGORITHMS), "Table I methods")

@@ -20,21 +20,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fedlib.channel import Link
 from fedlib.codecs.base import FLOAT_BITS, Identity
 from fedlib.codecs.mucsc import LEVEL_METHODS, bmucsc_bits, id_bits, mucsc_bits
 from fedlib.codecs.policies import PerClient
 from fedlib.codecs.qsgd import qsgd_bits, sign_bits
 from fedlib.codecs.sparse import stc_bits, topk_bits
-from fedlib.contracts import SERVER, RunResult
+from fedlib.core.contracts import SERVER, RunResult
+from fedlib.core.seeding import Seeds
 from fedlib.data import Dataset, by_group
-from fedlib.federation import evaluate, run_federation
+from fedlib.engine.channel import Link
+from fedlib.engine.federation import evaluate, run_federation
+from fedlib.paper import Headline
 from fedlib.paper_params import PaperParams, ParameterError, Threads, param
 from fedlib.registry import CODEC_POLICIES, COLLECTORS, EXPERIMENTS, LR_SCHEDULES, SPLITS
 from fedlib.runs import Component, Records, RunPlan, RunSpec, build_run
-from fedlib.paper import Headline
 from fedlib.runs.build import make_link
-from fedlib.seeding import Seeds
 from fedlib.targets import NEVER, rounds_to_target
 
 METHODS = ("nc", "mucsc", "qsgd", "ssgd", "bmucsc", "dgc", "stc")

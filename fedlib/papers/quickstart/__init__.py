@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fedlib.paper import Headline
 from fedlib.paper_params import Executor, PaperParams, param
 from fedlib.registry import EXPERIMENTS
 from fedlib.runs import RunPlan, RunSpec
-from fedlib.paper import Headline
 
 ALGORITHMS = {"FedAvg": "fedavg", "FedProx": "fedprox", "SCAFFOLD": "scaffold"}
 
@@ -32,7 +32,7 @@ class QuickstartParams(PaperParams):
     mu: float = param(0.01, "FedProx's proximal weight")
     seeds: tuple[int, ...] = param([0], "seeds; one run per seed and algorithm")
     executor: Executor = param("sequential",
-                               "how a round's clients train (the executor of fedlib.federation.run_federation)")
+                               "how a round's clients train (the executor of fedlib.engine.federation.run_federation)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -31,18 +31,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fedlib import params as P
 from fedlib.algorithms.taco import Taco, TailoredAlpha, output_model
-from fedlib.contracts import RoundContext, RoundInfo, RunResult
+from fedlib.core import params as P
+from fedlib.core.contracts import RoundContext, RoundInfo, RunResult
+from fedlib.core.params import Params
+from fedlib.core.seeding import Seeds
 from fedlib.data import Dataset, labels_per_client
-from fedlib.federation import evaluate
+from fedlib.engine.federation import evaluate
+from fedlib.paper import Headline
 from fedlib.paper_params import Executor, PaperParams, ParameterError, Threads, param
-from fedlib.params import Params
 from fedlib.registry import ALGORITHMS as ALGORITHM_CLASSES
 from fedlib.registry import CLIENT_BEHAVIORS, COLLECTORS, EXPERIMENTS, SPLITS
 from fedlib.runs import Records, RunPlan, RunSpec
-from fedlib.paper import Headline
-from fedlib.seeding import Seeds
 
 GROUP_NAMES = ("A", "B", "C")
 FREELOADER_GROUP = "Freeloaders"

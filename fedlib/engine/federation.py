@@ -27,17 +27,17 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fedlib import params as P
 from fedlib.algorithms.base import Algorithm
-from fedlib.channel import Downlink, Link, Uplink
 from fedlib.codecs.base import FLOAT_BITS
-from fedlib.contracts import (SERVER, Checkpoint, ClientBehavior, ClientJob, ClientOutcome, ClientResult, Diagnostics,
-                              FederatedData, Hook, LayerDiagnostics, LocalRun, LocalTraining, RoundContext, RoundInfo,
-                              RunResult, layer_table)
+from fedlib.core import params as P
+from fedlib.core.contracts import (SERVER, Checkpoint, ClientBehavior, ClientJob, ClientOutcome, ClientResult,
+                                   Diagnostics, FederatedData, Hook, LayerDiagnostics, LocalRun, LocalTraining,
+                                   RoundContext, RoundInfo, RunResult, layer_table)
+from fedlib.core.params import Params
+from fedlib.core.seeding import Seeds
 from fedlib.data import Dataset
-from fedlib.executors import LossFn, has_correction, cross_entropy, train_graph, train_sequential, train_vmap
-from fedlib.params import Params
-from fedlib.seeding import Seeds
+from fedlib.engine.channel import Downlink, Link, Uplink
+from fedlib.engine.executors import LossFn, has_correction, cross_entropy, train_graph, train_sequential, train_vmap
 from fedlib.validate import instance
 
 Sampler = Callable[[int, int, np.random.Generator], np.ndarray]
@@ -387,7 +387,7 @@ def open_federation(
     (see `choose_executor`).
     `device` ("cpu", "cuda", "auto") holds the model, the data and the training; codecs that declare
     `device_generic` (every built-in codec) encode there too, with a device generator seeded from the run's
-    keyed noise streams (see `fedlib.channel`): the same distributions on any device, not the same values.
+    keyed noise streams (see `fedlib.engine.channel`): the same distributions on any device, not the same values.
     """
     _check_components(model_fn, data, algorithm, local, uplink, downlink, hooks, client_behavior, loss_fn)
     local, uplink, downlink = local or LocalTraining(), uplink or Link(), downlink or Link(payload="weights")
@@ -581,7 +581,7 @@ def _resolve_executor(model: nn.Module, algorithm: Algorithm, local: LocalTraini
 
 
 def _layer_rows(round_: int, client: int, info: LayerDiagnostics) -> list[dict[str, Any]]:
-    """Rows of the layer table (`fedlib.contracts.LAYER_COLUMNS`) from per-layer diagnostics."""
+    """Rows of the layer table (`fedlib.core.contracts.LAYER_COLUMNS`) from per-layer diagnostics."""
     return [{"round": round_, "client": client, "layer": layer, "key": key, "value": float(value)}
             for key, per_layer in info.items() for layer, value in per_layer.items()]
 

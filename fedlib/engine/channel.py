@@ -20,11 +20,11 @@ from typing import Any, Union
 
 import torch
 
-from fedlib import params as P
 from fedlib.codecs.base import Codec, Identity, make_codec
-from fedlib.contracts import MODEL, LayerDiagnostics
-from fedlib.params import Params
-from fedlib.seeding import Seeds
+from fedlib.core import params as P
+from fedlib.core.contracts import MODEL, LayerDiagnostics
+from fedlib.core.params import Params
+from fedlib.core.seeding import Seeds
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fedlib.augment import AUGMENTATIONS
+from fedlib.core.augment import AUGMENTATIONS
+from fedlib.core.params import Params
 from fedlib.data import Dataset
-from fedlib.params import Params
 from fedlib.validate import count, instance, int_array, real
 
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)  # training runs in float32: a larger step or decay overflows
@@ -43,14 +43,14 @@ class LocalTraining:
     steps: int | None = None
     momentum: float = 0.0  # heavy ball, as torch.optim.SGD (dampening 0); reset every round
     weight_decay: float = 0.0
-    augment: str | None = None  # a train-time augmentation of fedlib.augment ("crop_flip", "flip_gray")
+    augment: str | None = None  # a train-time augmentation of fedlib.core.augment ("crop_flip", "flip_gray")
 
     def __post_init__(self) -> None:
         self.check()
 
     def check(self) -> None:
         """Check (and normalise) every field; a ValueError names the first wrong one. Run at construction and again
-        when a run opens (`fedlib.federation.open_federation`), so a field set after construction (`local.lr =
+        when a run opens (`fedlib.engine.federation.open_federation`), so a field set after construction (`local.lr =
         nan`) is refused too, once per run."""
         if self.epochs is not None and self.steps is not None:
             raise ValueError(f"LocalTraining takes epochs or steps, not both (got epochs={self.epochs!r}, "

@@ -1,7 +1,7 @@
 """Seeds in one batch: the federations of runs that differ only by seed, trained in lockstep, every seed's selected
-clients in one batched step (`fedlib.executors.train_stacked`).
+clients in one batched step (`fedlib.engine.executors.train_stacked`).
 
-Each seed keeps its own federation (`fedlib.federation.open_federation`): its split, initial model, sampler,
+Each seed keeps its own federation (`fedlib.engine.federation.open_federation`): its split, initial model, sampler,
 codecs, hooks, algorithm and client states, keyed random streams, evaluation and record. A round opens on every
 seed's server, each seed's client side builds its jobs from its own streams, one batched step trains them all,
 and each seed's server closes its round with its own clients' replies. So every seed draws exactly what it draws
@@ -22,9 +22,9 @@ import torch
 from torch import nn
 
 from fedlib.algorithms.base import Algorithm
-from fedlib.contracts import Checkpoint, ClientJob, ClientOutcome, LocalTraining, RunResult
-from fedlib.executors import ClientGroup, has_correction, train_stacked, view_constants
-from fedlib.federation import Federation, RoundStart, _progress, _resume, torch_threads
+from fedlib.core.contracts import Checkpoint, ClientJob, ClientOutcome, LocalTraining, RunResult
+from fedlib.engine.executors import ClientGroup, has_correction, train_stacked, view_constants
+from fedlib.engine.federation import Federation, RoundStart, _progress, _resume, torch_threads
 
 BATCHED_EXECUTORS = ("vmap", "graph")
 

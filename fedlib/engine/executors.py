@@ -30,9 +30,9 @@ from torch import nn
 from torch.func import functional_call, grad, grad_and_value, vmap
 
 from fedlib.algorithms.base import Algorithm
-from fedlib.augment import AUGMENTATIONS
-from fedlib.contracts import ClientJob, ClientOutcome, LocalTraining
-from fedlib.params import Params
+from fedlib.core.augment import AUGMENTATIONS
+from fedlib.core.contracts import ClientJob, ClientOutcome, LocalTraining
+from fedlib.core.params import Params
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (output, target) -> per-sample losses
 
