@@ -88,7 +88,6 @@ def paper_rules() -> dict[str, tuple[str, Rule]]:
 # ---- declared claims on synthetic per-round records --------------------------------------------------------------
 
 CLEAR = 0.1  # a clear effect: ten points of final accuracy beyond a contrast's floor, or three times the pace
-EFFECTS = {"clear effect": 1, "clear opposite effect": -1}  # `Claim.battery` effects besides the null's edge, 0
 CENSORING_TARGET = 0.72  # one spread above the runs' mean final accuracy: about one run in six reaches it
 NOISE_KINDS = ("edge", "censored", "noisier arm on a plateau")  # the noise `declared_verdict` feeds a claim
 

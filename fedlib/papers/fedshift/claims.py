@@ -345,12 +345,6 @@ def shift_gains(b: FedShiftBundle) -> Finding:
                    judgement)
 
 
-def _fp32_accuracy(b: FedShiftBundle) -> float:
-    """FedAvg 32+32's mean accuracy over seeds, without the shift."""
-    t = b.table1
-    return float(t.loc[(t["bits"] == 32) & ~t["shift"], "acc"].mean())
-
-
 def beats_fp32(b: FedShiftBundle) -> Finding:
     """C4: in every >= 5-bit cell FedShift is more accurate than FedAvg 32+32 (without the shift), paired by seed
     (`report.all_hold`: for every cell); how many of those cells the baseline alone also beats is shown beside."""
