@@ -569,13 +569,16 @@ def test_a_partition_without_nc_has_no_target_and_its_claims_name_nc(tiny_runs):
 
 
 def test_the_gpu_ledgers_runs_enter_the_bundle_under_the_keys_they_were_computed_with():
-    """The committed ledger's MUCSC runs (keyed by the GPU machine's store) are all read: none is dropped by a key."""
+    """The committed ledger's MUCSC runs (keyed by the GPU machine's store) are all read: none is dropped by a key.
+    Fig. 5's Z_U-thirds runs are drawn by the notebook and read by no claim, so the bundle holds every other run."""
     params = notebook_parameters("mucsc", "gpu")
     records = Ledger(Path(__file__).resolve().parents[1] / "evidence" / "gpu").records(notebook_specs("mucsc", params))
-    held = set(records["rounds"]["run"])
+    rounds = records["rounds"]
+    held = set(rounds["run"])
+    thirds = set(rounds.loc[rounds["setting"].str.contains("thirds"), "run"])
     assert len(held) >= 7
     b = bundle_from_runs(params, records, 10)
-    assert set().union(*(set(frame["run"]) for frame in b.records.values())) == held
+    assert set().union(*(set(frame["run"]) for frame in b.records.values())) == held - thirds
     judged = judge(PAPERS["mucsc"].headline_claims(), b).table()
     absent = judged[judged["verdict"] == report.NOT_COMPUTED]
     assert absent["evidence"].str.contains(r"^\d+ of \d+ runs not computed yet: ").all()
