@@ -1,7 +1,7 @@
 """Execute one spec into the store: build it (`fedlib.runs.build`), run it (resuming from its checkpoint if
 there is one), file its records; or one cell's seeds (`seed_cells`) as one batch (`execute_cell`,
-`fedlib.engine.seed_batch`), each filed under its own key with the records it has alone. Running many specs (locally, in
-worker processes, on Ray) is `fedlib.runs.runner.run_specs`."""
+`fedlib.engine.seed_batch`), each filed under its own key with the records it has alone. Running many specs
+(locally, in worker processes, on Ray) is `fedlib.runs.runner.run_specs`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -24,8 +24,8 @@ class Stop(Exception):
 
 
 class Watched:
-    """A run's checkpoint (`fedlib.core.contracts.Checkpoint`) that, after each save, calls `watch` with the rounds
-done."""
+    """A run's checkpoint (`fedlib.core.contracts.Checkpoint`) that, after each save, calls `watch` with the
+    rounds done."""
 
     def __init__(self, checkpoint: FileCheckpoint, watch: Callable[[int], None]) -> None:
         self.checkpoint, self.watch, self.every = checkpoint, watch, checkpoint.every
