@@ -28,6 +28,7 @@ from fedlib.grids import client_steps, combination, notebook_parameters, noteboo
 from fedlib.runs.build import build_run
 from fedlib.runs.execute import execute
 from fedlib.runs.spec import RunSpec
+from fedlib.runs.fingerprint import Keys
 from fedlib.runs.store import RunStore
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -64,7 +65,7 @@ def main() -> None:
           f"{os.environ.get('OMP_WAIT_POLICY', '(unset)')}", flush=True)
     runs, timed, total_wall, total_cpu = 0, 0, 0.0, 0.0
     with tempfile.TemporaryDirectory() as folder:
-        store = RunStore(folder)
+        store, keys = RunStore(folder), Keys()
         for name in names:
             specs = notebook_specs(name, notebook_parameters(name, args.profile))
             specs = [specs[0].with_(rounds=1)] if args.smoke else specs
@@ -73,7 +74,7 @@ def main() -> None:
             for members in by_cost.values():
                 spec, at = specs[members[0]], load()
                 wall, cpu = time.perf_counter(), time.process_time()
-                execute(spec, store)
+                execute(keys(spec), store)  # keyed inside the timing, as execute keyed it before
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                 scale = sum(steps[i] for i in members) / steps[members[0]]
                 wall_total, cpu_total = wall_total + wall * scale, cpu_total + cpu * scale

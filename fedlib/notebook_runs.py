@@ -24,6 +24,7 @@ from fedlib.ledger.status import stale_lines, stale_notes
 from fedlib.paper_params import PaperParams, ParameterError
 from fedlib.runs.runner import run_specs
 from fedlib.runs.spec import RunSpec, named_runs
+from fedlib.runs.fingerprint import Keys
 from fedlib.runs.store import RunStore
 
 class NotebookRecords(dict[str, pd.DataFrame]):
@@ -94,10 +95,10 @@ def notebook_records(specs: Sequence[RunSpec], params: PaperParams, *, progress:
     that is no ledger folder, `Ledger.require`, is a `ParameterError`)."""
     specs = list(dict.fromkeys(specs))
     if params.ledger is None:
-        store = RunStore.at(params.runs_root, params.data_root)
-        tables = run_specs(specs, store=store, executor=params.runner, ray_address=params.ray_address,
-                           root=params.data_root, progress=progress)
-        return NotebookRecords(tables, specs, {s: store.key(s) for s in specs}, f"the run store ({store.root})")
+        store, keys = RunStore.at(params.runs_root), Keys(params.data_root)
+        tables = run_specs(specs, store=store, keys=keys, executor=params.runner, ray_address=params.ray_address,
+                           progress=progress)
+        return NotebookRecords(tables, specs, {s: keys(s).key for s in specs}, f"the run store ({store.root})")
     asked = set(specs)
     try:
         entries = [e for e in Ledger(params.ledger).entries() if e.spec in asked]

@@ -81,7 +81,7 @@ import pandas as pd
 from fedlib.flower import run_in_simulation
 from fedlib.papers.flower import experiments
 from fedlib.paths import results_dir
-from fedlib.runs import RunStore, run_specs
+from fedlib.runs import Keys, RunStore, run_specs
 
 out = results_dir("flower", params.results_root)
 specs = experiments(params)
@@ -92,9 +92,9 @@ print(f"{len(specs)} specs:", [dict(s.get("labels"))["run"] for s in specs])
 # The specs run as every notebook's do: `run_specs` into the run store (a second execution recomputes nothing).
 
 # %%
-store = RunStore.at(params.runs_root).reading(params.data_root)
-run_specs(specs, store=store, executor=params.runner, ray_address=params.ray_address, root=params.data_root, progress=show_progress())
-fedlib_records = [store.load(spec) for spec in specs]
+store, keys = RunStore.at(params.runs_root), Keys(params.data_root)
+run_specs(specs, store=store, keys=keys, executor=params.runner, ray_address=params.ray_address, progress=show_progress())
+fedlib_records = [store.load(keys(spec)) for spec in specs]
 
 # %% [markdown]
 # ## Flower's simulation engine

@@ -12,7 +12,7 @@ from fedlib.data import load_dataset
 from fedlib.data import partition as part
 from fedlib.engine.federation import run_federation
 from fedlib.models import build_model
-from fedlib.runs import RunStore, run_specs
+from fedlib.runs import Keys, RunStore, run_specs
 from fedlib.validate import counts, instance, int_array, rng
 
 
@@ -209,19 +209,24 @@ def test_run_spec_make_refuses_rounds_and_seeds_it_would_convert(rounds, seed, m
                         np.int64(3), np.int64(1)).seed == 1
 
 
+KEYS = Keys(fixed="test")  # keys that compute nothing: every try below is refused before any run is keyed
+
 STORE_TRIES = [  # (a call with a careless argument, the message: it names the argument and what it takes)
-    (lambda store, spec: run_specs([spec.to_json()], store=store),
+    (lambda store, spec: run_specs([spec.to_json()], store=store, keys=KEYS),
      r"^run_specs specs\[0\] must be a RunSpec, got a dict; .*RunSpec.from_json\(data\)"),
-    (lambda store, spec: run_specs([spec, "fedavg"], store=store),
+    (lambda store, spec: run_specs([spec, "fedavg"], store=store, keys=KEYS),
      r"^run_specs specs\[1\] must be a RunSpec, got 'fedavg'"),
-    (lambda store, spec: run_specs(spec, store=store), r"^run_specs specs must be a list of RunSpec, got one RunSpec: "
-                                                       r"pass \[spec\]"),
-    (lambda store, spec: run_specs(3, store=store), r"^run_specs specs must be a list of RunSpec, got 3 \(int\)"),
-    (lambda store, spec: run_specs([spec], store=str(store.root)), r"^run_specs store must be a RunStore, got '.*' "
-                                                                   r"\(str\); e.g. RunStore.at\(\)"),
+    (lambda store, spec: run_specs(spec, store=store, keys=KEYS),
+     r"^run_specs specs must be a list of RunSpec, got one RunSpec: pass \[spec\]"),
+    (lambda store, spec: run_specs(3, store=store, keys=KEYS),
+     r"^run_specs specs must be a list of RunSpec, got 3 \(int\)"),
+    (lambda store, spec: run_specs([spec], store=str(store.root), keys=KEYS),
+     r"^run_specs store must be a RunStore, got '.*' \(str\); e.g. RunStore.at\(\)"),
     (lambda store, spec: RunStore(5), r"^RunStore root must be a str or a PathLike, got 5 \(int\); a folder"),
-    (lambda store, spec: RunStore(store.root, data_root=3), r"^RunStore data_root must be a str or a PathLike or None, "
-                                                            r"got 3 \(int\)"),
+    (lambda store, spec: run_specs([spec], store=store, keys=Keys(3)),  # the data root runs are keyed with
+     r"^Keys data_root must be a str or a PathLike or None, got 3 \(int\)"),
+    (lambda store, spec: run_specs([spec], store=store, keys="test"),
+     r"^run_specs keys must be a Keys or None, got 'test' \(str\); e.g. Keys\(\)"),
 ]
 
 
@@ -230,7 +235,7 @@ def test_a_run_store_argument_is_checked_where_it_enters(tmp_path, call, message
     """run_specs([dict]) raised "unhashable type: 'dict'", RunStore(5) a TypeError from pathlib."""
     from fedlib.runs import RunSpec
 
-    store = RunStore(tmp_path / "runs", code="test")
+    store = RunStore(tmp_path / "runs")
     spec = RunSpec.make("quickstart", "digits", ("iid", {"num_clients": 4}), ("mlp", {}), ("fedavg", {}), 1, 0)
     with pytest.raises(ValueError, match=message):
         call(store, spec)

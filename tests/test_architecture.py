@@ -119,3 +119,27 @@ def test_every_room_is_classified_and_none_sits_in_a_circle():
     found = circles(set(edges))
     assert not found, "rooms importing each other: " + "; ".join(
         f"{sorted(circle)} by {sorted(e for e in edges if set(e) <= circle)}" for circle in found)
+
+
+def reached_modules(start: str) -> set[str]:
+    """The fedlib modules `start` imports, directly or through the modules it imports."""
+    todo, seen = [start], set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = PACKAGE.parent / Path(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        if path.is_file():
+            todo += [m for m in _imported(ast.parse(path.read_text()), module, path.name == "__init__.py")
+                     if m.startswith("fedlib.")]
+    return seen - {start}
+
+
+def test_the_store_files_under_the_key_it_is_handed_and_imports_no_run_building():
+    reached = reached_modules("fedlib.runs.store")
+    building = {m for m in reached if _room(m) in {"engine", "algorithms", "codecs", "models", "data"}
+                or m in {"fedlib.runs.build", "fedlib.runs.fingerprint", "fedlib.runs.execute"}}
+    assert not building, f"the run store reaches what builds or keys a run: {sorted(building)}"
+    assert "fedlib.runs.spec" in reached  # a sanity check of the walk: the store speaks `KeyedRun`

@@ -2,6 +2,7 @@
 guards, each measured value by hand."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np

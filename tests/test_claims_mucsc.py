@@ -26,7 +26,7 @@ from fedlib.papers import mucsc as paper
 from fedlib.papers.mucsc import LABELS, METHODS, MucscParams, setting_label, table2, traffic_tables
 from fedlib.papers.mucsc import claims as claims_module
 from fedlib.papers.mucsc.claims import CLAIMS, bundle, bundle_from_runs, claims
-from fedlib.runs import RunStore, run_specs
+from fedlib.runs import Keys, RunStore, run_specs
 
 PARAMS = MucscParams(seeds=[0, 1, 2], rounds=2, methods=METHODS, partitions=["iid", "noniid"], zu=16,
                      z_sweep=[4, 8, 16], mc_draws=100, partial_rounds=50, target_frac=0.97, level_search="descent")
@@ -463,9 +463,9 @@ TINY = MucscParams(seeds=[0, 1], num_clients=4, clients_per_round=2, rounds=2, l
 
 
 @pytest.fixture(scope="module")
-def tiny_runs(tmp_path_factory) -> tuple[RunStore, dict[str, pd.DataFrame]]:
-    store = RunStore(tmp_path_factory.mktemp("runs"))
-    return store, run_specs(paper.experiments(TINY), store=store, progress=False)
+def tiny_runs(tmp_path_factory) -> tuple[Keys, dict[str, pd.DataFrame]]:
+    store, keys = RunStore(tmp_path_factory.mktemp("runs")), Keys()
+    return keys, run_specs(paper.experiments(TINY), store=store, keys=keys, progress=False)
 
 
 def other_keys(records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -478,11 +478,12 @@ def without_run(records: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
 
 
 def test_the_tables_from_runs_are_the_notebooks_whatever_the_run_keys(tiny_runs):
-    store, records = tiny_runs
+    keys, records = tiny_runs
     assert len(records["rounds"]["run"].unique()) == 10
     tables = paper.run_tables(TINY, records)
-    # independently: each grid's rows selected by this store's keys, as the notebook did before the ledger
-    by_key = {name: {t: f[f["run"].isin({store.key(s) for s in grid(TINY)})].reset_index(drop=True)
+    # independently: each grid's rows selected by the keys the runs were stored under, as the notebook did before
+    # the ledger
+    by_key = {name: {t: f[f["run"].isin({keys(s).key for s in grid(TINY)})].reset_index(drop=True)
                      for t, f in records.items()}
               for name, grid in (("main", paper.main_grid), ("z_sweep", paper.z_sweep), ("levels", paper.level_grid))}
     assert [len(g["rounds"]["run"].unique()) for g in by_key.values()] == [6, 4, 6]

@@ -12,7 +12,7 @@ from pathlib import Path
 from test_runs import same_records
 
 from fedlib.grids import notebook_parameters, notebook_specs
-from fedlib.runs import RunStore, run_specs
+from fedlib.runs import Keys, RunStore, run_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ["--profile", "quick", "--only", "quickstart", "-p", "rounds", "2", "-p", "num_clients", "4",
@@ -37,10 +37,11 @@ def test_a_grid_run_through_a_ray_address_files_the_local_records(ray_started, l
         "rounds": 2, "num_clients": 4, "clients_per_round": 2}))
     stores = RunStore(tmp_path / "ray" / "runs"), RunStore(tmp_path / "local" / "runs")
     run_specs(specs, store=stores[1], progress=False)  # the local executor, in this process
-    assert len(specs) == 3 and all(store.has(spec) for spec in specs for store in stores)
-    for spec in specs:
-        assert stores[0].key(spec) == stores[1].key(spec)
-        same_records(stores[0].load(spec), stores[1].load(spec))
+    runs = [Keys()(spec) for spec in specs]  # keyed by this process, as the local run_specs keyed them
+    assert len(specs) == 3 and all(store.has(run) for run in runs for store in stores)
+    assert [p.name for p in stores[0].entries()] == [p.name for p in stores[1].entries()] == sorted(r.key for r in runs)
+    for run in runs:
+        same_records(stores[0].load(run), stores[1].load(run))
 
 
 def test_workers_per_gpu_and_at_most_one_per_core(monkeypatch):
@@ -91,8 +92,9 @@ def test_the_worker_pool_spreads_over_several_gpus_only_where_every_run_may_take
     for gpus, device in ((2, "auto"), (2, "cuda:1"), (1, "auto")):
         monkeypatch.setattr(pool, "gpu_count", lambda: gpus)
         try:
-            pool.run_in_processes([[tiny_spec(0).with_(device=device)], [tiny_spec(1).with_(device=device)]],
-                                  RunStore(tmp_path), workers=2)
+            keys = Keys(fixed="test")
+            pool.run_in_processes([[keys(tiny_spec(seed).with_(device=device))] for seed in (0, 1)],
+                                  RunStore(tmp_path), keys, workers=2)
         except Recorded:
             pass
     assert started[0]["initializer"] is pool._take_device and started[0]["initargs"][0] == ["0", "1"]

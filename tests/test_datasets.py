@@ -17,7 +17,7 @@ import torch
 
 from fedlib.data import available_datasets, load_dataset, read_cifar_batch, read_csv_gz, read_idx, read_svhn_mat
 from fedlib.data.datasets import FASHION_MNIST_SYSTEM_DIR
-from fedlib.data.fabricate import IDX_FILES, idx_bytes, leaf_shard, write_cifar, write_idx_set
+from fedlib.data.fabricate import idx_bytes, leaf_shard, write_cifar, write_idx_set
 
 
 def standardized(train: np.ndarray, other: np.ndarray) -> np.ndarray:

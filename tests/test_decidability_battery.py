@@ -8,7 +8,6 @@ why it cannot, anything but a positive verdict). A profile that gives a claim fe
 scripts/noise_battery.py prints both tables."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from fedlib import report as R

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from fedlib.paper import paper, papers
-from fedlib.runs import RunSpec, RunStore, execute
+from fedlib.runs import Keys, RunSpec, RunStore, execute
 from fedlib.trust import ALLOW_VAR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,9 +69,9 @@ def _frames_equal(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> Non
 FRESH = """
 import json, pickle, sys
 from pathlib import Path
-from fedlib.runs import RunSpec, RunStore, execute
-specs = json.load(open(sys.argv[1]))
-pickle.dump({experiment: [execute(RunSpec.from_json(d), RunStore(Path(sys.argv[2]) / experiment)) for d in ds]
+from fedlib.runs import Keys, RunSpec, RunStore, execute
+specs, keys = json.load(open(sys.argv[1])), Keys()
+pickle.dump({experiment: [execute(keys(RunSpec.from_json(d)), RunStore(Path(sys.argv[2]) / experiment)) for d in ds]
              for experiment, ds in specs.items()}, open(sys.argv[3], "wb"))
 """
 
@@ -92,7 +92,7 @@ def test_each_spec_runs_and_its_json_rebuilds_the_same_run_in_a_fresh_process(ex
                                                                                tmp_path):
     specs = representative_specs(experiment)
     assert specs, f"{experiment}: experiments(defaults) gave no spec"
-    here = [execute(s, RunStore(tmp_path / "here")) for s in specs]
+    here = [execute(Keys()(s), RunStore(tmp_path / "here")) for s in specs]
     for a, b in zip(here, fresh_process_records[experiment], strict=True):
         _frames_equal(a, b)
 

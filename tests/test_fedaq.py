@@ -8,7 +8,7 @@ import pytest
 from fedlib.codecs.uniform import RANGE_BITS
 from fedlib.energy import add_energy, payload_bits, saving
 from fedlib.papers.fedaq import PAPER_MODELS, FedAQParams, PAPER_TABLES, Cell, equal_shards, layer_ranges, run_spec, target_table
-from fedlib.runs import RunStore, execute
+from fedlib.runs import Keys, RunStore, execute
 
 E_UP, E_DOWN = 2.0, 3.0  # distinct per-bit energies so a swapped link cannot pass
 PARAMS = FedAQParams(dataset="digits", model="mlp", num_clients=4, rounds=2, local_epochs=1.0, batch_size=64, lr=0.05,
@@ -22,7 +22,7 @@ def store(tmp_path_factory) -> RunStore:
 
 
 def _run(store, mode, scheme):
-    return execute(run_spec(PARAMS, Cell(mode, scheme), 0), store)
+    return execute(Keys()(run_spec(PARAMS, Cell(mode, scheme), 0)), store)
 
 
 def test_equal_shards():

@@ -15,7 +15,7 @@ from fedlib.grids import notebook_parameters
 from fedlib.notebook_params import NOTEBOOKS
 from fedlib.papers.fedaq import (FedAQParams, best_by_energy, cell_specs, energy_to_targets, experiments, grid,
                                  link_components)
-from fedlib.runs import RunSpec, RunStore, build_run, execute
+from fedlib.runs import Keys, RunSpec, RunStore, build_run, execute
 
 TINY = FedAQParams(seeds=[0, 1], dataset="digits", model="mlp", num_clients=3, rounds=2, local_epochs=0.2,
                    batch_size=64, lr=0.05, momentum=0.5, alpha=0.005, alpha_sweep=[0.005, 0.02], fixed_bits=[2, 8],
@@ -94,13 +94,13 @@ def test_bad_setup_raises(args):
 
 def test_a_tiny_spec_runs_through_the_store_with_the_columns_the_notebook_reads(tmp_path):
     specs = [s for s in experiments(replace(TINY, seeds=[0])) if s.get("labels")["scheme"] in ("fedaq", "adaquantfl")]
-    store = RunStore(tmp_path)
+    store, keys = RunStore(tmp_path), Keys()
     for spec in specs:
-        records = execute(spec, store)
+        records = execute(keys(spec), store)
         rounds, clients, layers = records["rounds"], records["clients"], records["layer_sizes"]
         assert {"cum_energy_mJ", "energy_up_mJ", "energy_down_mJ", "up_bits", "down_bits", "test_acc",
                 "payload_bits_up", "payload_bits_down"} <= set(rounds.columns)
-        assert len(rounds) == 2 and store.has(spec)
+        assert len(rounds) == 2 and store.has(keys(spec))
         d = int(layers["dim"].sum())
         mode = spec.get("options")["mode"]
         if mode != "down":
@@ -174,7 +174,7 @@ def test_fedaq_diagnostics_match_the_codecs_own_bit_count(tmp_path, granularity)
 
     p = replace(TINY, granularity=granularity, seeds=[0], rounds=3)
     spec = next(s for s in experiments(p) if (s.get("labels")["mode"], s.get("labels")["scheme"]) == ("joint", "fedaq"))
-    records = execute(spec, RunStore(tmp_path))
+    records = execute(Keys()(spec), RunStore(tmp_path))
     rounds, d, n = records["rounds"], int(records["layer_sizes"]["dim"].sum()), p.num_clients
     np.testing.assert_allclose(rounds["up_bits"], rounds["payload_bits_up"] / (n * d), rtol=1e-12)
     np.testing.assert_allclose(rounds["down_bits"], rounds["payload_bits_down"] / d, rtol=1e-12)

@@ -12,7 +12,7 @@ import torch
 
 from fedlib.grids import notebook_parameters
 from fedlib.papers import fedshift as fs
-from fedlib.runs import RunSpec, RunStore, execute
+from fedlib.runs import Keys, RunSpec, RunStore, execute
 from theory import fedshift as th
 
 TINY = fs.FedShiftParams(seeds=[0, 1], algorithms=["fedavg", "fedef"], quantizers=["kmeans", "uniform"],
@@ -61,12 +61,12 @@ def test_every_profile_builds_its_grid(profile: str) -> None:
 
 def test_specs_run_and_give_the_columns_the_notebook_reads(tmp_path) -> None:
     specs = fs.experiments(TINY)
-    store = RunStore(tmp_path)
+    store, keyed = RunStore(tmp_path), Keys()
     picked = [next(s for s in specs if s.get("labels")["kmeans"] == "reference" and s.get("labels")["shift"]),
               next(s for s in specs if s.get("labels")["split"] == "dirichlet" and not s.get("labels")["shift"])]
     records = {}
     for spec in picked:
-        records[spec] = execute(spec, store)
+        records[spec] = execute(keyed(spec), store)
     shifted = records[picked[0]]
     assert len(shifted["rounds"]) == 2 and shifted["rounds"]["pre_shift_acc"].notna().all()
     assert (shifted["rounds"]["shift/coef"] == 0.5).all()
@@ -75,14 +75,14 @@ def test_specs_run_and_give_the_columns_the_notebook_reads(tmp_path) -> None:
     assert np.isclose(shifted["predictions"]["fraction"].sum(), 1.0)
     from fedlib.runs import tidy
 
-    table = fs.run_table(tidy(picked, store))
+    table = fs.run_table(tidy([keyed(spec) for spec in picked], store))
     assert len(table) == 2 and table["acc"].between(0, 100).all() and table["bits"].dtype == int
     assert table.set_index("split").loc["parity", "lloyd_iters"] > 0
 
 
 def test_theorem1_run_estimates(tmp_path) -> None:
     spec = next(s for s in fs.experiments(TINY) if s.get("labels")["method"] == "theorem1" and s.get("labels")["shift"])
-    rounds = execute(spec, RunStore(tmp_path))["rounds"]
+    rounds = execute(Keys()(spec), RunStore(tmp_path))["rounds"]
     lam = TINY.theorem1_lam
     assert (rounds["t1/L"] <= rounds["t1/L_bound"]).all()  # a secant curvature never exceeds the certified L
     assert (rounds["t1/mu"] >= lam * (1 - 1e-9)).all()  # strong convexity: the L2 term alone gives lam

@@ -19,7 +19,7 @@ from fedlib.data import load_dataset
 from fedlib.data.datasets import MissingDatasetError
 from fedlib.data.fabricate import fabricate
 from fedlib.ledger.entries import definition_digests
-from fedlib.runs import Component, RunSpec, RunStore, run_specs
+from fedlib.runs import Component, Keys, RunSpec, RunStore, run_specs
 from fedlib.runs.fingerprint import (code_roots, code_version, data_fingerprint, environment, key_context,
                                      reached_definitions)
 
@@ -247,11 +247,10 @@ def test_a_changed_data_file_changes_the_key_and_an_identical_copy_does_not(tmp_
     write_idx_set(tmp_path / "a" / "fashion_mnist", gz=True)
     shutil.copytree(tmp_path / "a", tmp_path / "b")  # the same data on another machine
     fashion = spec(dataset="fashion_mnist")
-    store_a = RunStore(tmp_path / "runs", data_root=tmp_path / "a")
-    store_b = RunStore(tmp_path / "runs", data_root=tmp_path / "b")
-    assert store_a.key(fashion) == store_b.key(fashion)
+    keys_a, keys_b = Keys(tmp_path / "a"), Keys(tmp_path / "b")
+    assert keys_a(fashion).key == keys_b(fashion).key
     write_idx_set(tmp_path / "b" / "fashion_mnist", gz=True, seed=1)  # another copy of the dataset
-    assert store_a.key(fashion) != store_b.key(fashion)
+    assert keys_a(fashion).key != keys_b(fashion).key
     assert data_fingerprint("fashion_mnist", tmp_path / "a") != data_fingerprint("fashion_mnist", tmp_path / "b")
 
 

@@ -3,7 +3,6 @@ a budget that fits nothing; two pieces in a row; a damaged entry; an entry compu
 declarations of every paper; the committed expected results; the ledger's size extrapolated to the gpu profile."""
 from __future__ import annotations
 
-import argparse
 import io
 import itertools
 import json
@@ -35,12 +34,13 @@ from fedlib.ledger.results import headline_results, results_pages, scales
 from fedlib.ledger.status import devices_note, expected_results, headline_status, stale_lines, stale_notes
 from fedlib.paper import declared, paper
 from fedlib.papers.quickstart import QuickstartParams, experiments
-from fedlib.runs import RunStore
+from fedlib.runs import Keys, RunStore
 from fedlib.runs.archive import export_entries, unpack
 from fedlib.runs.entry import describe, read_manifest
 from fedlib.runs.spec import run_name
 
 ROOT = Path(__file__).resolve().parents[1]
+KEYS = Keys()  # how a piece keys its runs (no data root given: the data-root rule)
 TINY = QuickstartParams(rounds=2, num_clients=4, clients_per_round=2, batch_size=64, seeds=(0, 1, 2), device="cpu")
 
 
@@ -73,11 +73,11 @@ def test_piece_fills_the_ledger_and_the_claims_read_it(filled):
     entries = ledger.entries()
     assert len(entries) == len(ranked)
     for entry in entries:  # the records are the store's, bit for bit; provenance says where and how
-        for name, frame in store.load(entry.spec).items():
+        for name, frame in store.load(KEYS(entry.spec)).items():
             pd.testing.assert_frame_equal(entry.records[name], frame)
         prov = entry.provenance
         assert prov["device"] == "cpu" and prov["client_steps"] == int(entry.records["clients"]["steps"].sum())
-        assert prov["wall_s"] > 0 and prov["code_version"] == json.loads(store.context(entry.spec))["code"]
+        assert prov["wall_s"] > 0 and prov["code_version"] == json.loads(KEYS(entry.spec).context)["code"]
         assert {"torch", "cuda", "commit", "device_name", "data", "definitions", "finished"} <= set(prov)
         assert "fedlib.engine.federation.run_federation" in prov["definitions"]
     specs = [r.spec for r in ranked]
@@ -90,7 +90,7 @@ def test_piece_fills_the_ledger_and_the_claims_read_it(filled):
 def tidy_from_store(specs, store):
     from fedlib.runs.runner import tidy
 
-    return tidy(specs, store)
+    return tidy([KEYS(spec) for spec in specs], store)
 
 
 def test_a_missing_run_reads_not_testable_k_of_n(filled, tmp_path):
@@ -118,7 +118,7 @@ def test_a_budget_that_fits_nothing_starts_nothing(tmp_path):
 def test_two_pieces_in_a_row_compute_no_run_twice(tmp_path, monkeypatch):
     executed = []
     real = piece_module.execute
-    monkeypatch.setattr(piece_module, "execute", lambda spec, *a, **k: executed.append(spec) or real(spec, *a, **k))
+    monkeypatch.setattr(piece_module, "execute", lambda run, *a, **k: executed.append(run.spec) or real(run, *a, **k))
     ledger, store = Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs")
     # A clock advancing 10 s per reading: the first run takes 30 s (three readings: its start, its one checkpoint,
     # its end); the first piece's budget fits no second run once that rate is measured.
@@ -516,7 +516,7 @@ def test_a_run_that_cannot_finish_is_stopped_keeping_its_checkpoint_and_a_later_
     report = run_piece(ranked, ledger, store, 600, clock=at_checkpoints(monkeypatch, itertools.repeat(30.0)), out=out)
     assert report.added == [] and [r.spec for r, _ in report.skipped] == [ranked[0].spec]
     assert "[piece] stopped: quickstart [Q1] algorithm=FedAvg seed=0: after round 4 of 100" in out.getvalue()
-    checkpoint = store.checkpoint(ranked[0].spec, 1).path
+    checkpoint = store.checkpoint(KEYS(ranked[0].spec), 1).path
     assert checkpoint.exists() and ledger.paths() == []
     monkeypatch.undo()
     resumed = []

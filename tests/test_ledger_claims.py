@@ -75,12 +75,12 @@ def test_two_pieces_at_once_on_one_ledger_compute_each_run_once(tmp_path, monkey
     together = threading.Barrier(2, timeout=300)
     started = threading.local()
 
-    def counted(spec, *args, **kwargs):
-        executed.append(spec)
+    def counted(run, *args, **kwargs):
+        executed.append(run.spec)
         if not getattr(started, "one", False):
             started.one = True
             together.wait()
-        return real(spec, *args, **kwargs)
+        return real(run, *args, **kwargs)
 
     monkeypatch.setattr(piece_module, "execute", counted)
     ledger, outs, failures = Ledger(tmp_path / "ledger"), [io.StringIO(), io.StringIO()], []
@@ -133,7 +133,7 @@ def test_a_run_whose_entry_another_piece_wrote_meanwhile_is_not_computed_again(t
 
     monkeypatch.setattr(Claims, "claim", finished_first)
     executed = []
-    monkeypatch.setattr(piece_module, "execute", lambda spec, *a, **k: executed.append(spec))
+    monkeypatch.setattr(piece_module, "execute", lambda run, *a, **k: executed.append(run.spec))
     out = io.StringIO()
     report = run_piece(ranked, Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 600, rate=1e3, out=out)
     assert executed == [] and report.added == [] and report.left == []

@@ -22,10 +22,10 @@ from fedlib.ledger.entries import (MANIFEST, PROVENANCE, Ledger, LedgerError, in
                                    read_entry_archive)
 from fedlib.ledger.index import HEADER, INDEX, read_index, write_index
 from fedlib.ledger.piece import run_piece
-from fedlib.runs import RunStore
+from fedlib.runs import Keys, RunStore
 from fedlib.runs.archive import export_entries, unpack
 from fedlib.runs.entry import describe, file_sha256, read_manifest
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.spec import KeyedRun, RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "evidence" / "gpu"
@@ -152,11 +152,11 @@ def test_a_piece_refuses_to_add_a_second_entry_of_a_run_under_other_data(small, 
     ledger = copy_of(small, tmp_path / "ledger")
     store = RunStore(small / "runs")
     genuine = ledger.paths()[0]
-    spec = read_entry_archive(genuine).spec
+    run = Keys()(read_entry_archive(genuine).spec)  # keyed as the piece keyed it
     held = rekeyed(genuine, "ffffffffffffffff", 0.111)  # the ledger holds the run as computed on other data
     genuine.unlink()
     with pytest.raises(LedgerError, match=rf"{genuine.name}: the ledger holds this run already as {held.name}"):
-        ledger.add(store, spec, provenance(spec, store, None, 1.0, 1))
+        ledger.add(store, run, provenance(run, None, 1.0, 1))
     assert not genuine.exists() and len(ledger.paths()) == 3
 
 
@@ -192,7 +192,8 @@ def test_two_writers_adding_at_once_keep_every_line(small, tmp_path, monkeypatch
     ledger, store = Ledger(tmp_path / "ledger"), RunStore(small / "runs")
     ledger.create()
     specs = [read_entry_archive(p).spec for p in Ledger(small / "ledger").paths()]
-    provs = {spec: provenance(spec, store, None, 1.0, 1) for spec in specs}
+    runs = [Keys()(spec) for spec in specs]  # keyed as the piece keyed them
+    provs = {run.spec: provenance(run, None, 1.0, 1) for run in runs}
     real_read, barrier = entries_module.read_index, threading.Barrier(len(specs), timeout=5)
 
     def read_then_wait(root):
@@ -206,13 +207,13 @@ def test_two_writers_adding_at_once_keep_every_line(small, tmp_path, monkeypatch
     monkeypatch.setattr(entries_module, "read_index", read_then_wait)
     failures: list[BaseException] = []
 
-    def add(spec: RunSpec) -> None:
+    def add(run: KeyedRun) -> None:
         try:
-            ledger.add(store, spec, provs[spec])
+            ledger.add(store, run, provs[run.spec])
         except BaseException as err:  # noqa: BLE001 - reported below
             failures.append(err)
 
-    threads = [threading.Thread(target=add, args=(spec,)) for spec in specs]
+    threads = [threading.Thread(target=add, args=(run,)) for run in runs]
     for thread in threads:
         thread.start()
     for thread in threads:

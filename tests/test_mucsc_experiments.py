@@ -14,7 +14,7 @@ from fedlib.data import iid, load_dataset
 from fedlib.engine.federation import FederatedData, evaluate, run_federation
 from fedlib.models import build_model
 from fedlib.papers import mucsc as paper
-from fedlib.runs import RunSpec, RunStore, execute
+from fedlib.runs import Keys, RunSpec, RunStore, execute
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +59,13 @@ def tiny(defaults) -> paper.MucscParams:
 
 
 def test_a_tiny_spec_runs_through_the_runner_with_the_columns_the_notebook_reads(tiny, tmp_path):
-    store = RunStore(tmp_path)
+    store, keys = RunStore(tmp_path), Keys()
     specs = paper.main_grid(tiny)
     records = {}
     for spec in specs:
-        for name, frame in execute(spec, store).items():
-            records.setdefault(name, []).append(frame.assign(run=store.key(spec), **spec.get("labels"), seed=spec.seed))
+        run = keys(spec)
+        for name, frame in execute(run, store).items():
+            records.setdefault(name, []).append(frame.assign(run=run.key, **spec.get("labels"), seed=spec.seed))
     records = {k: pd.concat(v, ignore_index=True) for k, v in records.items()}
     assert {"rounds", "clients", "comm", "server"} <= set(records)
     runs = paper.run_rounds(records)
@@ -80,7 +81,7 @@ def test_a_tiny_spec_runs_through_the_runner_with_the_columns_the_notebook_reads
     assert (j["J"] <= j["J_init"] * (1 + 1e-9)).all()  # descent never raises J above the uniform start
     # the per-client Z_U split goes through the plan
     thirds = [s for s in paper.z_sweep(tiny) if s.uplink.name == "level_split"][0]
-    codecs = set(execute(thirds, store)["clients"]["codec"])
+    codecs = set(execute(keys(thirds), store)["clients"]["codec"])
     assert codecs <= {"mucsc4", "mucsc8", "mucsc16"} and len(codecs) > 1
 
 

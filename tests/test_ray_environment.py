@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from fedlib.runs import RunSpec, RunStore, run_specs
+from fedlib.runs import Keys, RunSpec, RunStore, run_specs
 
 
 def cnn_spec() -> RunSpec:
@@ -19,7 +19,7 @@ def cnn_spec() -> RunSpec:
 def test_a_ray_task_runs_with_the_threads_its_key_names(ray_started, tmp_path):
     spec = cnn_spec()
     local_store = RunStore(tmp_path / "local")
-    assert "threads" in json.loads(local_store.context(spec))  # torch picks the threads of this run
+    assert "threads" in json.loads(Keys()(spec).context)  # torch picks the threads of this run
     local = run_specs([spec], store=local_store, progress=False)
     remote = run_specs([spec], store=RunStore(tmp_path / "ray"), executor="ray", progress=False)
     drop = ["train_s", "wall_s", "run"]

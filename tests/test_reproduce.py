@@ -21,7 +21,7 @@ from fedlib.app.options import parse_args, parse_overrides
 from fedlib.app.plan import NotebookPlan, Plan, count_steps, imported_runs, print_plan
 from fedlib.app.render import write_report, write_stamp
 from fedlib.grids import notebook_parameters, notebook_specs
-from fedlib.runs import RunStore, run_specs
+from fedlib.runs import Keys, RunStore, run_specs
 from fedlib.runs.ray_runner import check_address
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,10 +115,10 @@ def test_three_phases_then_a_second_reproduce_computes_nothing_and_writes_the_sa
     assert "[quickstart] 3 runs: 3 from the store, 0 to compute" in out.out and "== compute: 0 runs" in out.out
     assert (tmp_path / "quick" / "quickstart" / "claims.csv").read_text() == first
     # one run lost: the plan and the computing step count alike, and the run computed again gives its records
-    store = RunStore(tmp_path / "runs")
+    store, keys = RunStore(tmp_path / "runs"), Keys()  # keyed as reproduce keys them (no data_root given)
     parameters = notebook_parameters("quickstart", "quick", parse_overrides(pairs(SMALL + STAMPED)))
-    lost = next(spec for spec in notebook_specs("quickstart", parameters)
-                if store.folder(spec) == stored_entries(tmp_path)[0])
+    lost = next(keys(spec) for spec in notebook_specs("quickstart", parameters)
+                if store.folder(keys(spec)) == stored_entries(tmp_path)[0])
     before = store.load(lost)
     shutil.rmtree(store.folder(lost))
     assert reproduce.main(quick(tmp_path, *STAMPED, "--select", "experiment=quickstart")) == 0  # no render
@@ -315,7 +315,7 @@ def test_the_data_root_option_is_the_root_runs_are_computed_from(reproduce, tmp_
                                                          "dataset": "fashion_mnist", "data_root": str(a)})
     (spec,) = [s for s in notebook_specs("quickstart", params) if s.matches({"algorithm": ["fedavg"]})]
     expected = run_specs([spec], store=RunStore(tmp_path / "fresh"), root=a, progress=False)
-    assert entry.name == RunStore(tmp_path / "fresh", data_root=a).key(spec)
+    assert entry.name == Keys(a)(spec).key
     stored = pd.read_csv(entry / "rounds.csv")
     assert stored["test_loss"].tolist() == expected["rounds"]["test_loss"].tolist()
     datasets._load_cached.cache_clear()
@@ -414,7 +414,7 @@ def test_store_counts_name_runs_shared_with_another_notebook_of_the_plan(reprodu
     plan = Plan([NotebookPlan("first", params, specs),
                            NotebookPlan("second", params, [*specs[:2], specs[0].with_(seed=9)])])
     store = RunStore(tmp_path / "runs")
-    store.save(specs[1], {"rounds": pd.DataFrame({"round": [0]})})
+    store.save(Keys()(specs[1]), {"rounds": pd.DataFrame({"round": [0]})})
     count_steps(plan, store)
     print_plan(plan, "quick")
     out = capsys.readouterr().out
@@ -441,8 +441,9 @@ def test_the_report_says_which_notebooks_rest_on_imported_runs(reproduce, tmp_pa
     params = notebook_parameters("quickstart", "quick", {"rounds": 2, "num_clients": 4, "clients_per_round": 2})
     specs = notebook_specs("quickstart", params)
     elsewhere, here = RunStore(tmp_path / "elsewhere"), RunStore(tmp_path / "runs")
-    elsewhere.save(specs[0], {"rounds": pd.DataFrame({"round": [0]})})
-    export_entries(elsewhere, [elsewhere.folder(specs[0])], tmp_path / "grid.tar")
+    run = Keys()(specs[0])
+    elsewhere.save(run, {"rounds": pd.DataFrame({"round": [0]})})
+    export_entries(elsewhere, [elsewhere.folder(run)], tmp_path / "grid.tar")
     import_entries(here, tmp_path / "grid.tar")
     plan = Plan([NotebookPlan("quickstart", params, specs)])
     lines = imported_runs(plan, here)

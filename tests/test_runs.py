@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -13,7 +12,7 @@ import pandas as pd
 import pytest
 
 from fedlib.registry import EXPERIMENTS
-from fedlib.runs import Component, RunSpec, RunStore, execute, freeze, parse_selection, run_specs, thaw
+from fedlib.runs import Component, Keys, RunSpec, RunStore, execute, freeze, parse_selection, run_specs, thaw
 
 TIMING = ["train_s", "wall_s"]
 
@@ -88,14 +87,14 @@ def test_store_computes_each_spec_once(tmp_path, capsys):
     same_records(first, second)
     assert first["rounds"].groupby(["algorithm", "seed"]).size().tolist() == [6, 6]
     assert not (tmp_path / "in-progress").exists() or not any((tmp_path / "in-progress").iterdir())
-    other_code = RunStore(tmp_path, code="other")
-    assert not other_code.has(specs[0])  # entries are keyed by the code version too
+    assert RunStore(tmp_path).has(Keys()(specs[0]))
+    assert not RunStore(tmp_path).has(Keys(fixed="other")(specs[0]))  # entries are keyed by the code version too
 
 
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from fedlib.registry import EXPERIMENTS
-    from fedlib.runs import RunStore, RunSpec, execute
+    from fedlib.runs import Keys, RunStore, RunSpec, execute
     import json
 
     @EXPERIMENTS.register("killtest")
@@ -108,7 +107,7 @@ KILL_SCRIPT = textwrap.dedent("""
         return run
 
     spec = RunSpec.from_json(json.loads(sys.argv[2]))
-    execute(spec, RunStore(sys.argv[1]), checkpoint_every=2)
+    execute(Keys()(spec), RunStore(sys.argv[1]), checkpoint_every=2)
 """)
 
 
@@ -120,16 +119,16 @@ def _no_kill(spec, run):
 
 def test_a_killed_run_resumes_exactly(tmp_path):
     spec = tiny_spec(rounds=8).with_(experiment="killtest")
-    store = RunStore(tmp_path / "store")
+    run, store = Keys()(spec), RunStore(tmp_path / "store")
     proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(store.root), json.dumps(spec.to_json())],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    checkpoint = store.checkpoint(spec, 2)
-    assert checkpoint.path.exists() and not store.has(spec)
+    checkpoint = store.checkpoint(run, 2)
+    assert checkpoint.path.exists() and not store.has(run)
     assert len(json.loads(checkpoint.load()["server"]["history"])) == 4  # rounds 1-4 survived the kill
-    resumed = execute(spec, store, checkpoint_every=2)
+    resumed = execute(run, store, checkpoint_every=2)
     assert not checkpoint.path.exists()
-    uninterrupted = execute(spec, RunStore(tmp_path / "fresh"), checkpoint_every=100)
+    uninterrupted = execute(run, RunStore(tmp_path / "fresh"), checkpoint_every=100)
     same_records(resumed, uninterrupted)
     assert resumed["layers"]["round"].unique().tolist() == list(range(1, 9))  # the per-layer rows resume too
 
@@ -143,9 +142,9 @@ def test_ray_executor_gives_the_local_records(ray_started, tmp_path):
 
 def test_checkpoint_files_are_data_not_code(tmp_path):
     store = RunStore(tmp_path)
-    spec = tiny_spec()
-    path = store.checkpoint(spec, 1).path
+    run = Keys()(tiny_spec())
+    path = store.checkpoint(run, 1).path
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="cannot read checkpoint .*delete it"):
-        execute(spec, store)
+        execute(run, store)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib.algorithms import FedAvg, make_algorithm
+from fedlib.algorithms import FedAvg
 from fedlib.core.contracts import FederatedData, LocalTraining
 from fedlib.data import Dataset
 from fedlib.engine.executors import ClientGroup, train_stacked
@@ -25,7 +25,8 @@ from fedlib.ledger.entries import Ledger
 from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
 from fedlib.papers.quickstart import QuickstartParams, experiments
-from fedlib.runs import RunSpec, RunStore, execute, run_specs
+from fedlib.runs import Keys, RunSpec, RunStore, execute, run_specs
+from fedlib.runs.build import Plans
 from fedlib.runs.execute import Stop, execute_cell
 
 TIMING = ["train_s", "wall_s"]
@@ -158,22 +159,24 @@ def test_run_specs_files_each_batched_seed_under_its_key_with_its_records_alone(
     assert batches == []
     b = run_specs(specs, store=together, progress=False)
     assert batches == [3]
-    assert [single.key(s) for s in specs] == [together.key(s) for s in specs] == list(b["rounds"]["run"].unique())
+    keys = Keys()  # run_specs' keys: this process's code, data and environment
+    assert all(single.has(keys(s)) and together.has(keys(s)) for s in specs)
+    assert [keys(s).key for s in specs] == list(a["rounds"]["run"].unique()) == list(b["rounds"]["run"].unique())
     records_equal(a, b, exact)
 
 
 def test_a_batch_resumes_each_seed_from_its_own_checkpoint(tmp_path):
-    store = RunStore(tmp_path / "store")
+    store, keys = RunStore(tmp_path / "store"), Keys()
 
     def stop_at_two(done: int) -> None:
         if done >= 2:
             raise Stop
 
     with pytest.raises(Stop):  # seed 1 alone, interrupted after round 2 (its checkpoint holds 2 rounds)
-        execute(spec(1), store, checkpoint_every=2, watch=stop_at_two)
-    execute_cell([spec(s) for s in (0, 1, 2)], store, checkpoint_every=2)
+        execute(keys(spec(1)), store, checkpoint_every=2, watch=stop_at_two)
+    execute_cell([keys(spec(s)) for s in (0, 1, 2)], store, Plans(), checkpoint_every=2)
     for s in (0, 1, 2):
-        records_equal(store.load(spec(s)), execute(spec(s), RunStore(tmp_path / f"fresh{s}")))
+        records_equal(store.load(keys(spec(s))), execute(keys(spec(s)), RunStore(tmp_path / f"fresh{s}")))
 
 
 def test_seeds_with_another_learning_rate_are_not_one_batch(data):
@@ -227,12 +230,13 @@ def test_a_piece_stopped_mid_batch_keeps_every_seeds_checkpoint_and_a_later_piec
     monkeypatch.setattr(piece_module.Watch, "__call__", watched)
     report = run_piece(ranked, ledger, store, 600, clock=lambda: now[0], out=out)
     assert report.added == [] and len(report.skipped) == 3 and out.getvalue().count("after round 2 of 50") == 3
-    assert all(store.checkpoint(r.spec, 1).path.exists() for r in ranked) and ledger.paths() == []
+    keys = Keys()  # the piece's keys for the quickstart's runs (its data root: the data-root rule)
+    assert all(store.checkpoint(keys(r.spec), 1).path.exists() for r in ranked) and ledger.paths() == []
     monkeypatch.undo()
     again = run_piece(ranked, ledger, store, 600, out=io.StringIO())
     assert {r.spec for r, *_ in again.added} == {r.spec for r in ranked}
     for entry in ledger.entries():
-        records_equal(entry.records, execute(entry.spec, RunStore(tmp_path / f"fresh{entry.spec.seed}")))
+        records_equal(entry.records, execute(keys(entry.spec), RunStore(tmp_path / f"fresh{entry.spec.seed}")))
 
 
 def test_deciding_whether_a_cell_batches_leaves_the_random_state_alone():

@@ -11,7 +11,7 @@ import tarfile
 import pandas as pd
 import pytest
 
-from fedlib.runs import RunSpec, RunStore
+from fedlib.runs import Keys, RunSpec, RunStore
 from fedlib.runs.archive import ArchiveError, import_entries
 from fedlib.runs.cli import main
 from fedlib.runs.store import DAMAGED, MARKER
@@ -27,15 +27,17 @@ def records(n: int = 3) -> dict[str, pd.DataFrame]:
 
 
 OLD_CODE = json.dumps({"code": "0123456789abcdef"})  # a code version no current spec has
+HERE = Keys()  # the keys of this process's code, data and environment (what run_specs keys with by default)
+OLD = Keys(fixed=OLD_CODE)  # the keys of entries computed by code that is gone
 
 
 @pytest.fixture
 def store(tmp_path):
     """Two current entries and one computed by code that is gone."""
     store = RunStore(tmp_path / "runs")
-    store.save(spec(0), records())
-    store.save(spec(1, "scaffold"), records())
-    RunStore(store.root, code=OLD_CODE).save(spec(2), records())
+    store.save(HERE(spec(0)), records())
+    store.save(HERE(spec(1, "scaffold")), records())
+    store.save(OLD(spec(2)), records())
     return store
 
 
@@ -46,21 +48,21 @@ def run(store: RunStore, *args: str) -> int:
 def test_ls_lists_every_entry_with_its_labels(store, capsys):
     assert run(store, "ls") == 0
     out = capsys.readouterr().out
-    assert store.key(spec(1, "scaffold")) in out and "algorithm=scaffold,cell=s1" in out
+    assert HERE(spec(1, "scaffold")).key in out and "algorithm=scaffold,cell=s1" in out
     assert "3 entries" in out
 
 
 def test_verify_moves_damaged_entries_aside_and_fails(store, capsys):
     assert run(store, "verify") == 0 and "3 intact, 0 damaged" in capsys.readouterr().out
-    (store.folder(spec(0)) / "clients.csv").write_text("c\n9\n9\n9\n")
+    (store.folder(HERE(spec(0))) / "clients.csv").write_text("c\n9\n9\n9\n")
     assert run(store, "verify") == 1
     out = capsys.readouterr().out
-    assert f"damaged {store.key(spec(0))}" in out and "clients.csv" in out and "2 intact, 1 damaged" in out
-    assert not store.folder(spec(0)).exists() and len(list((store.root / DAMAGED).iterdir())) == 1
+    assert f"damaged {HERE(spec(0)).key}" in out and "clients.csv" in out and "2 intact, 1 damaged" in out
+    assert not store.folder(HERE(spec(0))).exists() and len(list((store.root / DAMAGED).iterdir())) == 1
 
 
 def test_gc_deletes_only_entries_whose_code_version_is_gone(store, capsys):
-    old = RunStore(store.root, code=OLD_CODE).folder(spec(2))
+    old = store.folder(OLD(spec(2)))
     legacy = store.root / "00aa00aa00aa00aa00aa00aa"  # an older store's entry: spec and tables, no manifest
     legacy.mkdir()
     (legacy / "spec.json").write_text(json.dumps(spec(3).to_json()))
@@ -70,7 +72,7 @@ def test_gc_deletes_only_entries_whose_code_version_is_gone(store, capsys):
     assert f"kept {legacy.name}: not an intact entry" in out  # no manifest: not provably the store's own
     assert run(store, "gc", "--dry-run") == 0 and old.exists()
     assert run(store, "gc", "--delete") == 0
-    assert not old.exists() and legacy.exists() and store.has(spec(0)) and store.has(spec(1, "scaffold"))
+    assert not old.exists() and legacy.exists() and store.has(HERE(spec(0))) and store.has(HERE(spec(1, "scaffold")))
     assert "1 stale entries deleted" in capsys.readouterr().out
 
 
@@ -79,14 +81,13 @@ def test_export_then_import_merges_entries(store, tmp_path, capsys):
     assert run(store, "export", str(archive), "--select", "algorithm=fedavg") == 0
     assert "exported 2 entries" in capsys.readouterr().out
     other = RunStore(tmp_path / "other")
-    other.save(spec(0), records())  # already there: kept as it is
+    other.save(HERE(spec(0)), records())  # already there: kept as it is
     assert run(other, "import", str(archive)) == 0
     assert "imported 1 entries" in (out := capsys.readouterr().out) and "1 already there" in out
-    pd.testing.assert_frame_equal(RunStore(other.root, code=OLD_CODE).load(spec(2))["rounds"], records()["rounds"],
-                                  check_exact=True)
-    assert not other.has(spec(1, "scaffold"))  # not selected
+    pd.testing.assert_frame_equal(other.load(OLD(spec(2)))["rounds"], records()["rounds"], check_exact=True)
+    assert not other.has(HERE(spec(1, "scaffold")))  # not selected
     assert sorted(p.name for p in other.root.iterdir()) == sorted(
-        [MARKER, store.key(spec(0)), RunStore(store.root, code=OLD_CODE).key(spec(2))])  # no temporaries left
+        [MARKER, HERE(spec(0)).key, OLD(spec(2)).key])  # no temporaries left
 
 
 def test_export_select_is_strict_like_reproduce(store, tmp_path, capsys):
@@ -116,7 +117,7 @@ def test_a_missing_archive_is_a_one_line_error(store, tmp_path, capsys):
 
 
 def test_a_damaged_entry_is_not_exported(store, tmp_path, capsys):
-    (store.folder(spec(0)) / "rounds.csv").unlink()
+    (store.folder(HERE(spec(0))) / "rounds.csv").unlink()
     assert main(["--root", str(store.root), "export", str(tmp_path / "a.tar")]) == 1
     assert "rounds.csv: missing" in capsys.readouterr().err and not (tmp_path / "a.tar").exists()
 
@@ -132,7 +133,7 @@ def test_an_archive_entry_that_fails_its_manifest_is_rejected(store, tmp_path, c
     archive = tmp_path / "grid.tar"
     assert run(store, "export", str(archive)) == 0
     edited = tmp_path / "edited.tar"
-    key = store.key(spec(1, "scaffold"))
+    key = HERE(spec(1, "scaffold")).key
     with tarfile.open(archive) as source, tarfile.open(edited, "w") as out:
         for member in source:
             data = source.extractfile(member).read()
@@ -210,7 +211,7 @@ def test_an_edited_record_with_a_rehashed_manifest_and_another_context_is_reject
 
     archive, edited = tmp_path / "grid.tar", tmp_path / "edited.tar"
     assert run(store, "export", str(archive)) == 0
-    key = store.key(spec(1, "scaffold"))
+    key = HERE(spec(1, "scaffold")).key
     forged = b"round,acc\n0,0.999\n1,0.999\n2,0.999\n"
 
     def edit(name: str, data: bytes) -> bytes:
@@ -233,7 +234,7 @@ def test_an_edited_record_with_a_rehashed_manifest_and_another_context_is_reject
 def test_another_spec_under_a_key_is_rejected(store, tmp_path, capsys):
     archive, edited = tmp_path / "grid.tar", tmp_path / "edited.tar"
     assert run(store, "export", str(archive)) == 0
-    key = store.key(spec(0))
+    key = HERE(spec(0)).key
     other_spec = json.dumps(spec(7).to_json(), indent=1, sort_keys=True).encode()
 
     def edit(name: str, data: bytes) -> bytes:
@@ -301,9 +302,9 @@ def test_an_imported_entry_keeps_its_origin_and_stays_intact(store, tmp_path):
     assert run(store, "export", str(archive)) == 0
     other = RunStore(tmp_path / "other")
     import_entries(other, archive)
-    assert origin(other.folder(spec(0)))["archive"] == "grid.tar"
-    assert origin(store.folder(spec(0))) is None  # computed here
-    assert other.has(spec(0)) and main(["verify", "--root", str(other.root)]) == 0
+    assert origin(other.folder(HERE(spec(0))))["archive"] == "grid.tar"
+    assert origin(store.folder(HERE(spec(0)))) is None  # computed here
+    assert other.has(HERE(spec(0))) and main(["verify", "--root", str(other.root)]) == 0
 
 
 def test_ls_and_run_specs_say_which_entries_were_imported(store, tmp_path, capsys):
@@ -314,13 +315,13 @@ def test_ls_and_run_specs_say_which_entries_were_imported(store, tmp_path, capsy
     assert run(store, "export", str(archive), "--select", "seed=0") == 0
     other = RunStore(tmp_path / "other")
     import_entries(other, archive)
-    other.save(spec(1, "scaffold"), records())  # computed here
+    other.save(HERE(spec(1, "scaffold")), records())  # computed here
     capsys.readouterr()
     assert run(other, "ls") == 0
     lines = capsys.readouterr().out.splitlines()
-    imported = [line for line in lines if store.key(spec(0)) in line]
+    imported = [line for line in lines if HERE(spec(0)).key in line]
     assert len(imported) == 1 and re.search(r"  imported from grid\.tar at \d{4}-\d\d-\d\dT", imported[0])
-    assert not any("imported" in line for line in lines if other.key(spec(1, "scaffold")) in line)
+    assert not any("imported" in line for line in lines if HERE(spec(1, "scaffold")).key in line)
     assert lines[-1].startswith(f"2 entries in {other.root}, 1 imported from archives (the store checks each entry's "
                                 "files and key, not that its records came from running its spec)")
     run_specs([spec(0), spec(1, "scaffold")], store=other, progress=False)

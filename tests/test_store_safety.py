@@ -12,11 +12,14 @@ import warnings
 import pandas as pd
 import pytest
 
-from fedlib.runs import RunSpec, RunStore
+from fedlib.runs import Keys, RunSpec, RunStore
 from fedlib.runs.cli import main
 from fedlib.runs.store import DAMAGED, MARKER, DamagedEntryWarning
 
 OLD_CODE = json.dumps({"code": "0123456789abcdef"})  # a code version no current spec has
+HERE = Keys()  # the keys of this process's code, data and environment
+OLD = Keys(fixed=OLD_CODE)  # the keys of an entry written by code that is gone
+TEST = Keys(fixed="test")
 
 
 def spec(seed: int = 0) -> RunSpec:
@@ -45,8 +48,8 @@ def results(tmp_path):
     root = tmp_path / "results"
     tree(root, {"cpu/taco/claims.csv": "claim,verdict\n", "cpu/taco/stamp.json": "{}", "REPORT.md": "# report\n"})
     store = RunStore(root / "runs")
-    store.save(spec(0), records())
-    RunStore(store.root, code=OLD_CODE).save(spec(1), records())
+    store.save(HERE(spec(0)), records())
+    store.save(OLD(spec(1)), records())
     return root
 
 
@@ -58,7 +61,7 @@ def cli(*args: str) -> tuple[int, str, str]:
 def test_a_store_is_marked_with_its_first_entry(tmp_path):
     store = RunStore(tmp_path / "runs")
     assert not store.is_store()
-    store.save(spec(), records())
+    store.save(HERE(spec()), records())
     assert store.is_store() and (tmp_path / "runs" / MARKER).is_file()
 
 
@@ -84,7 +87,7 @@ def test_gc_on_a_copy_of_a_checkout_touches_nothing(tmp_path, capsys):
 
 def test_gc_lists_by_default_and_deletes_only_stale_entries_when_asked(results, capsys):
     store = RunStore(results / "runs")
-    stale = RunStore(store.root, code=OLD_CODE).folder(spec(1))
+    stale = store.folder(OLD(spec(1)))
     tree(store.root, {"my-analysis/notes.md": "mine\n", "README.txt": "mine too\n"})
     assert main(["gc", "--root", str(store.root)]) == 0  # options after the command too
     out = capsys.readouterr().out
@@ -92,14 +95,14 @@ def test_gc_lists_by_default_and_deletes_only_stale_entries_when_asked(results, 
     assert "gc --delete" in out and stale.exists()
     assert main(["--root", str(store.root), "gc", "--delete"]) == 0
     assert f"deleted {stale.name}" in capsys.readouterr().out
-    assert not stale.exists() and store.has(spec(0))
+    assert not stale.exists() and store.has(HERE(spec(0)))
     assert (store.root / "my-analysis" / "notes.md").read_text() == "mine\n"
     assert (store.root / "README.txt").exists() and (results / "cpu" / "taco" / "claims.csv").exists()
 
 
 def test_gc_keeps_an_entry_folder_that_holds_a_file_it_did_not_write(results, capsys):
     store = RunStore(results / "runs")
-    stale = RunStore(store.root, code=OLD_CODE).folder(spec(1))
+    stale = store.folder(OLD(spec(1)))
     (stale / "notes.md").write_text("my notes on this run\n")
     legacy = store.root / "00aa00aa00aa00aa00aa00aa"  # named as a key, no manifest: not provably an entry
     tree(legacy, {"spec.json": json.dumps(spec(3).to_json())})
@@ -113,12 +116,12 @@ def test_gc_keeps_an_entry_folder_that_holds_a_file_it_did_not_write(results, ca
 def test_verify_moves_only_damaged_entries_and_leaves_other_folders(results, capsys):
     store = RunStore(results / "runs")
     tree(store.root, {"my-analysis/notes.md": "mine\n"})
-    (store.folder(spec(0)) / "rounds.csv").write_text("round,acc\n0,0.99\n")
+    (store.folder(HERE(spec(0))) / "rounds.csv").write_text("round,acc\n0,0.99\n")
     assert main(["verify", "--root", str(store.root)]) == 1
     out = capsys.readouterr().out
-    assert f"damaged {store.key(spec(0))}" in out and "left alone my-analysis" in out and "1 intact, 1 damaged" in out
+    assert f"damaged {HERE(spec(0)).key}" in out and "left alone my-analysis" in out and "1 intact, 1 damaged" in out
     assert (store.root / "my-analysis" / "notes.md").exists()
-    assert [p.name.split("-")[0] for p in (store.root / DAMAGED).iterdir()] == [store.key(spec(0))]
+    assert [p.name.split("-")[0] for p in (store.root / DAMAGED).iterdir()] == [HERE(spec(0)).key]
 
 
 @pytest.mark.parametrize("command", ["ls", "verify", "gc"])
@@ -138,20 +141,20 @@ def test_an_unmarked_store_is_marked_on_request_and_a_folder_with_other_things_i
 
 
 def test_a_read_only_store_with_a_damaged_entry_still_reads(tmp_path, monkeypatch):
-    store = RunStore(tmp_path / "runs", code="test")
-    store.save(spec(0), records())
-    store.save(spec(1), records())
-    (store.folder(spec(1)) / "rounds.csv").write_text("round,acc\n0,0.99\n")
+    store = RunStore(tmp_path / "runs")
+    store.save(TEST(spec(0)), records())
+    store.save(TEST(spec(1)), records())
+    (store.folder(TEST(spec(1))) / "rounds.csv").write_text("round,acc\n0,0.99\n")
 
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(os, "rename", read_only)  # as on a read-only mount (root ignores file permissions)
     monkeypatch.setattr(os, "mkdir", read_only)
-    reader = RunStore(store.root, code="test")
+    reader = RunStore(store.root)  # reading with the same keys
     with pytest.warns(DamagedEntryWarning, match="cannot be moved aside .Read-only"):
-        assert not reader.has(spec(1))
+        assert not reader.has(TEST(spec(1)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert reader.load(spec(0))["rounds"]["acc"].tolist() == [0.5] * 3
-    assert store.folder(spec(1)).exists()  # left where it was
+        assert reader.load(TEST(spec(0)))["rounds"]["acc"].tolist() == [0.5] * 3
+    assert store.folder(TEST(spec(1))).exists()  # left where it was

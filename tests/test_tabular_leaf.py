@@ -10,7 +10,7 @@ import torch
 
 from fedlib.data import DatasetFileError, load_dataset, split_clients
 from fedlib.data.fabricate import (
-    a9a_text, adult_uci_row, adult_uci_text, random_lines, shakespeare_shard, write_a9a, write_adult_uci,
+    adult_uci_row, adult_uci_text, random_lines, shakespeare_shard, write_a9a, write_adult_uci,
     write_femnist, write_shakespeare,
 )
 from fedlib.data.leaf import LEAF_VOCABULARY, encode, read_leaf_shakespeare

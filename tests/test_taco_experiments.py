@@ -9,7 +9,7 @@ import pytest
 
 from fedlib.notebook_runs import notebook_records
 from fedlib.papers import taco as tp
-from fedlib.runs import RunSpec, RunStore, execute, run_specs
+from fedlib.runs import Keys, RunSpec, RunStore, execute, run_specs
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +79,15 @@ def test_tiny_specs_run_through_the_store(quick, tmp_path):
     params = _tiny(quick)
     store = RunStore(tmp_path)
     spec = next(s for s in tp.freeloader_grid(params) if s.get("labels")["expulsion"] == "live")
-    records = execute(spec, store)
+    run = Keys()(spec)
+    records = execute(run, store)
     assert {"rounds", "clients", "alpha", "expelled", "output"} <= set(records)
     assert len(records["rounds"]) == 2 and {"test_acc", "train_s", "alpha_mean", "zero_weight_clients"} <= set(records["rounds"])
     alpha = records["alpha"]
     assert len(alpha) == 2 * 6 and (alpha["group"] == "Freeloaders").sum() == 2 * 2
     assert records["expelled"]["freeloader"].sum() == 2
     assert set(records["output"]["output"]) == {"w", "z"}
-    assert store.has(spec)
+    assert store.has(run)
 
 
 def test_run_specs_gives_the_columns_the_notebook_reads(quick, tmp_path):

@@ -22,7 +22,7 @@ import fedlib
 from fedlib.app.options import parse_args
 from fedlib.ledger.entries import LedgerEntry
 from fedlib.ledger.status import stale_notes
-from fedlib.runs import RunSpec, RunStore, build_run, run_specs
+from fedlib.runs import Keys, RunSpec, RunStore, build_run, run_specs
 from fedlib.runs.archive import import_entries
 from fedlib.runs.entry import PROVENANCE
 from fedlib.runs.fingerprint import code_roots, reached_definitions
@@ -197,7 +197,7 @@ def test_worker_processes_may_import_what_the_caller_imported_itself(on_path, tm
     __import__(module)
     assert os.environ[ALLOW_VAR] == "" and worker_allowance([module, "json", "not_imported"]) == (module, "json")
     specs = [quick_spec([module], [(f"{module}_norm", {})]).with_(seed=seed) for seed in (0, 1)]
-    records = run_specs(specs, store=RunStore(tmp_path / "runs", code="test"), progress=False, workers=2)
+    records = run_specs(specs, store=RunStore(tmp_path / "runs"), keys=Keys(fixed="test"), progress=False, workers=2)
     assert len(records["rounds"]) == 4 and records["rounds"]["user_norm"].notna().all()
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedlib.app import notebooks
 from fedlib.app.options import UsageError
 from fedlib.data import load_dataset
 from fedlib.data.datasets import MissingDatasetError
@@ -19,7 +18,8 @@ from fedlib.data.fabricate import fabricate_for
 from fedlib.grids import client_steps, datasets_named, notebook_specs, profile_values
 from fedlib.paper import params_class
 from fedlib.paper_params import PaperParams, check_names
-from fedlib.runs import RunSpec, RunStore, build_run
+from fedlib.runs import Keys, RunSpec, RunStore
+from fedlib.runs.build import Plans
 from fedlib.runs.archive import origin
 from fedlib.runs.selection import check_selection
 
@@ -117,14 +117,15 @@ def count_steps(plan: Plan, store: RunStore) -> None:
     every run here stops a bad parameter before any run."""
     first: dict[RunSpec, str] = {}  # a run not in the store -> the first notebook of the plan that computes it
     for nb in plan.notebooks:
-        reading = store.reading(nb.params.data_root)
-        for spec in nb.specs:
-            if reading.has(spec):
-                nb.stored += 1
-            elif first.setdefault(spec, nb.name) != nb.name:
-                nb.shared[first[spec]] = nb.shared.get(first[spec], 0) + 1
+        plans = Plans(nb.params.data_root)
+        keys = Keys.building(plans)  # a run keyed here is built once, for its key and its steps
         try:
-            nb.steps_of = {s: client_steps(s, build_run(s, nb.params.data_root)) for s in nb.specs}
+            for spec in nb.specs:
+                if store.has(keys(spec)):
+                    nb.stored += 1
+                elif first.setdefault(spec, nb.name) != nb.name:
+                    nb.shared[first[spec]] = nb.shared.get(first[spec], 0) + 1
+                nb.steps_of[spec] = client_steps(spec, plans.take(spec))
         except ValueError as err:
             raise UsageError(f"notebook '{nb.name}': {err}") from err
 
@@ -143,8 +144,8 @@ def imported_runs(plan: Plan, store: RunStore) -> list[str]:
     """One line per notebook whose runs (some or all) were imported from an archive rather than computed here."""
     lines = []
     for nb in plan.notebooks:
-        reading = store.reading(nb.params.data_root)
-        archives = [found["archive"] for s in nb.specs if (found := origin(reading.folder(s))) is not None]
+        keys = Keys(nb.params.data_root)
+        archives = [found["archive"] for s in nb.specs if (found := origin(store.folder(keys(s)))) is not None]
         if archives:
             lines.append(f"Runs imported from another machine: [{nb.name}] {len(archives)} of {len(nb.specs)} "
                          f"(from {', '.join(sorted(set(map(str, archives))))}); its claims rest on them.")

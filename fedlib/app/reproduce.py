@@ -29,7 +29,7 @@ from fedlib.ledger.piece import run_piece
 from fedlib.ledger.priority import prioritized
 from fedlib.paper import papers, params_class
 from fedlib.paper_params import ParameterError
-from fedlib.runs import RunStore, parse_selection, run_specs
+from fedlib.runs import Keys, RunStore, parse_selection, run_specs
 from fedlib.runs.fingerprint import run_threads
 from fedlib.runs.pool import default_workers, gpu_count, worker_cap
 from fedlib.runs.progress import RunProgress
@@ -148,7 +148,7 @@ def prepare(args: argparse.Namespace, names: list[str], overrides: dict[str, Any
     if os.environ.get(ENV_VAR):  # the kernels run in notebooks/: a relative FEDLIB_DATA would move with them
         os.environ[ENV_VAR] = str(absolute(os.environ[ENV_VAR]))
     results = absolute(args.results)
-    store = RunStore(results / "runs", data_root=overrides.get("data_root"))  # keys read the same files as the runs
+    store = RunStore(results / "runs")
     injected = {"profile": args.profile, "results_root": str(results / args.profile), "runs_root": str(store.root),
                 "runner": args.executor, "ray_address": args.ray_address}
     given = {name: run_parameters(name, args.profile, overrides, injected) for name in names}  # all checked
@@ -199,13 +199,13 @@ def _worker_groups(args: argparse.Namespace, plan: Plan, store: RunStore, gpus: 
     by_threads = args.workers is None and not gpus and args.executor == "local"
     groups: dict[tuple[str | None, int | None, int], tuple[list[RunSpec], list[RunSpec]]] = {}
     for root, specs in plan.by_data_root().items():
-        stored = store.reading(root)
+        keys = Keys(root)  # keys read the same files as the runs
         for spec in specs:
             threads = run_threads(spec, root) if by_threads else None
             workers = args.workers or default_workers("cuda" if gpus else "cpu", gpus, threads or 1)
             group = groups.setdefault((root, threads, workers), ([], []))
             group[0].append(spec)
-            if not stored.has(spec):
+            if not store.has(keys(spec)):
                 group[1].append(spec)
     capped = {}
     for (root, threads, workers), (specs, todo) in groups.items():

@@ -18,7 +18,6 @@ recorded: no headline can name it.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from collections.abc import Mapping, Sequence

@@ -55,7 +55,7 @@ from fedlib.runs.entry import (MANIFEST, PROVENANCE, SPEC, DamagedEntryError, Re
                                read_manifest, verify_entry, verify_keyed_entry, write_atomic)
 from fedlib.runs.fingerprint import code_roots, code_version, hashed_packages, reached_definitions
 from fedlib.runs.runner import tidy_runs
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.spec import KeyedRun, RunSpec
 from fedlib.runs.store import MARKER, TEMP_PREFIX, RunStore
 
 SUFFIX = ".tar.gz"
@@ -185,10 +185,10 @@ def device_name(device: str) -> str:
     return f"{CPU_NAME}{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
-def provenance(spec: RunSpec, store: RunStore, root: str | Path | None, wall_s: float,
-               client_steps: int, seed_batch: int = 1) -> dict[str, Any]:
-    """Where and how `spec`'s run in `store` was computed (the module docstring's fields)."""
-    context = json.loads(store.context(spec))
+def provenance(run: KeyedRun, root: str | Path | None, wall_s: float, client_steps: int, seed_batch: int = 1
+               ) -> dict[str, Any]:
+    """Where and how `run` was computed, as keyed (the module docstring's fields)."""
+    context, spec = json.loads(run.context), run.spec
     commit, dirty = git_commit()
     return {"device": context["device"], "device_name": device_name(context["device"]), "torch": torch.__version__,
             "cuda": torch.version.cuda, "commit": commit, "uncommitted_changes": dirty,
@@ -327,15 +327,15 @@ class Ledger:
         """`held_records` of the ledger's entries (each archive read and verified)."""
         return held_records(self.entries(), specs)
 
-    def add(self, store: RunStore, spec: RunSpec, prov: Mapping[str, Any]) -> Path:
-        """Export `spec`'s store entry with `prov` as its provenance into the ledger with its line in the index,
+    def add(self, store: RunStore, run: KeyedRun, prov: Mapping[str, Any]) -> Path:
+        """Export `run`'s store entry with `prov` as its provenance into the ledger with its line in the index,
         both written whole or not at all, one writer at a time (`fedlib.ledger.index.locked`); the folder must exist
         (`create`). It replaces an entry of the same spec and data (a stale one recomputed: its index line changes
         with it); `LedgerError` naming both where the ledger holds the run under another data fingerprint (a ledger
         holds one entry per run)."""
-        folder = store.folder(spec)
+        folder = store.folder(run)
         verify_entry(folder)
-        target = self.root / entry_name(spec, prov["data"])
+        target = self.root / entry_name(run.spec, prov["data"])
         with tempfile.TemporaryDirectory(dir=self.root, prefix=TEMP_PREFIX) as tmp:
             copy = Path(tmp) / folder.name
             shutil.copytree(folder, copy)
@@ -348,7 +348,7 @@ class Ledger:
             export_entries(store, [copy], archive)
             line = index_line(read_entry_archive(archive), file_sha256(archive))
             with locked(self.root):
-                other = [p.name for p in self.paths() if p.name.startswith(run_prefix(spec)) and p != target]
+                other = [p.name for p in self.paths() if p.name.startswith(run_prefix(run.spec)) and p != target]
                 if other:
                     raise LedgerError(target, f"the ledger holds this run already as {other[0]} (other data): a "
                                               "ledger holds one entry per run; remove that one first (git rm) to "

@@ -51,8 +51,8 @@ from fedlib.ledger.entries import (BUDGET_BYTES, Ledger, LedgerEntry, changed_to
 from fedlib.ledger.priority import REST, Ranked
 from fedlib.runs.build import Plans, RunPlan
 from fedlib.runs.execute import Stop, cell_batch, execute, execute_batch, seeds_batch
-from fedlib.runs.fingerprint import data_fingerprint, device_type
-from fedlib.runs.spec import RunSpec, run_name
+from fedlib.runs.fingerprint import Keys, data_fingerprint, device_type
+from fedlib.runs.spec import KeyedRun, RunSpec, run_name
 from fedlib.runs.store import RunStore, rounds_done
 
 
@@ -193,35 +193,36 @@ def written_meanwhile(path: Path, held: LedgerEntry | None, root: str | None) ->
 
 def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, plans: Plans, watch: Callable[[int], Watch],
                  clock: Callable[[], float]) -> tuple[list[tuple[Path, float, int]], bool]:
-    """One cell's `specs` (one spec, or seeds of one cell) computed into `store` from `plans`, each watched by
-    `watch(rounds)` (a `Watch`: `Stop` where they cannot finish), and exported into `ledger`: (its entry, seconds,
-    client-steps) per spec, and whether they trained as one batch. Seeds that train as one batch
-    (`fedlib.runs.execute.cell_batch`) have each its share of the batch's seconds by client-steps, and their
-    provenance says how many trained together; others run one after another, each timed alone."""
-    root = plans.root
+    """One cell's `specs` (one spec, or seeds of one cell) keyed and computed into `store` from `plans` (each built
+    once there, for its key and its run), each watched by `watch(rounds)` (a `Watch`: `Stop` where they cannot
+    finish), and exported into `ledger`: (its entry, seconds, client-steps) per spec, and whether they trained as one
+    batch. Seeds that train as one batch (`fedlib.runs.execute.cell_batch`) have each its share of the batch's seconds
+    by client-steps, and their provenance says how many trained together; others run one after another, each timed
+    alone."""
+    keys = Keys.building(plans)
+    runs = [keys(spec) for spec in specs]
     batch = cell_batch(specs, plans)
     if batch is None:
-        return [compute_alone(ledger, spec, store, plans, watch, clock) for spec in specs], False
+        return [compute_alone(ledger, run, store, plans, watch, clock) for run in runs], False
     rounds = specs[-1].rounds
     began = clock()
-    records = execute_batch(specs, batch, store, root=root, checkpoint_every=max(1, rounds // WATCH_POINTS),
-                            watch=watch(rounds))
+    records = execute_batch(runs, batch, store, checkpoint_every=max(1, rounds // WATCH_POINTS), watch=watch(rounds))
     seconds = max(clock() - began, 1e-9)
     steps = [int(r["clients"]["steps"].sum()) for r in records]
     shares = [seconds * n / max(sum(steps), 1) for n in steps]
-    return [(ledger.add(store, spec, provenance(spec, store, root, share, n, seed_batch=len(specs))), share, n)
-            for spec, share, n in zip(specs, shares, steps)], True
+    return [(ledger.add(store, run, provenance(run, plans.root, share, n, seed_batch=len(runs))), share, n)
+            for run, share, n in zip(runs, shares, steps)], True
 
 
-def compute_alone(ledger: Ledger, spec: RunSpec, store: RunStore, plans: Plans, watch: Callable[[int], Watch],
+def compute_alone(ledger: Ledger, run: KeyedRun, store: RunStore, plans: Plans, watch: Callable[[int], Watch],
                   clock: Callable[[], float]) -> tuple[Path, float, int]:
-    root = plans.root
     began = clock()
-    records = execute(spec, store, root=root, progress=False, checkpoint_every=max(1, spec.rounds // WATCH_POINTS),
-                      watch=watch(spec.rounds), plan=plans.take(spec))
+    records = execute(run, store, root=plans.root, progress=False,
+                      checkpoint_every=max(1, run.spec.rounds // WATCH_POINTS), watch=watch(run.spec.rounds),
+                      plan=plans.take(run.spec))
     seconds = max(clock() - began, 1e-9)
     done = int(records["clients"]["steps"].sum())
-    return ledger.add(store, spec, provenance(spec, store, root, seconds, done)), seconds, done
+    return ledger.add(store, run, provenance(run, plans.root, seconds, done)), seconds, done
 
 
 def units(todo: Sequence[Ranked], batched: Callable[[Ranked], bool]) -> Iterator[list[Ranked]]:
@@ -326,7 +327,7 @@ class Piece:
                     print(f"[piece] no measured or given rate for {describe_run(mine[0])}: started, its pace "
                           "measured as it runs", file=self.out, flush=True)
                 for r in mine:
-                    done = checkpointed_rounds(self.store.reading(self.roots.get(r.notebook)), r.spec)
+                    done = checkpointed_rounds(self.store, Keys.building(self.plans_of(r))(r.spec))
                     if done:
                         print(f"[piece] resumes {describe_run(r)} from its checkpoint after round {done} of "
                               f"{r.spec.rounds}", file=self.out, flush=True)
@@ -355,11 +356,11 @@ class Piece:
                   f"({total / wall:,.0f}/s together)", file=self.out, flush=True)
 
 
-def checkpointed_rounds(store: RunStore, spec: RunSpec) -> int | None:
-    """The rounds `spec`'s checkpoint in `store` holds (None: no checkpoint, or one that is not resumed, which
+def checkpointed_rounds(store: RunStore, run: KeyedRun) -> int | None:
+    """The rounds `run`'s checkpoint in `store` holds (None: no checkpoint, or one that is not resumed, which
     running the spec names)."""
     try:
-        state = store.checkpoint(spec, 1).load()
+        state = store.checkpoint(run, 1).load()
     except ValueError:
         return None
     return None if state is None else rounds_done(state)

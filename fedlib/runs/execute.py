@@ -1,6 +1,7 @@
-"""Execute one spec into the store: build it (`fedlib.runs.build`), run it (resuming from its checkpoint if
-there is one), file its records; or one cell's seeds (`seed_cells`) as one batch (`execute_cell`,
-`fedlib.engine.seed_batch`), each filed under its own key with the records it has alone. Running many specs
+"""Execute one keyed spec (`fedlib.runs.spec.KeyedRun`) into the store: build it (`fedlib.runs.build`), run it
+(resuming from its checkpoint if there is one), file its records under its key; or one cell's seeds (`seed_cells`)
+as one batch (`execute_cell`, `fedlib.engine.seed_batch`), each filed under its own key with the records it has
+alone. Running many specs
 (locally, in worker processes, on Ray) is `fedlib.runs.runner.run_specs`."""
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from fedlib.engine.federation import Federation, open_federation, run_federation
 from fedlib.engine.seed_batch import batches_seeds, run_seed_batch, what_differs
 from fedlib.runs.build import Plans, RunPlan, build_run, records_of
 from fedlib.runs.entry import Records
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.spec import KeyedRun, RunSpec
 from fedlib.runs.store import FileCheckpoint, RunStore, rounds_done
 
 
@@ -38,26 +39,26 @@ class Watched:
         self.watch(rounds_done(state) or 0)
 
 
-def execute(spec: RunSpec, store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
+def execute(run: KeyedRun, store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
             progress: bool = False, watch: Callable[[int], None] | None = None, plan: RunPlan | None = None
             ) -> Records:
-    """Run one spec (resuming from its checkpoint if there is one), store its records and return them. `watch`,
-    where given, is called with the rounds done at each checkpoint; it stops the run by raising `Stop`. `plan`: the
-    spec's run as the caller built it (`Plans.take`; None: built here)."""
-    store = store.reading(root)
-    plan = build_run(spec, root) if plan is None else plan
-    checkpoint = store.checkpoint(spec, checkpoint_every)
+    """Run one keyed spec (resuming from its checkpoint if there is one), store its records under its key and
+    return them. `root`: where it reads its datasets (as it was keyed). `watch`, where given, is called with the
+    rounds done at each checkpoint; it stops the run by raising `Stop`. `plan`: the spec's run as the caller built it
+    (`Plans.take`; None: built here)."""
+    plan = build_run(run.spec, root) if plan is None else plan
+    checkpoint = store.checkpoint(run, checkpoint_every)
     result = run_federation(plan.model_fn, plan.data, progress=progress,
                             checkpoint=checkpoint if watch is None else Watched(checkpoint, watch), **plan.kwargs)
-    store.save(spec, records_of(plan, result))
-    return store.load(spec)
+    store.save(run, records_of(plan, result))
+    return store.load(run)
 
 
-def seed_cells(specs: Sequence[RunSpec]) -> list[list[RunSpec]]:
-    """`specs` grouped by cell: the specs that differ only by seed, in the order of each cell's first spec."""
-    cells: dict[RunSpec, list[RunSpec]] = {}
-    for spec in specs:
-        cells.setdefault(spec.with_(seed=0), []).append(spec)
+def seed_cells(runs: Sequence[KeyedRun]) -> list[list[KeyedRun]]:
+    """`runs` grouped by cell: the runs whose specs differ only by seed, in the order of each cell's first run."""
+    cells: dict[RunSpec, list[KeyedRun]] = {}
+    for run in runs:
+        cells.setdefault(run.spec.with_(seed=0), []).append(run)
     return list(cells.values())
 
 
@@ -81,31 +82,31 @@ def cell_batch(specs: Sequence[RunSpec], plans: Plans) -> tuple[list[RunPlan], l
     return (taken, feds) if what_differs(feds) is None else None
 
 
-def execute_batch(specs: Sequence[RunSpec], batch: tuple[list[RunPlan], list[Federation]], store: RunStore, *,
-                  root: str | Path | None = None, checkpoint_every: int = 10, progress: bool = False,
-                  watch: Callable[[int], None] | None = None) -> list[Records]:
-    """Run a cell's `batch` (`cell_batch`) into the store, each spec filed under its own key, and return their
+def execute_batch(runs: Sequence[KeyedRun], batch: tuple[list[RunPlan], list[Federation]], store: RunStore, *,
+                  checkpoint_every: int = 10, progress: bool = False, watch: Callable[[int], None] | None = None
+                  ) -> list[Records]:
+    """Run a cell's `batch` (`cell_batch`) into the store, each run filed under its own key, and return their
     records. `watch`, where given, is called with the rounds done after each checkpoint of the last seed (every seed
     has then saved its own); it stops the batch by raising `Stop`."""
-    store = store.reading(root)
     plans, feds = batch
-    checkpoints: list[Any] = [store.checkpoint(spec, checkpoint_every) for spec in specs]
+    checkpoints: list[Any] = [store.checkpoint(run, checkpoint_every) for run in runs]
     if watch is not None:
         checkpoints[-1] = Watched(checkpoints[-1], watch)
     results = run_seed_batch(feds, checkpoints, plans[0].kwargs.get("executor", "auto"), progress)
-    for spec, plan, result in zip(specs, plans, results):
-        store.save(spec, records_of(plan, result))
-    return [store.load(spec) for spec in specs]
+    for run, plan, result in zip(runs, plans, results):
+        store.save(run, records_of(plan, result))
+    return [store.load(run) for run in runs]
 
 
-def execute_cell(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | None = None,
-                 checkpoint_every: int = 10, progress: bool = False) -> None:
-    """Run one cell's specs (`seed_cells`) into the store: as one batch where `cell_batch` says so, else one after
-    another (`execute`). Each is filed under its own key."""
-    plans = Plans(root)
-    batch = cell_batch(specs, plans)
+def execute_cell(runs: Sequence[KeyedRun], store: RunStore, plans: Plans, *, checkpoint_every: int = 10,
+                 progress: bool = False) -> None:
+    """Run one cell's keyed runs (`seed_cells`) into the store, built in `plans` (where keying them may have built
+    them already): as one batch where `cell_batch` says so, else one after another (`execute`). Each is filed under
+    its own key."""
+    batch = cell_batch([run.spec for run in runs], plans)
     if batch is not None:
-        execute_batch(specs, batch, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
+        execute_batch(runs, batch, store, checkpoint_every=checkpoint_every, progress=progress)
         return
-    for spec in specs:
-        execute(spec, store, root=root, checkpoint_every=checkpoint_every, progress=progress, plan=plans.take(spec))
+    for run in runs:
+        execute(run, store, root=plans.root, checkpoint_every=checkpoint_every, progress=progress,
+                plan=plans.take(run.spec))

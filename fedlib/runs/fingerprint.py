@@ -1,5 +1,6 @@
 """What a run store key covers beyond the spec: the code the run reaches, the data files it reads, and the
-environment that changes its numbers.
+environment that changes its numbers; and `Keys`, which whoever builds runs asks for each run's `KeyedRun` (the
+store computes no key).
 
 Code: `code_roots(spec)` builds the spec's run (`fedlib.runs.build.build_run`; where this machine lacks the dataset,
 from fabricated files of its format, so that telling a run's code, and whether a ledger entry is stale, needs no
@@ -33,6 +34,7 @@ import functools
 import hashlib
 import importlib
 import json
+import os
 import random
 import shutil
 import sys
@@ -51,9 +53,10 @@ from fedlib.data.datasets import MissingDatasetError, dataset_files
 from fedlib.data.fabricate import FABRICATORS, fabricate_for
 from fedlib.engine.federation import DEFAULT_THREADS, choose_threads, run_federation
 from fedlib.registry import ALGORITHMS, CODEC_POLICIES, CODECS, DATASETS, EXPERIMENTS, MODELS, SPLITS
-from fedlib.runs.build import FIELDS, build_run, records_of
+from fedlib.runs.build import FIELDS, Plans, build_run, records_of
 from fedlib.runs.entry import file_sha256
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.spec import KeyedRun, RunSpec
+from fedlib.validate import instance
 
 PACKAGE = "fedlib"
 RECENT_NS = 2_000_000_000  # files modified this recently are not trusted to the (size, mtime) cache
@@ -139,17 +142,23 @@ def _stand_in(dataset: str) -> str:
     return folder
 
 
-@functools.lru_cache(maxsize=None)
-def _built(spec: RunSpec, root: str | None) -> tuple[tuple[tuple[str, str], ...], bool]:
-    """(origins of the code roots, whether torch picks the thread count) of `spec`'s built run. The build runs
+# (spec, data root) -> (origins of the code roots, whether torch picks the thread count) of the spec's built run
+_BUILT: dict[tuple[RunSpec, str | None], tuple[tuple[tuple[str, str], ...], bool]] = {}
+
+
+def _built(spec: RunSpec, root: str | None, plans: Plans | None = None) -> tuple[tuple[tuple[str, str], ...], bool]:
+    """(origins of the code roots, whether torch picks the thread count) of `spec`'s built run, computed once per
+    process. The run is built in `plans` where given (kept there for the caller to run: `Plans.take`), else alone;
     with the random number generators' states restored afterwards (keying a spec leaves the run unchanged). Where
     the dataset is missing, the run is built from fabricated files of its format (`_stand_in`): the objects a run
     holds, so the code it reaches, do not depend on the data's values."""
+    if (spec, root) in _BUILT:
+        return _BUILT[spec, root]
     np_state, py_state = np.random.get_state(), random.getstate()
     with torch.random.fork_rng(devices=[]):
         try:
             try:
-                plan = build_run(spec, root)
+                plan = build_run(spec, root) if plans is None else plans(spec)
             except MissingDatasetError:
                 if spec.dataset not in FABRICATORS:
                     raise
@@ -163,7 +172,8 @@ def _built(spec: RunSpec, root: str | None) -> tuple[tuple[tuple[str, str], ...]
     origins = {origin for origin in map(_origin, roots) if origin is not None}  # functions and classes: all
     threads = spec.get("loop").get("threads", "auto")
     torch_picks = device_type(spec.device) == "cpu" and threads == "auto" and choose_threads(model) != 1
-    return tuple(sorted(origins)), torch_picks
+    _BUILT[spec, root] = tuple(sorted(origins)), torch_picks
+    return _BUILT[spec, root]
 
 
 def run_threads(spec: RunSpec, root: str | Path | None = None) -> int:
@@ -406,3 +416,34 @@ def key_context(spec: RunSpec, root: str | Path | None = None) -> str:
     """Everything besides the spec that `spec`'s store key covers, as one string."""
     return json.dumps({"code": code_version(spec, root), "data": data_fingerprint(spec.dataset, root),
                        **environment(spec, root)}, sort_keys=True)
+
+
+class Keys:
+    """How this process keys runs for the store (`KeyedRun`): each spec's `key_context`, reading the datasets under
+    `data_root` (None: the data-root rule, `fedlib.data.roots`), or one `fixed` context for every spec (tests).
+    With `plans` (of the same data root), the run keying builds is kept there, so a caller that keys a run and then
+    runs it (`Plans.take`) builds it once."""
+
+    def __init__(self, data_root: str | Path | None = None, *, fixed: str | None = None,
+                 plans: Plans | None = None) -> None:
+        instance("Keys data_root", data_root, (str, os.PathLike, type(None)), "a folder of datasets")
+        instance("Keys fixed", fixed, (str, type(None)))
+        self.data_root = None if data_root is None or str(data_root) == "" else str(data_root)
+        self.fixed, self.plans = fixed, plans
+
+    @staticmethod
+    def building(plans: Plans) -> Keys:
+        """Keys for the runs of `plans`' data root, built there."""
+        return Keys(plans.root, plans=plans)
+
+    def reading(self, data_root: str | Path | None) -> Keys:
+        """These keys for runs that read the datasets under `data_root` (themselves when None or already so)."""
+        if data_root is None or str(data_root) == "" or str(data_root) == self.data_root:
+            return self
+        return Keys(data_root, fixed=self.fixed)
+
+    def __call__(self, spec: RunSpec) -> KeyedRun:
+        if self.fixed is not None:
+            return KeyedRun(spec, self.fixed)
+        _built(spec, self.data_root, self.plans)
+        return KeyedRun(spec, key_context(spec, self.data_root))

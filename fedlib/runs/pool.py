@@ -23,7 +23,9 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 
 from fedlib.runs.execute import execute_cell
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.build import Plans
+from fedlib.runs.fingerprint import Keys
+from fedlib.runs.spec import KeyedRun, RunSpec
 from fedlib.runs.store import RunStore
 from fedlib.trust import allow_imports, worker_allowance
 
@@ -75,21 +77,23 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _execute(specs_json: list[dict], store_root: str, code: str | None, root: str | None, checkpoint_every: int,
+def _execute(specs_json: list[dict], store_root: str, fixed: str | None, root: str | None, checkpoint_every: int,
              allowance: tuple[str, ...]) -> list[str]:
-    """Run one unit in this worker, allowed to import what the caller may (`allowance`); return the key context
-    each spec was filed under here."""
+    """Run one unit in this worker, allowed to import what the caller may (`allowance`), each spec keyed here as it
+    is built; return the key context each was filed under."""
     allow_imports(*allowance)
-    specs, store = [RunSpec.from_json(s) for s in specs_json], RunStore(store_root, code).reading(root)
-    execute_cell(specs, store, root=root, checkpoint_every=checkpoint_every)
-    return [store.context(spec) for spec in specs]
+    plans = Plans(root)
+    runs = [Keys(root, fixed=fixed, plans=plans)(RunSpec.from_json(s)) for s in specs_json]
+    execute_cell(runs, RunStore(store_root), plans, checkpoint_every=checkpoint_every)
+    return [run.context for run in runs]
 
 
-def run_in_processes(units: Sequence[Sequence[RunSpec]], store: RunStore, *, workers: int,
-                     root: str | Path | None = None, checkpoint_every: int = 10,
-                     on_done: Callable[[Sequence[RunSpec]], None] = lambda unit: None) -> None:
-    """Execute `units` (each one spec or one cell's seeds, `fedlib.runs.execute.execute_cell`) in `workers` spawned
-    processes, calling `on_done(unit)` in this process as each finishes."""
+def run_in_processes(units: Sequence[Sequence[KeyedRun]], store: RunStore, keys: Keys, *, workers: int,
+                     checkpoint_every: int = 10,
+                     on_done: Callable[[Sequence[KeyedRun]], None] = lambda unit: None) -> None:
+    """Execute `units` (each one keyed run or one cell's seeds, `fedlib.runs.execute.execute_cell`) in `workers`
+    spawned processes, which key them again as they build them (`keys`' data root and fixed context): a worker whose
+    environment keys a run otherwise files nothing here. Calls `on_done(unit)` in this process as each finishes."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     cap = worker_cap(len(units))
@@ -97,16 +101,15 @@ def run_in_processes(units: Sequence[Sequence[RunSpec]], store: RunStore, *, wor
         print(f"workers: {workers} requested, {cap} started ({len(units)} units of runs, {os.cpu_count()} CPU cores "
               f"x {WORKERS_PER_CORE} at most)", file=sys.stderr, flush=True)
     context = multiprocessing.get_context("spawn")  # no fork of a process that already holds torch's threads
-    root_text = None if root is None else str(Path(root).resolve())
-    store = store.reading(root_text)
-    allowance = worker_allowance(m for unit in units for spec in unit for m in spec.imports)
+    root_text = None if keys.data_root is None else str(Path(keys.data_root).resolve())
+    allowance = worker_allowance(m for unit in units for run in unit for m in run.spec.imports)
     # a spec naming a GPU by its index ("cuda:1") needs every GPU in sight: then the workers are left to see all
     devices = worker_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), gpu_count()) \
-        if all(spec.device in ("auto", "cuda") for unit in units for spec in unit) else []
+        if all(run.spec.device in ("auto", "cuda") for unit in units for run in unit) else []
     spread = dict(initializer=_take_device, initargs=(devices, context.Value("i", 0))) if len(devices) > 1 else {}
     with ProcessPoolExecutor(max_workers=min(workers, cap), mp_context=context, **spread) as pool:
-        futures: dict[Future, Sequence[RunSpec]] = {
-            pool.submit(_execute, [spec.to_json() for spec in unit], str(store.root.resolve()), store.code,
+        futures: dict[Future, Sequence[KeyedRun]] = {
+            pool.submit(_execute, [run.spec.to_json() for run in unit], str(store.root.resolve()), keys.fixed,
                         root_text, checkpoint_every, allowance): unit
             for unit in units}
         pending = set(futures)
@@ -115,15 +118,15 @@ def run_in_processes(units: Sequence[Sequence[RunSpec]], store: RunStore, *, wor
                 done, pending = wait(pending, return_when=FIRST_EXCEPTION)
                 for future in done:
                     if future.exception() is None:
-                        for spec, context_used in zip(futures[future], future.result()):
-                            store.check_context(spec, context_used, "in a worker process")
+                        for run, context_used in zip(futures[future], future.result()):
+                            store.check_context(run, context_used, "in a worker process")
                         on_done(futures[future])
                 failed = [f for f in done if f.exception() is not None]
                 if failed:
                     for future in pending:
                         future.cancel()
                     wait(pending)  # runs already started finish and are filed
-                    spec, seeds = futures[failed[0]][0], [s.seed for s in futures[failed[0]]]
+                    spec, seeds = futures[failed[0]][0].spec, [run.spec.seed for run in futures[failed[0]]]
                     raise RuntimeError(f"run {spec.get('labels') or spec.algorithm.name} (seed "
                                        f"{', '.join(map(str, seeds))}, experiment {spec.experiment}) failed in a "
                                        "worker process: "

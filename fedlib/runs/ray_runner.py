@@ -20,12 +20,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import pandas as pd
 
+from fedlib.runs.build import Plans
 from fedlib.runs.execute import execute
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.fingerprint import Keys
+from fedlib.runs.spec import KeyedRun, RunSpec
 from fedlib.runs.store import Records, RunStore
 from fedlib.trust import allow_imports, worker_allowance
 
@@ -34,19 +35,22 @@ INIT_TIMEOUT_S = 60.0
 NAMELESS = (None, "", "auto", "local")  # "address"es that name no cluster: whichever runs or starts here
 
 
-def _run_task(spec_json: dict, store_root: str, code: str | None, root: str | None, checkpoint_every: int,
+def _run_task(spec_json: dict, store_root: str, fixed: str | None, root: str | None, checkpoint_every: int,
               allowance: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """Run one spec on a Ray worker, keyed there as it is built; return the key context and the records."""
     allow_imports(*allowance)
-    spec, store = RunSpec.from_json(spec_json), RunStore(store_root, code).reading(root)
-    records = execute(spec, store, root=root, checkpoint_every=checkpoint_every)
-    return store.context(spec), {name: frame.to_csv(index=False) for name, frame in records.items()}
+    plans = Plans(root)
+    run = Keys(root, fixed=fixed, plans=plans)(RunSpec.from_json(spec_json))
+    records = execute(run, RunStore(store_root), root=root, checkpoint_every=checkpoint_every,
+                      plan=plans.take(run.spec))
+    return run.context, {name: frame.to_csv(index=False) for name, frame in records.items()}
 
 
-def _threads_keyed(store: RunStore, spec: RunSpec) -> int:
-    """The thread count `spec`'s key names (1 when the key names none: the run pins its threads)."""
+def _threads_keyed(run: KeyedRun) -> int:
+    """The thread count `run`'s key names (1 when the key names none: the run pins its threads)."""
     try:
-        return int(json.loads(store.context(spec)).get("threads", 1))
-    except (ValueError, TypeError, AttributeError):  # a test store's code override
+        return int(json.loads(run.context).get("threads", 1))
+    except (ValueError, TypeError, AttributeError):  # a fixed context (tests)
         return 1
 
 
@@ -111,10 +115,11 @@ def check_running_ray(address: str | None) -> None:
                               "run with that --ray-address (ray_address) in a fresh process")
 
 
-def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | None = None, checkpoint_every: int = 10,
+def run_on_ray(runs: Sequence[KeyedRun], store: RunStore, keys: Keys, *, checkpoint_every: int = 10,
                address: str | None = None, gpus_per_run: float | None = None,
                on_done: Callable[[RunSpec], None] | None = None) -> None:
-    """One Ray task per spec (see the module docstring); `on_done(spec)` is called here as each run is stored."""
+    """One Ray task per keyed run (see the module docstring), keyed again on its worker (`keys`' data root and fixed
+    context); `on_done(spec)` is called here as each run is stored."""
     try:
         import ray
     except ImportError as err:
@@ -126,22 +131,22 @@ def run_on_ray(specs: Sequence[RunSpec], store: RunStore, *, root: str | Path | 
     has_gpus = ray.cluster_resources().get("GPU", 0) > 0
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     refs = {}
-    allowance = worker_allowance(m for spec in specs for m in spec.imports)
-    for spec in specs:
-        gpus = task_gpus(spec, has_gpus, gpus_per_run)
-        threads = _threads_keyed(store, spec)
+    allowance = worker_allowance(m for run in runs for m in run.spec.imports)
+    for run in runs:
+        gpus = task_gpus(run.spec, has_gpus, gpus_per_run)
+        threads = _threads_keyed(run)
         task = ray.remote(num_cpus=min(threads, cpus), num_gpus=gpus,
                           runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}})(_run_task)
-        refs[task.remote(spec.to_json(), str(store.root.resolve()), store.code,
-                         None if root is None else str(root), checkpoint_every, allowance)] = spec
+        refs[task.remote(run.spec.to_json(), str(store.root.resolve()), keys.fixed, keys.data_root,
+                         checkpoint_every, allowance)] = run
     pending = list(refs)
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
-        spec = refs[done[0]]
+        run = refs[done[0]]
         context, texts = ray.get(done[0])
-        store.check_context(spec, context, "on a Ray worker")
+        store.check_context(run, context, "on a Ray worker")
         records = _records(texts)
-        if not store.has(spec):  # a worker on another machine wrote to its own disk
-            store.save(spec, records)
+        if not store.has(run):  # a worker on another machine wrote to its own disk
+            store.save(run, records)
         if on_done is not None:
-            on_done(spec)
+            on_done(run.spec)

@@ -33,18 +33,23 @@ from fedlib.runs.archive import origin
 from fedlib.runs.execute import execute_cell, seed_cells
 from fedlib.runs.pool import run_in_processes
 from fedlib.runs.ray_runner import run_on_ray
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.build import Plans
+from fedlib.runs.fingerprint import Keys
+from fedlib.runs.spec import KeyedRun, RunSpec
 from fedlib.runs.store import Records, RunStore
 from fedlib.validate import instance
 
 EXECUTORS = ("local", "ray")
 
 
-def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "local", ray_address: str | None = None,
-              root: str | Path | None = None, checkpoint_every: int = 10, progress: bool = True,
-              gpus_per_run: float | None = None, workers: int = 1, seed_batches: bool = True,
+def run_specs(specs: Sequence[RunSpec], *, store: RunStore, keys: Keys | None = None, executor: str = "local",
+              ray_address: str | None = None, root: str | Path | None = None, checkpoint_every: int = 10,
+              progress: bool = True, gpus_per_run: float | None = None, workers: int = 1, seed_batches: bool = True,
               on_done: Callable[[RunSpec], None] | None = None) -> Records:
     """Execute the specs not yet in the store and return every spec's records as tidy tables.
+
+    Each spec is keyed here (`keys`, reading the datasets under `root`; None: `Keys()`, the code, data and
+    environment of this process) and filed and found in the store under that key.
 
     `workers` > 1 runs the local executor's units (a cell's seeds, `seed_batches`) in that many worker processes
     (`fedlib.runs.pool`). `progress` draws bars (over runs, and with one local worker over the current run's rounds);
@@ -53,44 +58,43 @@ def run_specs(specs: Sequence[RunSpec], *, store: RunStore, executor: str = "loc
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     instance("run_specs store", store, RunStore, "e.g. RunStore.at() (results/runs) or RunStore('a/folder')")
-    specs = list(dict.fromkeys(_run_specs(specs)))  # duplicates run once
-    store = store.reading(root)  # keys cover the data files under the root the runs read
-    todo = [s for s in specs if not store.has(s)]
-    print(f"{len(specs)} runs: {len(specs) - len(todo)} from the store ({store.root}{_imported(specs, todo, store)}), "
+    instance("run_specs keys", keys, (Keys, type(None)), "e.g. Keys() (this process's code, data and environment)")
+    keys = (Keys() if keys is None else keys).reading(root)  # keys cover the data files under the root runs read
+    runs = [keys(spec) for spec in dict.fromkeys(_run_specs(specs))]  # duplicates run once
+    todo = [run for run in runs if not store.has(run)]
+    print(f"{len(runs)} runs: {len(runs) - len(todo)} from the store ({store.root}{_imported(runs, todo, store)}), "
           f"{len(todo)} to compute" + (f" ({executor})" if todo else ""), file=sys.stderr, flush=True)
     start = time.perf_counter()
     if todo and executor == "local":
-        units = seed_cells(todo) if seed_batches else [[spec] for spec in todo]
+        units = seed_cells(todo) if seed_batches else [[run] for run in todo]
         with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
-            def finished(spec: RunSpec) -> None:
-                bar.update()
-                if on_done is not None:
-                    on_done(spec)
-
-            def finished_unit(unit: Sequence[RunSpec]) -> None:
-                for spec in unit:
-                    finished(spec)
+            def finished_unit(unit: Sequence[KeyedRun]) -> None:
+                for run in unit:
+                    bar.update()
+                    if on_done is not None:
+                        on_done(run.spec)
 
             if workers > 1:
-                run_in_processes(units, store, workers=workers, root=root, checkpoint_every=checkpoint_every,
+                run_in_processes(units, store, keys, workers=workers, checkpoint_every=checkpoint_every,
                                  on_done=finished_unit)
             else:
                 for unit in units:
-                    execute_cell(unit, store, root=root, checkpoint_every=checkpoint_every, progress=progress)
+                    execute_cell(unit, store, Plans(keys.data_root), checkpoint_every=checkpoint_every,
+                                 progress=progress)
                     finished_unit(unit)
     elif todo:
-        run_on_ray(todo, store, root=root, checkpoint_every=checkpoint_every, address=ray_address,
+        run_on_ray(todo, store, keys, checkpoint_every=checkpoint_every, address=ray_address,
                    gpus_per_run=gpus_per_run, on_done=on_done)
     if todo:
         print(f"computed {len(todo)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
-    return tidy(specs, store)
+    return tidy(runs, store)
 
 
-def _imported(specs: Sequence[RunSpec], todo: Sequence[RunSpec], store: RunStore) -> str:
-    """"; N of them imported from <archives>" for the stored specs whose entries came from an archive, else ""."""
-    computing = set(todo)
-    archives = [found.get("archive") for s in specs if s not in computing
-                and (found := origin(store.folder(s))) is not None]
+def _imported(runs: Sequence[KeyedRun], todo: Sequence[KeyedRun], store: RunStore) -> str:
+    """"; N of them imported from <archives>" for the stored runs whose entries came from an archive, else ""."""
+    computing = {run.key for run in todo}
+    archives = [found.get("archive") for run in runs if run.key not in computing
+                and (found := origin(store.folder(run))) is not None]
     return f"; {len(archives)} of them imported from {', '.join(sorted(set(map(str, archives))))}" if archives else ""
 
 
@@ -107,9 +111,10 @@ def _run_specs(specs: object) -> list[RunSpec]:
     return specs
 
 
-def tidy(specs: Sequence[RunSpec], store: RunStore) -> Records:
-    """Concatenate each table over specs, with the spec's labels, seed and store key as leading columns."""
-    return tidy_runs((spec, store.key(spec), store.load(spec)) for spec in specs)
+def tidy(runs: Sequence[KeyedRun], store: RunStore) -> Records:
+    """Concatenate each table over the stored `runs`, with the spec's labels, seed and store key as leading
+    columns."""
+    return tidy_runs((run.spec, run.key, store.load(run)) for run in runs)
 
 
 def tidy_runs(runs: Iterable[tuple[RunSpec, str, Records]]) -> Records:

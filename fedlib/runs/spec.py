@@ -211,6 +211,20 @@ class RunSpec:
         return all(k in flat and flat[k] in {v.casefold() for v in values} for k, values in selection.items())
 
 
+@dataclass(frozen=True)
+class KeyedRun:
+    """A run as the store files it: its spec, and `context`, everything else its key hashes (the code the built run
+    reaches, the data it reads, the environment: `fedlib.runs.fingerprint.Keys`, which whoever builds the run asks).
+    The store files and finds it under `key` and computes nothing of it."""
+
+    spec: RunSpec
+    context: str
+    key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.spec.key(self.context))
+
+
 def run_name(spec: RunSpec) -> str:
     """A run by its labels and seed, as the claims tables and the ledger name runs. (A function, not a method:
     every method of `RunSpec` is part of every store key.)"""

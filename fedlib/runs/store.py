@@ -3,12 +3,13 @@
 Layout: `<root>/<key>/` with `spec.json`, one CSV per record table (`rounds.csv`, `clients.csv`, and any
 tables the experiment collects) and `manifest.json` (sizes, row counts and SHA-256 of each, the key, the
 fedlib version: `fedlib.runs.entry`); `<root>/in-progress/<key>.pt` holds a running spec's checkpoint.
-The key hashes the spec and `fedlib.runs.fingerprint.key_context`: the code the spec's run reaches (its
-engine, plan, algorithm, codecs, model and loader, without comments or docstrings), the contents of the data
-files it reads, the torch version, device type, CPU kernel capability and, where torch picks it, the thread
-count. A change there makes the entries it could affect stale (recomputed on the next request, never silently
-reused); what the run does not reach (display helpers, record readers, other papers and components, notebooks)
-does not.
+The store files a run under the key its caller hands it (`fedlib.runs.spec.KeyedRun`) and computes none: whoever
+builds the run keys it (`fedlib.runs.fingerprint.Keys`). The key hashes the spec and its context: the code the
+spec's run reaches (its engine, plan, algorithm, codecs, model and loader, without comments or docstrings), the
+contents of the data files it reads, the torch version, device type, CPU kernel capability and, where torch picks
+it, the thread count. A change there makes the entries it could affect stale (recomputed on the next request, never
+silently reused); what the run does not reach (display helpers, record readers, other papers and components,
+notebooks) does not.
 
 A store is marked by its `.fedlib-run-store` file (`MARKER`, written with its first entry): the store commands
 (`python -m fedlib.runs`) refuse a folder without it, and treat as entries only folders named as a key.
@@ -51,8 +52,7 @@ import torch
 
 from fedlib.paths import results_root
 from fedlib.runs.entry import SPEC, DamagedEntryError, Records, read_entry, verify_entry, write_atomic, write_entry
-from fedlib.runs.fingerprint import key_context
-from fedlib.runs.spec import RunSpec
+from fedlib.runs.spec import KeyedRun, RunSpec
 from fedlib.validate import instance
 
 TEMP_PREFIX = ".writing-"  # + host-pid-random: a save or checkpoint being written
@@ -178,61 +178,44 @@ def rounds_done(state: Any) -> int | None:
 
 
 class RunStore:
-    def __init__(self, root: str | Path, code: str | None = None, data_root: str | Path | None = None) -> None:
-        """`data_root`: where runs read their datasets (None: the data-root rule, `fedlib.data.roots`).
-        `code` replaces everything but the spec in the key (code, data, environment), for tests."""
+    """The folder `root` of run store entries. It files and finds a run under the key its caller hands it (a
+    `KeyedRun`, from `fedlib.runs.fingerprint.Keys`) and computes no key itself."""
+
+    def __init__(self, root: str | Path) -> None:
         instance("RunStore root", root, (str, os.PathLike), "a folder, e.g. RunStore('results/runs')")
-        instance("RunStore data_root", data_root, (str, os.PathLike, type(None)), "a folder of datasets")
-        instance("RunStore code", code, (str, type(None)))
         self.root = Path(root)
-        self.code = code
-        self.data_root = None if data_root is None or str(data_root) == "" else data_root
         self._cleaned = False
 
     @staticmethod
-    def at(root: str | Path | None = None, data_root: str | Path | None = None) -> RunStore:
+    def at(root: str | Path | None = None) -> RunStore:
         """The store at `root`, or `runs/` under `fedlib.paths.results_root()` (the checkout's results/, or the
         working folder's outside a checkout), as a notebook's `runs_root` parameter says."""
         if root is not None and str(root) != "":
-            return RunStore(root, data_root=data_root)
-        return RunStore(results_root() / "runs", data_root=data_root)
+            return RunStore(root)
+        return RunStore(results_root() / "runs")
 
-    def reading(self, data_root: str | Path | None) -> RunStore:
-        """This store, keying runs by the datasets under `data_root` (itself when None or already so)."""
-        if data_root is None or str(data_root) == "" or data_root == self.data_root:
-            return self
-        return RunStore(self.root, self.code, data_root)
-
-    def context(self, spec: RunSpec) -> str:
-        """What `spec`'s key hashes besides the spec: code, data and environment (or the `code` override)."""
-        return key_context(spec, self.data_root) if self.code is None else self.code
-
-    def key(self, spec: RunSpec) -> str:
-        return spec.key(self.context(spec))
-
-    def check_context(self, spec: RunSpec, ran_with: str, where: str) -> None:
+    def check_context(self, run: KeyedRun, ran_with: str, where: str) -> None:
         """Raise RuntimeError unless the context a run was computed with (`ran_with`, from the process `where` it
-        ran) is the one this store files `spec` under: records are never filed under a key that describes
-        another environment (e.g. a worker with fewer threads or other CPU kernels)."""
-        here = self.context(spec)
-        if ran_with == here:
+        ran) is the one `run` is keyed with here: records are never filed under a key that describes another
+        environment (e.g. a worker with fewer threads or other CPU kernels)."""
+        if ran_with == run.context:
             return
         try:
-            theirs, ours = json.loads(ran_with), json.loads(here)
+            theirs, ours = json.loads(ran_with), json.loads(run.context)
             diff = "; ".join(f"{k}: {theirs.get(k)!r} there, {ours.get(k)!r} here"
                              for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k))
         except (ValueError, AttributeError):
-            diff = f"{ran_with!r} there, {here!r} here"
+            diff = f"{ran_with!r} there, {run.context!r} here"
+        spec = run.spec
         raise RuntimeError(f"run {spec.get('labels') or spec.algorithm.name} (seed {spec.seed}) ran {where} in another "
                            f"environment than this process keys it with ({diff}): its records are not filed here. "
                            "Run it where the environment matches, or pin the differing setting (e.g. -p threads)")
 
-    def folder(self, spec: RunSpec) -> Path:
-        return self.root / self.key(spec)
+    def folder(self, run: KeyedRun) -> Path:
+        return self.root / run.key
 
-    def checkpoint(self, spec: RunSpec, every: int) -> FileCheckpoint:
-        key = self.key(spec)
-        return FileCheckpoint(self.root / IN_PROGRESS / f"{key}.pt", every, key, spec)
+    def checkpoint(self, run: KeyedRun, every: int) -> FileCheckpoint:
+        return FileCheckpoint(self.root / IN_PROGRESS / f"{run.key}.pt", every, run.key, run.spec)
 
     def is_store(self) -> bool:
         """True if the root is a run store: it holds the marker file its first save wrote."""
@@ -312,46 +295,44 @@ class RunStore:
                       DamagedEntryWarning, stacklevel=3)
         return dest
 
-    def _read(self, spec: RunSpec) -> Records:
-        """`spec`'s verified records; a damaged entry is moved aside and its `DamagedEntryError` re-raised."""
-        folder = self.folder(spec)
+    def _read(self, run: KeyedRun) -> Records:
+        """`run`'s verified records; a damaged entry is moved aside and its `DamagedEntryError` re-raised."""
+        folder = self.folder(run)
         try:
             spec_json, records = read_entry(folder)
-            if spec_json != spec.to_json():
+            if spec_json != run.spec.to_json():
                 raise DamagedEntryError(folder / SPEC, "holds another spec than the one it is filed under")
         except DamagedEntryError as damage:
             self.quarantine(folder, damage)
             raise
         return records
 
-    def has(self, spec: RunSpec) -> bool:
-        """True if `spec`'s entry is present and intact (a damaged one is moved aside: False)."""
+    def has(self, run: KeyedRun) -> bool:
+        """True if `run`'s entry is present and intact (a damaged one is moved aside: False)."""
         self._clean_once()
-        if not self.folder(spec).exists():
+        if not self.folder(run).exists():
             return False
         try:
-            self._read(spec)
+            self._read(run)
         except DamagedEntryError:
             return False
         return True
 
-    def load(self, spec: RunSpec) -> Records:
-        """`spec`'s records, verified; `DamagedEntryError` (after moving the entry aside) if damaged."""
-        if not self.folder(spec).exists():
-            raise FileNotFoundError(f"no run store entry {self.folder(spec)} for this spec: run it with run_specs")
-        return self._read(spec)
+    def load(self, run: KeyedRun) -> Records:
+        """`run`'s records, verified; `DamagedEntryError` (after moving the entry aside) if damaged."""
+        if not self.folder(run).exists():
+            raise FileNotFoundError(f"no run store entry {self.folder(run)} for this spec: run it with run_specs")
+        return self._read(run)
 
-    def save(self, spec: RunSpec, records: Records) -> Path:
-        """Store `records` as `spec`'s entry (atomically; if an intact entry is already there, keep it)."""
+    def save(self, run: KeyedRun, records: Records) -> Path:
+        """Store `records` as `run`'s entry (atomically; if an intact entry is already there, keep it)."""
         if "rounds" not in records:
             raise ValueError("a run's records need a 'rounds' table")
         self._clean_once()
-        context = self.context(spec)
-        key = spec.key(context)
-        folder = self.root / key
+        folder = self.folder(run)
         tmp = self.temporary()
         try:
-            write_entry(tmp, key, context, spec.to_json(), records)
+            write_entry(tmp, run.key, run.context, run.spec.to_json(), records)
         except OSError as err:
             _remove(tmp)
             raise _write_error(err, folder) from err
@@ -362,7 +343,7 @@ class RunStore:
             self.place(tmp, folder)
         finally:
             _remove(tmp)
-        self.checkpoint(spec, 1).path.unlink(missing_ok=True)
+        self.checkpoint(run, 1).path.unlink(missing_ok=True)
         return folder
 
     def place(self, tmp: Path, folder: Path) -> None:
