@@ -1,8 +1,7 @@
 """Execute one keyed spec (`fedlib.runs.spec.KeyedRun`) into the store: build it (`fedlib.runs.build`), run it
 (resuming from its checkpoint if there is one), file its records under its key; or one cell's seeds (`seed_cells`)
 as one batch (`execute_cell`, `fedlib.engine.seed_batch`), each filed under its own key with the records it has
-alone. Running many specs
-(locally, in worker processes, on Ray) is `fedlib.runs.runner.run_specs`."""
+alone. Running many specs (locally, in worker processes, on Ray) is `fedlib.runs.runner.run_specs`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
