@@ -86,3 +86,6 @@ def test_a_ledger_piece_builds_each_run_once(builds, tmp_path):
                        600, out=io.StringIO())
     assert len(report.added) == len(specs)
     assert Counter(builds) == Counter(specs)
+    for entry in Ledger(tmp_path / "ledger").entries():  # computed whole: every client-step in its wall time
+        assert entry.provenance["resumed_after_round"] == 0
+        assert entry.provenance["client_steps"] == entry.records["clients"]["steps"].sum()

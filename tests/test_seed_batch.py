@@ -237,6 +237,9 @@ def test_a_piece_stopped_mid_batch_keeps_every_seeds_checkpoint_and_a_later_piec
     assert {r.spec for r, *_ in again.added} == {r.spec for r in ranked}
     for entry in ledger.entries():
         records_equal(entry.records, execute(keys(entry.spec), RunStore(tmp_path / f"fresh{entry.spec.seed}")))
+        clients, prov = entry.records["clients"], entry.provenance
+        assert prov["resumed_after_round"] == 2  # its pace: the client-steps of the rounds this piece computed
+        assert prov["client_steps"] == clients.loc[clients["round"] >= 3, "steps"].sum() < clients["steps"].sum()
 
 
 def test_deciding_whether_a_cell_batches_leaves_the_random_state_alone():

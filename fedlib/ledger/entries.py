@@ -9,8 +9,13 @@ the manifest like every other file:
     {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "torch": "2.13.0", "cuda": "12.8",
      "commit": "a890034...", "uncommitted_changes": false, "code_version": <the store key's code hash>,
      "data": <the data fingerprint>, "definitions": {"fedlib.engine.federation.run_federation": <digest>, ...},
-     "wall_s": 41.2, "client_steps": 120000, "seed_batch": 1, "finished": "2026-11-27T14:02:11Z",
-     "fedlib_version": "0.1.0"}
+     "wall_s": 41.2, "client_steps": 120000, "seed_batch": 1, "resumed_after_round": 0,
+     "finished": "2026-11-27T14:02:11Z", "fedlib_version": "0.1.0"}
+
+`wall_s` and `client_steps` are what the piece that exported the entry computed: for a run it resumed from a
+checkpoint (`resumed_after_round` > 0), the rounds after that one, so that client-steps over wall seconds is the pace
+of the computation. Entries written before that field count a resumed run's every client-step against the last
+piece's seconds alone: their pace reads too fast (docs/ledger.md names them).
 
 `seed_batch` is how many seeds of the run's cell trained together in one batch (`fedlib.engine.seed_batch`; 1: alone,
 and absent from entries written before batching); a batched seed's `wall_s` is its share of the batch's wall time by
@@ -185,22 +190,24 @@ def device_name(device: str) -> str:
     return f"{CPU_NAME}{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
-def provenance(run: KeyedRun, root: str | Path | None, wall_s: float, client_steps: int, seed_batch: int = 1
-               ) -> dict[str, Any]:
-    """Where and how `run` was computed, as keyed (the module docstring's fields)."""
+def provenance(run: KeyedRun, root: str | Path | None, wall_s: float, client_steps: int, seed_batch: int = 1,
+               resumed_after: int = 0) -> dict[str, Any]:
+    """Where and how `run` was computed, as keyed (the module docstring's fields): `client_steps` those `wall_s`
+    paid for, the rounds after `resumed_after` for a run resumed from its checkpoint."""
     context, spec = json.loads(run.context), run.spec
     commit, dirty = git_commit()
     return {"device": context["device"], "device_name": device_name(context["device"]), "torch": torch.__version__,
             "cuda": torch.version.cuda, "commit": commit, "uncommitted_changes": dirty,
             "code_version": context["code"], "data": context["data"], "definitions": definition_digests(spec, root),
             "wall_s": round(wall_s, 3), "client_steps": int(client_steps), "seed_batch": int(seed_batch),
+            "resumed_after_round": int(resumed_after),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fedlib_version": fedlib.__version__}
 
 
 class Ledger:
     """The ledger folder `root`: its entries' archives, and beside them only its `RECORDS` (README, index,
-    corrections), the pieces' claims and the temporaries of entries being written; an empty folder is an empty ledger. Every read
-    checks the folder first (`require`); a piece creates a missing one (`create`)."""
+    corrections), the pieces' claims and the temporaries of entries being written; an empty folder is an empty
+    ledger. Every read checks the folder first (`require`); a piece creates a missing one (`create`)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)

@@ -53,7 +53,7 @@ from fedlib.runs.build import Plans, RunPlan
 from fedlib.runs.execute import Stop, cell_batch, execute, execute_batch, seeds_batch
 from fedlib.runs.fingerprint import Keys, data_fingerprint, device_type
 from fedlib.runs.spec import KeyedRun, RunSpec, run_name
-from fedlib.runs.store import RunStore, rounds_done
+from fedlib.runs.store import Records, RunStore, rounds_done
 
 
 @dataclass(frozen=True)
@@ -195,34 +195,45 @@ def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, plan
                  clock: Callable[[], float]) -> tuple[list[tuple[Path, float, int]], bool]:
     """One cell's `specs` (one spec, or seeds of one cell) keyed and computed into `store` from `plans` (each built
     once there, for its key and its run), each watched by `watch(rounds)` (a `Watch`: `Stop` where they cannot
-    finish), and exported into `ledger`: (its entry, seconds, client-steps) per spec, and whether they trained as one
-    batch. Seeds that train as one batch (`fedlib.runs.execute.cell_batch`) have each its share of the batch's seconds
-    by client-steps, and their provenance says how many trained together; others run one after another, each timed
-    alone."""
+    finish), and exported into `ledger`: (its entry, seconds, client-steps computed here) per spec, and whether they
+    trained as one batch. Seeds that train as one batch (`fedlib.runs.execute.cell_batch`) have each its share of the
+    batch's seconds by client-steps, and their provenance says how many trained together; others run one after
+    another, each timed alone. A run resumed from its checkpoint counts the client-steps of the rounds it computed
+    here, the ones its seconds paid for (`computed_steps`)."""
     keys = Keys.building(plans)
     runs = [keys(spec) for spec in specs]
+    resumed = [checkpointed_rounds(store, run) or 0 for run in runs]
     batch = cell_batch(specs, plans)
     if batch is None:
-        return [compute_alone(ledger, run, store, plans, watch, clock) for run in runs], False
+        return [compute_alone(ledger, run, after, store, plans, watch, clock)
+                for run, after in zip(runs, resumed)], False
     rounds = specs[-1].rounds
     began = clock()
     records = execute_batch(runs, batch, store, checkpoint_every=max(1, rounds // WATCH_POINTS), watch=watch(rounds))
     seconds = max(clock() - began, 1e-9)
-    steps = [int(r["clients"]["steps"].sum()) for r in records]
+    steps = [computed_steps(r, after) for r, after in zip(records, resumed)]
     shares = [seconds * n / max(sum(steps), 1) for n in steps]
-    return [(ledger.add(store, run, provenance(run, plans.root, share, n, seed_batch=len(runs))), share, n)
-            for run, share, n in zip(runs, shares, steps)], True
+    return [(ledger.add(store, run, provenance(run, plans.root, share, n, seed_batch=len(runs), resumed_after=after)),
+             share, n) for run, after, share, n in zip(runs, resumed, shares, steps)], True
 
 
-def compute_alone(ledger: Ledger, run: KeyedRun, store: RunStore, plans: Plans, watch: Callable[[int], Watch],
-                  clock: Callable[[], float]) -> tuple[Path, float, int]:
+def compute_alone(ledger: Ledger, run: KeyedRun, resumed_after: int, store: RunStore, plans: Plans,
+                  watch: Callable[[int], Watch], clock: Callable[[], float]) -> tuple[Path, float, int]:
     began = clock()
     records = execute(run, store, root=plans.root, progress=False,
                       checkpoint_every=max(1, run.spec.rounds // WATCH_POINTS), watch=watch(run.spec.rounds),
                       plan=plans.take(run.spec))
     seconds = max(clock() - began, 1e-9)
-    done = int(records["clients"]["steps"].sum())
-    return ledger.add(store, run, provenance(run, plans.root, seconds, done)), seconds, done
+    done = computed_steps(records, resumed_after)
+    entry = ledger.add(store, run, provenance(run, plans.root, seconds, done, resumed_after=resumed_after))
+    return entry, seconds, done
+
+
+def computed_steps(records: Records, resumed_after: int) -> int:
+    """The client-steps of a run's rounds after round `resumed_after` (rounds count from 1): all of them for a run
+    computed whole (0), those a run resumed from its checkpoint computed since."""
+    clients = records["clients"]
+    return int(clients.loc[clients["round"] > resumed_after, "steps"].sum())
 
 
 def units(todo: Sequence[Ranked], batched: Callable[[Ranked], bool]) -> Iterator[list[Ranked]]:
