@@ -191,23 +191,22 @@ def written_meanwhile(path: Path, held: LedgerEntry | None, root: str | None) ->
     return path.exists() and (held is None or not changed_today(read_entry_archive(path), root))
 
 
-def compute_into(ledger: Ledger, specs: Sequence[RunSpec], store: RunStore, plans: Plans, watch: Callable[[int], Watch],
-                 clock: Callable[[], float]) -> tuple[list[tuple[Path, float, int]], bool]:
-    """One cell's `specs` (one spec, or seeds of one cell) keyed and computed into `store` from `plans` (each built
-    once there, for its key and its run), each watched by `watch(rounds)` (a `Watch`: `Stop` where they cannot
-    finish), and exported into `ledger`: (its entry, seconds, client-steps computed here) per spec, and whether they
-    trained as one batch. Seeds that train as one batch (`fedlib.runs.execute.cell_batch`) have each its share of the
-    batch's seconds by client-steps, and their provenance says how many trained together; others run one after
-    another, each timed alone. A run resumed from its checkpoint counts the client-steps of the rounds it computed
-    here, the ones its seconds paid for (`computed_steps`)."""
-    keys = Keys.building(plans)
-    runs = [keys(spec) for spec in specs]
-    resumed = [checkpointed_rounds(store, run) or 0 for run in runs]
-    batch = cell_batch(specs, plans)
+def compute_into(ledger: Ledger, runs: Sequence[KeyedRun], resumed: Sequence[int], store: RunStore, plans: Plans,
+                 watch: Callable[[int], Watch], clock: Callable[[], float]
+                 ) -> tuple[list[tuple[Path, float, int]], bool]:
+    """One cell's keyed `runs` (one run, or seeds of one cell, keyed from `plans`: each built once there, for its key
+    and its run), each resumed after the round `resumed` names (0: from the start), computed into `store`, each
+    watched by `watch(rounds)` (a `Watch`: `Stop` where they cannot finish), and exported into `ledger`: (its entry,
+    seconds, client-steps computed here) per run, and whether they trained as one batch. Seeds that train as one batch
+    (`fedlib.runs.execute.cell_batch`) have each its share of the batch's seconds by client-steps, and their
+    provenance says how many trained together; others run one after another, each timed alone. A run resumed from
+    its checkpoint counts the client-steps of the rounds it computed here, the ones its seconds paid for
+    (`computed_steps`)."""
+    batch = cell_batch([run.spec for run in runs], plans)
     if batch is None:
         return [compute_alone(ledger, run, after, store, plans, watch, clock)
                 for run, after in zip(runs, resumed)], False
-    rounds = specs[-1].rounds
+    rounds = runs[-1].spec.rounds
     began = clock()
     records = execute_batch(runs, batch, store, checkpoint_every=max(1, rounds // WATCH_POINTS), watch=watch(rounds))
     seconds = max(clock() - began, 1e-9)
@@ -337,14 +336,16 @@ class Piece:
                 if self.rates.rate(mine[0].spec) is None:
                     print(f"[piece] no measured or given rate for {describe_run(mine[0])}: started, its pace "
                           "measured as it runs", file=self.out, flush=True)
-                for r in mine:
-                    done = checkpointed_rounds(self.store, Keys.building(self.plans_of(r))(r.spec))
-                    if done:
-                        print(f"[piece] resumes {describe_run(r)} from its checkpoint after round {done} of "
+                plans = self.plans_of(unit[0])
+                keys = Keys.building(plans)  # the unit's runs, built once for their keys and their runs
+                runs = [keys(r.spec) for r in mine]
+                resumed = [checkpointed_rounds(self.store, run) or 0 for run in runs]
+                for r, after in zip(mine, resumed):
+                    if after:
+                        print(f"[piece] resumes {describe_run(r)} from its checkpoint after round {after} of "
                               f"{r.spec.rounds}", file=self.out, flush=True)
                 began = self.clock()
-                done, batched = compute_into(self.ledger, [r.spec for r in mine], self.store,
-                                             self.plans_of(unit[0]), self.watch, self.clock)
+                done, batched = compute_into(self.ledger, runs, resumed, self.store, plans, self.watch, self.clock)
                 self.added(mine, done, batched, self.clock() - began)
         except Stop as stop:
             self.skip(mine, str(stop), "stopped")
