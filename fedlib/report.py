@@ -11,6 +11,8 @@ each can read both "reproduced" and "not reproduced" from `DECIDING_SEEDS` seeds
 - `paired_gain`: mean gain above a floor, one-sided paired t (or Wilcoxon signed-rank) test; below it by the
   opposite test "not reproduced"; otherwise "inconclusive", with the seeds that would decide it.
 - `paired_equivalence`: difference within a margin, two one-sided paired t tests (TOST); three outcomes.
+  Where every seed gave the same value (no spread: a t test has nothing to weigh, yet every seed lies on one side),
+  these two rules fall back on the exact sign test, as `reaches_sooner` does.
 - `reaches_sooner`: rounds (or cost) to a target per seed, A below (1 - margin) x B: a one-sided paired t test on
   the log ratios where nothing is censored; a run that never arrives (`fedlib.targets.NEVER`) is censored at its
   end (`horizon`, a lower bound: used only on the side where it is conservative), and where censoring (or ties)
@@ -25,8 +27,8 @@ each can read both "reproduced" and "not reproduced" from `DECIDING_SEEDS` seeds
   label on a bound judged by another criterion).
 - `illustrative`, `not_testable`: bounds with assumed constants; evidence that this scale lacks.
 Every "inconclusive" row says roughly how many seeds would decide it (`seeds_to_decide`, `sign_seeds_to_decide`).
-"not testable" has one wording per cause (`NOT_TESTABLE`): runs not computed yet, a claim made at another scale, no
-spread, a target neither arm reaches, too few seeds, impossible evidence.
+"not testable" has one wording per cause (`NOT_TESTABLE`): runs not computed yet, a claim made at another scale, a
+target neither arm reaches, too few seeds, impossible evidence.
 The run guards (missing, duplicated, diverged, at chance, impossible values) are the judge's: `fedlib.claims.guards`.
 """
 from __future__ import annotations
@@ -52,11 +54,10 @@ DIVERGED = "not reproduced (diverged)"
 # "not testable", one wording per cause, so that a reader can tell them apart
 NOT_COMPUTED = "not testable: runs not computed yet"
 OTHER_SCALE = "not testable: claim made at another scale"
-NO_SPREAD = "not testable: no spread"
 NEITHER_REACHES = "not testable: a target neither arm reaches"
 TOO_FEW_SEEDS = "not testable: too few seeds"
 IMPOSSIBLE = "not testable: impossible evidence"
-NOT_TESTABLE = (NOT_COMPUTED, OTHER_SCALE, NO_SPREAD, NEITHER_REACHES, TOO_FEW_SEEDS, IMPOSSIBLE)
+NOT_TESTABLE = (NOT_COMPUTED, OTHER_SCALE, NEITHER_REACHES, TOO_FEW_SEEDS, IMPOSSIBLE)
 NOTHING_TO_TEST = "not testable (nothing to test)"
 AGREES = "arithmetic check: agrees"
 DISAGREES = "arithmetic check: disagrees"
@@ -174,6 +175,23 @@ def _sign_p(wins: int, n: int) -> tuple[float, float]:
     return float(stats.binom.sf(wins - 1, n, 0.5)), float(stats.binom.cdf(wins, n, 0.5))
 
 
+def _sign_sides(values: np.ndarray, threshold: float) -> tuple[float, float]:
+    """One-sided exact sign test p-values over n seeds: (most values lie above `threshold`, most lie below it). A
+    value on the threshold counts against both sides."""
+    n = len(values)
+    above, below = int((values > threshold).sum()), int((values < threshold).sum())
+    return float(stats.binom.sf(above - 1, n, 0.5)), float(stats.binom.sf(below - 1, n, 0.5))
+
+
+def _no_spread(values: np.ndarray, what: str, unit: str, alpha: float) -> str:
+    """The evidence line of a rule that fell back on the sign test: every seed gave the same value."""
+    n = len(values)
+    line = f"all {n} {what} equal {values[0]:+.3g}{unit}: no spread for a t test, so the exact sign test decides"
+    if 0.5 ** n >= alpha:
+        line += f" (its smallest p with {n} seeds is {0.5 ** n:.2g}: it needs >= {SIGN_SEEDS})"
+    return line
+
+
 def _non_finite(values: np.ndarray, what: str) -> str:
     """'' if every value is finite, else which ones are not (a missing run or a diverged one)."""
     bad = np.flatnonzero(~np.isfinite(values))
@@ -214,39 +232,41 @@ def paired_gain(gains: Sequence[float], *, threshold: float, alpha: float = ALPH
     reproduced: the one-sided test rejects "gain <= threshold" at `alpha` (and, given `cells`, every cell's mean
     gain exceeds `threshold`; otherwise partly reproduced); not reproduced: the opposite one-sided test rejects
     "gain >= threshold" at `alpha` (the interval lies below the floor); inconclusive otherwise, with the seeds that
-    would decide it; not testable: a NaN/inf gain (runs not computed), one pair (too few seeds), or, for the t
-    test, gains without any spread. With fewer pairs than the test needs to ever reach `alpha`: inconclusive.
+    would decide it; not testable: a NaN/inf gain (runs not computed) or one pair (too few seeds). Gains without any
+    spread leave the t test nothing to weigh, yet every seed lies on one side: the exact sign test decides them (the
+    seeds above the floor against one half; `SIGN_SEEDS` seeds reach alpha). With fewer pairs than the test needs to
+    ever reach `alpha`: inconclusive.
     `bounded`: values on a bounded scale (a detection rate), where every seed at one value is the scale's bound, not
     a sign of seeds that vary nothing: equal values beyond the floor decide (the t statistic is infinite).
     """
     g = np.asarray(gains, dtype=float)
     need = _min_pairs(test, alpha)
     every = "" if cells is None else f", and every cell's mean gain > {threshold:g} (else partly)"
+    tied = f"; gains all equal (no spread): the exact sign test (>= {SIGN_SEEDS} seeds)" if test == "t" else ""
     criterion = (f"mean gain > {threshold:g}{unit} by a {_TEST_NAMES[test]} at alpha = {alpha:g}{every}; below "
-                 f"{threshold:g}{unit} by the opposite test: not reproduced; else inconclusive")
+                 f"{threshold:g}{unit} by the opposite test: not reproduced; else inconclusive{tied}")
     missing = _non_finite(g, "gains") or ("" if cells is None else _non_finite(np.asarray(cells, dtype=float), "cells"))
     if missing:
         return Judgement(NOT_COMPUTED, criterion, _join(evidence, missing), seeds=len(g))
     if len(g) < 2:
         return Judgement(TOO_FEW_SEEDS, criterion, _join(evidence, f"{len(g)} pair; a test needs a spread"),
                          seeds=len(g))
-    if test == "t" and np.ptp(g) == 0 and not (bounded and g[0] != threshold):
-        return Judgement(NO_SPREAD, criterion, _join(evidence, f"all {len(g)} gains equal {g[0]:+.3g}{unit}: "
-                                                     "no spread for a t test"), seeds=len(g))
+    sign = test == "t" and np.ptp(g) == 0 and not (bounded and g[0] != threshold)  # no spread: the sign test
     sd = float(g.std(ddof=1))
     se = sd / math.sqrt(len(g))
     half = float(stats.t.ppf(1 - alpha, len(g) - 1)) * se
-    stat = (f"mean gain {g.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(g)} seeds, {int((g > 0).sum())} positive, "
+    stat = (_no_spread(g, "gains", unit, alpha) if sign else
+            f"mean gain {g.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(g)} seeds, {int((g > 0).sum())} positive, "
             f"{1 - 2 * alpha:.0%} CI [{g.mean() - half:+.3g}, {g.mean() + half:+.3g}]")
     if cells is not None:
         c = np.asarray(cells, dtype=float)
         stat += f"; {int((c > threshold).sum())}/{len(c)} cells above {threshold:g}"
-    if len(g) < need:
+    if len(g) < need and not sign:
         return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, f"{len(g)} pairs; the test needs >= {need} to "
                                                         f"reach alpha", _decides(max(need, seeds_to_decide(
                                                             g.mean() - threshold, sd, alpha) or need), alpha)),
                          seeds=len(g))
-    up, down = _p_greater(g, threshold, test), _p_greater(-g, -threshold, test)
+    up, down = _sign_sides(g, threshold) if sign else (_p_greater(g, threshold, test), _p_greater(-g, -threshold, test))
     stat += f", p = {up:.2g} (above the floor), {down:.2g} (below it)"
     tested = {"p_value": up, "p_against": down, "seeds": len(g)}
     if up < alpha:
@@ -254,8 +274,10 @@ def paired_gain(gains: Sequence[float], *, threshold: float, alpha: float = ALPH
         return Judgement(REPRODUCED if complete else PARTLY, criterion, _join(evidence, stat), **tested)
     if down < alpha:
         return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat), **tested)
-    return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, _decides(
-        seeds_to_decide(g.mean() - threshold, sd, alpha), alpha)), **tested)
+    # equal gains on the floor count against both sides: no number of seeds decides them
+    more = ((None if g[0] == threshold else sign_seeds_to_decide(1.0, alpha)) if sign else
+            seeds_to_decide(g.mean() - threshold, sd, alpha))
+    return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, _decides(more, alpha)), **tested)
 
 
 def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: float = ALPHA, unit: str = "",
@@ -265,8 +287,9 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
 
     reproduced: both one-sided paired t tests (TOST) reject a difference outside at `alpha` (equivalently the
     (1 - 2 alpha) confidence interval lies inside); not reproduced: that interval lies wholly outside; inconclusive:
-    it straddles a bound (the seeds that would decide it are stated); not testable with fewer than 3 pairs, a
-    NaN/inf difference, or when every difference is the same.
+    it straddles a bound (the seeds that would decide it are stated); not testable with fewer than 3 pairs or a
+    NaN/inf difference. Differences that are all the same leave the t tests nothing to weigh: two one-sided exact
+    sign tests decide them (`SIGN_SEEDS` seeds reach alpha), the opposite reading by the sign test on its side.
     """
     d = np.asarray(differences, dtype=float)
     low = -margin if lower is None else lower
@@ -274,7 +297,8 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
         raise ValueError(f"the equivalence interval ({low:g}, {margin:g}) is empty")
     bounds = f"+-{margin:g}" if lower is None else f"({low:.3g}, {margin:.3g})"
     criterion = (f"mean difference inside {bounds}{unit} by two one-sided paired t tests (TOST) at alpha = {alpha:g}; "
-                 f"a {1 - 2 * alpha:.0%} CI wholly outside: not reproduced; straddling a bound: inconclusive")
+                 f"a {1 - 2 * alpha:.0%} CI wholly outside: not reproduced; straddling a bound: inconclusive; "
+                 f"differences all equal (no spread): two exact sign tests (>= {SIGN_SEEDS} seeds)")
     missing = _non_finite(d, "differences")
     if missing:
         return Judgement(NOT_COMPUTED, criterion, _join(evidence, missing), seeds=len(d))
@@ -282,25 +306,31 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
     if len(d) < need:
         return Judgement(TOO_FEW_SEEDS, criterion, _join(evidence, f"{len(d)} pairs; the test needs >= {need}"),
                          seeds=len(d))
-    if np.ptp(d) == 0:
-        return Judgement(NO_SPREAD, criterion, _join(evidence, f"all {len(d)} differences equal {d[0]:+.3g}{unit}: "
-                                                     "no spread to test against"), seeds=len(d))
-    p = max(_p_greater(d, low, "t"), _p_greater(-d, -margin, "t"))
-    sd = float(d.std(ddof=1))
-    se = sd / math.sqrt(len(d))
-    half = float(stats.t.ppf(1 - alpha, len(d) - 1)) * se
-    ci_low, ci_high = d.mean() - half, d.mean() + half
-    # the opposite reading: the interval outside, on the side the mean lies on
-    against = _p_greater(d, margin, "t") if d.mean() > (low + margin) / 2 else _p_greater(-d, -low, "t")
-    stat = (f"mean difference {d.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(d)} seeds, "
-            f"{1 - 2 * alpha:.0%} CI [{ci_low:+.3g}, {ci_high:+.3g}], p = {p:.2g}")
+    sign = np.ptp(d) == 0  # no spread: the sign test decides
+    high = d.mean() > (low + margin) / 2  # the side an opposite reading lies on
+    if sign:
+        p = max(_sign_sides(d, low)[0], _sign_sides(d, margin)[1])
+        against = _sign_sides(d, margin)[0] if high else _sign_sides(d, low)[1]
+        stat = f"{_no_spread(d, 'differences', unit, alpha)}, p = {p:.2g} (inside), {against:.2g} (outside)"
+        outside = against < alpha
+        more = None if d[0] in (low, margin) else sign_seeds_to_decide(1.0, alpha)  # on a bound: nothing decides
+    else:
+        p = max(_p_greater(d, low, "t"), _p_greater(-d, -margin, "t"))
+        sd = float(d.std(ddof=1))
+        se = sd / math.sqrt(len(d))
+        half = float(stats.t.ppf(1 - alpha, len(d) - 1)) * se
+        ci_low, ci_high = d.mean() - half, d.mean() + half
+        against = _p_greater(d, margin, "t") if high else _p_greater(-d, -low, "t")
+        stat = (f"mean difference {d.mean():+.3g}{unit} +/- {se:.2g} (SE) over {len(d)} seeds, "
+                f"{1 - 2 * alpha:.0%} CI [{ci_low:+.3g}, {ci_high:+.3g}], p = {p:.2g}")
+        outside = ci_low >= margin or ci_high <= low
+        more = seeds_to_decide(min(margin - d.mean(), d.mean() - low), sd, alpha)
     tested = {"p_value": p, "p_against": against, "seeds": len(d)}
     if p < alpha:
         return Judgement(REPRODUCED, criterion, _join(evidence, stat), **tested)
-    if ci_low >= margin or ci_high <= low:
+    if outside:
         return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat), **tested)
-    return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, _decides(
-        seeds_to_decide(min(margin - d.mean(), d.mean() - low), sd, alpha), alpha)), **tested)
+    return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, _decides(more, alpha)), **tested)
 
 
 def _sooner_criterion(quantity: str, names: tuple[str, str], margin: float, alpha: float) -> str:

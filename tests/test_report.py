@@ -102,7 +102,7 @@ def test_paired_rule_with_too_few_pairs_is_inconclusive_or_not_testable():
     assert four.verdict == R.INCONCLUSIVE and "the test needs >= 5" in four.evidence
     assert R.paired_gain([5.0, 6.0, 7.0, 8.0, 9.0], threshold=0.0).verdict == R.REPRODUCED
     assert R.paired_gain([0.05], threshold=0.0, test="t").verdict in R.NOT_TESTABLE
-    assert R.paired_gain([0.05, 0.05, 0.05], threshold=0.0, test="t").verdict in R.NOT_TESTABLE  # no spread
+    assert R.paired_gain([0.05, 0.05, 0.05], threshold=0.0, test="t").verdict == R.INCONCLUSIVE  # the sign test
     assert R.paired_gain([0.05, 0.06], threshold=0.0, test="t").verdict == R.INCONCLUSIVE  # 2 pairs
     assert R.paired_gain([0.05, 0.06, 0.055], threshold=0.0, test="t").verdict == R.REPRODUCED
     with pytest.raises(ValueError, match="test"):
@@ -174,12 +174,50 @@ def test_claims_table_and_report_show_criterion_and_evidence(tmp_path):
         collect_report(tmp_path / "empty")
 
 
-def test_equivalence_needs_pairs_with_spread():
+def test_equivalence_needs_three_pairs():
     from fedlib.report import NOT_TESTABLE, paired_equivalence
 
     assert paired_equivalence([0.001, 0.001], margin=0.02).verdict in NOT_TESTABLE  # two pairs
-    assert paired_equivalence([0.001] * 5, margin=0.02).verdict in NOT_TESTABLE  # no spread
+    assert paired_equivalence([0.001] * 5, margin=0.02).verdict not in NOT_TESTABLE  # no spread: the sign test
     assert paired_equivalence([0.001, -0.002, 0.0015, 0.0], margin=0.02).verdict not in NOT_TESTABLE
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6])
+def test_equal_values_are_decided_by_the_exact_sign_test(n):
+    # By hand: n equal values on one side of the floor (or of both bounds): that side's one-sided sign test gives
+    # P(all n on it | one half) = 2**-n, the other side 1; alpha = 0.05 is reached from 5 seeds on (1/32)
+    decides = 0.5 ** n < R.ALPHA
+    up = R.paired_gain([0.05] * n, threshold=0.0)
+    assert (up.p_value, up.p_against, up.seeds) == (0.5 ** n, 1.0, n)
+    assert up.verdict == (R.REPRODUCED if decides else R.INCONCLUSIVE) and "exact sign test" in up.evidence
+    down = R.paired_gain([-0.05] * n, threshold=0.0)
+    assert (down.p_value, down.p_against) == (1.0, 0.5 ** n)
+    assert down.verdict == (R.NOT_REPRODUCED if decides else R.INCONCLUSIVE)
+    if n >= 3:  # the TOST needs three pairs
+        inside = R.paired_equivalence([0.001] * n, margin=0.02)
+        assert (inside.p_value, inside.p_against) == (0.5 ** n, 1.0)
+        assert inside.verdict == (R.REPRODUCED if decides else R.INCONCLUSIVE)
+        for outside in ([0.05] * n, [-0.2] * n, [0.3] * n):
+            j = R.paired_equivalence(outside, margin=0.02, lower=-0.1)
+            assert (j.p_value, j.p_against) == (1.0, 0.5 ** n), outside
+            assert j.verdict == (R.NOT_REPRODUCED if decides else R.INCONCLUSIVE)
+    if not decides:
+        assert f"smallest p with {n} seeds" in up.evidence and "needs >= 5" in up.evidence
+        assert "about 5 independent seeds would decide it" in up.evidence
+
+
+def test_equal_values_on_the_floor_or_a_bound_count_against_both_sides():
+    for j in (R.paired_gain([0.0] * 6, threshold=0.0), R.paired_gain([0.2] * 6, threshold=0.2),
+              R.paired_equivalence([0.02] * 6, margin=0.02), R.paired_equivalence([-0.1] * 6, margin=0.02, lower=-0.1)):
+        assert (j.verdict, j.p_value, j.p_against) == (R.INCONCLUSIVE, 1.0, 1.0), j
+        assert "no number of seeds would decide it" in j.evidence
+
+
+def test_equal_values_under_the_wilcoxon_test_or_on_a_bounded_scale_keep_their_own_rule():
+    # the signed-rank test handles ties itself (zsplit), and on a bounded scale equal values beyond the floor decide
+    assert "sign test" not in R.paired_gain([0.05] * 6, threshold=0.0, test="wilcoxon").evidence
+    bounded = R.paired_gain([1.0] * 3, threshold=0.5, bounded=True)
+    assert bounded.verdict == R.REPRODUCED and "sign test" not in bounded.evidence
 
 
 def test_paired_gain_with_a_nan_or_inf_gain_is_not_testable():
@@ -303,4 +341,4 @@ def test_not_testable_names_its_cause():
     assert R.not_testable(R.NOT_COMPUTED, "every run").verdict == "not testable: runs not computed yet"
     with pytest.raises(ValueError, match="cause must be one of"):
         R.not_testable("not testable at this scale", "why")
-    assert len(set(R.NOT_TESTABLE)) == len(R.NOT_TESTABLE) == 6
+    assert len(set(R.NOT_TESTABLE)) == len(R.NOT_TESTABLE) == 5
