@@ -455,6 +455,7 @@ def test_a_run_pinned_to_a_gpu_waits_for_one_and_an_auto_run_computes_here(tmp_p
     report = run_piece(auto, Ledger(tmp_path / "ledger"), RunStore(tmp_path / "runs"), 600, rate=1e3, out=out)
     assert len(report.added) == 1 and report.skipped == []
     assert Ledger(tmp_path / "ledger").entries()[0].provenance["device"] == "cpu"
+    assert f"[piece] starts quickstart [Q1] algorithm=FedAvg seed=0 ({TINY.rounds} rounds)" in out.getvalue()
 
 
 def test_a_piece_leaves_out_the_runs_of_datasets_this_machine_cannot_load(reproduce, tmp_path, capsys):
@@ -484,6 +485,25 @@ def test_a_run_is_stopped_only_when_its_fastest_pace_cannot_finish_and_not_in_it
     with pytest.raises(piece_module.Stop, match=r"after round 4 of 100, the rounds left take at least 24.0 min at its "
                                                 r"fastest pace so far \(15.00 s a round\), 9.0 min left"):
         slow(4)  # at 60 s: the grace has passed
+
+
+def test_a_watched_run_says_at_each_tenth_its_pace_and_the_time_to_its_end():
+    """100 rounds, a checkpoint every 2 rounds, 10 s apart: 5 s a round. The first checkpoint only starts the timing;
+    then one line at the first checkpoint past each tenth (round 10: 8 rounds in 40 s since round 2; 90 rounds left).
+    A run resumed after round 76 first says so at round 80, timed from its first checkpoint (78)."""
+    lines: list[str] = []
+    watch = piece_module.Watch(100, 1e9, itertools.count(0.0, 10.0).__next__, report=lines.append)
+    for done in range(2, 100, 2):
+        watch(done)
+    assert len(lines) == 9
+    assert lines[0] == "round 10 of 100: 5.0 s a round since round 2, about 7.5 min to its end at that pace"
+    assert lines[-1] == "round 90 of 100: 5.0 s a round since round 80, about 50.0 s to its end at that pace"
+    resumed: list[str] = []
+    watch = piece_module.Watch(100, 1e9, itertools.count(0.0, 10.0).__next__, report=resumed.append)
+    for done in (78, 80):
+        watch(done)
+    assert resumed == ["round 80 of 100: 5.0 s a round since round 78, about 100.0 s to its end at that pace"]
+    assert piece_module.span(3 * 3600) == "3.0 h" and piece_module.span(7199) == "120.0 min"
 
 
 def at_checkpoints(monkeypatch, seconds) -> Callable[[], float]:

@@ -121,17 +121,33 @@ class Watch:
     at the fastest pace the run has kept between two checkpoints. The first checkpoint only starts the timing
     (what precedes it includes the run's start-up), and nothing stops the run before it has had `GRACE` of the
     time left at its start: a busy moment of the machine slows some rounds, not the fastest, and passes.
-    `long_runs` "continue": the run is stopped only at the first checkpoint past `deadline`."""
+    `long_runs` "continue": the run is stopped only at the first checkpoint past `deadline`.
+    `report` is handed a progress line at the first checkpoint past each tenth of the rounds: the pace since the
+    last such line and the time to the run's end at that pace (what a log of a piece hours long says as it goes)."""
 
-    def __init__(self, rounds: int, deadline: float, clock: Callable[[], float], long_runs: str = "skip") -> None:
-        self.rounds, self.deadline, self.clock, self.long_runs = rounds, deadline, clock, long_runs
+    def __init__(self, rounds: int, deadline: float, clock: Callable[[], float], long_runs: str = "skip",
+                 report: Callable[[str], None] = lambda line: None) -> None:
+        self.rounds, self.deadline, self.clock, self.long_runs, self.report = rounds, deadline, clock, long_runs, report
         began = clock()
         self.grace_until = began + GRACE * max(deadline - began, 0.0)
         self.last: tuple[int, float] | None = None  # rounds done, clock reading at the last checkpoint
         self.fastest = math.inf  # seconds per round
+        self.shown: tuple[int, float] | None = None  # rounds done, clock reading at the last progress line
+
+    def progress(self, done: int, now: float) -> None:
+        if self.shown is None:  # the first checkpoint only starts the timing, as for the pace
+            self.shown = (done, now)
+            return
+        since, then = self.shown
+        if done * 10 // self.rounds > since * 10 // self.rounds:
+            per = (now - then) / (done - since)
+            self.report(f"round {done} of {self.rounds}: {per:.1f} s a round since round {since}, about "
+                        f"{span((self.rounds - done) * per)} to its end at that pace")
+            self.shown = (done, now)
 
     def __call__(self, done: int) -> None:
         now = self.clock()
+        self.progress(done, now)
         if self.long_runs == "continue":
             if now >= self.deadline and done < self.rounds:
                 raise Stop(f"after round {done} of {self.rounds}, the budget is spent; its checkpoint stays in the run "
@@ -148,7 +164,8 @@ class Watch:
 
 
 def span(seconds: float) -> str:
-    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+    return (f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200 else
+            f"{seconds / 3600:.1f} h")
 
 
 def describe_run(ranked: Ranked) -> str:
@@ -299,7 +316,8 @@ class Piece:
         return self.plans.setdefault(root, Plans(root))
 
     def watch(self, rounds: int) -> Watch:
-        return Watch(rounds, self.deadline, self.clock, self.long_runs)
+        return Watch(rounds, self.deadline, self.clock, self.long_runs,
+                     lambda line: print(f"[piece] {line}", file=self.out, flush=True))
 
     def claim(self, unit: Sequence[Ranked]) -> list[Ranked]:
         """The runs of `unit` this piece now holds the claim of, and whose entry no other piece wrote meanwhile."""
@@ -341,9 +359,9 @@ class Piece:
                 runs = [keys(r.spec) for r in mine]
                 resumed = [checkpointed_rounds(self.store, run) or 0 for run in runs]
                 for r, after in zip(mine, resumed):
-                    if after:
-                        print(f"[piece] resumes {describe_run(r)} from its checkpoint after round {after} of "
-                              f"{r.spec.rounds}", file=self.out, flush=True)
+                    print(f"[piece] resumes {describe_run(r)} from its checkpoint after round {after} of "
+                          f"{r.spec.rounds}" if after else f"[piece] starts {describe_run(r)} ({r.spec.rounds} rounds)",
+                          file=self.out, flush=True)
                 began = self.clock()
                 done, batched = compute_into(self.ledger, runs, resumed, self.store, plans, self.watch, self.clock)
                 self.added(mine, done, batched, self.clock() - began)
