@@ -552,6 +552,54 @@ def test_a_run_that_cannot_finish_is_stopped_keeping_its_checkpoint_and_a_later_
     assert not checkpoint.exists()
 
 
+class Hostile:
+    """A pickle that would write a file if it were ever unpickled without weights_only."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "executed"))
+
+
+def test_the_checkpoints_command_says_how_far_each_stopped_run_got_and_names_what_it_cannot_read(tmp_path,
+                                                                                                 monkeypatch, capsys):
+    """A piece stopped at round 40 of 100 (`--long-runs continue`, its budget spent) leaves a checkpoint the
+    command reads without resuming it; a truncated file, a file that names no run and a hostile pickle are each named
+    with why, and nothing in them is executed; a checkpoint being written (a temporary) is not listed."""
+    from fedlib.ledger import cli
+
+    ranked = tiny_ranked(TINY.__class__(**{**vars(TINY), "rounds": 100}))[:1]
+    store = RunStore(tmp_path / "results" / "runs")
+    now = [0.0]
+    real = piece_module.Watch.__call__
+    monkeypatch.setattr(piece_module.Watch, "__call__",
+                        lambda self, done: (now.__setitem__(0, now[0] + 30.0), real(self, done)))
+    run_piece(ranked, Ledger(tmp_path / "ledger"), store, 600, long_runs="continue", clock=lambda: now[0],
+              out=io.StringIO())
+    assert cli.main(["checkpoints", "--results", str(tmp_path / "results")]) == 0
+    shown = capsys.readouterr().out
+    assert "1 checkpoint(s)" in shown
+    assert f"quickstart {run_name(ranked[0].spec)}: round 40 of 100, written " in shown
+    held = store.checkpoint(KEYS(ranked[0].spec), 1).path
+    assert held.name in shown and piece_module.checkpointed_rounds(store, KEYS(ranked[0].spec)) == 40
+
+    folder = held.parent
+    (folder / "truncated.pt").write_bytes(held.read_bytes()[: held.stat().st_size // 2])
+    torch.save({"state": {}}, folder / "nameless.pt")
+    marker = tmp_path / "executed.txt"
+    torch.save({"spec": "{}", "state": Hostile(marker)}, folder / "hostile.pt")
+    (folder / ".writing-vm-1-abc.pt").write_bytes(b"half written")
+    assert cli.main(["checkpoints", "--results", str(tmp_path / "results")]) == 1
+    shown = capsys.readouterr().out
+    assert "4 checkpoint(s)" in shown and ".writing-" not in shown
+    assert "truncated.pt: cannot be read: " in shown
+    assert "nameless.pt: cannot be read: not a checkpoint that names its run" in shown
+    assert "hostile.pt: cannot be read: " in shown and not marker.exists()
+    assert cli.main(["checkpoints", "--results", str(tmp_path / "nothing")]) == 2
+    assert "holds no run store (no runs/ folder)" in capsys.readouterr().err
+
+
 def test_with_long_runs_continue_a_run_longer_than_each_piece_trains_to_each_budgets_end_and_finishes(tmp_path,
                                                                                                     monkeypatch):
     """A 100-round run at 30 s a checkpoint (every 2 rounds: 1,500 s) under pieces of 600 s. By default it is

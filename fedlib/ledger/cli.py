@@ -1,9 +1,11 @@
 """`python -m fedlib.ledger index --check|--write [--ledger DIR]`: a ledger's archives against its index;
-`python -m fedlib.ledger rates [--ledger DIR]`: the client-steps/s its entries measured.
+`python -m fedlib.ledger rates [--ledger DIR]`: the client-steps/s its entries measured;
+`python -m fedlib.ledger checkpoints [--results DIR]`: the runs a piece stopped mid-way, and how far each got.
 
     python -m fedlib.ledger index --check       # every problem, one line each naming the archive
     python -m fedlib.ledger index --write       # index the archives there (after reviewing them)
     python -m fedlib.ledger rates               # per experiment, dataset, model and device (`fedlib.ledger.rates`)
+    python -m fedlib.ledger checkpoints --results /scratch/piece   # the --results folder of a background piece
 
 `--check` reads the ledger as everything that serves it does (`Ledger.check`). `--write` is the explicit act of
 vouching for the archives in the folder: each is read and verified, and the index is rewritten to list exactly
@@ -11,19 +13,26 @@ them, each change printed (added, changed, removed) for the review of `git diff 
 damaged or two hold one run, nothing is written. The ledger is `--ledger` (default: the checkout's evidence/gpu/).
 
 `rates` reads only a ledger whose every entry proves its origin (else it names the problems, as `--check` does).
+`checkpoints` reads the checkpoints of the run store `<--results>/runs` (default: the checkout's results/), without
+resuming any: each run's name, the rounds it finished and when the file was written (a running piece rewrites it
+every few rounds); a file it cannot read is named, with why.
 
-Exit status: 0 when every entry proves its origin (or the index was written), 1 otherwise, 2 on a usage error.
+Exit status: 0 when every entry proves its origin (or the index was written, or every checkpoint was read), 1
+otherwise, 2 on a usage error.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from fedlib.ledger.entries import Ledger
 from fedlib.ledger.rates import HEADER, scale_rates
 from fedlib.paths import checkout
+from fedlib.runs.spec import run_name
+from fedlib.runs.store import RunStore
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -36,11 +45,43 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     rates = commands.add_parser("rates", help="client-steps/s of whole runs, per experiment, scale and device")
     for command in (index, rates):
         command.add_argument("--ledger", type=Path, default=None, help="the ledger folder (default: evidence/gpu/)")
+    held = commands.add_parser("checkpoints", help="the runs a piece stopped mid-way, and how far each got")
+    held.add_argument("--results", type=Path, default=None,
+                      help="the --results folder of the pieces (default: the checkout's results/)")
     return parser
+
+
+def show_checkpoints(results: Path) -> int:
+    store = RunStore(results / "runs")
+    found = store.checkpoints()
+    print(f"{store.root}: {len(found)} checkpoint(s), oldest first (a piece on this --results resumes each where it "
+          "stopped, if its code is unchanged)")
+    for c in found:
+        written = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(c.path.stat().st_mtime))
+        print(f"{c.path.name}: cannot be read: {c.problem}" if c.spec is None else
+              f"{c.spec.experiment} {run_name(c.spec)}: round {'?' if c.done is None else c.done} of "
+              f"{c.spec.rounds}, written {written} ({c.path.name})")
+    return 1 if any(c.spec is None for c in found) else 0
+
+
+def checkpoints_command(results: Path | None, prog: str) -> int:
+    if results is None:
+        found = checkout()
+        if found is None:
+            print(f"{prog}: error: no fedlib checkout here to find results/ in: give --results", file=sys.stderr)
+            return 2
+        results = found / "results"
+    if not (results / "runs").is_dir():
+        print(f"{prog}: error: --results {results} holds no run store (no runs/ folder): give the --results folder "
+              "of the pieces", file=sys.stderr)
+        return 2
+    return show_checkpoints(results)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m fedlib.ledger") -> int:
     args = _parser(prog).parse_args(argv)
+    if args.command == "checkpoints":
+        return checkpoints_command(args.results, prog)
     root = args.ledger
     if root is None:
         found = checkout()

@@ -45,6 +45,7 @@ import socket
 import time
 import uuid
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,32 @@ def rounds_done(state: Any) -> int | None:
     return len(history) if isinstance(history, list) else None
 
 
+@dataclass(frozen=True)
+class Checkpointed:
+    """A checkpoint in a run store, read to say what it holds, not resumed: its file, its run (None where it cannot be
+    read), the rounds it finished (None: unknown), and why it cannot be read ('' where it can). Whether a run resumes
+    it is decided when the run starts (`FileCheckpoint.load`: the key, which follows the code, must agree)."""
+
+    path: Path
+    spec: RunSpec | None
+    done: int | None
+    problem: str = ""
+
+
+def read_checkpointed(path: Path) -> Checkpointed:
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a damaged file is named, never loaded any other way
+        return Checkpointed(path, None, None, (str(err).strip().splitlines() or [type(err).__name__])[0])
+    if not isinstance(saved, dict) or not isinstance(saved.get("spec"), str) or "state" not in saved:
+        return Checkpointed(path, None, None, "not a checkpoint that names its run (written by another version?)")
+    try:
+        spec = RunSpec.from_json(json.loads(saved["spec"]))
+    except (ValueError, TypeError, KeyError) as err:
+        return Checkpointed(path, None, None, f"its run spec cannot be read ({err})")
+    return Checkpointed(path, spec, rounds_done(saved["state"]))
+
+
 class RunStore:
     """The folder `root` of run store entries. It files and finds a run under the key its caller hands it (a
     `KeyedRun`, from `fedlib.runs.fingerprint.Keys`) and computes no key itself."""
@@ -242,6 +269,12 @@ class RunStore:
         if not self.root.is_dir():
             return []
         return sorted(p for p in self.root.iterdir() if p.is_dir() and not p.is_symlink() and KEY.match(p.name))
+
+    def checkpoints(self) -> list[Checkpointed]:
+        """Every checkpoint of the store (runs stopped mid-way, or running now), oldest first, each read to say what
+        it holds."""
+        found = [p for p in (self.root / IN_PROGRESS).glob("*.pt") if not p.name.startswith(TEMP_PREFIX)]
+        return [read_checkpointed(p) for p in sorted(found, key=lambda p: (p.stat().st_mtime, p.name))]
 
     def strangers(self) -> list[Path]:
         """What the root holds that this store did not write: neither an entry, nor its marker, checkpoints,
