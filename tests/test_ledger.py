@@ -38,6 +38,7 @@ from fedlib.runs import Keys, RunStore
 from fedlib.runs.archive import export_entries, unpack
 from fedlib.runs.entry import describe, read_manifest
 from fedlib.runs.spec import run_name
+from fedlib.runs.store import read_checkpointed
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = Keys()  # how a piece keys its runs (no data root given: the data-root rule)
@@ -596,6 +597,7 @@ def test_the_checkpoints_command_says_how_far_each_stopped_run_got_and_names_wha
     assert "truncated.pt: cannot be read: " in shown
     assert "nameless.pt: cannot be read: not a checkpoint that names its run" in shown
     assert "hostile.pt: cannot be read: " in shown and not marker.exists()
+    assert read_checkpointed(folder / "finished-meanwhile.pt", 0.0) is None  # its run ended since the listing
     assert cli.main(["checkpoints", "--results", str(tmp_path / "nothing")]) == 2
     assert "holds no run store (no runs/ folder)" in capsys.readouterr().err
 

@@ -57,7 +57,7 @@ def show_checkpoints(results: Path) -> int:
     print(f"{store.root}: {len(found)} checkpoint(s), oldest first (a piece on this --results resumes each where it "
           "stopped, if its code is unchanged)")
     for c in found:
-        written = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(c.path.stat().st_mtime))
+        written = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(c.written))
         print(f"{c.path.name}: cannot be read: {c.problem}" if c.spec is None else
               f"{c.spec.experiment} {run_name(c.spec)}: round {'?' if c.done is None else c.done} of "
               f"{c.spec.rounds}, written {written} ({c.path.name})")

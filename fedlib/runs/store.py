@@ -181,27 +181,35 @@ def rounds_done(state: Any) -> int | None:
 @dataclass(frozen=True)
 class Checkpointed:
     """A checkpoint in a run store, read to say what it holds, not resumed: its file, its run (None where it cannot be
-    read), the rounds it finished (None: unknown), and why it cannot be read ('' where it can). Whether a run resumes
-    it is decided when the run starts (`FileCheckpoint.load`: the key, which follows the code, must agree)."""
+    read), the rounds it finished (None: unknown), why it cannot be read ('' where it can), and when it was written
+    (seconds since the epoch). Whether a run resumes it is decided when the run starts (`FileCheckpoint.load`: the
+    key, which follows the code, must agree)."""
 
     path: Path
     spec: RunSpec | None
     done: int | None
-    problem: str = ""
+    problem: str
+    written: float
 
 
-def read_checkpointed(path: Path) -> Checkpointed:
+def read_checkpointed(path: Path, written: float) -> Checkpointed | None:
+    """The checkpoint at `path`, None where it is gone (its run finished since the folder was listed)."""
+    def unreadable(why: str) -> Checkpointed:
+        return Checkpointed(path, None, None, why, written)
+
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        return None
     except Exception as err:  # a damaged file is named, never loaded any other way
-        return Checkpointed(path, None, None, (str(err).strip().splitlines() or [type(err).__name__])[0])
+        return unreadable((str(err).strip().splitlines() or [type(err).__name__])[0])
     if not isinstance(saved, dict) or not isinstance(saved.get("spec"), str) or "state" not in saved:
-        return Checkpointed(path, None, None, "not a checkpoint that names its run (written by another version?)")
+        return unreadable("not a checkpoint that names its run (written by another version?)")
     try:
         spec = RunSpec.from_json(json.loads(saved["spec"]))
     except (ValueError, TypeError, KeyError) as err:
-        return Checkpointed(path, None, None, f"its run spec cannot be read ({err})")
-    return Checkpointed(path, spec, rounds_done(saved["state"]))
+        return unreadable(f"its run spec cannot be read ({err})")
+    return Checkpointed(path, spec, rounds_done(saved["state"]), "", written)
 
 
 class RunStore:
@@ -273,8 +281,15 @@ class RunStore:
     def checkpoints(self) -> list[Checkpointed]:
         """Every checkpoint of the store (runs stopped mid-way, or running now), oldest first, each read to say what
         it holds."""
-        found = [p for p in (self.root / IN_PROGRESS).glob("*.pt") if not p.name.startswith(TEMP_PREFIX)]
-        return [read_checkpointed(p) for p in sorted(found, key=lambda p: (p.stat().st_mtime, p.name))]
+        found = []
+        for path in (self.root / IN_PROGRESS).glob("*.pt"):
+            try:
+                found.append((path.stat().st_mtime, path.name, path))
+            except FileNotFoundError:  # its run finished meanwhile (a running piece removes it then)
+                continue
+        read = (read_checkpointed(path, written) for written, _, path in sorted(found)
+                if not path.name.startswith(TEMP_PREFIX))
+        return [c for c in read if c is not None]
 
     def strangers(self) -> list[Path]:
         """What the root holds that this store did not write: neither an entry, nor its marker, checkpoints,
