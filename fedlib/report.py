@@ -187,9 +187,12 @@ def _no_spread(values: np.ndarray, what: str, unit: str, alpha: float) -> str:
     """The evidence line of a rule that fell back on the sign test: every seed gave the same value."""
     n = len(values)
     line = f"all {n} {what} equal {values[0]:+.3g}{unit}: no spread for a t test, so the exact sign test decides"
-    if 0.5 ** n >= alpha:
-        line += f" (its smallest p with {n} seeds is {0.5 ** n:.2g}: it needs >= {SIGN_SEEDS})"
-    return line
+    return line + (f" ({_sign_floor(n)})" if 0.5 ** n >= alpha else "")
+
+
+def _sign_floor(n: int) -> str:
+    """Why the sign test cannot decide on n seeds (where 2^-n >= alpha)."""
+    return f"its smallest p with {n} seeds is {0.5 ** n:.2g}: it needs >= {SIGN_SEEDS}"
 
 
 def _non_finite(values: np.ndarray, what: str) -> str:
@@ -309,8 +312,8 @@ def paired_equivalence(differences: Sequence[float], *, margin: float, alpha: fl
     sign = np.ptp(d) == 0  # no spread: the sign test decides
     high = d.mean() > (low + margin) / 2  # the side an opposite reading lies on
     if sign:
-        p = max(_sign_sides(d, low)[0], _sign_sides(d, margin)[1])
-        against = _sign_sides(d, margin)[0] if high else _sign_sides(d, low)[1]
+        (above_low, below_low), (above_high, below_high) = _sign_sides(d, low), _sign_sides(d, margin)
+        p, against = max(above_low, below_high), (above_high if high else below_low)
         stat = f"{_no_spread(d, 'differences', unit, alpha)}, p = {p:.2g} (inside), {against:.2g} (outside)"
         outside = against < alpha
         more = None if d[0] in (low, margin) else sign_seeds_to_decide(1.0, alpha)  # on a bound: nothing decides
@@ -416,8 +419,8 @@ def reaches_sooner(a: Sequence[float], b: Sequence[float], *, names: tuple[str, 
         return Judgement(REPRODUCED, criterion, _join(evidence, stat), **tested)
     if down < alpha:
         return Judgement(NOT_REPRODUCED, criterion, _join(evidence, stat), **tested)
-    floor_note = (f"censoring or ties leave the sign test, whose smallest p with {n} seeds is {0.5 ** n:.2g}: it "
-                  f"needs >= {SIGN_SEEDS}" if "sign" in (up_test, down_test) and 0.5 ** n >= alpha else "")
+    floor_note = (f"censoring or ties leave the sign test, whose {_sign_floor(n).removeprefix('its ')}"
+                  if "sign" in (up_test, down_test) and 0.5 ** n >= alpha else "")
     more = (seeds_to_decide(float(np.mean(shown)) - floor, float(np.std(shown, ddof=1)), alpha) if shown is not None
             else sign_seeds_to_decide(wins / n, alpha))
     return Judgement(INCONCLUSIVE, criterion, _join(evidence, stat, floor_note, _decides(more, alpha)), **tested)

@@ -64,13 +64,21 @@ def show_checkpoints(results: Path) -> int:
     return 1 if any(c.spec is None for c in found) else 0
 
 
-def checkpoints_command(results: Path | None, prog: str) -> int:
+def in_checkout(given: Path | None, folder: str, option: str, prog: str) -> Path | None:
+    """`given`, else `folder` of the checkout here; None (the error said) where there is no checkout."""
+    if given is not None:
+        return given
+    found = checkout()
+    if found is None:
+        print(f"{prog}: error: no fedlib checkout here to find {folder}/ in: give {option}", file=sys.stderr)
+        return None
+    return found / folder
+
+
+def checkpoints_command(given: Path | None, prog: str) -> int:
+    results = in_checkout(given, "results", "--results", prog)
     if results is None:
-        found = checkout()
-        if found is None:
-            print(f"{prog}: error: no fedlib checkout here to find results/ in: give --results", file=sys.stderr)
-            return 2
-        results = found / "results"
+        return 2
     if not (results / "runs").is_dir():
         print(f"{prog}: error: --results {results} holds no run store (no runs/ folder): give the --results folder "
               "of the pieces", file=sys.stderr)
@@ -82,14 +90,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m fedlib.ledger
     args = _parser(prog).parse_args(argv)
     if args.command == "checkpoints":
         return checkpoints_command(args.results, prog)
-    root = args.ledger
+    root = in_checkout(args.ledger, "evidence/gpu", "--ledger", prog)
     if root is None:
-        found = checkout()
-        if found is None:
-            print("python -m fedlib.ledger: error: no fedlib checkout here to find evidence/gpu/ in: give --ledger",
-                  file=sys.stderr)
-            return 2
-        root = found / "evidence" / "gpu"
+        return 2
     if not root.is_dir():
         print(f"python -m fedlib.ledger: error: --ledger {root} is not a folder", file=sys.stderr)
         return 2

@@ -119,6 +119,11 @@ def _write_error(err: OSError, target: Path) -> OSError:
                               "Free disk space or make the run store writable (runs_root), then run again")
 
 
+def unreadable_reason(err: Exception) -> str:
+    """Why a checkpoint file could not be loaded, in one line."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 class FileCheckpoint:
     """A run's checkpoint file (see `fedlib.core.contracts.Checkpoint`), tied to its spec and the spec's store key:
     it is resumed only when the spec, the key and the round count agree."""
@@ -134,8 +139,7 @@ class FileCheckpoint:
         try:
             saved = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as err:  # a checkpoint we cannot read is reported, not trusted and not deleted
-            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            raise ValueError(f"cannot read checkpoint {self.path} ({reason}); it holds only tensors and plain data, "
+            raise ValueError(f"cannot read checkpoint {self.path} ({unreadable_reason(err)}); it holds only tensors and plain data, "
                              "so it is not loaded any other way: delete it to restart that run") from err
         if not isinstance(saved, dict) or saved.get("key") != self.key or "state" not in saved:
             found = saved.get("key") if isinstance(saved, dict) else None
@@ -202,7 +206,7 @@ def read_checkpointed(path: Path, written: float) -> Checkpointed | None:
     except FileNotFoundError:
         return None
     except Exception as err:  # a damaged file is named, never loaded any other way
-        return unreadable((str(err).strip().splitlines() or [type(err).__name__])[0])
+        return unreadable(unreadable_reason(err))
     if not isinstance(saved, dict) or not isinstance(saved.get("spec"), str) or "state" not in saved:
         return unreadable("not a checkpoint that names its run (written by another version?)")
     try:
