@@ -7,16 +7,20 @@ file is needed; FedAvg with fp32 links unless named):
   taco       TACO CNN, 20 clients of 3,000, all a round, K = 100 steps, batch 64                   (2,000)
   taco+corr  the same with TACO's corrected local direction                                        (2,000)
   mucsc      FEMNIST CNN, 100 clients of 600, 10 a round, 5 steps, batch 8                         (50)
-For each scale: client-steps/s of the sequential, batched (vmap) and captured batched (graph) executors in this
-process (the median round after a warm-up round) and of `--seeds` runs of it that differ only by seed trained as one
-batch (`fedlib.engine.seed_batch`, executor "auto", as a ledger piece trains a cell's seeds: their client-steps
-together), then of 1, 2 and 4 worker processes sharing the GPU (`--workers`; none: no such table), each running
-the scale with `executor="auto"` (what a piece runs): the client-steps all workers did in their timed rounds over
-the wall time from the first worker's start to the last one's end (a barrier starts them together, after each has
-done a warm-up round). Ratios come from one run of this script, printed with the device's name.
+For each scale: client-steps/s of the `--executors` (sequential, batched (vmap) and captured batched (graph)) in
+this process (the median round after a warm-up round) and, for each count N of `--seeds`, of N runs of it that differ
+only by seed trained as one batch (`fedlib.engine.seed_batch`, with the executor the scale's gpu profile asks for, as
+a ledger piece trains a cell's seeds: their client-steps together; an N above 3 measures what a batch of several
+cells' runs would reach, since they share the step). `--modes` then measures the first count's batch under each
+numeric setting named (`MODES`: no TF32 at all, TF32 matrix products, cuDNN autotuning, bf16 autocast) against
+torch's defaults, which the header prints; no run of the profiles uses them. Then 1, 2 and 4 worker processes sharing
+the GPU (`--workers`; none: no such table), each running the scale with `executor="auto"` (what a piece runs): the
+client-steps all workers did in their timed rounds over the wall time from the first worker's start to the last
+one's end (a barrier starts them together, after each has done a warm-up round). Ratios come from one run of this
+script, printed with the device's name.
 
-    python benchmarks/bench_gpu.py [--rounds 2] [--scales fedaq taco] [--seeds 3] [--workers 1 2 4] [--device cuda]
-        [--shrink 1]
+    python benchmarks/bench_gpu.py [--rounds 2] [--scales fedaq taco] [--executors vmap graph] [--seeds 3 12]
+        [--modes no-tf32 autotune] [--workers 1 2 4] [--device cuda] [--shrink 1]
 `--device cpu --shrink 50` runs the same code on a CPU at 1/50 of the clients' data and steps. `--smoke` runs it on a
 CPU at two clients of one local step each, one worker (a check that the script runs, not a measurement).
 """
@@ -26,6 +30,8 @@ import argparse
 import multiprocessing
 import statistics
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -55,16 +61,50 @@ class Scale:
     momentum: float = 0.0
     algorithm: str = "fedavg"
     model_kwargs: tuple[tuple[str, int], ...] = ()
+    executor: str = "auto"  # the executor the scale's gpu profile asks for (TACO's: graph)
 
 
 SCALES = [
     Scale("fedshift", "fedshift_cnn2", 100, 10, 600, 50, epochs=10, lr=0.005, momentum=0.9,
           model_kwargs=(("channels", 32), ("hidden", 512))),
     Scale("fedaq", "fedaq_cnn", 10, 10, 6000, 64, epochs=5, momentum=0.5),
-    Scale("taco", "taco_cnn", 20, 20, 3000, 64, steps=100),
-    Scale("taco+corr", "taco_cnn", 20, 20, 3000, 64, steps=100, algorithm="taco"),
+    Scale("taco", "taco_cnn", 20, 20, 3000, 64, steps=100, executor="graph"),
+    Scale("taco+corr", "taco_cnn", 20, 20, 3000, 64, steps=100, algorithm="taco", executor="graph"),
     Scale("mucsc", "femnist_cnn", 100, 10, 600, 8, steps=5, lr=0.1),
 ]
+
+
+# The backend switches a numeric mode sets: (module, attribute).
+SWITCHES = {"cudnn TF32": (torch.backends.cudnn, "allow_tf32"), "matmul TF32": (torch.backends.cuda.matmul, "allow_tf32"),
+            "cudnn autotune": (torch.backends.cudnn, "benchmark")}
+
+
+@contextmanager
+def switched(**values: bool) -> Iterator[None]:
+    """torch's backend switches set to `values` (keys: SWITCHES' names, spaces as underscores), restored after."""
+    named = {name.replace("_", " "): value for name, value in values.items()}
+    saved = {name: getattr(*SWITCHES[name]) for name in named}
+    try:
+        for name, value in named.items():
+            setattr(*SWITCHES[name], value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(*SWITCHES[name], value)
+
+
+# Numeric settings measured against torch's defaults (`--modes`): none is used by a run of the profiles.
+MODES: dict[str, Callable[[str], AbstractContextManager]] = {
+    "no-tf32": lambda device: switched(cudnn_TF32=False, matmul_TF32=False),  # fp32 arithmetic in every product
+    "tf32": lambda device: switched(cudnn_TF32=True, matmul_TF32=True),
+    "autotune": lambda device: switched(cudnn_autotune=True),
+    # the cast weights are not cached: a captured step must cast them inside its graph every replay
+    "bf16": lambda device: torch.autocast(torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False),
+}
+
+
+def defaults() -> str:
+    return ", ".join(f"{name} {getattr(*where)}" for name, where in SWITCHES.items())
 
 
 def shrunk(s: Scale, shrink: int) -> Scale:
@@ -100,9 +140,9 @@ def run(s: Scale, data: FederatedData, executor: str, rounds: int, device: str):
 
 def run_seeds(s: Scale, data: FederatedData, seeds: int, rounds: int, device: str):
     """`seeds` runs of the scale that differ only by seed, trained as one batch (`fedlib.engine.seed_batch`, as a piece
-    trains a cell's seeds; "auto": captured on a GPU)."""
-    feds = [open_federation(data=data, **options(s, "auto", rounds, device, seed)) for seed in range(seeds)]
-    return run_seed_batch(feds, [None] * seeds, "auto")
+    trains a cell's seeds, with the scale's executor: "auto" is captured on a GPU but for a corrected direction)."""
+    feds = [open_federation(data=data, **options(s, s.executor, rounds, device, seed)) for seed in range(seeds)]
+    return run_seed_batch(feds, [None] * seeds, s.executor)
 
 
 def rate(*results) -> float:
@@ -111,6 +151,20 @@ def rate(*results) -> float:
     steps = sum(r.clients.groupby("round")["steps"].sum() for r in results)
     train = sum(r.rounds.set_index("round")["train_s"] for r in results)
     return statistics.median((steps / train).iloc[1:])
+
+
+def steps_per_round(s: Scale) -> int:
+    return s.per_round * (s.steps or int(s.epochs * -(-s.samples // s.batch_size)))
+
+
+def measure(s: Scale, name: str, width: int, results: Callable[[], list]) -> str:
+    """The rate of the runs `results()` trains, formatted to `width`; "failed" (and why, printed) if they fail: a
+    benchmark reports a failing executor or setting and measures the others."""
+    try:
+        return f"{rate(*results()):{width},.0f}"
+    except Exception as err:
+        print(f"{s.name} {name}: {type(err).__name__}: {err}", flush=True)
+        return f"{'failed':>{width}s}"
 
 
 def worker(scales: list[Scale], rounds: int, device: str, barrier, results) -> None:
@@ -145,14 +199,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2, help="rounds per measurement, the first a warm-up")
     parser.add_argument("--scales", nargs="*", default=[s.name for s in SCALES])
-    parser.add_argument("--seeds", type=int, default=3, help="seeds in one batch for the last column (0: none)")
+    parser.add_argument("--executors", nargs="*", default=["sequential", "vmap", "graph"],
+                        choices=["sequential", "vmap", "graph"], help="the executors measured on one run alone")
+    parser.add_argument("--seeds", type=int, nargs="*", default=[3],
+                        help="runs in one batch: a column per count (none: no such column)")
+    parser.add_argument("--modes", nargs="*", default=[], choices=sorted(MODES),
+                        help="numeric settings measured on the first --seeds count's batch (none: no such table)")
     parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4], help="worker counts (none: no table)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shrink", type=int, default=1)
     parser.add_argument("--smoke", action="store_true", help="on a CPU, two clients of one step, one worker")
     args = parser.parse_args()
     if args.smoke:
-        args.device, args.workers = "cpu", [1]
+        args.device, args.workers, args.modes = "cpu", [1], args.modes or ["bf16"]
+    if args.modes and not args.seeds:
+        parser.error("--modes measures the first --seeds count's batch: name a count in --seeds")
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device here: nothing measured (run on a GPU machine, or --smoke on a CPU as a check that it "
               "runs)")
@@ -162,23 +223,31 @@ def main() -> None:
     print(f"device {name}, torch {torch.__version__}; client-steps/s, the median of {args.rounds - 1} timed "
           f"round(s) after a warm-up; {sizes}\n", flush=True)
     scales = [tiny(s) if args.smoke else shrunk(s, args.shrink) for s in SCALES if s.name in args.scales]
-    seeds = f"{args.seeds} seeds" if args.seeds else ""
-    print(f"{'scale':10s} {'steps/round':>11s} {'sequential':>10s} {'vmap':>8s} {'graph':>8s} {seeds:>8s}",
-          flush=True)
+    columns = [(executor, max(8, len(executor))) for executor in args.executors]
+    columns += [(f"{n} seeds", 9) for n in args.seeds]
+    print(f"{'scale':10s} {'steps/round':>11s} " + " ".join(f"{name:>{width}s}" for name, width in columns), flush=True)
+    batched = {}  # scale -> its first --seeds count's cell, the modes table's default
     for s in scales:
         data = federation(s)
-        cells, steps = [], s.per_round * (s.steps or int(s.epochs * -(-s.samples // s.batch_size)))
-        measured = [(executor, width, lambda executor=executor: [run(s, data, executor, args.rounds, args.device)])
-                    for executor, width in (("sequential", 10), ("vmap", 8), ("graph", 8))]
-        if args.seeds:
-            measured.append((seeds, 8, lambda: run_seeds(s, data, args.seeds, args.rounds, args.device)))
-        for executor, width, results in measured:
-            try:
-                cells.append(f"{rate(*results()):{width},.0f}")
-            except Exception as err:  # a benchmark reports a failing executor and measures the others
-                cells.append(f"{'failed':>{width}s}")
-                print(f"{s.name} {executor}: {type(err).__name__}: {err}", flush=True)
-        print(f"{s.name:10s} {steps:11,d} " + " ".join(cells), flush=True)
+        measured = [lambda executor=executor: [run(s, data, executor, args.rounds, args.device)]
+                    for executor in args.executors]
+        measured += [lambda n=n: run_seeds(s, data, n, args.rounds, args.device) for n in args.seeds]
+        cells = [measure(s, name, width, results) for (name, width), results in zip(columns, measured)]
+        batched[s.name] = cells[len(args.executors)] if args.seeds else ""
+        print(f"{s.name:10s} {steps_per_round(s):11,d} " + " ".join(cells), flush=True)
+    if args.modes:
+        n = args.seeds[0]
+        print(f"\n{n} seeds in one batch under numeric settings (torch's defaults here: {defaults()})", flush=True)
+        print(f"{'scale':10s} {'default':>9s} " + " ".join(f"{mode:>9s}" for mode in args.modes), flush=True)
+        for s in scales:
+            data = federation(s)
+            cells = [batched[s.name]]
+            for mode in args.modes:
+                def measured(mode=mode):
+                    with MODES[mode](args.device):
+                        return run_seeds(s, data, n, args.rounds, args.device)
+                cells.append(measure(s, mode, 9, measured))
+            print(f"{s.name:10s} " + " ".join(cells), flush=True)
     if not args.workers:
         return
     print(f"\n{'scale':10s}" + "".join(f" {f'{n} worker(s)':>12s}" for n in args.workers) + "  auto", flush=True)

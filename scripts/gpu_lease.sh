@@ -8,8 +8,9 @@
 # Every log goes to $OUT (default /tmp/gpu-lease), with the ledger's entries packed in one archive.
 #
 #   bash scripts/gpu_lease.sh SECONDS COMMIT     # SECONDS: the whole command's limit; COMMIT: this checkout's commit
-#   BENCH=0 bash scripts/gpu_lease.sh ...        # no benchmark (about 80 s more for the piece; the step's table
+#   BENCH=0 bash scripts/gpu_lease.sh ...        # no benchmark (about 100 s more for the pieces; the step's table
 #                                                # is measured: docs/speed.md)
+#   PIECES="taco all" bash scripts/gpu_lease.sh ...  # TACO's runs first, then the plan's priority order
 #
 # A dry run on a CPU (no GPU, no network): a copy of the tracked files and .gpu-carry (`prepare_gpu_carry.py
 # --python-version` of this Python), a stand-in `nvidia-smi` on PATH, and SECONDS under 105, which leaves a piece
@@ -30,25 +31,29 @@ timeout 120 python3 -m pytest -o addopts="" -m gpu -q -p no:cacheprovider -n 4 t
     >"$out/pytest-gpu.log" 2>&1
 echo "pytest -m gpu (exit $?): $(tail -1 "$out/pytest-gpu.log")"
 if [ "${BENCH:-1}" != 0 ]; then
-    timeout 150 python3 benchmarks/bench_gpu.py --seeds 3 --workers 2>&1 | tee "$out/bench-gpu.log"
+    timeout 150 python3 benchmarks/bench_gpu.py --executors vmap graph --seeds 3 12 --modes no-tf32 autotune bf16 \
+        --workers 2>&1 | tee "$out/bench-gpu.log"
 fi
-budget=$(($(left) - 75))  # planning the profile, the last run's export and packing the ledger come after
-echo "piece budget: ${budget} s"
-if [ "$budget" -gt 30 ]; then
+for which in ${PIECES:-all}; do
+    if [ "$which" = all ]; then only=(); else only=(--only "$which"); fi
+    budget=$(($(left) - 75))  # planning the profile, the last run's export and packing the ledger come after
+    echo "piece ${which}: budget ${budget} s"
+    [ "$budget" -gt 30 ] || break
     # The piece's budget counts from its plan; `timeout` keeps the packing below inside the command's limit whatever
     # it does (on 2026-11-30 a piece overran its budget, the command was killed before packing, and the runs it had
     # finished were lost with the machine).
-    timeout $((budget + 40)) python3 -m fedlib piece --profile gpu --budget "${budget}s" >"$out/piece.log" 2>&1
+    timeout $((budget + 40)) python3 -m fedlib piece --profile gpu ${only[@]+"${only[@]}"} --budget "${budget}s" \
+        >"$out/piece-$which.log" 2>&1
     status=$?
-    echo "piece (exit $status):"
-    grep -v "not started" "$out/piece.log" | tail -30
+    echo "piece ${which} (exit $status):"
+    grep -v "not started" "$out/piece-$which.log" | tail -30
     budget=$(($(left) - 45))
     if [ "$status" -ne 0 ] && [ "$budget" -gt 30 ]; then
-        echo "piece with every run alone, budget ${budget} s"
-        timeout $((budget + 30)) python3 -m fedlib piece --profile gpu --no-seed-batches --budget "${budget}s" \
-            >"$out/piece-alone.log" 2>&1
-        echo "piece --no-seed-batches (exit $?):"
-        grep -v "not started" "$out/piece-alone.log" | tail -20
+        echo "piece ${which} with every run alone, budget ${budget} s"
+        timeout $((budget + 30)) python3 -m fedlib piece --profile gpu ${only[@]+"${only[@]}"} --no-seed-batches \
+            --budget "${budget}s" >"$out/piece-$which-alone.log" 2>&1
+        echo "piece ${which} --no-seed-batches (exit $?):"
+        grep -v "not started" "$out/piece-$which-alone.log" | tail -20
     fi
-fi
+done
 tar czf "$out/ledger.tar.gz" -C evidence gpu
