@@ -324,3 +324,32 @@ def test_a_run_whose_dataset_is_missing_has_the_code_version_it_has_with_it(tmp_
     assert definition_digests(spec, missing) == definition_digests(spec, real)
     with pytest.raises(MissingDatasetError):
         data_fingerprint("adult", missing)
+
+
+def test_numeric_switches_are_keyed_where_they_differ_from_torchs_defaults():
+    """A run under torch's defaults keeps its key; TF32 matrix products, cuDNN autotuning or an autocast in force
+    change its float32 arithmetic, and so its key."""
+    import torch
+
+    from fedlib.runs.fingerprint import CUDA_NUMERIC_DEFAULTS, numerics
+
+    cpu = spec()
+    assert numerics("cuda") == CUDA_NUMERIC_DEFAULTS  # torch's defaults, read from torch itself
+    assert numerics("cpu") == {}
+    assert "numerics" not in json.loads(key_context(cpu))
+    default = key_context(cpu)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert numerics("cpu") == {"autocast": "torch.bfloat16"}
+        assert json.loads(key_context(cpu))["numerics"] == {"autocast": "torch.bfloat16"}
+    assert key_context(cpu) == default
+    for module, switch, name in ((torch.backends.cuda.matmul, "allow_tf32", "matmul_tf32"),
+                                 (torch.backends.cudnn, "allow_tf32", "cudnn_tf32"),
+                                 (torch.backends.cudnn, "benchmark", "cudnn_benchmark")):
+        setattr(module, switch, not getattr(module, switch))  # torch's cuBLAS switches refuse monkeypatch
+        try:
+            assert numerics("cuda")[name] is not CUDA_NUMERIC_DEFAULTS[name]
+            assert {k for k, v in numerics("cuda").items() if CUDA_NUMERIC_DEFAULTS[k] != v} == {name}
+            assert numerics("cpu") == {}  # the CUDA switches leave a CPU run's arithmetic as it is
+        finally:
+            setattr(module, switch, not getattr(module, switch))
+    assert numerics("cuda") == CUDA_NUMERIC_DEFAULTS

@@ -10,7 +10,14 @@ the manifest like every other file:
      "commit": "a890034...", "uncommitted_changes": false, "code_version": <the store key's code hash>,
      "data": <the data fingerprint>, "definitions": {"fedlib.engine.federation.run_federation": <digest>, ...},
      "wall_s": 41.2, "client_steps": 120000, "seed_batch": 1, "resumed_after_round": 0,
+     "numerics": {"cudnn_tf32": true, "matmul_tf32": false, "cudnn_benchmark": false, "cudnn_deterministic": false},
      "finished": "2026-11-27T14:02:11Z", "fedlib_version": "0.1.0"}
+
+`numerics` (`fedlib.runs.fingerprint.numerics`) states the switches that set how the run's float32 arithmetic was
+done: on a GPU, torch's defaults run cuDNN's convolutions in TF32 (10 bits of mantissa in the products) and matrix
+products in full float32. Entries written before the field (2026-11-30) were computed by `python -m fedlib piece` in
+fresh processes, where nothing sets these switches: they ran under those defaults. Since then a run under any other
+setting is also keyed apart (its manifest's context names what differed from the defaults).
 
 `wall_s` and `client_steps` are what the piece that exported the entry computed: for a run it resumed from a
 checkpoint (`resumed_after_round` > 0), the rounds after that one, so that client-steps over wall seconds is the pace
@@ -58,7 +65,7 @@ from fedlib.paths import checkout
 from fedlib.runs.archive import ArchiveError, export_entries, unpack
 from fedlib.runs.entry import (MANIFEST, PROVENANCE, SPEC, DamagedEntryError, Records, describe, file_sha256,
                                read_manifest, verify_entry, verify_keyed_entry, write_atomic)
-from fedlib.runs.fingerprint import code_roots, code_version, hashed_packages, reached_definitions
+from fedlib.runs.fingerprint import code_roots, code_version, hashed_packages, numerics, reached_definitions
 from fedlib.runs.runner import tidy_runs
 from fedlib.runs.spec import KeyedRun, RunSpec
 from fedlib.runs.store import MARKER, TEMP_PREFIX, RunStore
@@ -200,7 +207,7 @@ def provenance(run: KeyedRun, root: str | Path | None, wall_s: float, client_ste
             "cuda": torch.version.cuda, "commit": commit, "uncommitted_changes": dirty,
             "code_version": context["code"], "data": context["data"], "definitions": definition_digests(spec, root),
             "wall_s": round(wall_s, 3), "client_steps": int(client_steps), "seed_batch": int(seed_batch),
-            "resumed_after_round": int(resumed_after),
+            "resumed_after_round": int(resumed_after), "numerics": numerics(context["device"]),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fedlib_version": fedlib.__version__}
 
 

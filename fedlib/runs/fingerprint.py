@@ -24,7 +24,10 @@ another machine, gives the same key).
 
 Environment: the torch version, the device type, and on a CPU the kernel capability torch dispatches to
 (AVX2, AVX512, default) and the intra-op thread count where the run leaves it to torch (convolutional models: their records differ between 1 and 2 threads; dense models run on
-one thread whatever the machine).
+one thread whatever the machine); and the numeric switches of the process (`numerics`) where they differ from torch's
+defaults: on a GPU, TF32 in cuDNN's convolutions (on by default) and in matrix products (off), cuDNN autotuning and
+determinism; on any device, an autocast in force. A run under torch's defaults keeps its key; one that changes how
+its float32 arithmetic is done is keyed apart, never filed beside the default's numbers.
 """
 from __future__ import annotations
 
@@ -399,14 +402,37 @@ def device_type(device: str) -> str:
     return torch.device(device).type
 
 
+# torch's defaults for the switches `numerics` reads on a GPU (cuDNN's convolutions run in TF32 by default)
+CUDA_NUMERIC_DEFAULTS = {"cudnn_tf32": True, "matmul_tf32": False, "cudnn_benchmark": False,
+                         "cudnn_deterministic": False}
+
+
+def numerics(device: str) -> dict[str, Any]:
+    """This process's switches that change a run's arithmetic on `device` (a device type): on "cuda", TF32 in
+    cuDNN's convolutions and in matrix products, cuDNN autotuning and determinism; on any device, the dtype of an
+    autocast in force ("autocast")."""
+    found: dict[str, Any] = {}
+    if device == "cuda":
+        found = {"cudnn_tf32": torch.backends.cudnn.allow_tf32, "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+                 "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                 "cudnn_deterministic": torch.backends.cudnn.deterministic}
+    if torch.is_autocast_enabled(device):
+        found["autocast"] = str(torch.get_autocast_dtype(device))
+    return found
+
+
 def environment(spec: RunSpec, root: str | Path | None = None) -> dict[str, Any]:
     """What changes `spec`'s numbers beyond its code and data, as this process would run it: torch version,
     device type, on a CPU the kernel capability torch dispatches to (`ATEN_CPU_CAPABILITY`: AVX2 and
-    "default" kernels round differently) and the thread count where the run leaves it to torch. Computed in
-    the process that runs the spec; the process that files its records checks it (`RunStore.check_context`)."""
+    "default" kernels round differently), the thread count where the run leaves it to torch, and the `numerics` that
+    differ from torch's defaults. Computed in the process that runs the spec; the process that files its records
+    checks it (`RunStore.check_context`)."""
     env: dict[str, Any] = {"torch": torch.__version__, "device": device_type(spec.device)}
     if env["device"] == "cpu":
         env["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    changed = {k: v for k, v in numerics(env["device"]).items() if CUDA_NUMERIC_DEFAULTS.get(k) != v}
+    if changed:
+        env["numerics"] = changed
     if _built(spec, None if root is None else str(root))[1]:
         env["threads"] = DEFAULT_THREADS
     return env
