@@ -11,9 +11,12 @@ For each scale: client-steps/s of the `--executors` (sequential, batched (vmap) 
 this process (the median round after a warm-up round) and, for each count N of `--seeds`, of N runs of it that differ
 only by seed trained as one batch (`fedlib.engine.seed_batch`, with the executor the scale's gpu profile asks for, as
 a ledger piece trains a cell's seeds: their client-steps together; an N above 3 measures what a batch of several
-cells' runs would reach, since they share the step). `--modes` then measures the first count's batch under each
-numeric setting named (`MODES`: no TF32 at all, TF32 matrix products, cuDNN autotuning, bf16 autocast) against
-torch's defaults, which the header prints; no run of the profiles uses them. Then 1, 2 and 4 worker processes sharing
+cells' runs would reach, since they share the step), and the TFLOP/s the fastest column computes (the FLOPs of one
+client-step, forward and backward, counted by torch's FlopCounterMode). `--modes` then measures the first count's
+batch under each setting named (`MODES`: no TF32 at all, TF32 matrix products, cuDNN autotuning, bf16 autocast, and
+`gemm-conv`: the models' convolutions computed as matrix products, `GemmConv2d`, a candidate for the batched step,
+whose vmapped convolutions run as grouped convolutions) against torch's defaults, which the header prints; no run of
+the profiles uses them. Then 1, 2 and 4 worker processes sharing
 the GPU (`--workers`; none: no such table), each running the scale with `executor="auto"` (what a piece runs): the
 client-steps all workers did in their timed rounds over the wall time from the first worker's start to the last
 one's end (a barrier starts them together, after each has done a warm-up round). Ratios come from one run of this
@@ -36,6 +39,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
+
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
 from fedlib.algorithms import make_algorithm
 from fedlib.core.contracts import FederatedData, LocalTraining
@@ -100,7 +107,46 @@ MODES: dict[str, Callable[[str], AbstractContextManager]] = {
     "autotune": lambda device: switched(cudnn_autotune=True),
     # the cast weights are not cached: a captured step must cast them inside its graph every replay
     "bf16": lambda device: torch.autocast(torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False),
+    "gemm-conv": lambda device: gemm_convs(),
 }
+
+
+class GemmConv2d(nn.Conv2d):
+    """A Conv2d (one group, zero padding) computed as a matrix product of its weight with the input's unfolded
+    patches: under `torch.func.vmap` over per-client weights a batched matrix product, where `F.conv2d` becomes a
+    grouped convolution. The same parameters, so `functional_call` and a state dict treat it as the Conv2d."""
+
+    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        n, _, h, w = input.shape
+        kh, kw = self.kernel_size
+        cols = F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)  # (n, c*kh*kw, L)
+        out = weight.reshape(weight.shape[0], -1) @ cols  # (n, out, L)
+        oh = (h + 2 * self.padding[0] - self.dilation[0] * (kh - 1) - 1) // self.stride[0] + 1
+        ow = (w + 2 * self.padding[1] - self.dilation[1] * (kw - 1) - 1) // self.stride[1] + 1
+        out = out.reshape(n, -1, oh, ow)
+        return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+
+
+def with_gemm_convs(model: nn.Module) -> nn.Module:
+    """`model` with each of its Conv2d modules (one group, zero padding) turned into a `GemmConv2d`, in place."""
+    for m in model.modules():
+        if type(m) is nn.Conv2d and m.groups == 1 and m.padding_mode == "zeros" and isinstance(m.padding, tuple):
+            m.__class__ = GemmConv2d
+    return model
+
+
+@contextmanager
+def gemm_convs() -> Iterator[None]:
+    """Every model `options` builds meanwhile gets `GemmConv2d` convolutions."""
+    global BUILD
+    BUILD = lambda *args, **kwargs: with_gemm_convs(build_model(*args, **kwargs))  # noqa: E731
+    try:
+        yield
+    finally:
+        BUILD = build_model
+
+
+BUILD = build_model  # how `options` builds a scale's model (`gemm_convs` swaps it)
 
 
 def defaults() -> str:
@@ -129,7 +175,7 @@ def federation(s: Scale) -> FederatedData:
 
 def options(s: Scale, executor: str, rounds: int, device: str, seed: int = 0) -> dict:
     local = LocalTraining(lr=s.lr, batch_size=s.batch_size, epochs=s.epochs, steps=s.steps, momentum=s.momentum)
-    return dict(model_fn=lambda: build_model(s.model, SHAPE, 10, **dict(s.model_kwargs)),
+    return dict(model_fn=lambda: BUILD(s.model, SHAPE, 10, **dict(s.model_kwargs)),
                 algorithm=make_algorithm(s.algorithm), rounds=rounds, local=local, sampler=s.per_round,
                 eval_every=rounds, executor=executor, device=device, seed=seed)
 
@@ -155,6 +201,15 @@ def rate(*results) -> float:
 
 def steps_per_round(s: Scale) -> int:
     return s.per_round * (s.steps or int(s.epochs * -(-s.samples // s.batch_size)))
+
+
+def flops_per_step(s: Scale) -> int:
+    """FLOPs of one client-step of the scale's model on a batch, forward and backward (torch's FlopCounterMode)."""
+    model = build_model(s.model, SHAPE, 10, **dict(s.model_kwargs))
+    x, y = torch.randn(s.batch_size, *SHAPE), torch.randint(0, 10, (s.batch_size,))
+    with FlopCounterMode(display=False) as counted:
+        F.cross_entropy(model(x), y).backward()
+    return counted.get_total_flops()
 
 
 def measure(s: Scale, name: str, width: int, results: Callable[[], list]) -> str:
@@ -225,7 +280,8 @@ def main() -> None:
     scales = [tiny(s) if args.smoke else shrunk(s, args.shrink) for s in SCALES if s.name in args.scales]
     columns = [(executor, max(8, len(executor))) for executor in args.executors]
     columns += [(f"{n} seeds", 9) for n in args.seeds]
-    print(f"{'scale':10s} {'steps/round':>11s} " + " ".join(f"{name:>{width}s}" for name, width in columns), flush=True)
+    print(f"{'scale':10s} {'steps/round':>11s} " + " ".join(f"{name:>{width}s}" for name, width in columns)
+          + "  GFLOP/step  TFLOP/s (fastest)", flush=True)
     batched = {}  # scale -> its first --seeds count's cell, the modes table's default
     for s in scales:
         data = federation(s)
@@ -234,7 +290,10 @@ def main() -> None:
         measured += [lambda n=n: run_seeds(s, data, n, args.rounds, args.device) for n in args.seeds]
         cells = [measure(s, name, width, results) for (name, width), results in zip(columns, measured)]
         batched[s.name] = cells[len(args.executors)] if args.seeds else ""
-        print(f"{s.name:10s} {steps_per_round(s):11,d} " + " ".join(cells), flush=True)
+        rates = [float(c.replace(",", "")) for c in cells if c.strip() != "failed"]
+        flops = flops_per_step(s)
+        print(f"{s.name:10s} {steps_per_round(s):11,d} " + " ".join(cells)
+              + f"  {flops / 1e9:10.3f}  {max(rates, default=0) * flops / 1e12:17.2f}", flush=True)
     if args.modes:
         n = args.seeds[0]
         print(f"\n{n} seeds in one batch under numeric settings (torch's defaults here: {defaults()})", flush=True)

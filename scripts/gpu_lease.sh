@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One lease of a GPU machine, in one command (`make gpu-carry` prepares what it needs and prints how to call it):
-#   1. the carried wheels, where the machine lacks them;   2. `pytest -m gpu` (the conformance battery on CUDA,
-#      seeds in one batch included);                       3. `make bench-gpu`'s executor table with 3 seeds batched
-#      (no worker table: four workers added nothing at FedAQ's and FedShift's scales on the first lease);
-#   4. a piece of the ledger with the seconds left, a cell's seeds trained as one batch; should it fail, a piece with
-#      every run alone (--no-seed-batches) with what is left.
+#   1. the carried wheels, where the machine lacks them;
+#   2. `pytest -m gpu` (the conformance battery on CUDA, seeds in one batch included);
+#   3. `make bench-gpu`'s tables: the batched executors, 3 and 12 runs in one batch, and the 3 under other settings
+#      (no TF32, cuDNN autotuning, bf16 autocast, convolutions as matrix products); no sequential column (5-10x slower,
+#      measured on the first two leases) and no worker table (four workers added nothing on the first);
+#   4. pieces of the ledger, one per word of PIECES (a notebook's name: `--only` it; `all`: the whole plan in priority
+#      order; default `all`), each with the seconds left, a cell's seeds trained as one batch; should one fail, a
+#      piece of the same runs each alone (--no-seed-batches) with what is left.
 # Every log goes to $OUT (default /tmp/gpu-lease), with the ledger's entries packed in one archive.
 #
 #   bash scripts/gpu_lease.sh SECONDS COMMIT     # SECONDS: the whole command's limit; COMMIT: this checkout's commit
@@ -31,7 +34,7 @@ timeout 120 python3 -m pytest -o addopts="" -m gpu -q -p no:cacheprovider -n 4 t
     >"$out/pytest-gpu.log" 2>&1
 echo "pytest -m gpu (exit $?): $(tail -1 "$out/pytest-gpu.log")"
 if [ "${BENCH:-1}" != 0 ]; then
-    timeout 150 python3 benchmarks/bench_gpu.py --executors vmap graph --seeds 3 12 --modes no-tf32 autotune bf16 \
+    timeout 150 python3 benchmarks/bench_gpu.py --executors vmap graph --seeds 3 12 --modes no-tf32 autotune bf16 gemm-conv \
         --workers 2>&1 | tee "$out/bench-gpu.log"
 fi
 for which in ${PIECES:-all}; do

@@ -36,3 +36,41 @@ def test_the_benchmarks_smoke_run_prints_its_header(script):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(HEADERS[script], done.stdout), done.stdout
+
+
+def test_bench_gpus_gemm_convolution_equals_torchs_alone_and_under_vmap(monkeypatch):
+    """The candidate the benchmark measures (`GemmConv2d`: a convolution as a matrix product of unfolded patches)
+    against F.conv2d, its outputs and gradients, for one model and for per-client weights under torch.func.vmap
+    (the batched step's use), on strides, paddings, dilations and a kernel that is not square."""
+    import importlib.util
+
+    import torch
+    from torch.func import functional_call, grad, vmap
+    from torch.nn import functional as F
+
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" / "bench_gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_gpu", bench)  # its dataclasses look their module up there
+    spec.loader.exec_module(bench)
+    gen = torch.Generator().manual_seed(0)
+    for kernel, stride, padding, dilation in (((5, 5), 1, 1, 1), ((3, 2), 2, 0, 1), ((3, 3), 1, 2, 2)):
+        conv = torch.nn.Conv2d(3, 4, kernel, stride=stride, padding=padding, dilation=dilation, dtype=torch.float64)
+        gemm = bench.with_gemm_convs(torch.nn.Sequential(torch.nn.Conv2d(3, 4, kernel, stride=stride,
+                                                                         padding=padding, dilation=dilation,
+                                                                         dtype=torch.float64)))[0]
+        assert type(gemm) is bench.GemmConv2d
+        x = torch.randn(2, 3, 11, 9, generator=gen, dtype=torch.float64)
+        params = {k: torch.randn(5, *v.shape, generator=gen, dtype=torch.float64)
+                  for k, v in conv.named_parameters()}  # five clients' weights
+
+        def loss(module, p, xb):
+            return functional_call(module, p, (xb,)).square().sum()
+
+        for module in (conv, gemm):  # one client's output and gradient, then all five under vmap
+            first = {k: v[0] for k, v in params.items()}
+            assert torch.allclose(functional_call(module, first, (x,)),
+                                  F.conv2d(x, first["weight"], first["bias"], stride, padding, dilation))
+        want = vmap(grad(lambda p, xb: loss(conv, p, xb)), in_dims=(0, None))(params, x)
+        got = vmap(grad(lambda p, xb: loss(gemm, p, xb)), in_dims=(0, None))(params, x)
+        for k in want:
+            assert torch.allclose(got[k], want[k], rtol=1e-10, atol=1e-10), k
