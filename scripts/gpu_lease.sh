@@ -14,6 +14,9 @@
 #   BENCH=0 bash scripts/gpu_lease.sh ...        # no benchmark (about 100 s more for the pieces; the step's table
 #                                                # is measured: docs/speed.md)
 #   PIECES="taco all" bash scripts/gpu_lease.sh ...  # TACO's runs first, then the plan's priority order
+#   LEDGER=.gpu-carry/ledger-1.tar.gz BATTERY=0 BENCH=0 bash scripts/gpu_lease.sh ...
+#       # a second call on a machine still warm: first unpack the ledger the first call brought back (copied here into
+#       # the carried folder; this call's copy of the working tree holds the committed ledger alone), then pieces only
 #
 # A dry run on a CPU (no GPU, no network): a copy of the tracked files and .gpu-carry (`prepare_gpu_carry.py
 # --python-version` of this Python), a stand-in `nvidia-smi` on PATH, and SECONDS under 105, which leaves a piece
@@ -26,13 +29,25 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD FEDLIB_DATA=$PWD/.gpu-carry/data
 left() { echo $((total - SECONDS)); }
 
+if [ -n "${LEDGER:-}" ]; then
+    # an earlier call's `ledger.tar.gz` (its folder `gpu`, index and entries), over the committed one; the pieces
+    # read it as every ledger is read (each entry checked against its index line)
+    strays=$(tar tzf "$LEDGER" | grep -vE '^gpu/(\.claims/)?[^/]*$')
+    if [ $? -gt 1 ] || [ -n "$strays" ] || ! tar xzf "$LEDGER" -C evidence; then
+        echo "LEDGER=$LEDGER: not a ledger archive this script packed (gpu/, its files, its pieces' claims); nothing run"
+        exit 1
+    fi
+    echo "ledger from $LEDGER: $(ls evidence/gpu | grep -c '\.tar\.gz$') entries"
+fi
 # The carried wheels, offline: what is already installed is left as it is (scripts/prepare_gpu_carry.py lists them).
 python3 -m pip install --quiet --no-index --find-links .gpu-carry/wheels -r .gpu-carry/requirements.txt || exit 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-# The repository's pytest options name nbval's, which this machine need not have: none are needed here.
-timeout 120 python3 -m pytest -o addopts="" -m gpu -q -p no:cacheprovider -n 4 tests/test_conformance.py \
-    >"$out/pytest-gpu.log" 2>&1
-echo "pytest -m gpu (exit $?): $(tail -1 "$out/pytest-gpu.log")"
+if [ "${BATTERY:-1}" != 0 ]; then
+    # The repository's pytest options name nbval's, which this machine need not have: none are needed here.
+    timeout 120 python3 -m pytest -o addopts="" -m gpu -q -p no:cacheprovider -n 4 tests/test_conformance.py \
+        >"$out/pytest-gpu.log" 2>&1
+    echo "pytest -m gpu (exit $?): $(tail -1 "$out/pytest-gpu.log")"
+fi
 if [ "${BENCH:-1}" != 0 ]; then
     timeout 150 python3 benchmarks/bench_gpu.py --executors vmap graph --seeds 3 12 --modes no-tf32 autotune bf16 gemm-conv \
         --workers 2>&1 | tee "$out/bench-gpu.log"
