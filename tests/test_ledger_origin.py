@@ -283,3 +283,21 @@ def test_the_cli_prints_rates_only_of_a_ledger_that_proves_its_origin(small, tmp
     assert cli.main(["rates", "--ledger", str(ledger.root)]) == 1
     out = capsys.readouterr().out
     assert out.count(f"not in {ledger.root / INDEX}") == 3 and "client-steps" not in out
+
+
+def test_a_provenance_whose_numeric_switches_disagree_with_its_key_is_refused(small, tmp_path):
+    """An entry states the switches its run ran under (`numerics`); those off torch's defaults are what its key holds.
+    Defaults stated in full, or none stated (entries from before the field), agree with a key that holds none."""
+    from fedlib.runs.fingerprint import CUDA_NUMERIC_DEFAULTS
+
+    ledger = copy_of(small, tmp_path / "ledger")
+    first, second, third = ledger.paths()[:3]
+    set_provenance(first, numerics={**CUDA_NUMERIC_DEFAULTS, "matmul_tf32": True})  # the key says the defaults
+    set_provenance(second, numerics="tf32")
+    set_provenance(third, numerics=dict(CUDA_NUMERIC_DEFAULTS))
+    problems = [str(p) for p in ledger.reindex()[1]]
+    assert problems == [
+        f"{first}: {PROVENANCE} names numeric switches off torch's defaults {{'matmul_tf32': True}}, the manifest's "
+        "context (what its run was keyed under) {}: a provenance that does not describe its run",
+        f"{second}: {PROVENANCE} names numeric switches off torch's defaults tf32, the manifest's context (what its "
+        "run was keyed under) {}: a provenance that does not describe its run"]

@@ -36,8 +36,8 @@ names the definitions that changed (from the per-definition digests in `definiti
 An entry proves its origin by its line in the ledger's index (`fedlib.ledger.index`, committed and reviewed like
 code): every read (`Ledger.entries`, whatever serves the ledger: `--from-ledger`, `--headlines-only`, a notebook's
 `ledger` parameter, a piece) checks each archive's SHA-256 against its line, then verifies the whole entry, its
-provenance's device and torch against the manifest's context (what its run was keyed under), and that no two entries
-hold one run (one spec, whatever the data fingerprint). Any problem refuses the whole ledger, every problem named on
+provenance's device, torch and numeric switches against the manifest's context (what its run was keyed under), and
+that no two entries hold one run (one spec, whatever the data fingerprint). Any problem refuses the whole ledger, every problem named on
 its own line with its archive: a ledger with one entry that cannot prove its origin serves nothing, since leaving
 out that entry alone would change what the rest decides (a claim missing a run, or a forged run beside the genuine).
 """
@@ -65,7 +65,8 @@ from fedlib.paths import checkout
 from fedlib.runs.archive import ArchiveError, export_entries, unpack
 from fedlib.runs.entry import (MANIFEST, PROVENANCE, SPEC, DamagedEntryError, Records, describe, file_sha256,
                                read_manifest, verify_entry, verify_keyed_entry, write_atomic)
-from fedlib.runs.fingerprint import code_roots, code_version, hashed_packages, numerics, reached_definitions
+from fedlib.runs.fingerprint import (code_roots, code_version, hashed_packages, numerics, off_default,
+                                     reached_definitions)
 from fedlib.runs.runner import tidy_runs
 from fedlib.runs.spec import KeyedRun, RunSpec
 from fedlib.runs.store import MARKER, TEMP_PREFIX, RunStore
@@ -406,7 +407,8 @@ def held_records(entries: Sequence[LedgerEntry], specs: Sequence[RunSpec]) -> Re
 
 def read_entry_archive(path: Path) -> LedgerEntry:
     """The verified entry in the archive `path`; `LedgerError` naming the archive (and the member) if damaged, or if
-    its provenance's data, device or torch differ from the manifest's context (what its run was keyed under)."""
+    its provenance's data, device, torch or numeric switches (those off torch's defaults; none where it states none)
+    differ from the manifest's context (what its run was keyed under)."""
     with tempfile.TemporaryDirectory(prefix="fedlib-ledger-") as tmp:
         try:
             unpack(path, Path(tmp))
@@ -436,6 +438,12 @@ def read_entry_archive(path: Path) -> LedgerEntry:
             raise LedgerError(path, f"{PROVENANCE} names {field} {prov.get(field)}, the manifest's context (what its "
                                     f"run was keyed under) {context.get(field)}: a provenance that does not describe "
                                     "its run")
+    declared = prov.get("numerics", {})
+    off = off_default(declared) if isinstance(declared, dict) else declared
+    if off != context.get("numerics", {}):
+        raise LedgerError(path, f"{PROVENANCE} names numeric switches off torch's defaults {off}, the manifest's context "
+                                f"(what its run was keyed under) {context.get('numerics', {})}: a provenance that does "
+                                "not describe its run")
     for field in ("device_name", "commit"):  # what the index shows of it: one line of text each
         if not is_one_line(prov.get(field)):
             raise LedgerError(path, f"{PROVENANCE} names {field} {prov.get(field)!r}: not one line of text")

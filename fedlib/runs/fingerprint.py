@@ -421,6 +421,11 @@ def numerics(device: str) -> dict[str, Any]:
     return found
 
 
+def off_default(switches: dict[str, Any]) -> dict[str, Any]:
+    """Those of `switches` (as `numerics` reads them) that differ from torch's defaults: what a run's key holds."""
+    return {k: v for k, v in switches.items() if CUDA_NUMERIC_DEFAULTS.get(k) != v}
+
+
 def environment(spec: RunSpec, root: str | Path | None = None) -> dict[str, Any]:
     """What changes `spec`'s numbers beyond its code and data, as this process would run it: torch version,
     device type, on a CPU the kernel capability torch dispatches to (`ATEN_CPU_CAPABILITY`: AVX2 and
@@ -430,7 +435,7 @@ def environment(spec: RunSpec, root: str | Path | None = None) -> dict[str, Any]
     env: dict[str, Any] = {"torch": torch.__version__, "device": device_type(spec.device)}
     if env["device"] == "cpu":
         env["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-    changed = {k: v for k, v in numerics(env["device"]).items() if CUDA_NUMERIC_DEFAULTS.get(k) != v}
+    changed = off_default(numerics(env["device"]))
     if changed:
         env["numerics"] = changed
     if _built(spec, None if root is None else str(root))[1]:
