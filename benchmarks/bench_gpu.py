@@ -14,10 +14,10 @@ a ledger piece trains a cell's seeds: their client-steps together; an N above 3 
 cells' runs would reach, since they share the step), and the TFLOP/s the fastest column computes (the FLOPs of one
 client-step, forward and backward, counted by torch's FlopCounterMode). `--modes` then measures the first count's
 batch under each setting named (`MODES`: no TF32 at all, TF32 matrix products, cuDNN autotuning, bf16 autocast, and
-`gemm-conv`: the models' convolutions computed as matrix products, `GemmConv2d`, a candidate for the batched step,
-whose vmapped convolutions run as grouped convolutions) against torch's defaults, which the header prints; no run of
-the profiles uses them. Then 1, 2 and 4 worker processes sharing
-the GPU (`--workers`; none: no such table), each running the scale with `executor="auto"` (what a piece runs): the
+`gemm-conv`: the models' convolutions as matrix products of unfolded patches, `GemmConv2d`, a candidate for the
+batched step, where a convolution vmapped over per-client weights runs as one grouped convolution) against torch's
+defaults, which the header prints; no run of the profiles uses them. Then 1, 2 and 4 worker processes sharing the GPU
+(`--workers`; none: no such table), each running the scale with `executor="auto"` (what a piece runs): the
 client-steps all workers did in their timed rounds over the wall time from the first worker's start to the last
 one's end (a barrier starts them together, after each has done a warm-up round). Ratios come from one run of this
 script, printed with the device's name.
@@ -39,7 +39,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
@@ -82,7 +81,8 @@ SCALES = [
 
 
 # The backend switches a numeric mode sets: (module, attribute).
-SWITCHES = {"cudnn TF32": (torch.backends.cudnn, "allow_tf32"), "matmul TF32": (torch.backends.cuda.matmul, "allow_tf32"),
+SWITCHES = {"cudnn TF32": (torch.backends.cudnn, "allow_tf32"),
+            "matmul TF32": (torch.backends.cuda.matmul, "allow_tf32"),
             "cudnn autotune": (torch.backends.cudnn, "benchmark")}
 
 
@@ -100,7 +100,7 @@ def switched(**values: bool) -> Iterator[None]:
             setattr(*SWITCHES[name], value)
 
 
-# Numeric settings measured against torch's defaults (`--modes`): none is used by a run of the profiles.
+# Settings measured against torch's defaults (`--modes`): none is used by a run of the profiles.
 MODES: dict[str, Callable[[str], AbstractContextManager]] = {
     "no-tf32": lambda device: switched(cudnn_TF32=False, matmul_TF32=False),  # fp32 arithmetic in every product
     "tf32": lambda device: switched(cudnn_TF32=True, matmul_TF32=True),
@@ -259,7 +259,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="*", default=[3],
                         help="runs in one batch: a column per count (none: no such column)")
     parser.add_argument("--modes", nargs="*", default=[], choices=sorted(MODES),
-                        help="numeric settings measured on the first --seeds count's batch (none: no such table)")
+                        help="settings measured on the first --seeds count's batch (none: no such table)")
     parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4], help="worker counts (none: no table)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shrink", type=int, default=1)
@@ -296,7 +296,7 @@ def main() -> None:
               + f"  {flops / 1e9:10.3f}  {max(rates, default=0) * flops / 1e12:17.2f}", flush=True)
     if args.modes:
         n = args.seeds[0]
-        print(f"\n{n} seeds in one batch under numeric settings (torch's defaults here: {defaults()})", flush=True)
+        print(f"\n{n} seeds in one batch under other settings (torch's defaults here: {defaults()})", flush=True)
         print(f"{'scale':10s} {'default':>9s} " + " ".join(f"{mode:>9s}" for mode in args.modes), flush=True)
         for s in scales:
             data = federation(s)

@@ -34,7 +34,7 @@ if [ -n "${LEDGER:-}" ]; then
     # read it as every ledger is read (each entry checked against its index line)
     strays=$(tar tzf "$LEDGER" | grep -vE '^gpu/(\.claims/)?[^/]*$')
     if [ $? -gt 1 ] || [ -n "$strays" ] || ! tar xzf "$LEDGER" -C evidence; then
-        echo "LEDGER=$LEDGER: not a ledger archive this script packed (gpu/, its files, its pieces' claims); nothing run"
+        echo "LEDGER=$LEDGER: not a ledger archive this script packed (gpu/, its files, its claims); nothing run"
         exit 1
     fi
     echo "ledger from $LEDGER: $(ls evidence/gpu | grep -c '\.tar\.gz$') entries"
@@ -49,8 +49,8 @@ if [ "${BATTERY:-1}" != 0 ]; then
     echo "pytest -m gpu (exit $?): $(tail -1 "$out/pytest-gpu.log")"
 fi
 if [ "${BENCH:-1}" != 0 ]; then
-    timeout 150 python3 benchmarks/bench_gpu.py --executors vmap graph --seeds 3 12 --modes no-tf32 autotune bf16 gemm-conv \
-        --workers 2>&1 | tee "$out/bench-gpu.log"
+    timeout 150 python3 benchmarks/bench_gpu.py --executors vmap graph --seeds 3 12 \
+        --modes no-tf32 autotune bf16 gemm-conv --workers 2>&1 | tee "$out/bench-gpu.log"
 fi
 for which in ${PIECES:-all}; do
     if [ "$which" = all ]; then only=(); else only=(--only "$which"); fi

@@ -37,9 +37,10 @@ An entry proves its origin by its line in the ledger's index (`fedlib.ledger.ind
 code): every read (`Ledger.entries`, whatever serves the ledger: `--from-ledger`, `--headlines-only`, a notebook's
 `ledger` parameter, a piece) checks each archive's SHA-256 against its line, then verifies the whole entry, its
 provenance's device, torch and numeric switches against the manifest's context (what its run was keyed under), and
-that no two entries hold one run (one spec, whatever the data fingerprint). Any problem refuses the whole ledger, every problem named on
-its own line with its archive: a ledger with one entry that cannot prove its origin serves nothing, since leaving
-out that entry alone would change what the rest decides (a claim missing a run, or a forged run beside the genuine).
+that no two entries hold one run (one spec, whatever the data fingerprint). Any problem refuses the whole ledger,
+every problem named on its own line with its archive: a ledger with one entry that cannot prove its origin serves
+nothing, since leaving out that entry alone would change what the rest decides (a claim missing a run, or a forged
+run beside the genuine).
 """
 from __future__ import annotations
 
@@ -441,9 +442,9 @@ def read_entry_archive(path: Path) -> LedgerEntry:
     declared = prov.get("numerics", {})
     off = off_default(declared) if isinstance(declared, dict) else declared
     if off != context.get("numerics", {}):
-        raise LedgerError(path, f"{PROVENANCE} names numeric switches off torch's defaults {off}, the manifest's context "
-                                f"(what its run was keyed under) {context.get('numerics', {})}: a provenance that does "
-                                "not describe its run")
+        raise LedgerError(path, f"{PROVENANCE} names numeric switches off torch's defaults {off}, the manifest's "
+                                f"context (what its run was keyed under) {context.get('numerics', {})}: a provenance "
+                                "that does not describe its run")
     for field in ("device_name", "commit"):  # what the index shows of it: one line of text each
         if not is_one_line(prov.get(field)):
             raise LedgerError(path, f"{PROVENANCE} names {field} {prov.get(field)!r}: not one line of text")

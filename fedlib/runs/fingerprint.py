@@ -23,11 +23,12 @@ cached by path, size and modification time (the folder does not count: the same 
 another machine, gives the same key).
 
 Environment: the torch version, the device type, and on a CPU the kernel capability torch dispatches to
-(AVX2, AVX512, default) and the intra-op thread count where the run leaves it to torch (convolutional models: their records differ between 1 and 2 threads; dense models run on
-one thread whatever the machine); and the numeric switches of the process (`numerics`) where they differ from torch's
-defaults: on a GPU, TF32 in cuDNN's convolutions (on by default) and in matrix products (off), cuDNN autotuning and
-determinism; on any device, an autocast in force. A run under torch's defaults keeps its key; one that changes how
-its float32 arithmetic is done is keyed apart, never filed beside the default's numbers.
+(AVX2, AVX512, default) and the intra-op thread count where the run leaves it to torch (convolutional models: their
+records differ between 1 and 2 threads; dense models run on one thread whatever the machine); and the numeric
+switches of the process (`numerics`) where they differ from torch's defaults: on a GPU, TF32 in cuDNN's convolutions
+(on by default) and in matrix products (off), cuDNN autotuning and determinism; on any device, an autocast in force.
+A run under torch's defaults keeps its key; one that changes how its float32 arithmetic is done is keyed apart,
+never filed beside the default's numbers.
 """
 from __future__ import annotations
 
