@@ -49,6 +49,7 @@ from fedlib.data import Dataset
 from fedlib.engine.federation import open_federation, run_federation
 from fedlib.engine.seed_batch import run_seed_batch
 from fedlib.models import build_model
+from fedlib.runs.fingerprint import numerics
 
 SHAPE = (1, 28, 28)
 
@@ -149,10 +150,6 @@ def gemm_convs() -> Iterator[None]:
 BUILD = build_model  # how `options` builds a scale's model (`gemm_convs` swaps it)
 
 
-def defaults() -> str:
-    return ", ".join(f"{name} {getattr(*where)}" for name, where in SWITCHES.items())
-
-
 def shrunk(s: Scale, shrink: int) -> Scale:
     """The scale at 1/`shrink` of its data and local steps (a cheaper run on a CPU)."""
     return replace(s, samples=max(s.batch_size, s.samples // shrink),
@@ -212,14 +209,18 @@ def flops_per_step(s: Scale) -> int:
     return counted.get_total_flops()
 
 
-def measure(s: Scale, name: str, width: int, results: Callable[[], list]) -> str:
-    """The rate of the runs `results()` trains, formatted to `width`; "failed" (and why, printed) if they fail: a
-    benchmark reports a failing executor or setting and measures the others."""
+def measure(s: Scale, name: str, results: Callable[[], list]) -> float | None:
+    """The rate of the runs `results()` trains; None (and why, printed) if they fail: a benchmark reports a failing
+    executor or setting and measures the others."""
     try:
-        return f"{rate(*results()):{width},.0f}"
+        return rate(*results())
     except Exception as err:
         print(f"{s.name} {name}: {type(err).__name__}: {err}", flush=True)
-        return f"{'failed':>{width}s}"
+        return None
+
+
+def cell(value: float | None, width: int) -> str:
+    return f"{'failed':>{width}s}" if value is None else f"{value:{width},.0f}"
 
 
 def worker(scales: list[Scale], rounds: int, device: str, barrier, results) -> None:
@@ -282,31 +283,32 @@ def main() -> None:
     columns += [(f"{n} seeds", 9) for n in args.seeds]
     print(f"{'scale':10s} {'steps/round':>11s} " + " ".join(f"{name:>{width}s}" for name, width in columns)
           + "  GFLOP/step  TFLOP/s (fastest)", flush=True)
-    batched = {}  # scale -> its first --seeds count's cell, the modes table's default
+    batched: dict[str, float | None] = {}  # scale -> its first --seeds count's rate, the modes table's default
     for s in scales:
         data = federation(s)
         measured = [lambda executor=executor: [run(s, data, executor, args.rounds, args.device)]
                     for executor in args.executors]
         measured += [lambda n=n: run_seeds(s, data, n, args.rounds, args.device) for n in args.seeds]
-        cells = [measure(s, name, width, results) for (name, width), results in zip(columns, measured)]
-        batched[s.name] = cells[len(args.executors)] if args.seeds else ""
-        rates = [float(c.replace(",", "")) for c in cells if c.strip() != "failed"]
-        flops = flops_per_step(s)
-        print(f"{s.name:10s} {steps_per_round(s):11,d} " + " ".join(cells)
-              + f"  {flops / 1e9:10.3f}  {max(rates, default=0) * flops / 1e12:17.2f}", flush=True)
+        rates = [measure(s, name, results) for (name, _), results in zip(columns, measured)]
+        batched[s.name] = rates[len(args.executors)] if args.seeds else None
+        flops, fastest = flops_per_step(s), max((r for r in rates if r is not None), default=0.0)
+        print(f"{s.name:10s} {steps_per_round(s):11,d} "
+              + " ".join(cell(r, width) for r, (_, width) in zip(rates, columns))
+              + f"  {flops / 1e9:10.3f}  {fastest * flops / 1e12:17.2f}", flush=True)
     if args.modes:
         n = args.seeds[0]
-        print(f"\n{n} seeds in one batch under other settings (torch's defaults here: {defaults()})", flush=True)
+        print(f"\n{n} seeds in one batch under other settings (the defaults here: "
+              f"{numerics(torch.device(args.device).type) or 'no switches on a CPU'})", flush=True)
         print(f"{'scale':10s} {'default':>9s} " + " ".join(f"{mode:>9s}" for mode in args.modes), flush=True)
         for s in scales:
             data = federation(s)
-            cells = [batched[s.name]]
+            rates = [batched[s.name]]
             for mode in args.modes:
                 def measured(mode=mode):
                     with MODES[mode](args.device):
                         return run_seeds(s, data, n, args.rounds, args.device)
-                cells.append(measure(s, mode, 9, measured))
-            print(f"{s.name:10s} " + " ".join(cells), flush=True)
+                rates.append(measure(s, mode, measured))
+            print(f"{s.name:10s} " + " ".join(cell(r, 9) for r in rates), flush=True)
     if not args.workers:
         return
     print(f"\n{'scale':10s}" + "".join(f" {f'{n} worker(s)':>12s}" for n in args.workers) + "  auto", flush=True)

@@ -139,8 +139,8 @@ class FileCheckpoint:
         try:
             saved = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as err:  # a checkpoint we cannot read is reported, not trusted and not deleted
-            raise ValueError(f"cannot read checkpoint {self.path} ({unreadable_reason(err)}); it holds only tensors and plain data, "
-                             "so it is not loaded any other way: delete it to restart that run") from err
+            raise ValueError(f"cannot read checkpoint {self.path} ({unreadable_reason(err)}); it holds only tensors "
+                             "and plain data, so it is not loaded any other way: delete it to restart that run") from err
         if not isinstance(saved, dict) or saved.get("key") != self.key or "state" not in saved:
             found = saved.get("key") if isinstance(saved, dict) else None
             raise ValueError(f"checkpoint {self.path} was written for store key {found}, not for this run's "
@@ -287,12 +287,13 @@ class RunStore:
         it holds."""
         found = []
         for path in (self.root / IN_PROGRESS).glob("*.pt"):
+            if path.name.startswith(TEMP_PREFIX):
+                continue
             try:
                 found.append((path.stat().st_mtime, path.name, path))
             except FileNotFoundError:  # its run finished meanwhile (a running piece removes it then)
                 continue
-        read = (read_checkpointed(path, written) for written, _, path in sorted(found)
-                if not path.name.startswith(TEMP_PREFIX))
+        read = (read_checkpointed(path, written) for written, _, path in sorted(found))
         return [c for c in read if c is not None]
 
     def strangers(self) -> list[Path]:
