@@ -140,7 +140,8 @@ class FileCheckpoint:
             saved = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as err:  # a checkpoint we cannot read is reported, not trusted and not deleted
             raise ValueError(f"cannot read checkpoint {self.path} ({unreadable_reason(err)}); it holds only tensors "
-                             "and plain data, so it is not loaded any other way: delete it to restart that run") from err
+                             "and plain data, so it is not loaded any other way: delete it to restart that "
+                             "run") from err
         if not isinstance(saved, dict) or saved.get("key") != self.key or "state" not in saved:
             found = saved.get("key") if isinstance(saved, dict) else None
             raise ValueError(f"checkpoint {self.path} was written for store key {found}, not for this run's "
