@@ -649,3 +649,20 @@ def test_a_noisier_plateau_spreads_the_arm_the_effect_moves_three_times_as_much(
     assert deviation[~arm] == pytest.approx(np.zeros((~arm).sum()))
     censored = getattr(_drawn(claim_id, 0, 1.0, "censored"), table)  # no rule here reads a target: the edge
     pd.testing.assert_frame_equal(censored, edge)
+
+
+@pytest.mark.parametrize("part", [fs.HEADLINE_RUNS[0], *fs.HEADLINE_RUNS[0].first], ids=lambda h: h.claims)
+def test_the_first_headline_and_each_part_it_orders_first_select_exactly_the_runs_their_claims_read(part):
+    """The judge itself decides: on the part's runs alone its claims are judged, and without any one of them one of
+    its claims is not testable (the part selects no run its claims do not read)."""
+    claims = sorted(part.claim_ids())
+    held = [spec for spec in fs.experiments(LEDGER) if fs.HEADLINE_RUNS[0].matches(spec) and part.matches(spec)]
+    records = {spec: fabricated_records(spec) for spec in held}
+
+    def verdicts(without=None) -> list[str]:
+        t = headlines(tidy_runs((spec, f"key{i}", r) for i, (spec, r) in enumerate(records.items()) if spec != without))
+        return list(t.loc[claims, "verdict"])
+
+    assert NT not in verdicts(), part.claims
+    for spec in held:
+        assert NT in verdicts(without=spec), (part.claims, spec.get("labels"), spec.seed)

@@ -32,7 +32,7 @@ from fedlib.ledger.piece import Observation, Rates, run_piece
 from fedlib.ledger.priority import REST, check_headlines, prioritized
 from fedlib.ledger.results import headline_results, results_pages, scales
 from fedlib.ledger.status import devices_note, expected_results, headline_status, stale_lines, stale_notes
-from fedlib.paper import declared, paper
+from fedlib.paper import Headline, declared, paper
 from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs import Keys, RunStore
 from fedlib.runs.archive import export_entries, unpack
@@ -248,6 +248,27 @@ def test_priority_takes_every_papers_first_headline_first_and_each_run_once():
     assert [r.rank for r in both] == [0] * 6 + [1] * 3 + [REST] * 3
     with pytest.raises(ValueError, match="headline 'Q1' .* on 1 seed"):
         check_headlines("quickstart", experiments(other))
+
+
+def test_priority_takes_the_parts_a_headline_orders_first_first_then_its_other_runs():
+    """FedShift's first headline orders C2's runs (the baselines at 32+4) first, then the rest of C1's (32+8), then
+    C3's, each in the grid's order; a part must name the headline's own claims and select runs on >= 3 seeds."""
+    params = notebook_parameters("fedshift", "gpu")
+    ranked = [r for r in prioritized({"fedshift": notebook_specs("fedshift", params)}) if r.rank == 0]
+    cells = [tuple(r.spec.get("labels")[k] for k in ("method", "quantizer", "bits", "shift")) for r in ranked]
+    assert cells[:12] == [(m, "kmeans", b, False) for b in (4, 8) for m in ("fedavg", "fedef") for _ in range(3)]
+    assert [r.spec.seed for r in ranked[:6]] == [0, 1, 2] * 2
+    assert len(ranked) == 48 and {c[3] for c in cells[12:]} == {False, True} and {r.backs for r in ranked} == {
+        "C3, C2, C1"}
+    headline = paper("fedshift").headlines[0]
+    with pytest.raises(ValueError, match="part 'C9' names claims the headline does not"):
+        replace(headline, first=(Headline("C9", {"bits": ("4",)}),))
+    one_seed = replace(headline, first=(Headline("C2", {"bits": ("4",), "seed": ("0",)}),))
+    declared_once = replace(paper("fedshift"), headlines=(one_seed,))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr("fedlib.ledger.priority.paper", lambda name: declared_once)
+        with pytest.raises(ValueError, match=r"headline 'C3, C2, C1', its part 'C2', selects .* on 1 seed\(s\) \[0\]"):
+            check_headlines("fedshift", notebook_specs("fedshift", params))
 
 
 def gpu_plan() -> tuple[dict, dict]:

@@ -37,16 +37,34 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Headline:
     """Claims a reader values (their ids, e.g. "C2, C3") and the runs they read: a `--select`-style selection, and
-    `without` the fields those runs do not have (a grid's extra label, e.g. the timing runs' `repeat`)."""
+    `without` the fields those runs do not have (a grid's extra label, e.g. the timing runs' `repeat`).
+
+    `first`: claims of this headline that read only part of its runs, each as a `Headline` selecting that part, in
+    the order a piece computes the parts (`fedlib.ledger.priority`): such a claim is judged as soon as its part is
+    in, not after the headline's last run."""
 
     claims: str
     runs: Mapping[str, Sequence[str]]
     without: tuple[str, ...] = ()
+    first: tuple[Headline, ...] = ()
+
+    def __post_init__(self) -> None:
+        for part in self.first:
+            if not part.claim_ids() <= self.claim_ids():
+                raise ValueError(f"headline {self.claims!r}: its part {part.claims!r} names claims the headline does "
+                                 "not; a part orders some of the headline's own claims first")
+
+    def claim_ids(self) -> set[str]:
+        return {name.strip() for name in self.claims.split(",")}
 
     def matches(self, spec: RunSpec) -> bool:
         fields = spec.fields_for_selection()
         return (spec.matches({k: [str(v) for v in values] for k, values in self.runs.items()})
                 and not any(name in fields for name in self.without))
+
+    def part(self, spec: RunSpec) -> int:
+        """The index of the first part in `first` that selects `spec`, a run of this headline (len(first): none)."""
+        return next((i for i, part in enumerate(self.first) if part.matches(spec)), len(self.first))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,7 +101,7 @@ class Paper:
 
     def headline_claims(self) -> list[Claim]:
         """The declared claims the headlines name, with those they require, in declaration order."""
-        wanted = {name.strip() for h in self.headlines for name in h.claims.split(",")}
+        wanted = {name for h in self.headlines for name in h.claim_ids()}
         by_id = {c.id: c for c in self.claims}
         todo = list(wanted)
         while todo:
