@@ -252,7 +252,8 @@ def test_priority_takes_every_papers_first_headline_first_and_each_run_once():
 
 def test_priority_takes_the_parts_a_headline_orders_first_first_then_its_other_runs():
     """FedShift's first headline orders C2's runs (the baselines at 32+4) first, then the rest of C1's (32+8), then
-    C3's, each in the grid's order; a part must name the headline's own claims and select runs on >= 3 seeds."""
+    C3's, each in the grid's order, and its status lists them so; a part must name the headline's own claims and
+    select runs on >= 3 seeds."""
     params = notebook_parameters("fedshift", "gpu")
     ranked = [r for r in prioritized({"fedshift": notebook_specs("fedshift", params)}) if r.rank == 0]
     cells = [tuple(r.spec.get("labels")[k] for k in ("method", "quantizer", "bits", "shift")) for r in ranked]
@@ -260,6 +261,8 @@ def test_priority_takes_the_parts_a_headline_orders_first_first_then_its_other_r
     assert [r.spec.seed for r in ranked[:6]] == [0, 1, 2] * 2
     assert len(ranked) == 48 and {c[3] for c in cells[12:]} == {False, True} and {r.backs for r in ranked} == {
         "C3, C2, C1"}
+    status = headline_status({"fedshift": notebook_specs("fedshift", params)}, set())[0]
+    assert status.runs == tuple(r.spec for r in ranked)  # what it misses, named in the order a piece computes it
     headline = paper("fedshift").headlines[0]
     with pytest.raises(ValueError, match="part 'C9' names claims the headline does not"):
         replace(headline, first=(Headline("C9", {"bits": ("4",)}),))

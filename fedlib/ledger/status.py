@@ -39,12 +39,12 @@ class HeadlineStatus:
 
 
 def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) -> list[HeadlineStatus]:
-    """One status per declared headline of each notebook of `grids` (notebook -> its specs), in declaration order;
-    `held`: the specs the ledger holds."""
+    """One status per declared headline of each notebook of `grids` (notebook -> its specs), in declaration order,
+    its runs in the order a piece computes them (its `first` parts first); `held`: the specs the ledger holds."""
     out = []
     for notebook, specs in grids.items():
         for headline in paper(notebook).headlines:
-            runs = tuple(s for s in specs if headline.matches(s))
+            runs = tuple(sorted((s for s in specs if headline.matches(s)), key=headline.part))
             out.append(HeadlineStatus(notebook, headline.claims, runs, tuple(s for s in runs if s in held)))
     return out
 
