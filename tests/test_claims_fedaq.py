@@ -13,7 +13,7 @@ from fedlib import report
 from fedlib.claims import evidence as saved
 from fedlib.claims.judge import missing_runs
 from fedlib.claims.noise import bound, declared_verdict, positive_rate
-from fedlib.papers.fedaq import FedAQParams, energy_to_target_judgement, to_target_per_seed
+from fedlib.papers.fedaq import HEADLINE_RUNS, FedAQParams, energy_to_target_judgement, experiments, to_target_per_seed
 from fedlib.papers.fedaq.claims import (CENSORED_AT, CLAIMS, FIXED, HEADLINE_TOLERANCE, S0_SWEEP, SAVING_FLOOR,
                                        SIMILAR_ROUNDS, TREND_CHANGE, _best_fixed, _best_s0, bundle, bundle_from_runs,
                                        claims, energy_battery, levels, savings, versus)
@@ -454,6 +454,30 @@ def test_a_ledger_holding_only_the_joint_fedaq_and_fixed8_runs_judges_those_and_
     assert "10 of 10 runs not computed yet: mode=up scheme=fedaq (every seed)" in row(tab, "up")["evidence"]
     assert "runs not computed yet: mode=joint scheme=fixed2 (every seed)" in row(tab, "8bit")["evidence"]
     assert "mode=up scheme=adaquantfl s0=1 (every seed)" in row(tab, "s0")["evidence"]
+
+
+@pytest.mark.parametrize("rank", range(len(HEADLINE_RUNS)), ids=[h.claims for h in HEADLINE_RUNS])
+def test_each_headline_selects_exactly_the_runs_its_claims_read(rank):
+    """The judge decides: with the runs of this headline and the earlier ones its claims are judged, and without any
+    one run that this headline adds, one of them is not testable (it selects no run its claims do not read)."""
+    headline, earlier = HEADLINE_RUNS[rank], HEADLINE_RUNS[:rank]
+    grid = experiments(replace(PARAMS, fixed_bits=(2, 4, 8, 16)))  # the paper's fixed widths, as the gpu profile's
+    runs = [s for s in grid if headline.matches(s) or any(h.matches(s) for h in earlier)]
+    rec = stored(record())
+    name = rec["mode"] + "/" + rec["scheme"] + "/" + rec["seed"].astype(str)
+
+    def verdicts(without: str = "") -> list[str]:
+        held = {f"{s.get('labels')['mode']}/{s.get('labels')['scheme']}/{s.seed}" for s in runs} - {without}
+        tab = claims(bundle_from_runs(PARAMS, {"rounds": rec[name.isin(held)]}, 10, **theory_tables())).table()
+        tab = tab.set_index(tab["claim"].str.split(" ").str[0])
+        return list(tab.loc[sorted(headline.claim_ids()), "verdict"])
+
+    assert report.NOT_COMPUTED not in verdicts(), headline.claims
+    for spec in runs:
+        if not any(h.matches(spec) for h in earlier):
+            labels = spec.get("labels")
+            dropped = f"{labels['mode']}/{labels['scheme']}/{spec.seed}"
+            assert report.NOT_COMPUTED in verdicts(dropped), dropped
 
 
 def test_no_runs_at_all_judge_every_run_claim_not_testable_naming_its_runs():

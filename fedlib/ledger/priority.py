@@ -41,14 +41,15 @@ def check_headlines(notebook: str, specs: Sequence[RunSpec], min_seeds: int = 3)
     run of `specs`, or runs on fewer than `min_seeds` seeds (a headline claim is judged on >= 3 seeds)."""
     for headline in paper(notebook).headlines:
         ours = [s for s in specs if headline.matches(s)]
-        for what, selected, runs in [("", ours, headline.runs),
-                                     *((f", its part {part.claims!r},", [s for s in ours if part.matches(s)], part.runs)
-                                       for part in headline.first)]:
+        for what, selected, declared in [("", ours, headline),
+                                         *((f", its part {part.claims!r},", [s for s in ours if part.matches(s)], part)
+                                           for part in headline.first)]:
             seeds = {s.seed for s in selected}
             if len(seeds) < min_seeds:
                 raise ValueError(f"paper {notebook!r}, headlines: headline {headline.claims!r}{what} selects "
-                                 f"{dict(runs)} on {len(seeds)} seed(s) {sorted(seeds)} of this profile; a headline "
-                                 f"needs its runs on >= {min_seeds} seeds: fix the selection or the profile")
+                                 f"{declared.describe_runs()} on {len(seeds)} seed(s) {sorted(seeds)} of this "
+                                 f"profile; a headline needs its runs on >= {min_seeds} seeds: fix the selection or "
+                                 "the profile")
 
 
 def prioritized(grids: Mapping[str, Sequence[RunSpec]]) -> list[Ranked]:

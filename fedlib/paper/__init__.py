@@ -34,17 +34,21 @@ if TYPE_CHECKING:
     from fedlib.report import Claims, Judgement
 
 
+Selection = Mapping[str, Sequence[str]]
+
+
 @dataclass(frozen=True)
 class Headline:
-    """Claims a reader values (their ids, e.g. "C2, C3") and the runs they read: a `--select`-style selection, and
-    `without` the fields those runs do not have (a grid's extra label, e.g. the timing runs' `repeat`).
+    """Claims a reader values (their ids, e.g. "C2, C3") and the runs they read: a `--select`-style selection, or a
+    tuple of them (a run that any selects), and `without` the fields those runs do not have (a grid's extra label,
+    e.g. the timing runs' `repeat`).
 
     `first`: claims of this headline that read only part of its runs, each as a `Headline` selecting that part, in
     the order a piece computes the parts (`fedlib.ledger.priority`): such a claim is judged as soon as its part is
     in, not after the headline's last run."""
 
     claims: str
-    runs: Mapping[str, Sequence[str]]
+    runs: Selection | tuple[Selection, ...]
     without: tuple[str, ...] = ()
     first: tuple[Headline, ...] = ()
 
@@ -57,10 +61,18 @@ class Headline:
     def claim_ids(self) -> set[str]:
         return {name.strip() for name in self.claims.split(",")}
 
+    def selections(self) -> tuple[Selection, ...]:
+        return self.runs if isinstance(self.runs, tuple) else (self.runs,)
+
     def matches(self, spec: RunSpec) -> bool:
         fields = spec.fields_for_selection()
-        return (spec.matches({k: [str(v) for v in values] for k, values in self.runs.items()})
+        return (any(spec.matches({k: [str(v) for v in values] for k, values in selection.items()})
+                    for selection in self.selections())
                 and not any(name in fields for name in self.without))
+
+    def describe_runs(self) -> str:
+        """The selection in words: "{'mode': ('up',), ...} or {...}"."""
+        return " or ".join(str(dict(selection)) for selection in self.selections())
 
     def part(self, spec: RunSpec) -> int:
         """The index of the first part in `first` that selects `spec`, a run of this headline (len(first): none)."""
