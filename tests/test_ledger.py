@@ -673,6 +673,29 @@ def test_the_commit_a_copy_is_sent_with_wins_over_the_git_it_carries(monkeypatch
     assert git_commit() == ("f" * 40, None)
 
 
+def test_a_pieces_own_ledger_files_are_not_uncommitted_changes_but_code_is(tmp_path, monkeypatch):
+    """A piece in a checkout rewrites the ledger's tracked index with each entry: the entries after its first must
+    not read "uncommitted changes" for that (51 CPU entries did, 2026-11-28/30), while a changed code file must."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "evidence" / "gpu").mkdir(parents=True)
+    (repo / "evidence" / "gpu" / "INDEX.tsv").write_text("archive\n")
+    (repo / "code.py").write_text("x = 1\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "one"]):
+        subprocess.run(git + args, check=True)
+    monkeypatch.delenv(COMMIT_VAR, raising=False)
+    monkeypatch.setattr("fedlib.ledger.entries.checkout", lambda: repo)
+    ledger = repo / "evidence" / "gpu"
+    assert git_commit(ledger)[1] is False
+    (ledger / "INDEX.tsv").write_text("archive\nanother\n")
+    assert git_commit(ledger)[1] is False and git_commit()[1] is True
+    assert git_commit(tmp_path / "elsewhere")[1] is True  # a ledger outside the checkout excludes nothing
+    (repo / "code.py").write_text("x = 2\n")
+    assert git_commit(ledger)[1] is True
+
+
 def test_a_paper_without_a_builder_is_said_not_judged():
     """A paper declared without `bundle_from_runs` gets one line saying so, not a verdict."""
     from fedlib.paper import PAPERS

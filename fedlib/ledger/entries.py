@@ -13,6 +13,11 @@ the manifest like every other file:
      "numerics": {"cudnn_tf32": true, "matmul_tf32": false, "cudnn_benchmark": false, "cudnn_deterministic": false},
      "finished": "2026-11-27T14:02:11Z", "fedlib_version": "0.1.0"}
 
+`uncommitted_changes` says whether tracked files other than the ledger's own differed from `commit` (None: the
+commit was named by the sender of a copy). A piece rewrites the ledger's tracked index with every entry, so CPU
+entries written before 2026-11-30 18:30 UTC, which counted the index, mostly say true without any code change; what
+code ran is in `definitions`, which `--from-ledger` compares with today's.
+
 `numerics` (`fedlib.runs.fingerprint.numerics`) states the switches that set how the run's float32 arithmetic was
 done: on a GPU, torch's defaults run cuDNN's convolutions in TF32 (10 bits of mantissa in the products) and matrix
 products in full float32. Entries written before the field (2026-11-30) were computed by `python -m fedlib piece` in
@@ -177,20 +182,34 @@ def changed_today(entry: LedgerEntry, root: str | Path | None = None) -> list[st
     return changed_since(entry, definition_digests(entry.spec, root))
 
 
-def git_commit() -> tuple[str, bool | None]:
+def git_commit(outputs: Path | None = None) -> tuple[str, bool | None]:
     """(the commit of the code running here, whether tracked files differ from it): $FEDLIB_COMMIT where it is set
     (a copy sent to another machine: the sender names its commit, and whatever .git travelled with the copy may
-    be older) and None; else this checkout's commit and its state; else "unknown" and None."""
+    be older) and None; else this checkout's commit and its state; else "unknown" and None. Tracked files under
+    `outputs` (the ledger a piece writes into, its index among them) do not count: they are what the run adds, not
+    the code it ran."""
     if os.environ.get(COMMIT_VAR):
         return os.environ[COMMIT_VAR], None
     found = checkout()
     try:
         run = {"cwd": found, "capture_output": True, "text": True, "check": True}
         commit = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], **run).stdout.strip())
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
+                                     *_all_but(found, outputs)], **run).stdout.strip())
         return commit, dirty
     except (OSError, subprocess.CalledProcessError):
         return "unknown", None
+
+
+def _all_but(checkout_dir: Path | None, outputs: Path | None) -> list[str]:
+    """git pathspecs for the whole checkout but `outputs`, where `outputs` lies inside it (else none: all of it)."""
+    if checkout_dir is None or outputs is None:
+        return []
+    try:
+        inside = Path(outputs).resolve().relative_to(checkout_dir.resolve())
+    except ValueError:
+        return []
+    return ["--", ".", f":(exclude){inside.as_posix()}"]
 
 
 def device_name(device: str) -> str:
@@ -200,11 +219,12 @@ def device_name(device: str) -> str:
 
 
 def provenance(run: KeyedRun, root: str | Path | None, wall_s: float, client_steps: int, seed_batch: int = 1,
-               resumed_after: int = 0) -> dict[str, Any]:
+               resumed_after: int = 0, ledger: Path | None = None) -> dict[str, Any]:
     """Where and how `run` was computed, as keyed (the module docstring's fields): `client_steps` those `wall_s`
-    paid for, the rounds after `resumed_after` for a run resumed from its checkpoint."""
+    paid for, the rounds after `resumed_after` for a run resumed from its checkpoint; `ledger`: the folder the entry
+    goes to (its files are not counted as uncommitted changes)."""
     context, spec = json.loads(run.context), run.spec
-    commit, dirty = git_commit()
+    commit, dirty = git_commit(ledger)
     return {"device": context["device"], "device_name": device_name(context["device"]), "torch": torch.__version__,
             "cuda": torch.version.cuda, "commit": commit, "uncommitted_changes": dirty,
             "code_version": context["code"], "data": context["data"], "definitions": definition_digests(spec, root),

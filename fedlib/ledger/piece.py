@@ -229,7 +229,8 @@ def compute_into(ledger: Ledger, runs: Sequence[KeyedRun], resumed: Sequence[int
     seconds = max(clock() - began, 1e-9)
     steps = [computed_steps(r, after) for r, after in zip(records, resumed)]
     shares = [seconds * n / max(sum(steps), 1) for n in steps]
-    return [(ledger.add(store, run, provenance(run, plans.root, share, n, seed_batch=len(runs), resumed_after=after)),
+    return [(ledger.add(store, run, provenance(run, plans.root, share, n, seed_batch=len(runs), resumed_after=after,
+                                                  ledger=ledger.root)),
              share, n) for run, after, share, n in zip(runs, resumed, shares, steps)], True
 
 
@@ -241,7 +242,8 @@ def compute_alone(ledger: Ledger, run: KeyedRun, resumed_after: int, store: RunS
                       plan=plans.take(run.spec))
     seconds = max(clock() - began, 1e-9)
     done = computed_steps(records, resumed_after)
-    entry = ledger.add(store, run, provenance(run, plans.root, seconds, done, resumed_after=resumed_after))
+    entry = ledger.add(store, run, provenance(run, plans.root, seconds, done, resumed_after=resumed_after,
+                                              ledger=ledger.root))
     return entry, seconds, done
 
 
