@@ -235,7 +235,7 @@ def test_every_paper_declares_headline_runs_on_three_seeds_of_its_gpu_profile():
         check_headlines(notebook, specs)
         ids = {claim.id for claim in paper(notebook).claims}
         for headline in paper(notebook).headlines:
-            named = {c.strip() for c in headline.claims.split(",")}
+            named = headline.claim_ids()
             assert named <= ids, f"{notebook}: {headline.claims} names claims it does not declare"
 
 
