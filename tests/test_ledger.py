@@ -30,8 +30,9 @@ from fedlib.ledger.entries import (BUDGET_BYTES, COMMIT_VAR, MANIFEST, PROVENANC
                                    git_commit, read_entry_archive)
 from fedlib.ledger.piece import Observation, Rates, run_piece
 from fedlib.ledger.priority import REST, check_headlines, prioritized
-from fedlib.ledger.results import headline_results, results_pages, scales
-from fedlib.ledger.status import devices_note, expected_results, headline_status, stale_lines, stale_notes
+from fedlib.ledger.results import headline_results, results_block, results_pages, scales
+from fedlib.ledger.status import (devices_note, expected_results, headline_status, held_devices, stale_lines,
+                                  stale_notes)
 from fedlib.paper import Headline, declared, paper
 from fedlib.papers.quickstart import QuickstartParams, experiments
 from fedlib.runs import Keys, RunStore
@@ -100,7 +101,7 @@ def test_a_missing_run_reads_not_testable_k_of_n(filled, tmp_path):
     scaffold2.path.unlink()
     assert ledger.reindex()[0] == [f"removed {scaffold2.path.name}"]  # an entry removed: its line goes too
     grids = {"quickstart": experiments(TINY)}
-    q1, q2 = headline_status(grids, {e.spec for e in ledger.entries()})
+    q1, q2 = headline_status(grids, held_devices(ledger.entries()))
     assert q1.verdict_input() == "not testable: 5 of 6 runs computed (missing: algorithm=SCAFFOLD seed=2)"
     assert q2.verdict_input() == "all 6 runs computed"
     table = judged_headlines("quickstart", TINY, ledger.records(grids["quickstart"]), None)
@@ -261,7 +262,7 @@ def test_priority_takes_the_parts_a_headline_orders_first_first_then_its_other_r
     assert [r.spec.seed for r in ranked[:6]] == [0, 1, 2] * 2
     assert len(ranked) == 48 and {c[3] for c in cells[12:]} == {False, True} and {r.backs for r in ranked} == {
         "C3, C2, C1"}
-    status = headline_status({"fedshift": notebook_specs("fedshift", params)}, set())[0]
+    status = headline_status({"fedshift": notebook_specs("fedshift", params)}, {})[0]
     assert status.runs == tuple(r.spec for r in ranked)  # what it misses, named in the order a piece computes it
     headline = paper("fedshift").headlines[0]
     with pytest.raises(ValueError, match="part 'C9' names claims the headline does not"):
@@ -272,6 +273,35 @@ def test_priority_takes_the_parts_a_headline_orders_first_first_then_its_other_r
         m.setattr("fedlib.ledger.priority.paper", lambda name: declared_once)
         with pytest.raises(ValueError, match=r"headline 'C3, C2, C1', its part 'C2', selects .* on 1 seed\(s\) \[0\]"):
             check_headlines("fedshift", notebook_specs("fedshift", params))
+
+
+def test_a_claim_a_part_names_counts_the_runs_it_reads_and_names_their_devices(monkeypatch):
+    """FedShift's first headline holding 5 of C2's 6 runs, 2 of them from a CPU: C2 reads 5 of its 6, C1 (its part
+    at 32+4 and 32+8) 5 of 12, C3 (no part: the headline's) 5 of 48, each naming both devices; so does the results
+    table's cell, the claims not testable, C3's saying they are its headline's; a claim judged on them names its
+    devices beside its value."""
+    params = notebook_parameters("fedshift", "gpu")
+    grids = {"fedshift": notebook_specs("fedshift", params)}
+    c2 = [r.spec for r in prioritized(grids)][:5]
+    held = dict(zip(c2, ["CPU x86_64 (2 cores)"] * 2 + ["NVIDIA H200"] * 3))
+    status = headline_status(grids, held)[0]
+    both = " (2 on CPU x86_64 (2 cores), 3 on NVIDIA H200)"
+    counts = {c: (len(status.of_claim(c).runs), status.of_claim(c).present, devices_note(status.of_claim(c).devices))
+              for c in ("C2", "C1", "C3")}
+    assert counts == {"C2": (6, tuple(c2), both), "C1": (12, tuple(c2), both), "C3": (48, tuple(c2), both)}
+    assert status.of_claim("C3") is status
+    cpu = committed_cpu_record()
+    rows = {r.claim_id: r for r in headline_results({"fedshift": params}, {"fedshift": "none judged"}, [status], cpu)}
+    assert [(rows[c].gpu_runs, rows[c].gpu_devices) for c in ("C2", "C1", "C3")] == [
+        ("5 of 6 runs computed", both), ("5 of 12 runs computed", both),
+        ("5 of 48 runs computed", " (its headline's runs: 2 on CPU x86_64 (2 cores), 3 on NVIDIA H200)")]
+    block = results_block(list(rows.values()), cpu, {"fedshift": "a scale"})
+    assert f"runs not computed yet: 5 of 12 runs computed{both} |" in block
+    judged = pd.DataFrame({"claim": ["C2 Fed-EF is the best baseline at the lowest bit width"],
+                           "verdict": ["reproduced"], "measured": ["fedef 82.6, fedavg 78.1"], "paper_value": ["-"]})
+    c2_row = next(r for r in headline_results({"fedshift": params}, {"fedshift": judged}, [status], cpu)
+                  if r.claim_id == "C2")
+    assert results_block([c2_row], cpu, {"fedshift": "a scale"}).count(f"reproduced: fedef 82.6, fedavg 78.1{both} |") == 1
 
 
 def gpu_plan() -> tuple[dict, dict]:
@@ -312,7 +342,7 @@ def test_the_results_table_of_the_readme_and_docs_is_what_the_evidence_gives(jud
     the committed one."""
     params, grids, entries, tables = judged_ledger
     cpu = committed_cpu_record()
-    rows = headline_results(params, tables, headline_status(grids, {e.spec for e in entries}), cpu)
+    rows = headline_results(params, tables, headline_status(grids, held_devices(entries)), cpu)
     assert len(rows) == sum(len(paper(name).headline_claims()) for name in tables)
     for page, text in results_pages(ROOT, rows, cpu, scales({n: params[n] for n in tables}, cpu)).items():
         assert page.read_text() == text, f"{page.relative_to(ROOT)}: rebuild its results table: make ledger-expected"

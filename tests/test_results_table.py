@@ -12,6 +12,7 @@ from fedlib.ledger.cpu_record import REBUILD, TO_BE_REBUILT, CpuVerdicts
 from fedlib.ledger.results import (BEGIN, END, HeadlineResult, headline_results, results_block, scales,
                                    short_claim, shortened, with_block)
 from fedlib.ledger.status import HeadlineStatus
+from fedlib.paper import Headline
 from fedlib.papers.quickstart import QuickstartParams
 from fedlib.report import INCONCLUSIVE, NOT_COMPUTED, NOT_REPRODUCED, REPRODUCED, VERDICTS
 
@@ -37,8 +38,8 @@ def judged(**extra: str) -> pd.DataFrame:
 
 def statuses(q1: tuple[int, int], q2: tuple[int, int]) -> list[HeadlineStatus]:
     """Headline statuses with (present, declared) run counts; the runs stand in as numbers (only counted)."""
-    return [HeadlineStatus("quickstart", claim, tuple(range(n)), tuple(range(k)))  # type: ignore[arg-type]
-            for claim, (k, n) in (("Q1", q1), ("Q2", q2))]
+    return [HeadlineStatus("quickstart", Headline(claim, {}), tuple(range(n)), tuple(range(k)),  # type: ignore[arg-type]
+                           ("CPU",) * k) for claim, (k, n) in (("Q1", q1), ("Q2", q2))]
 
 
 def test_every_verdict_has_a_symbol_of_its_colour():

@@ -15,7 +15,7 @@ from fedlib.ledger.cpu_record import (TO_BE_REBUILT, CpuRecordError, CpuVerdicts
                                       write_record)
 from fedlib.ledger.entries import Ledger, LedgerEntry, LedgerError
 from fedlib.ledger.results import headline_results, results_pages, scales
-from fedlib.ledger.status import expected_results, headline_status, stale_lines, stale_notes
+from fedlib.ledger.status import expected_results, headline_status, held_devices, stale_lines, stale_notes
 from fedlib.claims.ledger_verdicts import ledger_verdicts, verdicts_markdown
 from fedlib.paper_params import PaperParams
 from fedlib.report import collect_report
@@ -98,7 +98,7 @@ def from_ledger(names: Sequence[str], profile: str, overrides: Mapping[str, Any]
         write_atomic(target, expected_results(grids, entries, str(shown(ledger_root)), profile, verdicts=verdicts))
         print(f"wrote {target}")
         if profile == RESULTS_PROFILE:  # the results table of README.md and docs/results.md
-            claims = headline_results(params, tables, headline_status(grids, {e.spec for e in entries}), cpu)
+            claims = headline_results(params, tables, headline_status(grids, held_devices(entries)), cpu)
             for page, text in results_pages(notebooks.ROOT, claims, cpu, scales({n: params[n] for n in tables},
                                                                                 cpu)).items():
                 write_atomic(page, text)

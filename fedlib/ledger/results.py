@@ -23,7 +23,7 @@ import pandas as pd
 
 from fedlib.display import VERDICT_SYMBOLS, verdict_symbol
 from fedlib.ledger.cpu_record import REBUILD, TO_BE_REBUILT, CpuVerdicts, claim_id
-from fedlib.ledger.status import HeadlineStatus
+from fedlib.ledger.status import HeadlineStatus, devices_note
 from fedlib.paper import paper
 from fedlib.paper_params import PaperParams
 from fedlib.report import NOT_COMPUTED, NOT_TESTABLE, NOTHING_TO_TEST, markdown_row
@@ -39,8 +39,9 @@ TITLES = {"fedaq": "FedAQ", "fedshift": "FedShift", "mucsc": "MUCSC", "taco": "T
 @dataclass(frozen=True)
 class HeadlineResult:
     """One headline claim: its words (short), the paper's value, and per profile (verdict, measured value);
-    `gpu_runs`: "k of n runs computed" where the claim is not testable on the ledger for lack of some of its
-    headline's runs, else ""."""
+    `gpu_runs`: "k of n runs computed" where the claim is not testable on the ledger for lack of some of the runs
+    it reads, else ""; `gpu_devices`: the devices of the ledger's runs it reads (or its headline's, said so) where
+    they are more than one (`_devices`), else ""."""
 
     notebook: str
     claim_id: str
@@ -49,6 +50,7 @@ class HeadlineResult:
     cpu: tuple[str, str] | None  # None: the cpu record has no verdict on it
     gpu: tuple[str, str]
     gpu_runs: str
+    gpu_devices: str = ""
 
 
 def short_claim(statement: str) -> str:
@@ -71,8 +73,8 @@ def shortened(text: str, limit: int = MEASURED_CHARS) -> str:
 
 
 def _runs_of(statuses: Sequence[HeadlineStatus]) -> dict[tuple[str, str], HeadlineStatus]:
-    """(notebook, claim id) -> the headline status that backs it."""
-    return {(s.notebook, name.strip()): s for s in statuses for name in s.claims.split(",")}
+    """(notebook, claim id) -> the status of the runs it reads, of the headline that backs it."""
+    return {(s.notebook, name): s.of_claim(name) for s in statuses for name in s.headline.claim_ids()}
 
 
 def headline_results(params: Mapping[str, PaperParams], tables: Mapping[str, pd.DataFrame | str],
@@ -99,8 +101,18 @@ def headline_results(params: Mapping[str, PaperParams], tables: Mapping[str, pd.
             cpu_row = on_cpu.loc[claim.id] if claim.id in on_cpu.index else None
             out.append(HeadlineResult(
                 notebook, claim.id, short_claim(statement), claim.paper_value,
-                None if cpu_row is None else (str(cpu_row["verdict"]), str(cpu_row["measured"])), gpu, counted))
+                None if cpu_row is None else (str(cpu_row["verdict"]), str(cpu_row["measured"])), gpu, counted,
+                _devices(claim.id, status)))
     return out
+
+
+def _devices(claim_id: str, status: HeadlineStatus | None) -> str:
+    """The devices of the runs `claim_id` reads where they are several: its own runs' where `status` holds exactly
+    them (a part that names it alone, or a headline of it alone), else its headline's, said so."""
+    if status is None:
+        return ""
+    own = status.headline.claim_ids() == {claim_id}
+    return devices_note(status.devices, "" if own else "its headline's runs: ")
 
 
 def scales(params: Mapping[str, PaperParams], cpu: CpuVerdicts) -> dict[str, str]:
@@ -117,9 +129,9 @@ def scales(params: Mapping[str, PaperParams], cpu: CpuVerdicts) -> dict[str, str
     return out
 
 
-def _cell(verdict: str, measured: str, runs: str = "") -> str:
-    shown = runs or ("" if measured in ("", "-") else shortened(measured))
-    return f"{verdict_symbol(verdict)} {verdict}" + (f": {shown}" if shown else "")
+def _cell(verdict: str, measured: str, runs: str = "", devices: str = "") -> str:
+    shown = (runs or ("" if measured in ("", "-") else shortened(measured))) + devices
+    return f"{verdict_symbol(verdict)} {verdict}" + (f": {shown.strip()}" if shown else "")
 
 
 def _cpu_cell(result: HeadlineResult, cpu: CpuVerdicts) -> str:
@@ -163,7 +175,7 @@ def results_block(results: Sequence[HeadlineResult], cpu: CpuVerdicts, scale_of:
                   f"**[{title}]({notes})** ({' · '.join(links)})", "", f"Scale: {scale_of[notebook]}.", "",
                   "| claim | paper | cpu verdict | gpu verdict |", "|---|---|---|---|"]
         lines += [markdown_row([f"{r.claim_id} {r.claim}", r.paper_value,
-                                _cpu_cell(r, cpu), _cell(*r.gpu, r.gpu_runs)])
+                                _cpu_cell(r, cpu), _cell(*r.gpu, r.gpu_runs, r.gpu_devices)])
                   for r in mine]
         lines.append("")
     source = (f"`{cpu.source}` predates the current verdict rules; rebuild it with `{REBUILD}`" if cpu.predates else

@@ -10,23 +10,41 @@ commit X; changed since: <definitions>".
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from fedlib.ledger.entries import LedgerEntry, changed_today
 from fedlib.ledger.priority import REST, prioritized
-from fedlib.paper import paper
+from fedlib.paper import Headline, paper
 from fedlib.runs.spec import RunSpec, named_runs, run_name
 from fedlib.trust import ImportNotAllowedError
 
 
 @dataclass(frozen=True)
 class HeadlineStatus:
+    """A `headline`'s runs in the plan, those of them the ledger holds (`present`) and the device each of those was
+    computed on (`devices`, in the order of `present`)."""
+
     notebook: str
-    claims: str
+    headline: Headline
     runs: tuple[RunSpec, ...]
     present: tuple[RunSpec, ...]
+    devices: tuple[str, ...]
+
+    @property
+    def claims(self) -> str:
+        return self.headline.claims
+
+    def of_claim(self, claim_id: str) -> HeadlineStatus:
+        """The status of the runs `claim_id` reads: those of the headline's first part (`Headline.first`) that
+        names it, else all the headline's."""
+        part = next((p for p in self.headline.first if claim_id in p.claim_ids()), None)
+        if part is None:
+            return self
+        kept = [i for i, spec in enumerate(self.present) if part.matches(spec)]
+        return HeadlineStatus(self.notebook, part, tuple(s for s in self.runs if part.matches(s)),
+                              tuple(self.present[i] for i in kept), tuple(self.devices[i] for i in kept))
 
     def verdict_input(self, stale: Mapping[RunSpec, str] | None = None) -> str:
         """"all n runs computed" or "not testable: k of n runs computed (missing: ...)"; then, for each of its runs
@@ -38,15 +56,22 @@ class HeadlineStatus:
         return said + "".join(f"; {note}" for note in notes)
 
 
-def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Set[RunSpec]) -> list[HeadlineStatus]:
+def headline_status(grids: Mapping[str, Sequence[RunSpec]], held: Mapping[RunSpec, str]) -> list[HeadlineStatus]:
     """One status per declared headline of each notebook of `grids` (notebook -> its specs), in declaration order,
-    its runs in the order a piece computes them (its `first` parts first); `held`: the specs the ledger holds."""
+    its runs in the order a piece computes them (its `first` parts first); `held`: the specs the ledger holds, each
+    with the device it was computed on (`held_devices`)."""
     out = []
     for notebook, specs in grids.items():
         for headline in paper(notebook).headlines:
             runs = tuple(sorted((s for s in specs if headline.matches(s)), key=headline.part))
-            out.append(HeadlineStatus(notebook, headline.claims, runs, tuple(s for s in runs if s in held)))
+            present = tuple(s for s in runs if s in held)
+            out.append(HeadlineStatus(notebook, headline, runs, present, tuple(held[s] for s in present)))
     return out
+
+
+def held_devices(entries: Sequence[LedgerEntry]) -> dict[RunSpec, str]:
+    """Each spec the ledger's `entries` hold -> the name of the device its entry was computed on."""
+    return {e.spec: str(e.provenance.get("device_name")) for e in entries}
 
 
 def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[LedgerEntry], ledger_name: str,
@@ -56,7 +81,7 @@ def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[L
     computed in the `profile`'s plan (`grids`), each headline naming its runs in `stale` with their notes (REPORT.md
     gives them; the committed expected results, which must not change with unrelated code, do not)."""
     plan = list(dict.fromkeys(s for specs in grids.values() for s in specs))
-    held = {e.spec for e in entries}
+    held = held_devices(entries)
     statuses = headline_status(grids, held)
     complete = [s for s in statuses if len(s.present) == len(s.runs)]
     lines = [f"# Expected results of the {profile} profile, from the ledger", "",
@@ -83,20 +108,19 @@ def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[L
             lines.append(f"| {notebook} | {len(mine)} of {len(specs)} | {minutes:.1f} |")
         lines.append("")
     lines += ["| notebook | claims | runs computed | status |", "|---|---|---|---|"]
-    device_of = {e.spec: str(e.provenance.get("device_name")) for e in entries}
     for status in statuses:
         lines.append(f"| {status.notebook} | {status.claims} | {len(status.present)} of {len(status.runs)}"
-                     f"{devices_note([device_of[s] for s in status.present])} | {status.verdict_input(stale)} |")
+                     f"{devices_note(status.devices)} | {status.verdict_input(stale)} |")
     rest = [r.spec for r in prioritized(grids) if r.rank == REST]
     lines += ["", f"Runs backing no headline claim: {sum(s in held for s in rest)} of {len(rest)} computed."]
     return "\n".join(lines) + "\n"
 
 
-def devices_note(devices: Sequence[str]) -> str:
-    """What a row says of the devices its runs were computed on: " (k on <device>, m on <other>)" where runs of
+def devices_note(devices: Sequence[str], of: str = "") -> str:
+    """What a row says of the devices its runs were computed on: " (<of>k on <device>, m on <other>)" where runs of
     more than one device are read together, else nothing (the ledger's devices head the file)."""
     counts = Counter(devices)
-    return f" ({', '.join(f'{n} on {d}' for d, n in sorted(counts.items()))})" if len(counts) > 1 else ""
+    return f" ({of}{', '.join(f'{n} on {d}' for d, n in sorted(counts.items()))})" if len(counts) > 1 else ""
 
 
 def stale_notes(entries: Sequence[LedgerEntry], root_of: Callable[[RunSpec], str | Path | None]
