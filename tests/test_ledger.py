@@ -289,7 +289,8 @@ def test_a_claim_a_part_names_counts_the_runs_it_reads_and_names_their_devices(m
     counts = {c: (len(status.of_claim(c).runs), status.of_claim(c).present, devices_note(status.of_claim(c).devices))
               for c in ("C2", "C1", "C3")}
     assert counts == {"C2": (6, tuple(c2), both), "C1": (12, tuple(c2), both), "C3": (48, tuple(c2), both)}
-    assert status.of_claim("C3") is status
+    assert status.of_claim("C3") is status and [status.of_part(p).claims for p in status.headline.first] == ["C2", "C1"]
+    assert status.of_part(status.headline.first[1]) == status.of_claim("C1")
     cpu = committed_cpu_record()
     rows = {r.claim_id: r for r in headline_results({"fedshift": params}, {"fedshift": "none judged"}, [status], cpu)}
     assert [(rows[c].gpu_runs, rows[c].gpu_devices) for c in ("C2", "C1", "C3")] == [

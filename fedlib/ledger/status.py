@@ -40,8 +40,10 @@ class HeadlineStatus:
         """The status of the runs `claim_id` reads: those of the headline's first part (`Headline.first`) that
         names it, else all the headline's."""
         part = next((p for p in self.headline.first if claim_id in p.claim_ids()), None)
-        if part is None:
-            return self
+        return self if part is None else self.of_part(part)
+
+    def of_part(self, part: Headline) -> HeadlineStatus:
+        """The status of the runs of the headline's `part` (one of its `first`)."""
         kept = [i for i, spec in enumerate(self.present) if part.matches(spec)]
         return HeadlineStatus(self.notebook, part, tuple(s for s in self.runs if part.matches(s)),
                               tuple(self.present[i] for i in kept), tuple(self.devices[i] for i in kept))
@@ -78,7 +80,8 @@ def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[L
                      profile: str = "gpu", stale: Mapping[RunSpec, str] | None = None, verdicts: str = "") -> str:
     """Markdown: the headline claims judged on the ledger (`verdicts`, `fedlib.claims.ledger_verdicts`)
     first, then the bookkeeping: the ledger's devices, commits and minutes per notebook, and every headline's runs
-    computed in the `profile`'s plan (`grids`), each headline naming its runs in `stale` with their notes (REPORT.md
+    computed in the `profile`'s plan (`grids`), then each of its parts' (`Headline.first`, in the order a piece
+    computes them), each headline naming its runs in `stale` with their notes (REPORT.md
     gives them; the committed expected results, which must not change with unrelated code, do not)."""
     plan = list(dict.fromkeys(s for specs in grids.values() for s in specs))
     held = held_devices(entries)
@@ -109,8 +112,10 @@ def expected_results(grids: Mapping[str, Sequence[RunSpec]], entries: Sequence[L
         lines.append("")
     lines += ["| notebook | claims | runs computed | status |", "|---|---|---|---|"]
     for status in statuses:
-        lines.append(f"| {status.notebook} | {status.claims} | {len(status.present)} of {len(status.runs)}"
-                     f"{devices_note(status.devices)} | {status.verdict_input(stale)} |")
+        parts = [(f"{status.claims}: its part {part.claims}", status.of_part(part)) for part in status.headline.first]
+        for claims, shown in [(status.claims, status), *parts]:
+            lines.append(f"| {status.notebook} | {claims} | {len(shown.present)} of {len(shown.runs)}"
+                         f"{devices_note(shown.devices)} | {shown.verdict_input(stale)} |")
     rest = [r.spec for r in prioritized(grids) if r.rank == REST]
     lines += ["", f"Runs backing no headline claim: {sum(s in held for s in rest)} of {len(rest)} computed."]
     return "\n".join(lines) + "\n"
