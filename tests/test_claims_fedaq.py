@@ -17,6 +17,7 @@ from fedlib.papers.fedaq import HEADLINE_RUNS, FedAQParams, energy_to_target_jud
 from fedlib.papers.fedaq.claims import (CENSORED_AT, CLAIMS, FIXED, HEADLINE_TOLERANCE, S0_SWEEP, SAVING_FLOOR,
                                        SIMILAR_ROUNDS, TREND_CHANGE, _best_fixed, _best_s0, bundle, bundle_from_runs,
                                        claims, energy_battery, levels, savings, versus)
+from headline_parts import assert_selects_exactly, headlines_and_parts
 
 SEEDS = [1, 2, 3, 4, 5]  # five seeds: a sign test can decide the energy claims (three never can)
 ACC = [0.5, 0.7, 0.85, 0.9]  # reaches the 0.8 target at round 3
@@ -456,33 +457,23 @@ def test_a_ledger_holding_only_the_joint_fedaq_and_fixed8_runs_judges_those_and_
     assert "mode=up scheme=adaquantfl s0=1 (every seed)" in row(tab, "s0")["evidence"]
 
 
-HEADLINES_AND_PARTS = [(rank, part) for rank, h in enumerate(HEADLINE_RUNS) for part in (h, *h.first)]
+HEADLINES_AND_PARTS = headlines_and_parts(HEADLINE_RUNS)
 
 
 @pytest.mark.parametrize("rank, headline", HEADLINES_AND_PARTS, ids=[h.claims for _, h in HEADLINES_AND_PARTS])
 def test_each_headline_and_each_part_it_orders_first_select_exactly_the_runs_their_claims_read(rank, headline):
-    """The judge decides: with the runs of this headline (or of this part of it) and the earlier headlines' its
-    claims are judged, and without any one run that it adds, one of them is not testable (it selects no run its
-    claims do not read)."""
-    earlier = HEADLINE_RUNS[:rank]
+    """The judge decides, on the fabricated records of the runs (`assert_selects_exactly`)."""
     grid = experiments(replace(PARAMS, fixed_bits=(2, 4, 8, 16)))  # the paper's fixed widths, as the gpu profile's
-    runs = [s for s in grid if (HEADLINE_RUNS[rank].matches(s) and headline.matches(s))
-            or any(h.matches(s) for h in earlier)]
     rec = stored(record())
     name = rec["mode"] + "/" + rec["scheme"] + "/" + rec["seed"].astype(str)
 
-    def verdicts(without: str = "") -> list[str]:
-        held = {f"{s.get('labels')['mode']}/{s.get('labels')['scheme']}/{s.seed}" for s in runs} - {without}
-        tab = claims(bundle_from_runs(PARAMS, {"rounds": rec[name.isin(held)]}, 10, **theory_tables())).table()
+    def verdicts(held) -> list[str]:
+        names = {f"{s.get('labels')['mode']}/{s.get('labels')['scheme']}/{s.seed}" for s in held}
+        tab = claims(bundle_from_runs(PARAMS, {"rounds": rec[name.isin(names)]}, 10, **theory_tables())).table()
         tab = tab.set_index(tab["claim"].str.split(" ").str[0])
         return list(tab.loc[sorted(headline.claim_ids()), "verdict"])
 
-    assert report.NOT_COMPUTED not in verdicts(), headline.claims
-    for spec in runs:
-        if not any(h.matches(spec) for h in earlier):
-            labels = spec.get("labels")
-            dropped = f"{labels['mode']}/{labels['scheme']}/{spec.seed}"
-            assert report.NOT_COMPUTED in verdicts(dropped), dropped
+    assert_selects_exactly(HEADLINE_RUNS, rank, headline, grid, verdicts)
 
 
 def test_no_runs_at_all_judge_every_run_claim_not_testable_naming_its_runs():

@@ -19,6 +19,7 @@ from fedlib.papers.fedshift import claims as claims_module
 from fedlib.papers.fedshift import FedShiftParams
 from fedlib.papers.fedshift.claims import CLAIMS, ShiftGains, Theory, bundle, bundle_from_runs, claims, on_profile
 from fedlib.runs.runner import tidy_runs
+from headline_parts import assert_selects_exactly, headlines_and_parts, runs_of_part
 from theory import fedshift as th
 
 R, P, NR = report.REPRODUCED, report.PARTLY, report.NOT_REPRODUCED
@@ -651,26 +652,17 @@ def test_a_noisier_plateau_spreads_the_arm_the_effect_moves_three_times_as_much(
     pd.testing.assert_frame_equal(censored, edge)
 
 
-HEADLINES_AND_PARTS = [(rank, part) for rank, h in enumerate(fs.HEADLINE_RUNS) for part in (h, *h.first)]
+HEADLINES_AND_PARTS = headlines_and_parts(fs.HEADLINE_RUNS)
 
 
 @pytest.mark.parametrize("rank, part", HEADLINES_AND_PARTS, ids=[part.claims for _, part in HEADLINES_AND_PARTS])
 def test_each_headline_and_each_part_it_orders_first_select_exactly_the_runs_their_claims_read(rank, part):
-    """The judge itself decides: on the part's runs (a headline's, or a part's of it) with the earlier headlines' its
-    claims are judged, and without any one run it adds one of them is not testable (it selects no run its claims do
-    not read)."""
-    claims = sorted(part.claim_ids())
-    earlier = fs.HEADLINE_RUNS[:rank]
+    """The judge itself decides, on fabricated records of the runs (`assert_selects_exactly`)."""
     grid = fs.experiments(LEDGER)
-    held = [spec for spec in grid if (fs.HEADLINE_RUNS[rank].matches(spec) and part.matches(spec))
-            or any(h.matches(spec) for h in earlier)]
-    records = {spec: fabricated_records(spec) for spec in held}
+    records = {spec: fabricated_records(spec) for spec in runs_of_part(fs.HEADLINE_RUNS, rank, part, grid)[0]}
 
-    def verdicts(without=None) -> list[str]:
-        t = headlines(tidy_runs((spec, f"key{i}", r) for i, (spec, r) in enumerate(records.items()) if spec != without))
-        return list(t.loc[claims, "verdict"])
+    def verdicts(held) -> list[str]:
+        return list(headlines(tidy_runs((spec, f"key{i}", records[spec]) for i, spec in enumerate(held)))
+                    .loc[sorted(part.claim_ids()), "verdict"])
 
-    assert NT not in verdicts(), part.claims
-    for spec in held:
-        if not any(h.matches(spec) for h in earlier):
-            assert NT in verdicts(without=spec), (part.claims, spec.get("labels"), spec.seed)
+    assert_selects_exactly(fs.HEADLINE_RUNS, rank, part, grid, verdicts)

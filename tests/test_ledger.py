@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from headline_parts import assert_selects_exactly, headlines_and_parts, runs_of_part
 from test_reproduce import load_reproduce
 
 from fedlib.app.from_ledger import LEDGER_DIGEST_LABEL, rendered_claims
@@ -25,9 +26,9 @@ from fedlib.dryrun import NotebookReport, print_priority
 from fedlib.grids import notebook_parameters, notebook_specs
 from fedlib.grids import combination
 from fedlib.ledger import piece as piece_module
-from fedlib.ledger.cpu_record import CpuVerdicts, read_current
+from fedlib.ledger.cpu_record import CpuVerdicts, claim_id, read_current
 from fedlib.ledger.entries import (BUDGET_BYTES, COMMIT_VAR, MANIFEST, PROVENANCE, Ledger, LedgerError, changed_since,
-                                   git_commit, read_entry_archive)
+                                   git_commit, held_records, read_entry_archive)
 from fedlib.ledger.piece import Observation, Rates, run_piece
 from fedlib.ledger.priority import REST, check_headlines, prioritized
 from fedlib.ledger.results import headline_results, results_block, results_pages, scales
@@ -369,6 +370,35 @@ def test_headline_claims_from_the_ledger_name_the_runs_they_lack():
     for claim in ("C2", "C3"):
         assert table.loc[claim, "verdict"].startswith("not testable"), table.loc[claim]
         assert f"scheme={lost_labels['scheme']}" in table.loc[claim, "evidence"]
+
+
+HELD_PARTS = [(name, rank, part) for name in sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
+              for rank, part in headlines_and_parts(paper(name).headlines)]
+
+
+@pytest.mark.parametrize("notebook, rank, part", HELD_PARTS, ids=[f"{n} {part.claims}" for n, _, part in HELD_PARTS])
+def test_each_headline_and_part_the_ledger_holds_selects_exactly_the_runs_its_claims_read(judged_ledger, notebook,
+                                                                                           rank, part):
+    """On the committed ledger's own runs, for every paper: where the ledger holds the runs of a headline (or of a part
+    it orders first) and of the headlines before it, the judge decides that they are exactly what its claims read
+    (`assert_selects_exactly`); the per-paper claims tests check every headline on fabricated records."""
+    params, grids, entries, _ = judged_ledger
+    declared = paper(notebook).headlines
+    held_specs = {entry.spec for entry in entries}
+    runs, _ = runs_of_part(declared, rank, part, grids[notebook])
+    if not set(runs) <= held_specs:
+        pytest.skip(f"the ledger lacks {len(set(runs) - held_specs)} of its {len(runs)} runs")
+    records = held_records(entries, runs)
+    run_of = {entry.spec: entry.key for entry in entries}  # the key each run's records go by (`held_records`)
+    with fabricated_if_missing({spec.dataset for spec in runs}) as root:
+        def verdicts(held) -> list[str]:
+            keys = {run_of[spec] for spec in held}
+            table = judged_headlines(notebook, params[notebook],
+                                     {name: frame[frame["run"].isin(keys)] for name, frame in records.items()}, root)
+            ids = table["claim"].map(lambda text: claim_id(notebook, text))
+            return list(table.set_index(ids).loc[sorted(part.claim_ids()), "verdict"])
+
+        assert_selects_exactly(declared, rank, part, grids[notebook], verdicts)
 
 
 def test_the_gpu_profiles_ledger_fits_its_budget(filled, tmp_path):

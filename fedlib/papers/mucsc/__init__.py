@@ -421,13 +421,20 @@ def level_grid(p: MucscParams) -> list[RunSpec]:
 
 
 
-# The runs that back the headline claims (fedlib/claims/mucsc.py), most valued first: a piece of the gpu
+def _main_headline(partition: str) -> Headline:
+    """C5, C7, C9 and C10 on one partition of the main grid: the baselines (setting "paper") and MUCSC at Z_U = Z_D =
+    16 (a run the level grid shares). C5 reads NC, MUCSC and B-MUCSC, C10 NC and DGC, so those come first."""
+    return Headline(", ".join(f"C{n} {partition}" for n in (5, 7, 9, 10)),
+                    {"setting": ("paper", "Z_U=16, Z_D=16, descent"), "partition": (partition,)},
+                    first=(Headline(f"C5 {partition}", {"method": ("nc", "mucsc", "bmucsc")}),
+                           Headline(f"C10 {partition}", {"method": ("nc", "dgc")})))
+
+
+# The runs that back the headline claims (fedlib/papers/mucsc/claims.py), most valued first: a piece of the gpu
 # profile computes them in this order (fedlib.ledger.priority), each on every seed of the profile.
 HEADLINE_RUNS = (
-    # The main grid: the baselines (setting "paper") and MUCSC at Z_U = Z_D = 16 (a run the level grid shares).
-    Headline("C5 iid, C7 iid, C9 iid, C10 iid", {"setting": ("paper", "Z_U=16, Z_D=16, descent"), "partition": ("iid",)}),
-    Headline("C5 noniid, C7 noniid, C9 noniid, C10 noniid",
-             {"setting": ("paper", "Z_U=16, Z_D=16, descent"), "partition": ("noniid",)}),
+    _main_headline("iid"),
+    _main_headline("noniid"),
     Headline("C3b, C3c", {"setting": ("Z_U=16, Z_D=16, descent", "Z_U=16, Z_D=16, uniform")}),
     Headline("C8", {"setting": ("Z_U=4, Z_D=4, descent", "Z_U=8, Z_D=8, descent")}),
 )
@@ -505,9 +512,9 @@ def grid_records(records: Records, specs: Sequence[RunSpec]) -> Records:
     columns = {"seed": "int64", **dict.fromkeys(LABEL_COLUMNS, "str"), "run": "str"}
     empty = {name: pd.DataFrame({c: pd.Series(dtype=t) for c, t in {**columns, **cols}.items()})
              for name, cols in RECORD_COLUMNS.items()}
-    wanted = {(s.seed, *(s.get("labels")[c] for c in LABEL_COLUMNS)) for s in specs}
-    return {name: frame[np.array([key in wanted for key in zip(*(frame[c] for c in ids))], dtype=bool)].reset_index(
-        drop=True) for name, frame in {**empty, **records}.items()}
+    wanted = list({(s.seed, *(s.get("labels")[c] for c in LABEL_COLUMNS)) for s in specs})
+    return {name: frame[pd.MultiIndex.from_frame(frame[ids]).isin(wanted)].reset_index(drop=True)
+            for name, frame in {**empty, **records}.items()}
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ class QuickstartParams(PaperParams):
 
 
 
-# The runs that back the headline claims (fedlib/claims/quickstart.py), most valued first: a piece of the gpu
+# The runs that back the headline claims (fedlib/papers/quickstart/claims.py), most valued first: a piece of the gpu
 # profile computes them in this order (fedlib.ledger.priority), each on every seed of the profile.
 HEADLINE_RUNS = (Headline("Q1", {"algorithm": ("SCAFFOLD", "FedAvg")}),
                  Headline("Q2", {"algorithm": ("FedProx", "FedAvg")}))
