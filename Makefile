@@ -71,11 +71,19 @@ gpu-piece: setup
 # too, slower; each finished run goes into the ledger at once; a run longer than BUDGET trains to its end and the next
 # piece resumes it: --long-runs continue): `make ledger-piece BUDGET=3h`, its log in PIECE_LOG.
 # Fashion-MNIST must be readable (Debian's dataset-fashion-mnist, data/fashion_mnist/, or FEDLIB_DATA).
+# PIECES=<n> starts n pieces at once, the second's log PIECE_LOG with -2 before .log, and so on: they share the results
+# folder and never compute a run twice (each claims a run before it starts it). One per core where the runs left train
+# on one thread, as FedShift's do (docs/ledger.md: two on this VM's 2 cores, 70-72 s a round each).
 PIECE_LOG ?= results/ledger-piece.log
+PIECES ?= 1
 ledger-piece: setup
+	@case "$(PIECES)" in ''|*[!0-9]*|0*) echo "PIECES=$(PIECES): the number of pieces to start, 1 or more" >&2; exit 2;; esac
 	mkdir -p $(dir $(PIECE_LOG))
-	nohup nice -n 19 $(PY) -m fedlib piece --profile gpu --budget $(BUDGET) --long-runs continue $(if $(RATE),--rate $(RATE)) > $(PIECE_LOG) 2>&1 &
-	@echo "a ledger piece runs in the background (budget $(BUDGET), nice 19); follow it with: tail -f $(PIECE_LOG)"
+	@for i in $$(seq 1 $(PIECES)); do \
+		log=$(PIECE_LOG); [ $$i = 1 ] || log=$${log%.log}-$$i.log; \
+		nohup nice -n 19 $(PY) -m fedlib piece --profile gpu --budget $(BUDGET) --long-runs continue $(if $(RATE),--rate $(RATE)) > $$log 2>&1 & \
+		echo "ledger piece $$i of $(PIECES) runs in the background (budget $(BUDGET), nice 19); follow it with: tail -f $$log"; \
+	done
 
 # After a piece: notebooks/expected-results-gpu.md rebuilt from the ledger by the headline judge (no dataset needed).
 ledger-expected: setup

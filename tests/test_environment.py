@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -128,6 +129,36 @@ def test_setup_installs_the_rest_with_the_installer_named_and_refuses_an_unknown
     assert unknown.returncode != 0
     assert "INSTALLER=conda is not an installer: use INSTALLER=uv or INSTALLER=pip" in unknown.stderr
     assert not (tmp_path / "venv").exists()
+
+
+def test_ledger_piece_starts_the_pieces_asked_for_each_at_the_lowest_priority_with_its_own_log(tmp_path):
+    """`make ledger-piece PIECES=2` starts two pieces in the background (here a stand-in interpreter that writes its
+    niceness and arguments to its log), the second logging beside the first; a count that is not one or more is
+    refused, naming PIECES, and starts none."""
+    python = tmp_path / "python"
+    python.write_text('#!/bin/sh\necho "nice $(nice) args $*"\n')
+    python.chmod(0o755)
+
+    def make(pieces: str, log: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "--no-print-directory", "-o", ".venv/.fedlib-installed", "ledger-piece",
+                               f"PY={python}", f"PIECES={pieces}", f"PIECE_LOG={log}", "BUDGET=5m"], cwd=ROOT,
+                              capture_output=True, text=True)
+
+    started = make("2", tmp_path / "logs" / "piece.log")
+    assert started.returncode == 0, started.stderr
+    logs = [tmp_path / "logs" / "piece.log", tmp_path / "logs" / "piece-2.log"]
+    for log in logs:
+        assert f"tail -f {log}" in started.stdout
+    deadline = time.monotonic() + 30
+    while not all(log.exists() and log.read_text() for log in logs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for log in logs:
+        assert log.read_text() == "nice 19 args -m fedlib piece --profile gpu --budget 5m --long-runs continue\n"
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["piece-2.log", "piece.log"]
+    for bad in ("0", "two", "", "-1"):
+        refused = make(bad, tmp_path / "refused" / "piece.log")
+        assert refused.returncode != 0 and f"PIECES={bad}: the number of pieces to start, 1 or more" in refused.stderr
+        assert not (tmp_path / "refused").exists()
 
 
 def test_lab_lists_each_notebook_once_and_opens_it_with_its_source():
