@@ -8,7 +8,7 @@ import itertools
 import json
 import shutil
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -306,10 +306,12 @@ def test_a_claim_a_part_names_counts_the_runs_it_reads_and_names_their_devices(m
     assert results_block([c2_row], cpu, {"fedshift": "a scale"}).count(f"reproduced: fedef 82.6, fedavg 78.1{both} |") == 1
 
 
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
+
+
 def gpu_plan() -> tuple[dict, dict]:
-    names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
-    params = {name: notebook_parameters(name, "gpu") for name in names}
-    return params, {name: notebook_specs(name, params[name]) for name in names}
+    params = {name: notebook_parameters(name, "gpu") for name in NOTEBOOKS}
+    return params, {name: notebook_specs(name, params[name]) for name in NOTEBOOKS}
 
 
 def committed_cpu_record() -> CpuVerdicts:
@@ -318,14 +320,21 @@ def committed_cpu_record() -> CpuVerdicts:
 
 
 @pytest.fixture(scope="module")
-def judged_ledger() -> tuple[dict, dict, list, dict]:
+def committed_ledger() -> Iterator[tuple[list, str | None]]:
+    """The committed ledger's entries, read once, and a data root for their datasets (fabricated once where this
+    machine lacks them)."""
+    entries = Ledger(ROOT / "evidence" / "gpu").entries()
+    with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
+        yield entries, root
+
+
+@pytest.fixture(scope="module")
+def judged_ledger(committed_ledger) -> tuple[dict, dict, list, dict]:
     """The committed ledger's headline claims judged once, for the tests that compare committed files with them:
     (the gpu profile's parameters, its grids, the ledger's entries, the judged tables)."""
     params, grids = gpu_plan()
-    entries = Ledger(ROOT / "evidence" / "gpu").entries()
-    with fabricated_if_missing({e.spec.dataset for e in entries}) as root:
-        tables = ledger_verdicts(params, grids, entries, root)
-    return params, grids, entries, tables
+    entries, root = committed_ledger
+    return params, grids, entries, ledger_verdicts(params, grids, entries, root)
 
 
 def test_the_committed_expected_results_are_what_the_ledger_gives(judged_ledger):
@@ -372,13 +381,12 @@ def test_headline_claims_from_the_ledger_name_the_runs_they_lack():
         assert f"scheme={lost_labels['scheme']}" in table.loc[claim, "evidence"]
 
 
-HELD_PARTS = [(name, rank, part) for name in sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
-              for rank, part in headlines_and_parts(paper(name).headlines)]
+HELD_PARTS = [(name, rank, part) for name in NOTEBOOKS for rank, part in headlines_and_parts(paper(name).headlines)]
 
 
 @pytest.mark.parametrize("notebook, rank, part", HELD_PARTS, ids=[f"{n} {part.claims}" for n, _, part in HELD_PARTS])
-def test_each_headline_and_part_the_ledger_holds_selects_exactly_the_runs_its_claims_read(judged_ledger, notebook,
-                                                                                           rank, part):
+def test_each_headline_and_part_the_ledger_holds_selects_exactly_the_runs_its_claims_read(
+        judged_ledger, committed_ledger, notebook, rank, part):
     """On the committed ledger's own runs, for every paper: where the ledger holds the runs of a headline (or of a part
     it orders first) and of the headlines before it, the judge decides that they are exactly what its claims read
     (`assert_selects_exactly`); the per-paper claims tests check every headline on fabricated records."""
@@ -390,15 +398,16 @@ def test_each_headline_and_part_the_ledger_holds_selects_exactly_the_runs_its_cl
         pytest.skip(f"the ledger lacks {len(set(runs) - held_specs)} of its {len(runs)} runs")
     records = held_records(entries, runs)
     run_of = {entry.spec: entry.key for entry in entries}  # the key each run's records go by (`held_records`)
-    with fabricated_if_missing({spec.dataset for spec in runs}) as root:
-        def verdicts(held) -> list[str]:
-            keys = {run_of[spec] for spec in held}
-            table = judged_headlines(notebook, params[notebook],
-                                     {name: frame[frame["run"].isin(keys)] for name, frame in records.items()}, root)
-            ids = table["claim"].map(lambda text: claim_id(notebook, text))
-            return list(table.set_index(ids).loc[sorted(part.claim_ids()), "verdict"])
+    root = committed_ledger[1]
 
-        assert_selects_exactly(declared, rank, part, grids[notebook], verdicts)
+    def verdicts(held) -> list[str]:
+        keys = {run_of[spec] for spec in held}
+        table = judged_headlines(notebook, params[notebook],
+                                 {name: frame[frame["run"].isin(keys)] for name, frame in records.items()}, root)
+        ids = table["claim"].map(lambda text: claim_id(notebook, text))
+        return list(table.set_index(ids).loc[sorted(part.claim_ids()), "verdict"])
+
+    assert_selects_exactly(declared, rank, part, grids[notebook], verdicts)
 
 
 def test_the_gpu_profiles_ledger_fits_its_budget(filled, tmp_path):
