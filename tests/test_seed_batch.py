@@ -210,7 +210,8 @@ def test_a_piece_trains_a_cells_seeds_as_one_batch_each_entry_holding_its_record
     for cell in {s.with_(seed=0) for s in together}:
         seeds = [e for s, e in together.items() if s.with_(seed=0) == cell]
         walls, steps = ([e.provenance[k] for e in seeds] for k in ("wall_s", "client_steps"))
-        assert walls == pytest.approx([sum(walls) * n / sum(steps) for n in steps], rel=1e-2)
+        # provenance stores wall seconds to the millisecond, so each share may be off by one millisecond
+        assert walls == pytest.approx([sum(walls) * n / sum(steps) for n in steps], rel=1e-2, abs=1e-3)
 
 
 def test_a_piece_stopped_mid_batch_keeps_every_seeds_checkpoint_and_a_later_piece_resumes_them(tmp_path,
