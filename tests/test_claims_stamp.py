@@ -77,13 +77,17 @@ def test_notebooks_render_as_many_at_a_time_as_there_are_cores_their_statuses_in
 
     from fedlib.app import render as rendering
 
-    running, most, lock = [], [0], threading.Lock()
+    running, most, lock, last_started = [], [0], threading.Lock(), threading.Event()
 
     def one(name, params, out_dir, note):
         with lock:
             running.append(name)
             most[0] = max(most[0], len(running))
-        time.sleep(0.2 if name == "a" else 0.05)  # the first job the longest: the others overtake it
+        if name == "d":
+            last_started.set()
+        if name == "a" and rendering.os.cpu_count() > 1:  # the first job the longest: the others overtake it
+            assert last_started.wait(timeout=30), "the other renders never ran beside the first"
+        time.sleep(0.05)
         with lock:
             running.remove(name)
         return ("ok" if name != "c" else "FAILED: c", 1.0)
