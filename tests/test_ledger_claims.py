@@ -54,7 +54,8 @@ def test_a_claim_is_this_processs_until_released_and_a_live_holders_claim_is_lef
 
 
 def test_a_stale_claim_is_taken_over(tmp_path):
-    """A dead process of this host, another host's claim older than a day, or garbage: taken over."""
+    """A dead process of this host, another host's claim older than a day, garbage, or a live process of this host
+    that started after the claim was written: taken over."""
     claims = Claims(tmp_path)
     write_claim(claims, RUN, dead_pid())
     assert claims.claim(RUN) is None and claims.holder(RUN).pid == str(os.getpid())
@@ -64,6 +65,9 @@ def test_a_stale_claim_is_taken_over(tmp_path):
     os.utime(claims.path(RUN), (old, old))
     assert claims.claim(RUN) is None and claims.holder(RUN).host == socket.gethostname()
     claims.path(RUN).write_text("{not json")
+    assert claims.claim(RUN) is None and claims.holder(RUN).pid == str(os.getpid())
+    write_claim(claims, RUN, os.getppid())  # a live process of this host, but the claim is older than it
+    os.utime(claims.path(RUN), (946684800, 946684800))  # 2000-01-01: its pid was given again since
     assert claims.claim(RUN) is None and claims.holder(RUN).pid == str(os.getpid())
 
 

@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -175,9 +176,32 @@ def test_stale_temporaries_of_dead_processes_are_cleaned(tmp_path):
         path.mkdir(parents=True)
     stale_ckpt.parent.mkdir()
     stale_ckpt.write_bytes(b"half")
+    given_again = tmp_path / f"{TEMP_PREFIX}{host}-{os.getpid()}-def"  # this process's pid, written before it started
+    given_again.mkdir()
+    os.utime(given_again, (946684800, 946684800))  # 2000-01-01
     store = RunStore(tmp_path)
     assert not store.has(KEYS(spec()))
-    assert not stale_dir.exists() and not stale_ckpt.exists() and live_dir.exists()
+    assert not stale_dir.exists() and not stale_ckpt.exists() and live_dir.exists() and not given_again.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="process start times are read from Linux's /proc")
+def test_a_process_start_time_is_when_it_was_spawned():
+    import subprocess
+    import sys
+    import time
+
+    from fedlib.runs.store import process_started_at
+
+    before = time.time()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    after = time.time()
+    try:
+        started = process_started_at(child.pid)
+        assert started is not None and before - 1.5 <= started <= after + 1.5  # /proc's boot time is whole seconds
+    finally:
+        child.kill()
+        child.wait()
+    assert process_started_at(child.pid) is None  # reaped: no such process
 
 
 def _fail_with(monkeypatch, target, attribute):

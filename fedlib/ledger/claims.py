@@ -5,9 +5,11 @@ A piece claims a run before it starts it: `<ledger>/.claims/<entry name>.claim` 
 `.tar.gz`), holding {"pid", "host", "started"}, created only where no claim exists (a hard link to a file written
 whole: no reader sees a claim half written). The piece removes its claim once the run is in the ledger or abandoned.
 A run claimed by a live piece is left to it. A claim whose piece is gone is stale and taken over: its process is
-dead on this host, or, another host's (whose processes cannot be asked), it is older than `FOREIGN_CLAIM_AGE_S`
-(`fedlib.runs.store.writer_gone`), so a killed piece leaves no run claimed for ever. Taking over holds a lock
-(`flock`, which the system releases when its holder dies), so two pieces never both take over one stale claim.
+dead on this host, or alive but started after the claim was written (the pid given again, after the piece died or
+the machine restarted), or, another host's (whose processes cannot be asked), it is older than
+`FOREIGN_CLAIM_AGE_S` (`fedlib.runs.store.writer_gone`), so a killed piece leaves no run claimed for ever. Taking
+over holds a lock (`flock`, which the system releases when its holder dies), so two pieces never both take over one
+stale claim.
 Claims are git-ignored (`.gitignore`: `.claims/`) and a ledger's folder check (`Ledger.require`) allows them.
 """
 from __future__ import annotations

@@ -60,6 +60,7 @@ TEMP_PREFIX = ".writing-"  # + host-pid-random: a save or checkpoint being writt
 DAMAGED = ".damaged"  # where damaged entries are moved
 IN_PROGRESS = "in-progress"
 FOREIGN_TEMP_AGE_S = 3600.0  # another host's temporary older than this is left over from a dead process
+START_SLACK_S = 5.0  # a process's start time read from /proc may be off by the boot time's rounding and clock steps
 MARKER = ".fedlib-run-store"  # the file that makes a folder a run store (written with its first entry)
 KEY = re.compile(r"^[0-9a-f]{24}$")  # an entry folder's name: `RunSpec.key`
 
@@ -87,11 +88,34 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def process_started_at(pid: int) -> float | None:
+    """When the process `pid` started, in seconds since the epoch, where the system tells (Linux's `/proc`); else
+    None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, the start in clock ticks after boot
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+def _pid_given_again(pid: int, path: Path) -> bool:
+    """Whether the live process `pid` started after `path` was last written, so did not write it: the system gave
+    the pid of a writer that died (or of a machine since restarted) to another process."""
+    started = process_started_at(pid)
+    try:
+        return started is not None and started > path.lstat().st_mtime + START_SLACK_S
+    except FileNotFoundError:
+        return False
+
+
 def writer_gone(host: str, pid: str, path: Path, foreign_age_s: float = FOREIGN_TEMP_AGE_S) -> bool:
-    """Whether the process `pid` of `host` that wrote `path` is gone: a dead process of this host, or, on another
-    host (whose processes cannot be asked), `path` older than `foreign_age_s`."""
+    """Whether the process `pid` of `host` that wrote `path` is gone: on this host, a dead process or a live one that
+    started after `path` was written (its pid given again); on another host (whose processes cannot be asked),
+    `path` older than `foreign_age_s`."""
     if host == socket.gethostname() and pid.isdigit():
-        return not _pid_alive(int(pid))
+        return not _pid_alive(int(pid)) or _pid_given_again(int(pid), path)
     try:
         return time.time() - path.lstat().st_mtime > foreign_age_s
     except FileNotFoundError:
