@@ -107,21 +107,27 @@ def test_two_pieces_at_once_on_one_ledger_compute_each_run_once(tmp_path, monkey
     assert list((ledger.root / ".claims").glob("*.claim")) == []  # every claim released
 
 
-@pytest.mark.parametrize("holder, computed", [("dead", True), ("alive", False)])  # ids the same in every worker
+@pytest.mark.parametrize("holder, computed", [("dead", True), ("alive", False), ("elsewhere", False)])
 def test_a_piece_takes_over_a_dead_pieces_claim_and_leaves_a_live_ones(tmp_path, capsys, holder, computed):
+    """A dead piece's claim is taken over; a live one's left, and another host's (which cannot be asked) left with
+    how to free it."""
     pid = dead_pid() if holder == "dead" else os.getppid()
+    host = "elsewhere" if holder == "elsewhere" else socket.gethostname()
     ranked = tiny_ranked()[:1]
     ledger = Ledger(tmp_path / "ledger")
     ledger.create()
     run = entry_name(ranked[0].spec, data_fingerprint(ranked[0].spec.dataset, None))
-    write_claim(Claims(ledger.root), run, pid)
+    write_claim(Claims(ledger.root), run, pid, host)
     out = io.StringIO()
     report = run_piece(ranked, ledger, RunStore(tmp_path / "runs"), 600, rate=1e3, out=out)
     assert len(report.added) == computed
     assert Claims(ledger.root).path(run).exists() != computed  # taken over and released, or left
     if not computed:
         assert f"not started (claimed): quickstart [Q1] algorithm=FedAvg seed=0: another piece is computing it (pid " \
-               f"{pid} on {socket.gethostname()}, since 2026-11-29T10:00:00Z)" in out.getvalue()
+               f"{pid} on {host}, since 2026-11-29T10:00:00Z)" in out.getvalue()
+    hint = f"another host's claim is taken over 24 h after it was made: if that piece is gone, delete " \
+           f"{Claims(ledger.root).path(run)}"
+    assert (hint in out.getvalue()) == (holder == "elsewhere")
 
 
 def test_a_run_whose_entry_another_piece_wrote_meanwhile_is_not_computed_again(tmp_path, monkeypatch):

@@ -72,6 +72,15 @@ class Claims:
                 self.path(run).unlink(missing_ok=True)  # stale (or unreadable, or just released): taken over
         raise OSError(f"cannot claim {self.path(run)}: it keeps changing under concurrent pieces")
 
+    def why_left(self, run: str, holder: Holder) -> str:
+        """Why the run `run` claimed by `holder` is left to it, and, where the holder is another host's piece (which
+        this one cannot ask), how to free the claim sooner."""
+        why = f"another piece is computing it ({holder})"
+        if holder.host == socket.gethostname():
+            return why
+        return (f"{why}; another host's claim is taken over {FOREIGN_CLAIM_AGE_S / 3600:g} h after it was made: if "
+                f"that piece is gone, delete {self.path(run)}")
+
     def release(self, run: str) -> None:
         """Remove this process's claim on `run` (a claim another piece took over stays)."""
         with self._lock():

@@ -328,7 +328,7 @@ class Piece:
             name = entry_name(r.spec, self.data[r.spec])
             holder = self.claims.claim(name)
             if holder is not None:
-                self.skip([r], f"another piece is computing it ({holder})", "not started (claimed)")
+                self.skip([r], self.claims.why_left(name, holder), "not started (claimed)")
             elif written_meanwhile(self.ledger.root / name, self.held[r.spec], self.roots.get(r.notebook)):
                 self.claims.release(name)
                 self.skip([r], "another piece wrote its ledger entry since this piece read the ledger",
